@@ -1,0 +1,50 @@
+"""`orch` command line: one module per subcommand, `main(argv) -> int`.
+
+Exit status: 0 success, 1 a run failed, 2 bad input (unreadable or invalid file, unknown option) with a
+message and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from orchestrator import __version__
+from orchestrator.cli import plan_cmd, report_cmd, sweep_cmd, topology_cmd, workloads_cmd
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail_input
+from orchestrator.core.schema import InvalidInput
+
+COMMANDS = (topology_cmd, plan_cmd, sweep_cmd, report_cmd, workloads_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orch", description="Sweep ranks × threads-per-rank × local batch as real torch.distributed jobs "
+                                 "on a CPU machine or cluster; report scalability, convergence and time-to-train.")
+    parser.add_argument("--version", action="version", version=f"orch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: 0 after --help, 2 after a usage error (already printed)
+        return int(exit_.code or 0)
+    try:
+        return args.run(args)
+    except InvalidInput as err:
+        return fail_input(str(err))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def console_main() -> None:
+    sys.exit(main())
+
+
+__all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT"]

@@ -1,0 +1,51 @@
+"""Helpers shared by the subcommands: exit codes, consoles, loading the inputs every command takes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from orchestrator.core.plan import Plan, make_plan
+from orchestrator.core.topology import Topology
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def fail_input(message: str) -> int:
+    """Bad input: one paragraph on stderr, exit status 2, no traceback."""
+    print(f"orch: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def add_topology_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", metavar="FILE",
+                        help="topology file (YAML/JSON, compact or detailed form, see README) describing the "
+                             "machine to plan for or to emulate; default: detect this machine")
+
+
+def load_topology_arg(path: str | None) -> Topology:
+    if path:
+        from orchestrator.io.topofile import load_topology
+
+        return load_topology(path)
+    from orchestrator.io.detect import detect_local
+
+    return detect_local()
+
+
+def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Plan:
+    """The single road from a sweep and a topology to what runs: `orch plan` and `orch sweep` both use it.
+
+    `ccl_available`: whether oneCCL's bindings import where the ranks run (the sweep asks its workers);
+    None: look on this machine."""
+    if ccl_available is None:
+        from orchestrator.io.backends import ccl_installed
+
+        ccl_available = ccl_installed()
+    return make_plan(sweep.spec, topology, rank_memory_mib=sweep.rank_memory_mib, ccl_available=ccl_available)

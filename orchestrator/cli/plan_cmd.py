@@ -1,0 +1,73 @@
+"""`orch plan`: the dry run. Shows which grid points will run and why the others cannot, without starting
+Ray or importing torch. `orch sweep` executes exactly this plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console, load_topology_arg, plan_for
+from orchestrator.core.plan import Plan
+from orchestrator.core.plan_view import plan_tables, plan_to_dict
+from orchestrator.io.sweepfile import load_sweep
+from orchestrator.report.render import to_rich
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "plan", help="dry run: which grid points fit the machine, where their ranks go, and why not",
+        description="Expand the sweep's ranks × threads-per-rank × local-batch grid against a topology and check "
+                    "every point: a rank must fit inside one socket, ranks × threads must fit the cores (per node "
+                    "and overall), ranks must pack into sockets, and every rank must fit its memory budget. Prints "
+                    "one table per local batch (rows: threads per rank, columns: ranks) and the convergence runs. "
+                    "Starts nothing: no Ray, no torch.")
+    parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML), e.g. sweeps/retinanet.yaml")
+    add_topology_option(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print every point with its placement (node, socket, NUMA node, CPU ids) and reasons "
+                             "as JSON")
+    parser.set_defaults(run=run)
+
+
+def render_plan(plan: Plan):
+    from rich.console import Group
+    from rich.text import Text
+
+    spec = plan.spec
+    parts = [Text(f"sweep {spec.name}: workload {spec.workload.name}", style="bold"),
+             Text(f"topology: {plan.topology.describe()}   [{plan.topology.source}]"),
+             Text(f"backend: {plan.backend.note}")]
+    for table in plan_tables(plan):
+        parts += [Text(""), to_rich(table)]
+    if plan.convergence:
+        parts.append(Text("\nconvergence runs (one per global batch and seed, on the cheapest feasible layout):"))
+        by_batch: dict[int, list[int]] = {}
+        layouts = {}
+        for run in plan.convergence:
+            by_batch.setdefault(run.global_batch, []).append(run.seed)
+            layouts[run.global_batch] = run.layout.trial
+        for batch, seeds in by_batch.items():
+            t = layouts[batch]
+            parts.append(Text(f"  global batch {batch}: {t.ranks} rank(s) × {t.threads_per_rank} thread(s), "
+                              f"local batch {t.local_batch}; seeds {', '.join(map(str, seeds))}"))
+    elif spec.convergence is not None:
+        parts.append(Text("\nno convergence runs: no grid point is feasible"))
+    feasible = len(plan.feasible)
+    parts.append(Text(f"\n{feasible} of {len(plan.trials)} grid points will run"
+                      + (f"; {len(plan.convergence)} convergence run(s)" if plan.convergence else ""),
+                      style="bold"))
+    return Group(*parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    sweep = load_sweep(args.sweep)
+    topology = load_topology_arg(args.topology)
+    plan = plan_for(sweep, topology)
+    if args.json:
+        print(json.dumps(plan_to_dict(plan), indent=2))
+    else:
+        console().print(render_plan(plan))
+    if plan.backend.error:
+        console(stderr=True).print(f"orch: error: {plan.backend.error}", style="bold red")
+        return EXIT_BAD_INPUT
+    return EXIT_OK

@@ -1,0 +1,73 @@
+"""`orch topology`: show the machine model that planning uses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from orchestrator.cli.common import EXIT_OK, add_topology_option, console, load_topology_arg
+from orchestrator.core.topology import MIB_PER_GIB, Topology
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "topology", help="show this machine's topology (or a topology file's)",
+        description="Print sockets, physical cores with their CPU ids, hardware threads per core, NUMA nodes and "
+                    "memory. Detected from /sys/devices/system and psutil unless --topology is given. The --json "
+                    "output is itself a valid topology file (detailed form): save it on a machine and plan for it "
+                    "elsewhere with `orch plan --topology`.")
+    add_topology_option(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON (a detailed-form topology file) instead of a table")
+    parser.set_defaults(run=run)
+
+
+def _ranges(cpus) -> str:
+    """(0, 1, 2, 3, 8) -> '0-3,8'."""
+    cpus = sorted(cpus)
+    parts, start = [], None
+    for i, cpu in enumerate(cpus):
+        if start is None:
+            start = cpu
+        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
+            parts.append(f"{start}-{cpu}" if cpu != start else f"{cpu}")
+            start = None
+    return ",".join(parts)
+
+
+def render(topology: Topology):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts = [Text(f"{topology.describe()}   [{topology.source}]", style="bold")]
+    for index, node in enumerate(topology.nodes):
+        table = Table(title=f"node {index}: {node.name} — {node.memory_mib / MIB_PER_GIB:,.1f} GiB, "
+                            f"{node.threads_per_core} thread(s)/core", title_justify="left")
+        table.add_column("socket", justify="right")
+        table.add_column("cores", justify="right")
+        table.add_column("CPU ids (first thread of each core)")
+        table.add_column("SMT sibling CPU ids")
+        table.add_column("NUMA nodes")
+        for s in node.sockets:
+            siblings = [cpu for c in s.cores for cpu in c.cpus[1:]]
+            table.add_row(str(s.index), str(len(s.cores)), _ranges(s.cpus(False)), _ranges(siblings) or "–",
+                          ",".join(map(str, node.numa_of_cpus(s.cpus(True)))) or "?")
+        parts.append(table)
+        numa = Table(title="NUMA nodes", title_justify="left")
+        numa.add_column("node", justify="right")
+        numa.add_column("CPUs")
+        numa.add_column("memory (GiB)", justify="right")
+        for n in node.numa_nodes:
+            numa.add_row(str(n.index), _ranges(n.cpus) or "–", f"{n.memory_mib / MIB_PER_GIB:,.1f}")
+        parts.append(numa)
+        parts += [Text(f"note: {note}", style="yellow") for note in node.notes]
+    return Group(*parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    topology = load_topology_arg(args.topology)
+    if args.json:
+        print(json.dumps(topology.to_dict(), indent=2))
+    else:
+        console().print(render(topology))
+    return EXIT_OK

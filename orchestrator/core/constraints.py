@@ -1,0 +1,101 @@
+"""Which grid points a machine can host, and why not, stated with the numbers.
+
+Every rule that applies is reported, not just the first, so a user sees at once whether adding memory,
+nodes or sockets would help.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.core.grid import Trial
+from orchestrator.core.placement import memory_slots, node_capacity, socket_slots
+from orchestrator.core.topology import Topology
+
+SPANS_SOCKETS = "spans_sockets"
+CORES = "cores"
+PACKING = "packing"
+MEMORY = "memory"
+BACKEND = "backend"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rules:
+    """The constraint settings one check needs (from the spec's constraints and backend)."""
+
+    hyperthreads: bool = False
+    ccl_workers: int = 0              # cores per rank reserved for oneCCL (0 unless backend is ccl)
+    memory_headroom: float = 0.9
+    rank_memory_mib: float = 0.0      # what one rank needs
+    memory_budget_mib: float | None = None  # explicit per-rank limit, if any
+    backend_error: str | None = None  # why the requested backend cannot be used, if it cannot
+
+
+def _core_word(hyperthreads: bool) -> str:
+    return "hardware threads" if hyperthreads else "physical cores (hyperthreads not counted)"
+
+
+def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
+    """All reasons `trial` cannot run on `topology`; empty when it can."""
+    reasons: list[Reason] = []
+    ht = rules.hyperthreads
+    need = trial.threads_per_rank + rules.ccl_workers
+    need_text = (f"{trial.threads_per_rank} threads + {rules.ccl_workers} oneCCL worker core(s) = {need} cores"
+                 if rules.ccl_workers else f"{trial.threads_per_rank} threads")
+    per_socket = max(len(s.cpus(ht)) for n in topology.nodes for s in n.sockets)
+    total = topology.usable_cores(ht)
+    n_nodes = len(topology.nodes)
+
+    if need > per_socket:
+        reasons.append(Reason(SPANS_SOCKETS, f"a rank would span sockets: {need_text} > {per_socket} "
+                                             f"{_core_word(ht)} per socket"))
+    if trial.ranks * need > total:
+        reasons.append(Reason(CORES, f"{trial.ranks} ranks × {need} cores = {trial.ranks * need} > {total} "
+                                     f"{_core_word(ht)} on {n_nodes} node(s)"))
+    if not reasons:
+        slots = sum(sum(socket_slots(n, need, ht)) for n in topology.nodes)
+        if slots < trial.ranks:
+            sizes = sorted({len(s.cpus(ht)) for n in topology.nodes for s in n.sockets})
+            reasons.append(Reason(PACKING, (
+                f"ranks cannot be packed inside sockets: a socket of {'/'.join(map(str, sizes))} cores holds "
+                f"{'/'.join(str(sz // need) for sz in sizes)} rank(s) of {need} cores, {slots} in all, "
+                f"fewer than {trial.ranks} ranks")))
+
+    memory_reason = _memory_reason(trial, topology, rules, need, cores_ok=not reasons)
+    if memory_reason:
+        reasons.append(memory_reason)
+    if rules.backend_error:
+        reasons.append(Reason(BACKEND, rules.backend_error))
+    return tuple(reasons)
+
+
+def _memory_reason(trial: Trial, topology: Topology, rules: Rules, need: int, cores_ok: bool) -> Reason | None:
+    mem = rules.rank_memory_mib
+    budget = rules.memory_budget_mib
+    if budget is not None and mem > budget:
+        return Reason(MEMORY, f"a rank needs ~{mem:,.0f} MiB at local batch {trial.local_batch}, more than "
+                              f"memory_budget_mib {budget:,.0f}")
+    per_rank = max(mem, budget or 0.0)
+    if per_rank <= 0:
+        return None
+    head = rules.memory_headroom
+    biggest = max(n.memory_mib for n in topology.nodes)
+    if per_rank > biggest * head:
+        return Reason(MEMORY, f"one rank needs {per_rank:,.0f} MiB > {biggest:,.0f} MiB node memory × "
+                              f"headroom {head:g} = {biggest * head:,.0f} MiB")
+    mem_slots = sum(memory_slots(n, per_rank, head) for n in topology.nodes)
+    if mem_slots < trial.ranks:
+        return Reason(MEMORY, f"{trial.ranks} ranks × {per_rank:,.0f} MiB exceed memory: the node(s) hold "
+                              f"{mem_slots} rank(s) within {head:g} × their memory")
+    if cores_ok:
+        both = sum(node_capacity(n, need, rules.hyperthreads, per_rank, head) for n in topology.nodes)
+        if both < trial.ranks:
+            return Reason(MEMORY, f"cores and memory together hold only {both} rank(s) of {need} cores and "
+                                  f"{per_rank:,.0f} MiB, fewer than {trial.ranks}")
+    return None

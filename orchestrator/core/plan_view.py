@@ -1,0 +1,66 @@
+"""The plan as tables (rows threads per rank, columns ranks, one per local batch) and as plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.placement import Placement
+from orchestrator.core.plan import Plan
+from orchestrator.core.table import DASH, INFEASIBLE, Cell, Footnotes, Table
+from orchestrator.core.topology import Topology
+
+
+def placement_to_list(placement: Placement | None, topology: Topology) -> list[dict[str, Any]]:
+    if placement is None:
+        return []
+    return [{"rank": r.rank, "local_rank": r.local_rank, "node": r.node, "node_name": topology.nodes[r.node].name,
+             "socket": r.socket, "numa_nodes": list(r.numa_nodes), "cpus": list(r.cpus),
+             "ccl_cpus": list(r.ccl_cpus)} for r in placement.ranks]
+
+
+def plan_tables(plan: Plan) -> list[Table]:
+    """One table per local batch. A feasible cell reads 'run' (with the node count when it needs more
+    than one node); an infeasible one reads '– a,b' with the reasons as footnotes."""
+    tables = []
+    for batch in plan.local_batches:
+        notes = Footnotes()
+        rows = []
+        for threads in plan.threads:
+            cells = []
+            for ranks in plan.ranks:
+                p = plan.cell(ranks, threads, batch)
+                if p.feasible:
+                    nodes = p.placement.nodes_used
+                    cells.append(Cell("run" if nodes == 1 else f"run ({nodes} nodes)"))
+                else:
+                    cells.append(Cell(f"{DASH} {notes.letters([r.message for r in p.reasons])}", mark=INFEASIBLE))
+            rows.append((str(threads), tuple(cells)))
+        memory = plan.cell(plan.ranks[0], plan.threads[0], batch).rank_memory_mib
+        tables.append(Table(
+            name=f"plan-b{batch}", title=f"Plan, local batch {batch} (global batch = ranks × {batch})",
+            corner="threads \\ ranks", columns=tuple(str(r) for r in plan.ranks), rows=tuple(rows),
+            footnotes=notes.lines(),
+            caption=f"Each rank needs ~{memory:,.0f} MiB. 'run': the point fits and will be measured."))
+    return tables
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    def trial_dict(p):
+        return {"key": p.trial.key, "ranks": p.trial.ranks, "threads_per_rank": p.trial.threads_per_rank,
+                "local_batch": p.trial.local_batch, "global_batch": p.trial.global_batch, "feasible": p.feasible,
+                "reasons": [{"code": r.code, "message": r.message} for r in p.reasons],
+                "rank_memory_mib": p.rank_memory_mib, "memory_budget_mib": list(p.memory_budget_mib),
+                "placement": placement_to_list(p.placement, plan.topology)}
+
+    return {
+        "sweep": plan.spec.name,
+        "workload": plan.spec.workload.name,
+        "topology": plan.topology.to_dict(),
+        "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note,
+                    "error": plan.backend.error},
+        "axes": {"ranks": list(plan.ranks), "threads_per_rank": list(plan.threads),
+                 "local_batch": list(plan.local_batches)},
+        "trials": [trial_dict(p) for p in plan.trials],
+        "convergence": [{"key": run.key, "global_batch": run.global_batch, "seed": run.seed,
+                         "layout": trial_dict(run.layout)} for run in plan.convergence],
+    }

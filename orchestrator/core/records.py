@@ -1,0 +1,100 @@
+"""Trial records: one JSON object per line in `results/<sweep>/trials.jsonl`, with fixed keys.
+
+Every record has every key in `RECORD_KEYS` (null where it does not apply), so readers never guess.
+Parsing is pure and forgiving: `parse_lines` returns (records, errors) and skips a torn last line (a
+crash mid-write) instead of raising, as mlperf_logging's reader does.
+
+Kinds and their sections:
+
+- ``throughput``: one grid point. ``throughput``, ``memory`` and ``placement`` are set when status is ok.
+- ``convergence``: one seed of one global batch trained to the target. ``convergence`` is set.
+- ``peak``: the machine's measured GEMM peak for ``threads_per_rank`` pinned cores. ``peak`` is set.
+
+Section layouts (units in the names):
+
+    throughput: {samples_per_s, samples_per_s_repeats[], cv, timed_s_repeats[], warmup_steps, timed_steps,
+                 repeats, step_ms_median[rank], step_ms_p90[rank], data_wait_share, train_flops_per_sample}
+    memory:     {peak_uss_mib[rank], budget_mib[rank], estimate_mib}
+    convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
+                 lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}
+    peak:       {precision, gflops, gemm_size}
+    placement:  [{rank, local_rank, node, node_name, socket, numa_nodes[], cpus[], ccl_cpus[]}]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+SCHEMA_VERSION = 1
+
+OK, INFEASIBLE, FAILED, OOM, TIMEOUT = "ok", "infeasible", "failed", "oom", "timeout"
+STATUSES = (OK, INFEASIBLE, FAILED, OOM, TIMEOUT)
+THROUGHPUT, CONVERGENCE, PEAK = "throughput", "convergence", "peak"
+KINDS = (THROUGHPUT, CONVERGENCE, PEAK)
+
+RECORD_KEYS = (
+    "schema",            # SCHEMA_VERSION
+    "kind",              # one of KINDS
+    "key",               # unique within a sweep: 'r2-t14-b4', 'conv-g8-s0', 'peak-t14-fp32'
+    "status",            # one of STATUSES
+    "reason",            # why it is not ok (one line per reason), else null
+    "reasons",           # [{code, message}] for infeasible points, else []
+    "ranks", "threads_per_rank", "local_batch", "global_batch",
+    "seed",              # convergence runs only
+    "backend",           # 'gloo' or 'ccl'
+    "placement",         # list of per-rank placements, see module docstring
+    "started_at",        # ISO-8601 UTC
+    "wall_s",            # from reservation to release
+    "startup_s",         # from reservation until every rank has built its model
+    "throughput", "memory", "convergence", "peak",
+    "applied",           # optimizations that took effect, as the workload reports them
+    "log_tail",          # last lines of the failing rank's log, for failed/oom/timeout
+)
+
+
+def make_record(**fields: Any) -> dict[str, Any]:
+    """A record with every key present; unknown keys are a programming error."""
+    unknown = set(fields) - set(RECORD_KEYS)
+    if unknown:
+        raise KeyError(f"unknown record keys: {sorted(unknown)}")
+    if fields.get("status") not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {fields.get('status')!r}")
+    if fields.get("kind") not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {fields.get('kind')!r}")
+    record: dict[str, Any] = {key: None for key in RECORD_KEYS}
+    record.update(schema=SCHEMA_VERSION, reasons=[])
+    record.update(fields)
+    return record
+
+
+def dumps(record: dict[str, Any]) -> str:
+    """One line of JSON (no NaN: it is not JSON)."""
+    return json.dumps(record, sort_keys=False, allow_nan=False, separators=(",", ":"))
+
+
+def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Records from the lines of a trials file, and a message for each line that could not be used.
+
+    A later record with the same key replaces an earlier one (a `--rerun` appends, never rewrites).
+    """
+    records: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    numbered = list(enumerate(lines, start=1))
+    for number, line in numbered:
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            last = number == numbered[-1][0]
+            what = "torn last line (a write was interrupted); skipped" if last else f"not JSON ({err.msg}); skipped"
+            errors.append(f"line {number}: {what}")
+            continue
+        if not isinstance(record, dict) or record.get("schema") != SCHEMA_VERSION or "key" not in record:
+            errors.append(f"line {number}: not an orch record of schema {SCHEMA_VERSION}; skipped")
+            continue
+        records.pop(record["key"], None)
+        records[record["key"]] = record
+    return list(records.values()), errors

@@ -1,0 +1,215 @@
+"""Strict loading of plain data (parsed YAML/JSON) into frozen dataclasses.
+
+Every problem in a document is collected, each with its key path, instead of stopping at the first one:
+a user fixing a sweep file wants the whole list in one go. Field help text lives in the field's
+metadata so that `--help`, the README's schema table and the error messages share one source.
+
+    >>> @dataclasses.dataclass(frozen=True, kw_only=True)
+    ... class Measure:
+    ...     timed_steps: int = opt(20, "timed steps per repeat", minimum=1)
+    >>> load(Measure, {"timed_steps": 0}, "measure")
+    (None, [Problem(path='measure.timed_steps', message='must be >= 1, got 0', line=None)])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Literal, Mapping
+
+MISSING = dataclasses.MISSING
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with an input document."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path or '<top>'}"
+        if self.line is not None:
+            where += f" (line {self.line})"
+        return f"{where}: {self.message}"
+
+
+class InvalidInput(ValueError):
+    """Bad user input: carries every problem found, for an exit status of 2 and no traceback."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
+
+
+def opt(default: Any = MISSING, help: str = "", *, minimum: float | None = None,
+        maximum: float | None = None, exclusive_minimum: float | None = None,
+        factory: Any = MISSING) -> Any:
+    """A dataclass field with help text and numeric bounds checked by `load`."""
+    meta = {"help": help, "minimum": minimum, "maximum": maximum, "exclusive_minimum": exclusive_minimum}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use a tuple or factory= for mutable defaults")
+    if factory is not MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    if default is MISSING:
+        return dataclasses.field(metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def field_help(cls: type) -> list[tuple[str, str, str]]:
+    """(name, default, help) for each field of a dataclass, for docs and error messages."""
+    out = []
+    for f in dataclasses.fields(cls):
+        default = "required" if f.default is MISSING and f.default_factory is MISSING else (
+            repr(f.default) if f.default is not MISSING else repr(f.default_factory()))
+        out.append((f.name, default, f.metadata.get("help", "")))
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin in (tuple, list):
+        args = typing.get_args(tp)
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "mapping"
+    if tp is type(None):
+        return "null"
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+    """Check `value` against the annotation `tp`; return the converted value or MISSING."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        for option in options:  # first pass: exact matches, so `int | None` doesn't try int on None
+            trial: list[Problem] = []
+            converted = _convert(option, value, path, trial)
+            if not trial:
+                return converted
+        problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
+        return MISSING
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value in allowed and type(value) in {type(a) for a in allowed}:
+            return value
+        problems.append(Problem(path, f"must be one of {', '.join(repr(a) for a in allowed)}; got {_show(value)}"))
+        return MISSING
+    if origin is tuple or origin is list:
+        (item_tp, *_rest) = typing.get_args(tp) or (Any,)
+        if not isinstance(value, (list, tuple)):
+            problems.append(Problem(path, f"must be a list, got {_show(value)}"))
+            return MISSING
+        items = []
+        before = len(problems)
+        for i, item in enumerate(value):
+            items.append(_convert(item_tp, item, f"{path}[{i}]", problems))
+        return tuple(items) if len(problems) == before else MISSING
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            problems.append(Problem(path, f"must be a mapping, got {_show(value)}"))
+            return MISSING
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        obj, sub = load(tp, value, path)
+        problems.extend(sub)
+        return obj if obj is not None else MISSING
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    else:  # pragma: no cover - a programming error in a schema, not user input
+        raise TypeError(f"unsupported annotation {tp!r} at {path}")
+    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
+    return MISSING
+
+
+def _check_bounds(f: dataclasses.Field, value: Any, path: str, problems: list[Problem]) -> None:
+    meta = f.metadata
+    numbers = value if isinstance(value, tuple) else (value,)
+    for i, number in enumerate(numbers):
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            continue
+        where = f"{path}[{i}]" if isinstance(value, tuple) else path
+        if meta.get("minimum") is not None and number < meta["minimum"]:
+            problems.append(Problem(where, f"must be >= {meta['minimum']}, got {number}"))
+        if meta.get("exclusive_minimum") is not None and number <= meta["exclusive_minimum"]:
+            problems.append(Problem(where, f"must be > {meta['exclusive_minimum']}, got {number}"))
+        if meta.get("maximum") is not None and number > meta["maximum"]:
+            problems.append(Problem(where, f"must be <= {meta['maximum']}, got {number}"))
+
+
+def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
+    """Build `cls` from a mapping, strictly. Returns (instance or None, problems)."""
+    problems: list[Problem] = []
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        return None, [Problem(path, f"must be a mapping, got {_show(data)}")]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = [k for k in data if k not in fields]
+    for key in unknown:
+        valid = ", ".join(sorted(fields))
+        problems.append(Problem(_join(path, str(key)), f"unknown key; valid keys are: {valid}"))
+    kwargs = {}
+    for name, f in fields.items():
+        sub = _join(path, name)
+        if name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                problems.append(Problem(sub, f"required ({f.metadata.get('help', _type_name(hints[name]))})"))
+            continue
+        before = len(problems)
+        value = _convert(hints[name], data[name], sub, problems)
+        if value is MISSING or len(problems) > before:
+            continue
+        _check_bounds(f, value, sub, problems)
+        if len(problems) == before:
+            kwargs[name] = value
+    if problems:
+        return None, problems
+    try:
+        return cls(**kwargs), []
+    except ValueError as err:  # cross-field checks in __post_init__, one message per line
+        return None, [Problem(path, line) for line in str(err).splitlines() if line.strip()]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses and tuples to plain dicts and lists, for JSON and YAML output."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj

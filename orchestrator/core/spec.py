@@ -1,0 +1,131 @@
+"""The sweep specification: what to run, how to measure it, and under which constraints.
+
+Each dataclass field is the single source of truth for its default and its help text (shown by
+`orch plan --help-schema` and copied into the README). Loading is strict: see `orchestrator.core.schema`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from orchestrator.core.schema import MISSING, Problem, load, opt
+
+Auto = Literal["auto"]
+Backend = Literal["auto", "ccl", "gloo"]
+LrRule = Literal["none", "linear", "sqrt"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkloadSpec:
+    name: str = opt(MISSING, "registered workload name (`orch workloads` lists them)")
+    params: dict[str, Any] = opt(factory=dict, help="workload parameters; unknown ones are rejected")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GridSpec:
+    ranks: Auto | tuple[int, ...] = opt(
+        "auto", "data-parallel ranks, or auto: powers of two up to the usable cores", minimum=1)
+    threads_per_rank: Auto | tuple[int, ...] = opt(
+        "auto", "compute threads (cores) per rank, or auto: powers of two up to the cores of one socket",
+        minimum=1)
+    local_batch: tuple[int, ...] = opt(MISSING, "samples per rank per step", minimum=1)
+
+    def __post_init__(self) -> None:
+        errors = []
+        for name in ("ranks", "threads_per_rank", "local_batch"):
+            value = getattr(self, name)
+            if value != "auto" and not value:
+                errors.append(f"grid.{name}: must list at least one value")
+            elif value != "auto" and len(set(value)) != len(value):
+                errors.append(f"grid.{name}: {list(value)} lists a value twice")
+        if errors:
+            raise ValueError("\n".join(errors))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MeasureSpec:
+    warmup_steps: int = opt(3, "training steps run before timing, excluded from throughput", minimum=1)
+    timed_steps: int = opt(10, "training steps in one timed repeat", minimum=1)
+    repeats: int = opt(3, "timed repeats per trial; the median is reported, the spread as CV", minimum=1)
+    data: Literal["memory", "stream"] = opt(
+        "memory", "memory: batches prepared before timing; stream: the workload's loader runs inside "
+                  "the timed region and its wait is reported as data_wait_share")
+    timeout_s: float = opt(900.0, "wall-clock limit for one throughput trial, start-up included",
+                           exclusive_minimum=0)
+    step_timeout_s: float = opt(
+        180.0, "a rank that makes no progress for this long (hung collective, stuck step) ends the trial "
+               "as timeout", exclusive_minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConvergenceSpec:
+    metric: str = opt(MISSING, "the workload metric to reach (for example accuracy or map)")
+    target: float = opt(MISSING, "value of the metric that counts as converged")
+    max_epochs: float = opt(10.0, "epoch cap; a seed that has not converged by then is recorded as such",
+                            exclusive_minimum=0)
+    seeds: tuple[int, ...] = opt((0, 1, 2), "one run per seed and global batch")
+    eval_every_epochs: float = opt(1.0, "evaluation interval in epochs (<= 1; fractions give finer "
+                                        "epochs-to-target)", exclusive_minimum=0, maximum=1)
+    lr_rule: LrRule = opt("linear", "learning-rate scaling in global batch relative to base_batch")
+    base_lr: float = opt(MISSING, "learning rate at base_batch", exclusive_minimum=0)
+    base_batch: int = opt(MISSING, "global batch that base_lr is tuned for", minimum=1)
+    warmup_epochs: float = opt(0.0, "linear learning-rate warm-up from base_lr to the scaled rate",
+                               minimum=0)
+    timeout_s: float = opt(3600.0, "wall-clock limit for one convergence run", exclusive_minimum=0)
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ValueError("convergence.seeds: must list at least one seed")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"convergence.seeds: {list(self.seeds)} lists a seed twice")
+        if self.warmup_epochs >= self.max_epochs:
+            raise ValueError(f"convergence.warmup_epochs({self.warmup_epochs}) >= "
+                             f"max_epochs({self.max_epochs}): training would end during warm-up")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConstraintsSpec:
+    hyperthreads: bool = opt(False, "count hardware threads (SMT siblings) as cores")
+    memory_headroom: float = opt(0.9, "fraction of a node's memory that its ranks may use together",
+                                 exclusive_minimum=0, maximum=1)
+    rank_memory_mib: float | None = opt(
+        None, "memory one rank needs; default: the workload's estimate for the local batch",
+        exclusive_minimum=0)
+    memory_budget_mib: float | None = opt(
+        None, "per-rank limit enforced by the watchdog (status oom); default: the node's memory × "
+              "headroom shared by the ranks on it", exclusive_minimum=0)
+    ccl_workers: int = opt(1, "cores reserved per rank for oneCCL progress threads (ccl backend only)",
+                           minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepSpec:
+    name: str = opt(MISSING, "sweep name; results go to results/<name>/")
+    workload: WorkloadSpec = opt(MISSING, "the workload to train")
+    grid: GridSpec = opt(MISSING, "the ranks × threads × local batch grid")
+    backend: Backend = opt("auto", "torch.distributed backend: auto picks ccl when oneCCL's bindings "
+                                   "import, else gloo")
+    measure: MeasureSpec = opt(factory=MeasureSpec, help="throughput measurement protocol")
+    convergence: ConvergenceSpec | None = opt(None, "epochs-to-target runs per global batch (optional)")
+    constraints: ConstraintsSpec = opt(factory=ConstraintsSpec, help="hardware rules")
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"name: {self.name!r} must be letters, digits, '.', '_' or '-' "
+                             "(it names the results folder)")
+
+
+SECTIONS: dict[str, type] = {
+    "": SweepSpec, "workload": WorkloadSpec, "grid": GridSpec, "measure": MeasureSpec,
+    "convergence": ConvergenceSpec, "constraints": ConstraintsSpec,
+}
+
+
+def parse_spec(data: Any) -> tuple[SweepSpec | None, list[Problem]]:
+    """Strictly build a SweepSpec from parsed YAML. Workload parameters are checked by the caller,
+    which knows the workload registry."""
+    return load(SweepSpec, data)

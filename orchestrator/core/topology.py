@@ -1,0 +1,251 @@
+"""The machine model: nodes, sockets, physical cores and their hardware threads, NUMA nodes, memory.
+
+Pure data. Detection from Linux lives in `orchestrator.io.detect`; this module builds topologies from the
+two file forms and answers the questions placement asks.
+
+Compact form (one node type and a count)::
+
+    nodes: 1
+    sockets: 2
+    cores_per_socket: 28
+    threads_per_core: 2
+    memory_gib: 192          # per node
+    cpus:                    # optional: per socket, its cores; a core is a CPU id or a list of siblings
+      - [0]
+      - [1]
+
+Detailed form (what `orch topology --json` prints, so a machine can be described where it stands and
+planned for elsewhere): ``nodes`` is a list of node mappings, see `Node.to_dict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core.schema import MISSING, Problem, load, opt
+
+MIB_PER_GIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """A physical core; `cpus` are its hardware threads' CPU ids, primary thread first."""
+
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NumaNode:
+    index: int
+    cpus: tuple[int, ...]
+    memory_mib: float
+
+
+@dataclass(frozen=True, slots=True)
+class Socket:
+    index: int
+    cores: tuple[Core, ...]
+
+    def cpus(self, hyperthreads: bool) -> tuple[int, ...]:
+        """Usable CPU ids in placement order.
+
+        With hyperthreads, siblings are kept adjacent (core0.t0, core0.t1, core1.t0, ...) so that a
+        contiguous slice of even length never splits a physical core between two ranks.
+        """
+        if hyperthreads:
+            return tuple(cpu for core in self.cores for cpu in core.cpus)
+        return tuple(core.cpus[0] for core in self.cores)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    sockets: tuple[Socket, ...]
+    numa_nodes: tuple[NumaNode, ...]
+    memory_mib: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def threads_per_core(self) -> int:
+        return max((len(c.cpus) for s in self.sockets for c in s.cores), default=1)
+
+    def usable_cores(self, hyperthreads: bool) -> int:
+        return sum(len(s.cpus(hyperthreads)) for s in self.sockets)
+
+    def numa_of_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
+        """NUMA nodes holding any of `cpus`, sorted (one for a rank inside one NUMA domain)."""
+        wanted = set(cpus)
+        return tuple(sorted(n.index for n in self.numa_nodes if wanted & set(n.cpus)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "memory_mib": self.memory_mib,
+            "sockets": [[list(c.cpus) for c in s.cores] for s in self.sockets],
+            "numa_nodes": [{"cpus": list(n.cpus), "memory_mib": n.memory_mib} for n in self.numa_nodes],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    nodes: tuple[Node, ...]
+    source: str = ""
+
+    def usable_cores(self, hyperthreads: bool) -> int:
+        return sum(n.usable_cores(hyperthreads) for n in self.nodes)
+
+    def describe(self) -> str:
+        """One line, e.g. '1 node × 2 sockets × 28 cores × 2 threads, 192 GiB/node'."""
+        shapes = sorted({(len(n.sockets), max((len(s.cores) for s in n.sockets), default=0),
+                          n.threads_per_core, round(n.memory_mib / MIB_PER_GIB, 1)) for n in self.nodes})
+        parts = [f"{s} socket(s) × {c} cores × {t} thread(s), {m:g} GiB" for s, c, t, m in shapes]
+        return f"{len(self.nodes)} node(s): " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "nodes": [n.to_dict() for n in self.nodes]}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompactTopology:
+    """The compact file form: one node type repeated `nodes` times."""
+
+    name: str = opt("", "a label for reports")
+    nodes: int = opt(1, "number of identical nodes", minimum=1)
+    sockets: int = opt(MISSING, "sockets per node", minimum=1)
+    cores_per_socket: int = opt(MISSING, "physical cores per socket", minimum=1)
+    threads_per_core: int = opt(1, "hardware threads per core (2 with SMT/hyper-threading)", minimum=1)
+    memory_gib: float = opt(MISSING, "memory per node in GiB", exclusive_minimum=0)
+    numa_per_socket: int = opt(1, "NUMA nodes per socket (sub-NUMA clustering splits a socket's cores)",
+                               minimum=1)
+    cpus: tuple[tuple[int | tuple[int, ...], ...], ...] | None = opt(
+        None, "explicit CPU ids: per socket, a list of cores, each a CPU id or a list of sibling CPU ids")
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.cores_per_socket % self.numa_per_socket:
+            errors.append(f"numa_per_socket({self.numa_per_socket}) must divide "
+                          f"cores_per_socket({self.cores_per_socket})")
+        if self.cpus is not None:
+            errors += _check_explicit_cpus(self)
+        if errors:
+            raise ValueError("\n".join(errors))
+
+
+def _core_cpus(core: int | tuple[int, ...]) -> tuple[int, ...]:
+    return (core,) if isinstance(core, int) else tuple(core)
+
+
+def _check_explicit_cpus(spec: CompactTopology) -> list[str]:
+    errors = []
+    if len(spec.cpus) != spec.sockets:
+        errors.append(f"cpus: lists {len(spec.cpus)} socket(s) but sockets is {spec.sockets}")
+    seen: set[int] = set()
+    for s, cores in enumerate(spec.cpus):
+        if len(cores) != spec.cores_per_socket:
+            errors.append(f"cpus[{s}]: {len(cores)} core(s) but cores_per_socket is {spec.cores_per_socket}")
+        for c, core in enumerate(cores):
+            ids = _core_cpus(core)
+            if len(ids) != spec.threads_per_core:
+                errors.append(f"cpus[{s}][{c}]: {len(ids)} CPU id(s) but threads_per_core is "
+                              f"{spec.threads_per_core}")
+            for cpu in ids:
+                if cpu < 0:
+                    errors.append(f"cpus[{s}][{c}]: CPU id {cpu} is negative")
+                if cpu in seen:
+                    errors.append(f"cpus[{s}][{c}]: CPU id {cpu} appears twice")
+                seen.add(cpu)
+    return errors
+
+
+def build_compact(spec: CompactTopology, source: str = "") -> Topology:
+    """Expand the compact form. Without explicit CPUs, ids follow Linux's usual Intel numbering:
+    the first thread of every core across all sockets first, then the siblings."""
+    total_cores = spec.sockets * spec.cores_per_socket
+    sockets = []
+    for s in range(spec.sockets):
+        if spec.cpus is not None:
+            cores = tuple(Core(_core_cpus(c)) for c in spec.cpus[s])
+        else:
+            cores = tuple(Core(tuple(t * total_cores + s * spec.cores_per_socket + c
+                                     for t in range(spec.threads_per_core)))
+                          for c in range(spec.cores_per_socket))
+        sockets.append(Socket(s, cores))
+    numa = []
+    per_numa = spec.cores_per_socket // spec.numa_per_socket
+    numa_mem = spec.memory_gib * MIB_PER_GIB / (spec.sockets * spec.numa_per_socket)
+    for sock in sockets:
+        for k in range(spec.numa_per_socket):
+            cores = sock.cores[k * per_numa:(k + 1) * per_numa]
+            numa.append(NumaNode(len(numa), tuple(sorted(cpu for c in cores for cpu in c.cpus)), numa_mem))
+    name = spec.name or "node"
+    nodes = tuple(Node(f"{name}{i}" if spec.nodes > 1 else name, tuple(sockets), tuple(numa),
+                       spec.memory_gib * MIB_PER_GIB) for i in range(spec.nodes))
+    return Topology(nodes, source)
+
+
+def _node_from_dict(data: Any, path: str, problems: list[Problem]) -> Node | None:
+    if not isinstance(data, dict):
+        problems.append(Problem(path, f"must be a mapping, got {data!r}"))
+        return None
+    valid = {"name", "memory_mib", "sockets", "numa_nodes", "notes"}
+    for key in data:
+        if key not in valid:
+            problems.append(Problem(f"{path}.{key}", f"unknown key; valid keys are: {', '.join(sorted(valid))}"))
+    start = len(problems)
+    memory = data.get("memory_mib")
+    if not isinstance(memory, (int, float)) or isinstance(memory, bool) or memory <= 0:
+        problems.append(Problem(f"{path}.memory_mib", f"must be a positive number, got {memory!r}"))
+    sockets_raw = data.get("sockets")
+    if not isinstance(sockets_raw, list) or not sockets_raw:
+        problems.append(Problem(f"{path}.sockets", "must be a non-empty list of sockets (lists of cores)"))
+        sockets_raw = []
+    sockets, seen = [], set()
+    for s, cores_raw in enumerate(sockets_raw):
+        cores = []
+        for c, core in enumerate(cores_raw if isinstance(cores_raw, list) else [None]):
+            ids = [core] if isinstance(core, int) else core
+            if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
+                problems.append(Problem(f"{path}.sockets[{s}][{c}]", "must be a CPU id or a list of CPU ids"))
+                continue
+            if seen & set(ids):
+                problems.append(Problem(f"{path}.sockets[{s}][{c}]", f"CPU id(s) {sorted(seen & set(ids))} "
+                                                                      "appear twice"))
+            seen |= set(ids)
+            cores.append(Core(tuple(ids)))
+        sockets.append(Socket(s, tuple(cores)))
+    numa = []
+    for k, entry in enumerate(data.get("numa_nodes") or []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("cpus"), list):
+            problems.append(Problem(f"{path}.numa_nodes[{k}]", "must be a mapping with cpus and memory_mib"))
+            continue
+        numa.append(NumaNode(k, tuple(entry["cpus"]), float(entry.get("memory_mib") or 0)))
+    if not numa and sockets:  # one NUMA node per socket when the file does not say
+        share = float(memory or 0) / len(sockets)
+        numa = [NumaNode(s.index, tuple(sorted(s.cpus(True))), share) for s in sockets]
+    if len(problems) > start:
+        return None
+    return Node(str(data.get("name", path)), tuple(sockets), tuple(numa), float(memory),
+                tuple(str(n) for n in data.get("notes") or ()))
+
+
+def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, list[Problem]]:
+    """Either file form; returns (topology, problems)."""
+    if not isinstance(data, dict):
+        return None, [Problem("", f"a topology must be a mapping, got {type(data).__name__}")]
+    if isinstance(data.get("nodes"), list):
+        problems: list[Problem] = []
+        extra = set(data) - {"nodes", "source"}
+        for key in sorted(extra):
+            problems.append(Problem(key, "unknown key; valid keys are: nodes, source"))
+        nodes = [_node_from_dict(n, f"nodes[{i}]", problems) for i, n in enumerate(data["nodes"])]
+        if not nodes:
+            problems.append(Problem("nodes", "must list at least one node"))
+        if problems:
+            return None, problems
+        return Topology(tuple(nodes), source or str(data.get("source", ""))), []
+    spec, problems = load(CompactTopology, data)
+    if spec is None:
+        return None, problems
+    return build_compact(spec, source), []

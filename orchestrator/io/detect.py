@@ -1,0 +1,99 @@
+"""Detect the local machine's topology from Linux's own descriptions.
+
+Sources: /sys/devices/system/cpu/cpuN/topology (sockets, cores, SMT siblings), /sys/devices/system/node
+(NUMA nodes and their memory), psutil and the cgroup limit for usable memory, and the process's CPU
+affinity (a container or batch scheduler may give us fewer CPUs than the machine has). Where a file is
+missing the result degrades to something safe and says so in `Node.notes`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket as socketlib
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+
+from orchestrator.core.topology import Core, Node, NumaNode, Socket, Topology
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+SYS_NODE = Path("/sys/devices/system/node")
+CGROUP_MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
+MIB = 2**20
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """'0-3,8,10-11' -> (0, 1, 2, 3, 8, 10, 11)."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(cpus)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _usable_memory_mib(notes: list[str]) -> float:
+    total = psutil.virtual_memory().total
+    limit_text = _read(CGROUP_MEMORY_MAX)
+    if limit_text and limit_text != "max" and int(limit_text) < total:
+        notes.append(f"memory limited by cgroup to {int(limit_text) / MIB:,.0f} MiB "
+                     f"(machine has {total / MIB:,.0f} MiB)")
+        return int(limit_text) / MIB
+    return total / MIB
+
+
+def detect_local(sys_cpu: Path = SYS_CPU, sys_node: Path = SYS_NODE) -> Topology:
+    """The topology of this machine, restricted to the CPUs this process may run on."""
+    notes: list[str] = []
+    allowed = sorted(os.sched_getaffinity(0))
+    online_text = _read(sys_cpu / "online")
+    online = set(parse_cpulist(online_text)) if online_text else set(allowed)
+    cpus = [c for c in allowed if c in online]
+    if len(cpus) < len(online):
+        notes.append(f"this process may use {len(cpus)} of {len(online)} online CPUs (affinity/cpuset)")
+
+    # socket -> core id -> sibling CPUs
+    layout: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    missing_topology = False
+    for cpu in cpus:
+        topo = sys_cpu / f"cpu{cpu}" / "topology"
+        package, core = _read(topo / "physical_package_id"), _read(topo / "core_id")
+        if package is None or core is None:
+            missing_topology = True
+            package, core = "0", str(cpu)
+        layout[int(package)][int(core)].append(cpu)
+    if missing_topology:
+        notes.append(f"{sys_cpu}/cpuN/topology is missing: each CPU is treated as a core of socket 0")
+
+    sockets = []
+    for index, package in enumerate(sorted(layout)):
+        cores = sorted((tuple(sorted(sibs)) for sibs in layout[package].values()), key=lambda c: c[0])
+        sockets.append(Socket(index, tuple(Core(c) for c in cores)))
+
+    memory_mib = _usable_memory_mib(notes)
+    numa = _detect_numa(sys_node, set(cpus), memory_mib, notes)
+    return Topology((Node(socketlib.gethostname(), tuple(sockets), numa, memory_mib, tuple(notes)),),
+                    source=f"detected on {socketlib.gethostname()}")
+
+
+def _detect_numa(sys_node: Path, cpus: set[int], memory_mib: float, notes: list[str]) -> tuple[NumaNode, ...]:
+    nodes = []
+    for path in sorted(sys_node.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
+        node_cpus = tuple(c for c in parse_cpulist(_read(path / "cpulist") or "") if c in cpus)
+        meminfo = _read(path / "meminfo") or ""
+        total_kb = next((int(line.split()[-2]) for line in meminfo.splitlines() if "MemTotal" in line), 0)
+        if node_cpus or total_kb:
+            nodes.append(NumaNode(int(path.name[4:]), node_cpus, total_kb / 1024))
+    if not nodes:
+        notes.append(f"{sys_node} is missing: one NUMA node assumed")
+        return (NumaNode(0, tuple(sorted(cpus)), memory_mib),)
+    return tuple(nodes)

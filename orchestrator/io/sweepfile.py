@@ -1,0 +1,64 @@
+"""Load a sweep file: strict spec, workload looked up in the registry, its parameters checked, every
+problem reported at once with its line."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import workloads
+from orchestrator.core.schema import InvalidInput, Problem, to_plain
+from orchestrator.core.spec import SweepSpec, parse_spec
+from orchestrator.io.yamlfile import read_yaml, with_lines
+from workloads.base import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A validated sweep: the spec with its workload resolved and parameters defaulted."""
+
+    spec: SweepSpec
+    workload: Workload
+    params: Any          # the workload's params dataclass
+    path: Path
+
+    def frozen_spec(self) -> dict[str, Any]:
+        """The spec as stored in results/<sweep>/spec.json: workload parameters with defaults filled in."""
+        plain = to_plain(self.spec)
+        plain["workload"]["params"] = to_plain(self.params)
+        return plain
+
+    def rank_memory_mib(self, local_batch: int) -> float:
+        return self.workload.memory_estimate_mib(self.params, local_batch)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Raises InvalidInput listing every problem in the file."""
+    data, lines = read_yaml(path, "sweep file")
+    source = f"sweep file {path}"
+    spec, problems = parse_spec(data)
+    workload, params = None, None
+    raw_workload = data.get("workload") if isinstance(data, dict) else None
+    if isinstance(raw_workload, dict) and isinstance(raw_workload.get("name"), str):
+        try:
+            workload = workloads.get(raw_workload["name"])
+        except workloads.UnknownWorkload as err:
+            problems.append(Problem("workload.name", str(err)))
+        if workload is not None:
+            raw_params = raw_workload.get("params") or {}
+            if isinstance(raw_params, dict):
+                params, param_problems = workloads.parse_params(workload, raw_params)
+                problems += param_problems
+    if spec is not None and workload is not None and spec.convergence is not None:
+        if spec.convergence.metric not in workload.metrics:
+            problems.append(Problem("convergence.metric", f"{spec.convergence.metric!r} is not a metric of workload "
+                                                          f"{workload.name}; it reports: {', '.join(workload.metrics)}"))
+    if problems or spec is None or params is None:
+        raise InvalidInput(source, with_lines(problems, lines))
+    return Sweep(spec, workload, params, Path(path))
+
+
+def replace_spec(sweep: Sweep, **changes: Any) -> Sweep:
+    return dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, **changes))

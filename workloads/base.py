@@ -1,0 +1,82 @@
+"""The one interface between the orchestrator and a workload.
+
+A `Workload` is cheap and torch-free to import and to ask about its parameters, memory and epoch size:
+`orch plan` uses it without importing torch. Only `Workload.build`, called inside a rank process, imports
+torch and returns a `Trainer`, which holds one rank's model, optimizer, data shard and evaluation.
+
+The orchestrator owns the training step (so that every workload is timed the same way, and the direct
+launch benchmark can reuse it)::
+
+    trainer = workload.build(params, ctx)
+    module = DistributedDataParallel(trainer.module)      # when world_size > 1
+    for batch in trainer.batches(epoch):
+        optimizer.zero_grad(set_to_none=True)
+        loss = module(*batch)                              # the module returns the scalar training loss
+        loss.backward()                                    # gradients all-reduced by DDP here
+        trainer.optimizer.step()
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator
+
+if TYPE_CHECKING:  # torch is imported only inside rank processes
+    import torch
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankContext:
+    """What a rank process knows about itself when it builds its trainer."""
+
+    rank: int
+    world_size: int
+    local_batch: int
+    seed: int
+    threads: int
+    lr: float | None = None   # the learning rate to start from; None: the workload's default
+
+
+class Trainer(abc.ABC):
+    """One rank's training state, built inside the rank process."""
+
+    module: "torch.nn.Module"         # forward(*batch) -> scalar training loss; the orchestrator wraps it in DDP
+    optimizer: "torch.optim.Optimizer"
+
+    @abc.abstractmethod
+    def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+        """This rank's shard of `epoch`, each item a tuple of `module` arguments of `local_batch` samples.
+
+        Deterministic given (seed, epoch, rank, world_size); the shards of all ranks are disjoint.
+        """
+
+    @abc.abstractmethod
+    def evaluate(self) -> dict[str, float]:
+        """Metrics on the held-out split (module in eval mode, restored to train mode after)."""
+
+    def applied(self) -> dict[str, str]:
+        """What optimizations actually took effect (e.g. {'ipex': 'off: not installed'}), for the record."""
+        return {}
+
+
+class Workload(abc.ABC):
+    """A named, registered workload. Subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    params_type: ClassVar[type]          # a frozen kw_only dataclass; fields use orchestrator.core.schema.opt
+    metrics: ClassVar[tuple[str, ...]]   # names `Trainer.evaluate` returns, usable as convergence targets
+
+    @abc.abstractmethod
+    def memory_estimate_mib(self, params: Any, local_batch: int) -> float:
+        """Peak unique memory (USS) of one rank at `local_batch`. A formula calibrated by measurement;
+        the code states the calibration. Must not import torch."""
+
+    @abc.abstractmethod
+    def samples_per_epoch(self, params: Any) -> int:
+        """Training samples in one epoch over all ranks. Must not import torch."""
+
+    @abc.abstractmethod
+    def build(self, params: Any, ctx: RankContext) -> Trainer:
+        """Model, optimizer and data for one rank. Runs inside the rank process; may import torch."""

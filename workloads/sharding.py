@@ -1,0 +1,33 @@
+"""Per-rank, per-epoch batches of sample indices: torch's DistributedSampler semantics, used by every
+workload so that shards are disjoint across ranks and reproducible from (seed, epoch)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+from torch.utils.data import BatchSampler, DistributedSampler
+
+
+class _Sized:
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def shard_batches(num_samples: int, *, epoch: int, seed: int, rank: int, world_size: int,
+                  local_batch: int) -> Iterator[torch.Tensor]:
+    """Index tensors of `local_batch` samples for this rank. Every rank gets the same number of
+    batches (the tail that would make ranks uneven is dropped), so collectives never wait on a rank
+    that has run out of data."""
+    sampler = DistributedSampler(_Sized(num_samples), num_replicas=world_size, rank=rank, shuffle=True,
+                                 seed=seed, drop_last=True)
+    sampler.set_epoch(epoch)
+    for indices in BatchSampler(sampler, local_batch, drop_last=True):
+        yield torch.tensor(indices, dtype=torch.long)
+
+
+def batches_per_epoch(num_samples: int, world_size: int, local_batch: int) -> int:
+    return (num_samples // world_size) // local_batch
