@@ -2,7 +2,7 @@
 
 Layout of `results/<sweep>/`::
 
-    spec.json         {"spec": <the sweep spec, workload params resolved>, "fingerprint": "<sha256>",
+    spec.json         {"spec": <the sweep spec, workload params resolved>,
                        "derived": {"samples_per_epoch", "ranks", "threads", "local_batches", "workload"}}
     topology.json     the topology the sweep ran on (Topology.to_dict)
     environment.json  software versions, backend choice, host
@@ -94,3 +94,62 @@ def _ends_with_newline(path: Path) -> bool:
     with open(path, "rb") as fh:
         fh.seek(-1, os.SEEK_END)
         return fh.read(1) == b"\n"
+
+
+# Sections of the frozen spec whose change changes results: a rerun into the same folder with any of
+# them changed would mix incomparable trials. The name and the grid may change (a grid can be extended).
+RESULT_AFFECTING = ("workload", "backend", "measure", "convergence", "constraints")
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: data}
+
+
+def _comparable_topology(topology: dict[str, Any]) -> list[Any]:
+    return [{k: n.get(k) for k in ("sockets", "memory_mib")} for n in topology.get("nodes", [])]
+
+
+def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topology: dict[str, Any],
+                 new_topology: dict[str, Any]) -> list[str]:
+    """What changed in a way that changes results, as 'path: old → new' lines (empty: safe to resume)."""
+    changes = []
+    old = _flatten({k: old_spec.get(k) for k in RESULT_AFFECTING})
+    new = _flatten({k: new_spec.get(k) for k in RESULT_AFFECTING})
+    for path in sorted(set(old) | set(new)):
+        if old.get(path) != new.get(path):
+            changes.append(f"{path}: {old.get(path)!r} → {new.get(path)!r}")
+    if old_topology and _comparable_topology(old_topology) != _comparable_topology(new_topology):
+        changes.append("topology: the machines differ (sockets, cores or memory)")
+    return changes
+
+
+class SpecChanged(ValueError):
+    pass
+
+
+def prepare_folder(folder: Path, spec: dict[str, Any], derived: dict[str, Any], topology: dict[str, Any],
+                   environment: dict[str, Any]) -> list[dict[str, Any]]:
+    """Create or reopen a results folder; return the records already there (for resuming).
+
+    Raises SpecChanged when the folder holds results of a spec or machine that differ in a way that
+    changes results."""
+    folder.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any]] = []
+    if (folder / SPEC_FILE).is_file():
+        old = load_results(folder)
+        changes = spec_changes(old.spec.get("spec", {}), spec, old.topology, topology)
+        if changes:
+            listed = "\n".join(f"  - {c}" for c in changes)
+            raise SpecChanged(f"{folder} holds results of a different sweep setup:\n{listed}\n"
+                              "Give a new folder with --results DIR (or restore the spec) so that incomparable "
+                              "trials are not mixed.")
+        records = old.records
+    write_json(folder / SPEC_FILE, {"spec": spec, "derived": derived})
+    write_json(folder / TOPOLOGY_FILE, topology)
+    write_json(folder / ENVIRONMENT_FILE, environment)
+    return records

@@ -1,0 +1,36 @@
+"""Learning-rate scaling with the global batch (Goyal et al.'s linear rule, Krizhevsky's square-root rule)
+and linear warm-up from the base rate."""
+
+from __future__ import annotations
+
+import math
+
+
+def scaled_lr(*, rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:
+    """
+    >>> scaled_lr(rule="linear", base_lr=0.1, base_batch=32, global_batch=128)
+    0.4
+    >>> scaled_lr(rule="sqrt", base_lr=0.1, base_batch=32, global_batch=128)
+    0.2
+    """
+    ratio = global_batch / base_batch
+    if rule == "none":
+        return base_lr
+    if rule == "linear":
+        return base_lr * ratio
+    if rule == "sqrt":
+        return base_lr * math.sqrt(ratio)
+    raise ValueError(f"unknown lr_rule {rule!r}; valid: none, linear, sqrt")
+
+
+def learning_rate(*, rule: str, base_lr: float, base_batch: int, global_batch: int, warmup_epochs: float,
+                  epoch: float) -> float:
+    """The rate at fractional `epoch`: ramps linearly from base_lr to the scaled rate over warmup_epochs.
+
+    >>> learning_rate(rule="linear", base_lr=0.1, base_batch=32, global_batch=128, warmup_epochs=2, epoch=1)
+    0.25
+    """
+    target = scaled_lr(rule=rule, base_lr=base_lr, base_batch=base_batch, global_batch=global_batch)
+    if warmup_epochs > 0 and epoch < warmup_epochs:
+        return base_lr + (target - base_lr) * epoch / warmup_epochs
+    return target

@@ -1,0 +1,108 @@
+"""Connect to Ray and learn the machines: each node's topology is detected on that node itself.
+
+With no address, an embedded local Ray is started: dashboard off, bound to loopback, no usage stats.
+With an address (or RAY_ADDRESS), the sweep joins that cluster and uses its alive nodes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from orchestrator.core.schema import InvalidInput, Problem
+from orchestrator.core.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class RayNode:
+    node_id: str
+    ip: str
+    hostname: str
+    cpus: tuple[int, ...]        # CPUs the node's processes may use
+    numa_nodes: tuple[int, ...]
+    ccl_installed: bool
+    topology: Topology           # detected there, one node
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    nodes: tuple[RayNode, ...]   # in topology order: the head node first
+    embedded: bool
+
+
+def connect(address: str | None) -> bool:
+    """Start or join Ray; True when this call started or joined it (and so the caller must shut it down).
+
+    An already-initialized Ray in this process (a test suite's shared instance, a notebook) is used as is.
+    """
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = address or os.environ.get("RAY_ADDRESS")
+    # Ray's own INFO/WARNING chatter (token setup, worker start) would tear through the progress display.
+    common = dict(log_to_driver=False, logging_level="ERROR", configure_logging=True)
+    if address:
+        ray.init(address=address, **common)
+    else:
+        ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", num_cpus=len(os.sched_getaffinity(0)),
+                 **common)
+    return True
+
+
+@ray.remote(num_cpus=0)
+def _describe_node() -> dict[str, Any]:
+    import socket
+
+    from orchestrator.io.backends import ccl_installed
+    from orchestrator.io.detect import detect_local
+
+    topo = detect_local()
+    node = topo.nodes[0]
+    return {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
+            "cpus": sorted(os.sched_getaffinity(0)), "numa": [n.index for n in node.numa_nodes],
+            "ccl": ccl_installed(), "topology": topo}
+
+
+def discover() -> Cluster:
+    """Every alive node, described by a task pinned to it. Head node first, then by address."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    alive.sort(key=lambda n: ("node:__internal_head__" not in n.get("Resources", {}), n["NodeManagerAddress"],
+                              n["NodeID"]))
+    refs = [_describe_node.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in alive]
+    nodes = []
+    for n, info in zip(alive, ray.get(refs, timeout=120)):
+        nodes.append(RayNode(n["NodeID"], info["ip"], info["hostname"], tuple(info["cpus"]), tuple(info["numa"]),
+                             info["ccl"], info["topology"]))
+    return Cluster(tuple(nodes), embedded=False)
+
+
+def detected_topology(cluster: Cluster) -> Topology:
+    """The cluster as one topology; node names made unique (two Ray nodes on one host share a hostname)."""
+    nodes = []
+    for i, n in enumerate(cluster.nodes):
+        node = n.topology.nodes[0]
+        name = node.name if sum(1 for m in cluster.nodes if m.hostname == n.hostname) == 1 else f"{node.name}#{i}"
+        nodes.append(type(node)(name, node.sockets, node.numa_nodes, node.memory_mib, node.notes))
+    return Topology(tuple(nodes), source=f"detected on {len(nodes)} Ray node(s)")
+
+
+def check_topology_fits(topology: Topology, cluster: Cluster, path: str) -> None:
+    """A topology file used to *run* (not just plan) must name CPUs the Ray nodes really have."""
+    problems = []
+    if len(topology.nodes) > len(cluster.nodes):
+        problems.append(Problem("nodes", f"the file describes {len(topology.nodes)} node(s) but Ray has "
+                                         f"{len(cluster.nodes)} alive node(s)"))
+    for i, (node, ray_node) in enumerate(zip(topology.nodes, cluster.nodes)):
+        wanted = {cpu for s in node.sockets for c in s.cores for cpu in c.cpus}
+        missing = sorted(wanted - set(ray_node.cpus))
+        if missing:
+            problems.append(Problem(f"nodes[{i}]", f"names CPU(s) {missing[:8]}{'…' if len(missing) > 8 else ''} "
+                                                   f"that Ray node {ray_node.hostname} ({ray_node.ip}) cannot use; "
+                                                   f"it has CPUs {list(ray_node.cpus)}"))
+    if problems:
+        raise InvalidInput(f"topology file {path} does not fit the machines it would run on", problems)

@@ -1,0 +1,265 @@
+"""Start one pinned rank process and watch it: exit status, memory against its budget, progress against
+its timeouts. Runs inside a Ray actor placed in the rank's bundle (see `orchestrator.run.trial`), but the
+class itself is plain Python so it can be tested without Ray.
+
+Why a process per rank and not the actor itself: OpenMP, the allocator and CPU affinity only take full
+effect when set before the process starts (as torch.backends.xeon.run_cpu does). Ray's CPUs are
+logical; the pinning here is what makes them physical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from orchestrator.run.job import RankJob, read_status
+
+MIB = 2**20
+POLL_S = 0.1          # exit status, RSS and progress checks
+USS_EVERY_S = 1.0     # USS reads /proc/<pid>/smaps_rollup: costlier, so sampled less often unless near budget
+LOG_TAIL_LINES = 40
+LOG_KEEP_BYTES = 1 << 20
+
+
+def compact_cpus(cpus: list[int] | tuple[int, ...]) -> str:
+    """CPU ids as a numactl/taskset list: [0, 1, 2, 5] -> '0-2,5'."""
+    out, run = [], []
+    for cpu in sorted(cpus):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [cpu]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def pin_prefix(cpus: list[int], numa_nodes: list[int], sys_node: Path = Path("/sys/devices/system/node")
+               ) -> tuple[list[str], str]:
+    """The command prefix that applies the CPU list (and memory binding) before the interpreter starts,
+    and a note on what was used. numactl binds memory to the socket's NUMA node too; it is skipped for
+    NUMA nodes this machine does not have (an emulated topology)."""
+    cpu_list = compact_cpus(cpus)
+    numactl = shutil.which("numactl")
+    if numactl:
+        real = [n for n in numa_nodes if (sys_node / f"node{n}").is_dir()]
+        if numa_nodes and len(real) == len(numa_nodes):
+            nodes = ",".join(map(str, numa_nodes))
+            return [numactl, f"--physcpubind={cpu_list}", f"--membind={nodes}"], f"numactl -C {cpu_list} -m {nodes}"
+        return [numactl, f"--physcpubind={cpu_list}"], (f"numactl -C {cpu_list} (memory not bound: NUMA node(s) "
+                                                        f"{numa_nodes} not on this machine)")
+    taskset = shutil.which("taskset")
+    if taskset:
+        return [taskset, "-c", cpu_list], f"taskset -c {cpu_list} (numactl not installed: memory not bound)"
+    return [], "no numactl/taskset: affinity set by the launcher"
+
+
+def rank_environment(base: dict[str, str], *, cpus: list[int], ccl_cpus_on_node: list[int], ccl_workers: int,
+                     rank: int, local_rank: int, world_size: int, local_world_size: int, master_addr: str,
+                     master_port: int) -> dict[str, str]:
+    """The environment of one rank, following torch.backends.xeon.run_cpu: OpenMP threads = cores, each
+    OpenMP thread bound to one core of the rank (OMP_PLACES), Intel OpenMP's equivalents for when libiomp
+    is preloaded, and torch.distributed's rendezvous variables. oneCCL's workers get their own cores."""
+    env = dict(base)
+    threads = str(len(cpus))
+    env.update({
+        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+        "OMP_PLACES": ",".join(f"{{{c}}}" for c in cpus), "OMP_PROC_BIND": "close",
+        "KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1",
+        "RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(local_world_size), "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
+        "PYTHONUNBUFFERED": "1",
+    })
+    if ccl_workers:
+        env.update({"CCL_WORKER_COUNT": str(ccl_workers),
+                    "CCL_WORKER_AFFINITY": ",".join(map(str, ccl_cpus_on_node)),
+                    "CCL_LOCAL_RANK": str(local_rank), "CCL_LOCAL_SIZE": str(local_world_size),
+                    "CCL_PROCESS_LAUNCHER": "none", "CCL_ATL_TRANSPORT": "ofi"})
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def _sum(procs: list[psutil.Process], attr: str) -> float:
+    total = 0
+    for p in procs:
+        try:
+            info = p.memory_full_info() if attr == "uss" else p.memory_info()
+            total += getattr(info, attr)
+        except psutil.Error:
+            continue
+    return total / MIB
+
+
+@dataclass(slots=True)
+class Outcome:
+    status: str                  # ok | failed | oom | timeout | stopped
+    reason: str | None
+    exit_code: int | None
+    peak_uss_mib: float
+    result: dict[str, Any] | None
+    log_tail: str
+    log: str | None              # the whole log (bounded) when the rank did not succeed
+    pin: str
+    pid: int
+
+
+class RankLauncher:
+    """One rank: `start` it, then `supervise` until it ends; `status` and `stop` may be called meanwhile
+    from other threads (the Ray actor runs with max_concurrency > 1)."""
+
+    def __init__(self, workdir: str):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+        self.pin = ""
+        self._stop = threading.Event()
+        self._stop_reason = ""
+
+    # --- facts about where we run -------------------------------------------------------------------
+    def node_info(self) -> dict[str, Any]:
+        try:
+            import ray
+
+            node_id = ray.get_runtime_context().get_node_id()
+            ip = ray.util.get_node_ip_address()
+        except Exception:  # plain-Python use (tests without Ray)
+            node_id, ip = None, "127.0.0.1"
+        return {"node_id": node_id, "ip": ip, "hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def free_port(self) -> int:
+        return free_port()
+
+    # --- the rank process ---------------------------------------------------------------------------
+    def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
+        job_file = self.workdir / "job.json"
+        # Status and result files live next to the process, on its node.
+        job = replace(job, status_path=str(self.workdir / "status.json"), result_path=str(self.workdir / "result.json"))
+        job_file.write_text(job.to_json())
+        self.job = job
+        prefix, self.pin = pin_prefix(list(cpus), list(numa_nodes))
+        preexec = None if prefix else (lambda: os.sched_setaffinity(0, cpus))
+        self.log_path = self.workdir / "rank.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(self.workdir),
+                start_new_session=True,  # its own process group: stop() kills compile workers too
+                preexec_fn=preexec)
+        return self.proc.pid
+
+    def status(self) -> dict[str, Any] | None:
+        if not self.proc:
+            return None
+        s = read_status(self.job.status_path)
+        return None if s is None else {"phase": s.phase, "step": s.step, "repeat": s.repeat, "of": s.of,
+                                       "metric": s.metric}
+
+    def stop(self, reason: str = "stopped by the driver") -> None:
+        self._stop_reason = reason
+        self._stop.set()
+        self._kill()
+
+    def _kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def supervise(self, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Outcome:
+        """Block until the rank ends or is ended. `deadline` is a time.time() instant."""
+        assert self.proc is not None, "start() first"
+        proc = psutil.Process(self.proc.pid)
+        peak_uss, last_uss_at = 0.0, 0.0
+        progress, progress_at = None, time.monotonic()
+        status, reason = None, None
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                break
+            if self._stop.is_set():
+                status, reason = "stopped", self._stop_reason
+                break
+            now = time.monotonic()
+            procs = _tree(proc)
+            rss = _sum(procs, "rss")
+            # RSS >= USS, so USS only needs reading when RSS nears the budget (or for the periodic peak).
+            if rss > budget_mib or now - last_uss_at >= USS_EVERY_S:
+                uss = _sum(procs, "uss")
+                peak_uss, last_uss_at = max(peak_uss, uss), now
+                if uss > budget_mib:
+                    status, reason = "oom", (f"unique memory {uss:,.0f} MiB exceeded the rank's budget "
+                                             f"{budget_mib:,.0f} MiB; stopped before the kernel's OOM killer")
+                    break
+            s = read_status(self.job.status_path)
+            key = None if s is None else (s.phase, s.step, s.repeat)
+            if key != progress:
+                progress, progress_at = key, now
+            elif now - progress_at > step_timeout_s:
+                where = "starting" if s is None else f"{s.phase}, step {s.step}"
+                status, reason = "timeout", (f"no progress for {step_timeout_s:g} s ({where}): a hung collective "
+                                             "or a stuck step")
+                break
+            if time.time() > deadline:
+                status, reason = "timeout", "the trial exceeded its wall-clock limit (measure.timeout_s)"
+                break
+            time.sleep(POLL_S)
+        self._kill()
+        code = self.proc.returncode
+        result = None
+        if status is None:
+            if code == 0 and Path(self.job.result_path).is_file():
+                result = json.loads(Path(self.job.result_path).read_text())
+                status = "ok"
+            else:
+                status, reason = "failed", _describe_exit(code)
+        return self._outcome(status, reason, code, peak_uss, result)
+
+    def _outcome(self, status, reason, code, peak_uss, result) -> Outcome:
+        text = self.log_path.read_bytes()[-LOG_KEEP_BYTES:].decode("utf-8", "replace") if self.log_path.exists() else ""
+        tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+        return Outcome(status, reason, code, peak_uss, result, tail, None if status == "ok" else text, self.pin,
+                       self.proc.pid)
+
+    def cleanup(self) -> None:
+        self._kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the rank did not exit"
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (not sent by orch: the kernel's out-of-memory killer is the usual sender)" if -code == 9 else ""
+        return f"the rank was killed by {name}{hint}"
+    if code == 3:
+        return "the rank exited because its launcher went away"
+    return f"the rank exited with status {code}"

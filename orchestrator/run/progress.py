@@ -1,0 +1,114 @@
+"""What the user sees while a sweep runs: trials done / total, the running trial and its phase, elapsed and
+estimated remaining time, and a running table of finished results. `--json` replaces all of it with one
+JSON record per line on stdout."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.core import records as rec
+
+_STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
+                 rec.INFEASIBLE: "dim"}
+RECENT_ROWS = 12
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ..."""
+    if record["status"] != rec.OK:
+        return (record.get("reason") or "").splitlines()[0][:90] if record.get("reason") else ""
+    if record["kind"] == rec.THROUGHPUT:
+        t = record["throughput"]
+        return f"{t['samples_per_s']:,.1f} samples/s (cv {t['cv']:.1%})"
+    if record["kind"] == rec.CONVERGENCE:
+        c = record["convergence"]
+        if c["converged"]:
+            return f"{c['metric']} ≥ {c['target']:g} at {c['epochs_to_target']:.2f} epochs"
+        return f"did not reach {c['metric']} {c['target']:g} in {c['epochs_run']:.2f} epochs"
+    return f"{record['peak']['gflops']:,.1f} GFLOP/s ({record['peak']['precision']})"
+
+
+class SweepProgress:
+    def __init__(self, total: int, *, json_mode: bool, console: Console | None = None):
+        self.json_mode = json_mode
+        self.console = console or Console(stderr=True, highlight=False)
+        self.bar = Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
+                            TimeElapsedColumn(), TextColumn("remaining"), TimeRemainingColumn(),
+                            console=self.console)
+        self.task = self.bar.add_task("trials", total=total)
+        self.current = Text("")
+        self.recent: list[dict[str, Any]] = []
+        self.trial_label, self.trial_started = "", 0.0
+        self.live = None if json_mode else Live(self._render(), console=self.console, refresh_per_second=4,
+                                                transient=False)
+
+    def __enter__(self) -> "SweepProgress":
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live:
+            self.current = Text("")
+            self.live.update(self._render())
+            self.live.__exit__(*exc)
+
+    def _render(self):
+        table = Table(title="finished trials (latest last)", title_justify="left", expand=False)
+        for column in ("trial", "layout", "status", "result"):
+            table.add_column(column)
+        for r in self.recent[-RECENT_ROWS:]:
+            layout = (f"{r['ranks']}×{r['threads_per_rank']} thr, b{r['local_batch']}" if r.get("ranks") is not None
+                      else f"{r['threads_per_rank']} thr")
+            table.add_row(r["key"], layout, Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")), describe(r))
+        parts = [self.bar, self.current]
+        if self.recent:
+            parts.append(table)
+        return Group(*parts)
+
+    def _refresh(self) -> None:
+        if self.live:
+            self.live.update(self._render())
+
+    def note(self, message: str) -> None:
+        if self.json_mode:
+            print(json.dumps({"note": message}), file=sys.stderr)
+        else:
+            self.console.print(message)
+
+    def start_trial(self, label: str) -> None:
+        self.trial_label, self.trial_started = label, time.monotonic()
+        self.current = Text(f"▶ {label}: starting", style="cyan")
+        self._refresh()
+
+    def phase(self, status: dict[str, Any] | None) -> None:
+        elapsed = time.monotonic() - self.trial_started
+        if status is None:
+            what = "starting"
+        elif status["phase"] == "timing":
+            what = f"timing repeat {status['repeat']}/{status['of']}"
+        elif status["phase"] in ("training", "evaluating"):
+            metric = f", last eval {status['metric']:.3f}" if status.get("metric") is not None else ""
+            what = f"{status['phase']} epoch {status['repeat']}/{status['of']}{metric}"
+        else:
+            what = status["phase"]
+        self.current = Text(f"▶ {self.trial_label}: {what} ({elapsed:,.0f} s)", style="cyan")
+        self._refresh()
+
+    def finished(self, record: dict[str, Any], *, counts: bool = True) -> None:
+        if self.json_mode:
+            print(rec.dumps(record), flush=True)
+        self.recent.append(record)
+        if counts:
+            self.bar.advance(self.task)
+        self.current = Text("")
+        self._refresh()

@@ -1,0 +1,196 @@
+"""The measurement protocols, run inside a rank process: throughput, train-to-target, GEMM peak.
+
+Throughput protocol (why each piece is there):
+- warm-up steps first, excluded: the first steps pay for allocator growth, oneDNN primitive creation and
+  DDP bucket setup;
+- a barrier before and after each timed repeat, so every rank's clock covers the same steps;
+- the timed region holds only training steps (forward, backward with DDP's all-reduce, optimizer step)
+  on batches already in memory (or from the workload's loader, whose wait is timed apart);
+- each rank reports its own wall time per repeat; the driver divides by the slowest rank's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+from orchestrator.core.lr import learning_rate
+from orchestrator.run.job import EVALUATING, TIMING, TRAINING, WARMUP, RankJob, StatusWriter
+
+
+def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
+    def step(batch: tuple) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = module(*batch)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def _cycle_epochs(batches: Callable[[int], Iterator[tuple]]) -> Iterator[tuple]:
+    for epoch in itertools.count():
+        yield from batches(epoch)
+
+
+def count_train_flops(step: Callable[[tuple], Any], batch: tuple) -> float | None:
+    """FLOPs of one training step, counted by PyTorch's FlopCounterMode (matmuls and convolutions)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            step(batch)
+        return float(counter.get_total_flops())
+    except Exception:  # counting is best effort: a custom op it cannot see must not fail the trial
+        return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile, q in [0, 100]."""
+    ordered = sorted(values)
+    index = max(0, math.ceil(q / 100 * len(ordered)) - 1)
+    return ordered[index]
+
+
+def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
+    step = make_step(module, trainer.optimizer)
+    source = _cycle_epochs(trainer.batches)
+    if job.data == "memory":
+        # Enough distinct batches that the step does not see the same tensors every time, few enough to
+        # keep memory small; prepared before any timing.
+        distinct = list(itertools.islice(source, max(1, min(16, job.warmup_steps + job.timed_steps))))
+        source = itertools.cycle(distinct)
+
+    status.update(phase=WARMUP, of=job.repeats)
+    flops = None
+    for i in range(job.warmup_steps):
+        batch = next(source)
+        if i == 0:
+            flops = count_train_flops(step, batch)
+        else:
+            step(batch)
+        status.step()
+
+    repeat_s, step_ms, wait_s = [], [], 0.0
+    for repeat in range(1, job.repeats + 1):
+        status.update(phase=TIMING, repeat=repeat, force=True)
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(job.timed_steps):
+            t0 = time.perf_counter()
+            batch = next(source)
+            t1 = time.perf_counter()
+            step(batch)
+            t2 = time.perf_counter()
+            wait_s += t1 - t0
+            step_ms.append((t2 - t0) * 1e3)
+            status.step()
+        repeat_s.append(time.perf_counter() - start)
+        dist.barrier()
+    check = allreduce_check(module, trainer, next(source)) if hasattr(module, "no_sync") else None
+    return {
+        "allreduce_check": check,
+        "repeat_s": repeat_s,
+        "step_ms_median": statistics.median(step_ms),
+        "step_ms_p90": percentile(step_ms, 90),
+        "data_wait_s": wait_s,
+        "timed_s": sum(repeat_s),
+        "train_flops_per_sample": flops / job.local_batch if flops else None,
+    }
+
+
+def _grad_sums(module: torch.nn.Module) -> list[float]:
+    return [float(p.grad.double().sum()) if p.grad is not None else 0.0 for p in module.parameters()]
+
+
+def allreduce_check(module, trainer, batch: tuple) -> dict[str, list[float]]:
+    """Evidence that gradients really are all-reduced: one step's gradient sums per parameter, computed
+    locally (DDP's `no_sync`) and synchronized. After the all-reduce every rank holds the same gradients,
+    equal to the mean of the ranks' local ones. Runs after timing, so it never touches the measurement."""
+    optimizer = trainer.optimizer
+    optimizer.zero_grad(set_to_none=True)
+    with module.no_sync():
+        module(*batch).backward()
+    local = _grad_sums(module)
+    optimizer.zero_grad(set_to_none=True)
+    module(*batch).backward()
+    synced = _grad_sums(module)
+    optimizer.zero_grad(set_to_none=True)
+    return {"local_grad_sums": local, "synced_grad_sums": synced}
+
+
+def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
+    """Train from scratch until the metric reaches the target (rank 0 evaluates and broadcasts the
+    verdict, so every rank stops at the same step) or until max_epochs."""
+    conv = job.convergence
+    step = make_step(module, trainer.optimizer)
+    steps_per_epoch = sum(1 for _ in trainer.batches(0))
+    if steps_per_epoch == 0:
+        raise ValueError(f"an epoch has no full batch: global batch {conv['global_batch']} exceeds the data")
+    eval_every_steps = max(1, round(conv["eval_every_epochs"] * steps_per_epoch))
+    max_steps = math.ceil(conv["max_epochs"] * steps_per_epoch)
+    curve: list[list[float]] = []
+    reached_at, steps_done, lr = None, 0, None
+    started = time.perf_counter()
+    status.update(phase=TRAINING, of=math.ceil(conv["max_epochs"]), force=True)
+    for epoch in itertools.count():
+        for batch in trainer.batches(epoch):
+            lr = learning_rate(rule=conv["lr_rule"], base_lr=conv["base_lr"], base_batch=conv["base_batch"],
+                               global_batch=conv["global_batch"], warmup_epochs=conv["warmup_epochs"],
+                               epoch=steps_done / steps_per_epoch)
+            for group in trainer.optimizer.param_groups:
+                group["lr"] = lr
+            step(batch)
+            steps_done += 1
+            status.step(repeat=epoch + 1)
+            if steps_done % eval_every_steps == 0 or steps_done == max_steps:
+                status.update(phase=EVALUATING)
+                value = trainer.evaluate()[conv["metric"]] if dist.get_rank() == 0 else 0.0
+                verdict = torch.tensor([value], dtype=torch.float64)
+                dist.broadcast(verdict, src=0)
+                value = float(verdict.item())
+                epochs = steps_done / steps_per_epoch
+                curve.append([round(epochs, 6), value])
+                status.update(phase=TRAINING, metric=value)
+                if value >= conv["target"]:
+                    reached_at = epochs
+            if reached_at is not None or steps_done >= max_steps:
+                break
+        if reached_at is not None or steps_done >= max_steps:
+            break
+    return {
+        "converged": reached_at is not None,
+        "epochs_to_target": reached_at,
+        "epochs_run": steps_done / steps_per_epoch,
+        "steps_per_epoch": steps_per_epoch,
+        "curve": curve,
+        "lr": lr,
+        "train_s": time.perf_counter() - started,
+    }
+
+
+def gemm_peak(threads: int, precision: str, size: int = 2048, seconds: float = 2.0) -> dict[str, Any]:
+    """The machine's practical peak for these cores: the best of repeated square matmuls (MKL/oneDNN
+    GEMM is as close to peak as PyTorch gets on CPU)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a = torch.randn(size, size, dtype=dtype)
+    b = torch.randn(size, size, dtype=dtype)
+    for _ in range(2):
+        torch.mm(a, b)
+    best = math.inf
+    deadline = time.perf_counter() + seconds
+    runs = 0
+    while runs < 3 or time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return {"precision": precision, "gflops": 2 * size**3 / best / 1e9, "gemm_size": size, "threads": threads}

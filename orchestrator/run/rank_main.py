@@ -1,0 +1,124 @@
+"""Entry point of one rank process: `python -m orchestrator.run.rank_main JOB_FILE`.
+
+The launcher starts it with its CPU list already applied (numactl or taskset) and with OMP_NUM_THREADS,
+the OpenMP affinity variables and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT in its environment,
+so every thread the process creates is born inside its cores. It writes progress to the status file and
+its result to the result file; a non-zero exit status (with the traceback in its log) means failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+
+def _exit_when_orphaned(poll_s: float = 0.5) -> None:
+    """If the launcher that started us dies (actor killed, driver killed, node lost), stop at once
+    rather than hold our cores and sockets. PR_SET_PDEATHSIG would fire when the launcher's *thread*
+    exits, which in a threaded Ray actor is not the same thing, so we watch our parent instead."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+def observed_affinity() -> dict[str, list[int]]:
+    """CPU masks read from the OS: the process's, and the union over all its threads (OpenMP workers
+    included), so a record shows where the work could really run, not what we asked for."""
+    threads: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            threads |= os.sched_getaffinity(int(task.name))
+        except OSError:  # a thread that ended while we looked
+            continue
+    return {"process": sorted(os.sched_getaffinity(0)), "threads": sorted(threads)}
+
+
+def main(argv: list[str]) -> int:
+    _exit_when_orphaned()
+    from orchestrator.run.job import BUILDING, DONE, RankJob, StatusWriter
+
+    job = RankJob.from_json(Path(argv[1]).read_text())
+    status = StatusWriter(job.status_path)
+    status.update(phase=BUILDING, force=True)
+
+    import torch
+
+    torch.set_num_threads(job.threads)
+    try:
+        torch.set_num_interop_threads(1)  # inter-op parallelism would add threads beyond one per core
+    except RuntimeError:
+        pass
+    result: dict = {"rank": int(os.environ.get("RANK", 0)), "pid": os.getpid(), "threads": torch.get_num_threads()}
+    started = time.perf_counter()
+
+    if job.kind == "peak":
+        from orchestrator.run.protocol import gemm_peak
+
+        result["peak"] = gemm_peak(job.threads, job.peak_precision)
+    else:
+        result.update(_train(job, status))
+    result["affinity"] = observed_affinity()
+    result["run_s"] = time.perf_counter() - started
+    tmp = job.result_path + ".tmp"
+    Path(tmp).write_text(json.dumps(result))
+    os.replace(tmp, job.result_path)
+    status.update(phase=DONE, force=True)
+    return 0
+
+
+def _train(job, status) -> dict:
+    import torch.distributed as dist
+
+    import workloads
+    from orchestrator.run import protocol
+    from workloads.base import RankContext
+
+    if job.backend == "ccl":
+        import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend with torch.distributed)
+    dist.init_process_group(job.backend, timeout=timedelta(seconds=job.init_timeout_s))
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        workload = workloads.get(job.workload)
+        params, problems = workloads.parse_params(workload, job.params)
+        if problems:
+            raise ValueError("; ".join(map(str, problems)))
+        lr = None
+        if job.kind == "convergence":
+            from orchestrator.core.lr import learning_rate
+
+            c = job.convergence
+            lr = learning_rate(rule=c["lr_rule"], base_lr=c["base_lr"], base_batch=c["base_batch"],
+                               global_batch=c["global_batch"], warmup_epochs=c["warmup_epochs"], epoch=0.0)
+        built = time.perf_counter()
+        trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
+                                                     seed=job.seed, threads=job.threads, lr=lr))
+        module = trainer.module
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            module = DistributedDataParallel(module)
+        out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
+        dist.barrier()  # start-up ends when every rank has its model
+        out["ready_at"] = time.time()
+        if job.kind == "throughput":
+            out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
+        else:
+            out["convergence"] = protocol.train_to_target(job, trainer, module, status)
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

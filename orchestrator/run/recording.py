@@ -1,0 +1,104 @@
+"""Turn what the ranks reported into trial records (orchestrator.core.records)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from orchestrator.core import records as rec
+from orchestrator.core.measure import summarize
+from orchestrator.core.plan import PlannedTrial
+from orchestrator.core.plan_view import placement_to_list
+from orchestrator.core.topology import Topology
+from orchestrator.run.trial import TrialRun
+
+
+def now_iso(at: float | None = None) -> str:
+    moment = dt.datetime.fromtimestamp(at, dt.timezone.utc) if at else dt.datetime.now(dt.timezone.utc)
+    return moment.isoformat(timespec="seconds")
+
+
+def _layout(p: PlannedTrial) -> dict[str, Any]:
+    t = p.trial
+    return {"ranks": t.ranks, "threads_per_rank": t.threads_per_rank, "local_batch": t.local_batch,
+            "global_batch": t.global_batch}
+
+
+def infeasible_record(p: PlannedTrial, backend: str) -> dict[str, Any]:
+    return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, status=rec.INFEASIBLE, backend=backend,
+                           reason="\n".join(r.message for r in p.reasons),
+                           reasons=[{"code": r.code, "message": r.message} for r in p.reasons], **_layout(p))
+
+
+def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[str, Any]]:
+    """The planned placement, with what each rank process really had (read from the OS inside it)."""
+    placed = placement_to_list(p.placement, topology)
+    for entry, outcome in zip(placed, run.outcomes):
+        if outcome is None:
+            continue
+        entry["pin"] = outcome.pin
+        entry["pid"] = outcome.pid
+        if outcome.result:
+            entry["observed_cpus"] = outcome.result["affinity"]["process"]
+            entry["observed_thread_cpus"] = outcome.result["affinity"]["threads"]
+            entry["torch_threads"] = outcome.result.get("threads")
+            check = (outcome.result.get("throughput") or {}).get("allreduce_check")
+            if check:
+                entry["allreduce_check"] = check
+    if run.node_ids:
+        for entry, node_id in zip(placed, run.node_ids):
+            entry["ray_node_id"] = node_id
+    return placed
+
+
+def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, started_at: float) -> dict[str, Any]:
+    failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
+    applied = next((o.result.get("applied") for o in run.outcomes if o and o.result), None)
+    return dict(status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
+                started_at=now_iso(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
+                log_tail=failing.log_tail if failing else None,
+                memory={"peak_uss_mib": [o.peak_uss_mib if o else None for o in run.outcomes],
+                        "budget_mib": list(p.memory_budget_mib), "estimate_mib": p.rank_memory_mib})
+
+
+def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,
+                      started_at: float) -> dict[str, Any]:
+    fields = _common(p, topology, run, backend, started_at)
+    if run.status == rec.OK:
+        reports = [o.result["throughput"] for o in run.outcomes]
+        summary = summarize(p.trial.global_batch, measure.timed_steps, [r["repeat_s"] for r in reports])
+        total_timed = sum(r["timed_s"] for r in reports)
+        fields["throughput"] = {
+            **summary, "warmup_steps": measure.warmup_steps, "timed_steps": measure.timed_steps,
+            "repeats": measure.repeats,
+            "step_ms_median": [r["step_ms_median"] for r in reports],
+            "step_ms_p90": [r["step_ms_p90"] for r in reports],
+            "data_wait_share": sum(r["data_wait_s"] for r in reports) / total_timed if total_timed else 0.0,
+            "train_flops_per_sample": reports[0]["train_flops_per_sample"],
+        }
+    return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, **_layout(p), **fields)
+
+
+def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, topology: Topology, backend: str,
+                       spec_convergence: Any, started_at: float) -> dict[str, Any]:
+    fields = _common(p, topology, run, backend, started_at)
+    c = spec_convergence
+    section = {"metric": c.metric, "target": c.target, "max_epochs": c.max_epochs, "lr_rule": c.lr_rule,
+               "base_lr": c.base_lr, "base_batch": c.base_batch, "warmup_epochs": c.warmup_epochs,
+               "eval_every_epochs": c.eval_every_epochs}
+    if run.status == rec.OK:
+        report = run.outcomes[0].result["convergence"]
+        section.update({k: report[k] for k in ("converged", "epochs_to_target", "epochs_run", "curve", "lr",
+                                               "train_s", "steps_per_epoch")})
+    fields["convergence"] = section
+    return rec.make_record(kind=rec.CONVERGENCE, key=key, seed=seed, **_layout(p), **fields)
+
+
+def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
+    placement = placement_to_list(p.placement, topology)[:1]
+    fields = dict(status=run.status, reason=run.reason, placement=placement, started_at=now_iso(started_at),
+                  wall_s=run.wall_s,
+                  log_tail=run.outcomes[0].log_tail if run.outcomes[0] and run.status != rec.OK else None)
+    if run.status == rec.OK:
+        fields["peak"] = {k: run.outcomes[0].result["peak"][k] for k in ("precision", "gflops", "gemm_size")}
+    return rec.make_record(kind=rec.PEAK, key=key, threads_per_rank=p.trial.threads_per_rank, **fields)

@@ -1,0 +1,191 @@
+"""`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
+
+Order: the GEMM peaks (one per distinct threads-per-rank), the throughput grid, then the convergence
+runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
+record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps
+everything recorded so far.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from orchestrator import __version__
+from orchestrator.core import records as rec
+from orchestrator.core.plan import Plan, PlannedTrial
+from orchestrator.core.schema import InvalidInput, Problem, to_plain
+from orchestrator.io.store import REPORT_DIR, SpecChanged, append_record, load_results, prepare_folder
+from orchestrator.io.sweepfile import Sweep
+from orchestrator.run.job import RankJob
+from orchestrator.run.progress import SweepProgress
+from orchestrator.run.recording import convergence_record, infeasible_record, peak_record, throughput_record
+from orchestrator.run.trial import RankSpec, TrialRun, run_ranks
+
+WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepOptions:
+    results: Path            # the sweep's own folder
+    rerun: bool = False
+    convergence: bool = True
+    json_mode: bool = False
+
+
+@dataclass(slots=True)
+class SweepSummary:
+    ran: int = 0
+    skipped: int = 0
+    failed: list[str] | None = None
+    interrupted: bool = False
+
+
+def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    cpu_model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
+                      if line.startswith("model name")), platform.processor())
+    return {"orch": __version__, "python": platform.python_version(), "torch": version("torch"),
+            "torchvision": version("torchvision"), "ray": version("ray"),
+            "oneccl_bindings_for_pytorch": version("oneccl_bindings_for_pytorch"),
+            "intel_extension_for_pytorch": version("intel_extension_for_pytorch"),
+            "hostname": socket.gethostname(), "cpu_model": cpu_model, "ray_nodes": cluster_size,
+            "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note},
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
+def _rank_specs(p: PlannedTrial, only_first: bool = False) -> list[RankSpec]:
+    ranks = p.placement.ranks[:1] if only_first else p.placement.ranks
+    budgets = p.memory_budget_mib
+    return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, budgets[r.rank]) for r in ranks]
+
+
+def _precision(params: Any) -> str:
+    return getattr(params, "precision", "fp32")
+
+
+class SweepRunner:
+    def __init__(self, sweep: Sweep, plan: Plan, cluster, options: SweepOptions):
+        self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
+        self.spec = sweep.spec
+        self.backend = plan.backend.chosen
+        self.workers = self.spec.constraints.ccl_workers if self.backend == "ccl" else 0
+        self.summary = SweepSummary(failed=[])
+
+    # --- bookkeeping ----------------------------------------------------------------------------------
+    def prepare(self) -> list[dict[str, Any]]:
+        derived = {"samples_per_epoch": self.sweep.workload.samples_per_epoch(self.sweep.params),
+                   "ranks": list(self.plan.ranks), "threads": list(self.plan.threads),
+                   "local_batches": list(self.plan.local_batches), "workload": self.spec.workload.name,
+                   "metric": self.spec.convergence.metric if self.spec.convergence else None}
+        try:
+            return prepare_folder(self.options.results, self.sweep.frozen_spec(), derived, self.plan.topology.to_dict(),
+                                  environment_info(self.plan, len(self.cluster.nodes)))
+        except SpecChanged as err:
+            raise InvalidInput(f"results folder {self.options.results}", [Problem("", str(err))]) from None
+
+    def _record(self, record: dict[str, Any], progress: SweepProgress, counts: bool = True) -> None:
+        append_record(self.options.results, record)
+        if record["status"] not in (rec.OK, rec.INFEASIBLE):
+            self.summary.failed.append(f"{record['key']}: {record['status']} — {record.get('reason')}")
+            self._save_logs(record["key"], record)
+        progress.finished(record, counts=counts)
+
+    def _save_logs(self, key: str, record: dict[str, Any]) -> None:
+        logs = getattr(self, "_last_run", None)
+        if not logs:
+            return
+        folder = self.options.results / "logs"
+        folder.mkdir(exist_ok=True)
+        for i, outcome in enumerate(logs.outcomes):
+            if outcome is not None and outcome.log:
+                (folder / f"{key}-rank{i}.log").write_text(outcome.log)
+
+    def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, step_timeout_s: float,
+             progress: SweepProgress, only_first: bool = False) -> tuple[TrialRun, float]:
+        started = time.time()
+        workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
+        run = run_ranks(self.cluster, _rank_specs(p, only_first), job, workdir=workdir, step_timeout_s=step_timeout_s,
+                        timeout_s=timeout_s, ccl_workers=self.workers, on_status=progress.phase)
+        self._last_run = run
+        return run, started
+
+    def _job(self, kind: str, p: PlannedTrial, **extra: Any) -> RankJob:
+        m = self.spec.measure
+        return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
+                       backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
+                       warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
+                       init_timeout_s=m.step_timeout_s, **extra)
+
+    # --- the sweep ------------------------------------------------------------------------------------
+    def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        """(key, planned item) for everything still to run, in order: peaks, grid, convergence."""
+        done = {r["key"] for r in existing if r["status"] == rec.OK and not self.options.rerun}
+        items: list[tuple[str, Any]] = []
+        feasible = self.plan.feasible
+        precision = _precision(self.sweep.params)
+        for threads in sorted({p.trial.threads_per_rank for p in feasible}):
+            first = next(p for p in feasible if p.trial.threads_per_rank == threads)
+            items.append((f"peak-t{threads}-{precision}", ("peak", first)))
+        items += [(p.trial.key, ("throughput", p)) for p in feasible]
+        if self.options.convergence:
+            items += [(f"conv-{run.key}", ("convergence", run)) for run in self.plan.convergence]
+        self.summary.skipped = sum(1 for key, _ in items if key in done)
+        return [(key, item) for key, item in items if key not in done]
+
+    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress, todo: list[tuple[str, Any]]) -> None:
+        recorded = {r["key"]: r for r in existing}
+        for p in self.plan.trials:
+            if not p.feasible and recorded.get(p.trial.key, {}).get("reason") != infeasible_record(p, self.backend)["reason"]:
+                self._record(infeasible_record(p, self.backend), progress, counts=False)
+        m = self.spec.measure
+        for key, (kind, item) in todo:
+            if kind == "peak":
+                progress.start_trial(f"{key} (GEMM peak on {item.trial.threads_per_rank} pinned core(s))")
+                job = self._job("peak", item, peak_precision=_precision(self.sweep.params))
+                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress, only_first=True)
+                record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
+            elif kind == "throughput":
+                t = item.trial
+                progress.start_trial(f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch "
+                                     f"{t.local_batch})")
+                run, started = self._run(key, item, self._job("throughput", item), m.timeout_s, m.step_timeout_s,
+                                         progress)
+                record = throughput_record(item, run, topology=self.plan.topology, backend=self.backend, measure=m,
+                                           started_at=started)
+            else:
+                conv = self.spec.convergence
+                layout = item.layout
+                progress.start_trial(f"{key} (global batch {item.global_batch}, seed {item.seed}, on "
+                                     f"{layout.trial.ranks}×{layout.trial.threads_per_rank})")
+                job = self._job("convergence", layout, seed=item.seed,
+                                convergence={**to_plain(conv), "global_batch": item.global_batch})
+                run, started = self._run(key, layout, job, conv.timeout_s, m.step_timeout_s, progress)
+                record = convergence_record(key, layout, item.seed, run, topology=self.plan.topology,
+                                            backend=self.backend, spec_convergence=conv, started_at=started)
+            self._record(record, progress)
+            self.summary.ran += 1
+
+
+def write_reports(results_dir: Path) -> list[Path]:
+    from orchestrator.report.build import write_report
+
+    return write_report(load_results(results_dir), results_dir / REPORT_DIR)

@@ -1,0 +1,38 @@
+"""`chaos`: the classifier with a fault injected on one rank at one step. It exists to prove, on your own
+cluster, what the orchestrator does when training goes wrong: a crash, a kill, a hung collective, runaway
+memory. Each fault is real: the process really raises, really receives SIGKILL, really blocks before the
+all-reduce, really allocates and touches memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.core.schema import opt
+from workloads.base import RankContext, Trainer
+from workloads.classifier.workload import ClassifierParams, ClassifierWorkload
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChaosParams(ClassifierParams):
+    fault: Literal["none", "crash", "kill", "hang", "oom"] = opt(
+        "none", "crash: raise; kill: SIGKILL itself; hang: block before the all-reduce forever; oom: allocate "
+                "and touch memory until stopped")
+    fault_rank: int = opt(0, "the rank that misbehaves", minimum=0)
+    fault_at_step: int = opt(3, "the training step (counted from 1, warm-up included) at which it does",
+                             minimum=1)
+    fault_local_batch: int | None = opt(None, "only misbehave in trials with this local batch (others run clean, "
+                                              "so one sweep shows failing and healthy trials side by side)")
+    oom_step_mib: int = opt(64, "memory the oom fault adds every 20 ms", minimum=1)
+
+
+class ChaosWorkload(ClassifierWorkload):
+    name = "chaos"
+    description = "the classifier with an injected fault (crash, kill, hang, oom) for testing failure handling"
+    params_type = ChaosParams
+
+    def build(self, params: ChaosParams, ctx: RankContext) -> Trainer:
+        from workloads.chaos.trainer import ChaosTrainer
+
+        return ChaosTrainer(params, ctx)
