@@ -61,6 +61,8 @@ def spread(count: int, capacities: list[int]) -> list[int] | None:
     """Split `count` items over bins as evenly as capacities allow (water-filling); None if impossible.
 
     >>> spread(5, [2, 4, 4])
+    [2, 2, 1]
+    >>> spread(5, [1, 4, 4])
     [1, 2, 2]
     """
     if count > sum(capacities):
@@ -85,16 +87,20 @@ def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads
     cores_per_rank = threads_per_rank + ccl_workers
     capacities = [node_capacity(n, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom)
                   for n in topology.nodes]
-    # Fewest nodes first: take nodes in order until their capacity covers the ranks.
-    used, total = 0, 0
-    while used < len(capacities) and total < ranks:
-        total += capacities[used]
-        used += 1
-    per_node = spread(ranks, capacities[:used])
+    # Fewest nodes: take the biggest nodes first (ties to the lower index) until their capacity covers the
+    # ranks; on a heterogeneous cluster taking nodes in file order could use more nodes than needed.
+    chosen, total = [], 0
+    for i in sorted(range(len(capacities)), key=lambda i: (-capacities[i], i)):
+        if total >= ranks:
+            break
+        chosen.append(i)
+        total += capacities[i]
+    chosen.sort()  # ranks are numbered in node order
+    per_node = spread(ranks, [capacities[i] for i in chosen])
     if per_node is None:
         return None
     placed: list[RankPlacement] = []
-    for node_index, count in enumerate(per_node):
+    for node_index, count in zip(chosen, per_node):
         node = topology.nodes[node_index]
         per_socket = spread(count, socket_slots(node, cores_per_rank, hyperthreads))
         assert per_socket is not None  # capacity already covers count

@@ -98,9 +98,21 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
+    if tp is type(None):
+        if value is None:
+            return None
+        problems.append(Problem(path, f"must be null, got {_show(value)}"))
+        return MISSING
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(tp)
-        for option in options:  # first pass: exact matches, so `int | None` doesn't try int on None
+        if value is None and type(None) in options:
+            return None
+        real = [o for o in options if o is not type(None)]
+        if len(real) == 1 and (dataclasses.is_dataclass(real[0]) or typing.get_origin(real[0]) in (tuple, list)):
+            # `Section | None` given a value: report the section's own problems with their key paths,
+            # not a bare "must be mapping or null".
+            return _convert(real[0], value, path, problems)
+        for option in options:
             trial: list[Problem] = []
             converted = _convert(option, value, path, trial)
             if not trial:

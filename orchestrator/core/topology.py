@@ -83,7 +83,8 @@ class Node:
             "name": self.name,
             "memory_mib": self.memory_mib,
             "sockets": [[list(c.cpus) for c in s.cores] for s in self.sockets],
-            "numa_nodes": [{"cpus": list(n.cpus), "memory_mib": n.memory_mib} for n in self.numa_nodes],
+            "numa_nodes": [{"index": n.index, "cpus": list(n.cpus), "memory_mib": n.memory_mib}
+                           for n in self.numa_nodes],
             "notes": list(self.notes),
         }
 
@@ -217,10 +218,24 @@ def _node_from_dict(data: Any, path: str, problems: list[Problem]) -> Node | Non
         sockets.append(Socket(s, tuple(cores)))
     numa = []
     for k, entry in enumerate(data.get("numa_nodes") or []):
+        where = f"{path}.numa_nodes[{k}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("cpus"), list):
-            problems.append(Problem(f"{path}.numa_nodes[{k}]", "must be a mapping with cpus and memory_mib"))
+            problems.append(Problem(where, "must be a mapping with cpus and memory_mib"))
             continue
-        numa.append(NumaNode(k, tuple(entry["cpus"]), float(entry.get("memory_mib") or 0)))
+        for key in sorted(set(entry) - {"index", "cpus", "memory_mib"}, key=str):
+            problems.append(Problem(f"{where}.{key}", "unknown key; valid keys are: cpus, index, memory_mib"))
+        index, numa_memory, numa_cpus = entry.get("index", k), entry.get("memory_mib") or 0, entry["cpus"]
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            problems.append(Problem(f"{where}.index", f"must be a non-negative integer, got {index!r}"))
+        if not isinstance(numa_memory, (int, float)) or isinstance(numa_memory, bool) or numa_memory < 0:
+            problems.append(Problem(f"{where}.memory_mib", f"must be a non-negative number, got {numa_memory!r}"))
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in numa_cpus):
+            problems.append(Problem(f"{where}.cpus", f"must be a list of CPU ids, got {numa_cpus!r}"))
+        elif set(numa_cpus) - seen:
+            problems.append(Problem(f"{where}.cpus", f"CPU id(s) {sorted(set(numa_cpus) - seen)} are in no socket "
+                                                     "of this node"))
+        if len(problems) == start:
+            numa.append(NumaNode(index, tuple(numa_cpus), float(numa_memory)))
     if not numa and sockets:  # one NUMA node per socket when the file does not say
         share = float(memory or 0) / len(sockets)
         numa = [NumaNode(s.index, tuple(sorted(s.cpus(True))), share) for s in sockets]

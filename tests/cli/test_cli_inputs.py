@@ -1,0 +1,200 @@
+"""Bad input through `orchestrator.cli.main(argv)`: exit status 2, a message naming the problem (with its
+line where there is one), and never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EMULATED = str(REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml")
+
+SWEEP = """\
+name: broken
+workload:
+  name: classifier
+  params:
+    hidden: 64
+grid:
+  ranks: [1, 2]
+  threads_per_rank: [1]
+  local_batch: [32]
+measure:
+  timed_steps: 5
+convergence:
+  metric: accuracy
+  target: 0.9
+  base_lr: 0.05
+  base_batch: 32
+"""
+
+TOPOLOGY = """\
+name: box
+sockets: 2
+cores_per_socket: 1
+memory_gib: 4
+cpus:
+  - [0]
+  - [1]
+"""
+
+
+def run_bad(capsys, argv: list[str]) -> str:
+    """Run `orch argv`, expect exit status 2 and no traceback; return stderr."""
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    assert err.startswith("orch: ")
+    return err
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def sweep_with(tmp_path: Path, old: str, new: str) -> str:
+    assert old in SWEEP
+    return write(tmp_path, "sweep.yaml", SWEEP.replace(old, new, 1))
+
+
+def test_the_base_files_are_valid(tmp_path, capsys):
+    topology = write(tmp_path, "topo.yaml", TOPOLOGY)
+    assert main(["plan", write(tmp_path, "sweep.yaml", SWEEP), "--topology", topology]) == 0
+    assert "2 of 2 grid points will run" in capsys.readouterr().out
+
+
+# --- sweep files -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("measure:\n", "measure:\n  repeat: 3\n",
+     "measure.repeat (line 11): unknown key; valid keys are: data, repeats, step_timeout_s, timed_steps, "
+     "timeout_s, warmup_steps"),
+    ("name: broken\n", "name: broken\nnodes: 4\n", "nodes (line 2): unknown key; valid keys are: backend, "),
+    ("timed_steps: 5", "timed_steps: five", "measure.timed_steps (line 11): must be int, got 'five'"),
+    ("local_batch: [32]", "local_batch: [32, -4]", "grid.local_batch[1] (line 9): must be >= 1, got -4"),
+    ("ranks: [1, 2]", "ranks: [0, 2]", "grid.ranks[0] (line 7): must be >= 1, got 0"),
+    ("ranks: [1, 2]", "ranks: []", "grid (line 6): grid.ranks: must list at least one value"),
+    ("timed_steps: 5", "timed_steps: 5\n  timed_steps: 6",
+     "measure.timed_steps (line 12): duplicate key (YAML would silently keep the last one)"),
+    ("ranks: [1, 2]", "ranks: [1, 2", "(line 8): YAML syntax error"),
+    ("name: classifier", "name: classifer",
+     "workload.name (line 3): unknown workload 'classifer'; known workloads: chaos, classifier, retinanet"),
+    ("hidden: 64", "hidden: 64\n    depth: 3",
+     "workload.params.depth (line 6): unknown key; valid keys are: classes, data_seed, features, hidden, lr, "),
+    ("hidden: 64", "hidden: 0", "workload.params.hidden (line 5): must be >= 1, got 0"),
+    ("metric: accuracy", "metric: map",
+     "convergence.metric (line 13): 'map' is not a metric of workload classifier; it reports: accuracy"),
+    ("  target: 0.9\n", "", "convergence.target (line 12): required (value of the metric that counts as converged)"),
+    ("convergence:\n", "backend: mpi\nconvergence:\n", "backend (line 12): must be one of 'auto', 'ccl', 'gloo'"),
+], ids=["unknown-nested-key", "unknown-key", "wrong-type", "negative", "zero-ranks", "empty-list", "duplicate",
+        "yaml-syntax", "unknown-workload", "unknown-param", "bad-param", "bad-metric", "missing-key", "bad-enum"])
+def test_malformed_sweep_file(tmp_path, capsys, old, new, expected):
+    err = run_bad(capsys, ["plan", sweep_with(tmp_path, old, new), "--topology", EMULATED])
+    assert expected in err
+
+
+def test_every_problem_in_a_sweep_file_reported_at_once(tmp_path, capsys):
+    text = SWEEP.replace("ranks: [1, 2]", "ranks: [0, 2]").replace("timed_steps: 5", "timed_steps: x") \
+        .replace("hidden: 64", "hidden: 64\n    depth: 3")
+    err = run_bad(capsys, ["plan", write(tmp_path, "s.yaml", text), "--topology", EMULATED])
+    assert "3 problem(s)" in err
+    assert "grid.ranks[0] (line 8)" in err and "measure.timed_steps (line 12)" in err
+    assert "workload.params.depth (line 6)" in err
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", "the file is empty"),
+    ("# only a comment\n", "the file is empty"),
+    ("- 1\n- 2\n", "<top>: must be a mapping, got [1, 2]"),
+    ("name: x\n", "workload: required"),
+    ("convergence:\n" + SWEEP.replace("convergence:\n", "other:\n"), "other (line 13): unknown key"),
+    ("name: x\nworkload: {name: classifier}\ngrid: {local_batch: [1]}\nconstraints: {memory_headroom: 1.5}\n",
+     "constraints.memory_headroom (line 4): must be <= 1, got 1.5"),
+    ("name: x\nworkload: {name: classifier}\ngrid: {local_batch: [1]}\nconvergence: {seeds: [1]}\n",
+     "convergence.metric (line 4): required"),
+])
+def test_degenerate_sweep_files(tmp_path, capsys, text, expected):
+    assert expected in run_bad(capsys, ["plan", write(tmp_path, "s.yaml", text), "--topology", EMULATED])
+
+
+def test_sweep_file_that_is_not_utf8(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b"name: \xff\xfe\n")
+    assert "cannot be read: 'utf-8' codec can't decode" in run_bad(capsys, ["plan", str(path), "--topology",
+                                                                              EMULATED])
+
+
+def test_missing_sweep_file(tmp_path, capsys):
+    err = run_bad(capsys, ["plan", str(tmp_path / "nope.yaml"), "--topology", EMULATED])
+    assert f"sweep file {tmp_path / 'nope.yaml'}: 1 problem(s):\n  - <top>: file not found" in err
+
+
+def test_sweep_path_is_a_directory(tmp_path, capsys):
+    assert "is a directory, not a file" in run_bad(capsys, ["plan", str(tmp_path), "--topology", EMULATED])
+
+
+def test_null_sections_are_defaults_not_crashes(tmp_path, capsys):
+    text = "name: x\nworkload: {name: classifier}\ngrid: {ranks: [1], threads_per_rank: [1], local_batch: [1]}\n" \
+           "measure:\nconvergence:\nconstraints: {rank_memory_mib: null}\n"
+    assert main(["plan", write(tmp_path, "s.yaml", text), "--topology", EMULATED]) == 0
+    out, err = capsys.readouterr()
+    assert "1 of 1 grid points will run" in out and err == ""
+
+
+# --- topology files ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    (TOPOLOGY.replace("sockets: 2", "socket: 2"), "socket (line 2): unknown key; valid keys are: "),
+    (TOPOLOGY.replace("cores_per_socket: 1", "cores_per_socket: one"),
+     "cores_per_socket (line 3): must be int, got 'one'"),
+    (TOPOLOGY.replace("memory_gib: 4", "memory_gib: -4"), "memory_gib (line 4): must be > 0, got -4.0"),
+    (TOPOLOGY.replace("- [1]", "- [1"), "YAML syntax error"),
+    (TOPOLOGY + "name: again\n", "name (line 8): duplicate key"),
+    (TOPOLOGY.replace("  - [1]\n", ""), "cpus: lists 1 socket(s) but sockets is 2"),
+    (TOPOLOGY.replace("- [1]", "- [0]"), "cpus[1][0]: CPU id 0 appears twice"),
+    ("", "the file is empty"),
+    ("nodes:\n  - name: a\n    memory_mib: 1024\n    sockets: [[0, 1]]\n    numa_nodes:\n"
+     "      - {cpus: [0, 1], memory_mib: lots}\n",
+     "nodes[0].numa_nodes[0].memory_mib (line 6): must be a non-negative number, got 'lots'"),
+    ("nodes:\n  - name: a\n    memory_mib: 1024\n    sockets: [[0, 1], [1]]\n",
+     "nodes[0].sockets[1][0] (line 4): CPU id(s) [1] appear twice"),
+], ids=["unknown-key", "wrong-type", "negative", "yaml-syntax", "duplicate", "cpus-count", "cpus-duplicate", "empty",
+        "detailed-numa-type", "detailed-duplicate-cpu"])
+@pytest.mark.parametrize("command", ["plan", "topology"])
+def test_malformed_topology_file(tmp_path, capsys, text, expected, command):
+    topology = write(tmp_path, "topo.yaml", text)
+    argv = (["plan", write(tmp_path, "s.yaml", SWEEP)] if command == "plan" else ["topology"]) + [
+        "--topology", topology]
+    err = run_bad(capsys, argv)
+    assert f"topology file {topology}" in err
+    assert expected in err
+
+
+@pytest.mark.parametrize("command", ["plan", "topology"])
+def test_missing_topology_file_or_directory(tmp_path, capsys, command):
+    prefix = ["plan", write(tmp_path, "s.yaml", SWEEP)] if command == "plan" else ["topology"]
+    assert "file not found" in run_bad(capsys, prefix + ["--topology", str(tmp_path / "none.yaml")])
+    assert "is a directory" in run_bad(capsys, prefix + ["--topology", str(tmp_path)])
+
+
+# --- options -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, expected", [
+    (["plan", "s.yaml", "--bogus"], "unrecognized arguments: --bogus"),
+    (["topology", "--jsn"], "unrecognized arguments: --jsn"),
+    (["plan"], "the following arguments are required: SWEEP"),
+    ([], "the following arguments are required: COMMAND"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["plan", "s.yaml", "--topology"], "argument --topology: expected one argument"),
+])
+def test_usage_errors_exit_2(capsys, argv, expected):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert expected in err and "Traceback" not in err
