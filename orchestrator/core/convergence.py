@@ -1,0 +1,243 @@
+"""Epochs to target per global batch, aggregated over seeds the way MLPerf's reference-convergence-point
+(RCP) checker does, and exported in the layout of its RCP files so the two can be compared.
+
+The rule, from mlcommons/logging `mlperf_logging/rcp_checker/rcp_checker.py` (`compute_rcp_stats`,
+`_eval_submission_record`, `read_submission_file`):
+
+- the epochs of all runs are sorted and one run is dropped at each end (`samples_rejected = 1`; 4 for
+  unet3d, which has 40 runs) before `np.mean`: the olympic mean. The checker always drops; a slice of fewer
+  than 3 runs would leave nothing, so with fewer than `OLYMPIC_MIN_SEEDS` seeds we take the plain mean.
+- the spread is `np.std`, the population standard deviation (ddof=0), over all runs, not only the kept
+  ones. We take it over the converged seeds (a non-converged one has no epoch count).
+- a run that did not converge, or did not finish, counts as infinitely many epochs (the checker writes
+  1e9). With 3 or more seeds one such seed is the slowest and is dropped; two or more keep the mean
+  infinite, which is the checker's "insufficient convergence". We report that row as "did not converge".
+
+Pure: records in, dataclasses, `Table` and plain dicts out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from orchestrator.core import records as rec
+from orchestrator.core.table import DASH, FAILED, Cell, Footnotes, Table
+from orchestrator.core.tables import Point, layout_label
+
+OLYMPIC_MIN_SEEDS = 3        # fewer seeds than this: plain mean (nothing would be left after dropping)
+DROPPED_EACH_END = 1         # the checker's samples_rejected for every benchmark but unet3d
+RCP_CREATOR = "orch"
+
+
+def olympic_mean(epochs: Sequence[float]) -> float:
+    """Mean after dropping the fastest and the slowest run, as MLPerf's RCP checker does; the plain mean
+    of fewer than 3 runs. `math.inf` stands for a run that did not converge.
+
+    >>> olympic_mean([3.0, 4.0, 3.5])                 # 3 seeds: the middle one
+    3.5
+    >>> olympic_mean([5.0, 6.0, 7.0, 8.0, 20.0])      # 5 seeds: mean of 6, 7, 8
+    7.0
+    >>> olympic_mean([6.0, 7.0, math.inf])             # one non-converged seed is dropped as the slowest
+    7.0
+    >>> olympic_mean([6.0, math.inf, math.inf])        # two are not: the mean stays infinite
+    inf
+    """
+    if not epochs:
+        raise ValueError("olympic_mean of no runs")
+    ordered = sorted(epochs)
+    if len(ordered) >= OLYMPIC_MIN_SEEDS:
+        ordered = ordered[DROPPED_EACH_END:len(ordered) - DROPPED_EACH_END]
+    if any(math.isinf(e) for e in ordered):
+        return math.inf
+    return sum(ordered) / len(ordered)
+
+
+@dataclass(frozen=True, slots=True)
+class SeedRun:
+    """One seed of one global batch."""
+
+    seed: int | None
+    layout: Point                # (ranks, threads_per_rank, local_batch) it ran on
+    status: str
+    epochs: float | None         # epochs to target; None when it did not converge (or did not finish)
+    max_epochs: float | None
+    reason: str | None = None    # first line of the record's reason, for failed/oom/timeout runs
+
+    @property
+    def converged(self) -> bool:
+        return self.epochs is not None
+
+    def why_not(self) -> str:
+        """Why this seed has no epoch count, in words (empty when it converged)."""
+        if self.converged:
+            return ""
+        cap = f" by {self.max_epochs:g} epochs" if self.max_epochs is not None else ""
+        if self.status == rec.OK:
+            return f"seed {self.seed} did not converge{cap}"
+        cause = f": {self.reason}" if self.reason else ""
+        return (f"seed {self.seed} ended {self.status}{cause}; counted as not converged, as MLPerf's checker "
+                "counts a run that did not finish")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchConvergence:
+    """Epochs to target of one global batch over its seeds, aggregated as the RCP checker does."""
+
+    global_batch: int
+    runs: tuple[SeedRun, ...]              # sorted by seed
+    mean_epochs: float | None              # olympic mean; None when it is infinite (did not converge)
+    sd_epochs: float | None                # population SD over the converged seeds; None if fewer than 2
+    method: str                            # how the mean was taken, for captions
+    hyperparams: dict[str, Any] = field(default_factory=dict)
+    metric: str | None = None
+    target: float | None = None
+
+    @property
+    def converged(self) -> int:
+        return sum(r.converged for r in self.runs)
+
+    @property
+    def layouts(self) -> tuple[Point, ...]:
+        return tuple(sorted({r.layout for r in self.runs}))
+
+    @property
+    def max_epochs(self) -> float | None:
+        caps = [r.max_epochs for r in self.runs if r.max_epochs is not None]
+        return max(caps) if caps else None
+
+
+def seed_run(record: Mapping[str, Any]) -> SeedRun:
+    """A convergence record as a SeedRun; failed, oom and timeout runs count as not converged."""
+    conv = record.get("convergence") or {}
+    converged = record.get("status") == rec.OK and conv.get("converged") and conv.get("epochs_to_target") is not None
+    reason = next((line for line in str(record.get("reason") or "").splitlines() if line.strip()), None)
+    layout = (record.get("ranks"), record.get("threads_per_rank"), record.get("local_batch"))
+    return SeedRun(record.get("seed"), layout, record.get("status"),
+                   float(conv["epochs_to_target"]) if converged else None, conv.get("max_epochs"), reason)
+
+
+def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> BatchConvergence:
+    """Olympic mean and SD of the seeds' epochs to target.
+
+    Example: seeds at 6.0, 7.0 and not converged → mean 7.0 (the non-converged seed is dropped as the
+    slowest, 6.0 as the fastest), SD 0.5 over 6.0 and 7.0.
+    """
+    runs = tuple(sorted(runs, key=lambda r: (r.seed is None, r.seed)))
+    epochs = [r.epochs if r.converged else math.inf for r in runs]
+    mean = olympic_mean(epochs) if epochs else math.inf
+    finite = [e for e in epochs if not math.isinf(e)]
+    sd = statistics.pstdev(finite) if len(finite) >= 2 else None
+    if len(runs) >= OLYMPIC_MIN_SEEDS:
+        method = f"olympic mean of {len(runs)} seeds (fastest and slowest dropped)"
+    else:
+        method = f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} (fewer than {OLYMPIC_MIN_SEEDS}: none dropped)"
+    return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method, **extra)
+
+
+def convergence_by_batch(records: Iterable[Mapping[str, Any]]) -> tuple[BatchConvergence, ...]:
+    """One aggregate per global batch that has convergence records (infeasible ones never ran: skipped)."""
+    by_batch: dict[int, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r.get("kind") == rec.CONVERGENCE and r.get("status") != rec.INFEASIBLE:
+            by_batch.setdefault(r["global_batch"], []).append(r)
+    result = []
+    for batch, group in sorted(by_batch.items()):
+        first = next((r["convergence"] for r in group if r.get("convergence")), {})
+        result.append(aggregate(batch, [seed_run(r) for r in group], hyperparams=rcp_hyperparams(first),
+                                metric=first.get("metric"), target=first.get("target")))
+    return tuple(result)
+
+
+def rcp_hyperparams(conv: Mapping[str, Any]) -> dict[str, Any]:
+    """The learning-rate setup of a run, with MLPerf's key names where one exists."""
+    names = {"lr": "opt_base_learning_rate", "warmup_epochs": "opt_learning_rate_warmup_epochs",
+             "lr_rule": "lr_rule", "base_lr": "lr_at_base_batch", "base_batch": "base_batch"}
+    return {name: conv[key] for key, name in names.items() if conv.get(key) is not None}
+
+
+def reference_batch(batches: Sequence[BatchConvergence]) -> BatchConvergence | None:
+    """The smallest global batch with a finite mean: the one the table is normalized to."""
+    return next((b for b in batches if b.mean_epochs is not None), None)
+
+
+def convergence_table(batches: Sequence[BatchConvergence], planned_seeds: Sequence[int] = ()) -> Table:
+    """Global batch → epochs to target (mean ± SD), normalized to the smallest global batch, seeds
+    converged / run, and the layout(s) (ranks×threads×local batch) that ran it.
+
+    Example: global batches 32 (3.5 epochs) and 128 (7.0 epochs) → normalized 1.00 and 2.00.
+    """
+    notes = Footnotes()
+    ref = reference_batch(batches)
+    rows = []
+    for b in batches:
+        if b.mean_epochs is None:
+            cap = f" by {b.max_epochs:g}" if b.max_epochs is not None else ""
+            epochs = Cell(f"did not converge{cap}", None, FAILED)
+        elif b.sd_epochs is not None:
+            epochs = Cell(f"{b.mean_epochs:.2f} ± {b.sd_epochs:.2f}", b.mean_epochs)
+        else:
+            epochs = Cell(f"{b.mean_epochs:.2f}", b.mean_epochs)
+        normalized = (Cell.number(b.mean_epochs / ref.mean_epochs) if b.mean_epochs is not None and ref
+                      else Cell(DASH))
+        why = [f"global batch {b.global_batch}: {r.why_not()}" for r in b.runs if not r.converged]
+        ran = {r.seed for r in b.runs}
+        why += [f"global batch {b.global_batch}: seed {s} not run yet" for s in planned_seeds if s not in ran]
+        seeds_text = f"{b.converged}/{len(b.runs)}" + (f" {notes.letters(why)}" if why else "")
+        seeds = Cell(seeds_text, None, FAILED if b.converged < len(b.runs) else None)
+        layouts = Cell(", ".join(layout_label(p) for p in b.layouts))
+        rows.append((str(b.global_batch), (epochs, normalized, seeds, layouts)))
+    return Table(name="convergence", title="Convergence: epochs to target per global batch",
+                 corner="global batch", columns=("epochs to target", "normalized", "seeds converged/run",
+                                                 "ran on (r×t×b)"),
+                 rows=tuple(rows), footnotes=notes.lines(), caption=_caption(batches, ref))
+
+
+def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) -> str:
+    if not batches:
+        return "No convergence run has finished yet: no data yet."
+    first = batches[0]
+    target = (f"{first.metric} {first.target:g}" if first.metric is not None and first.target is not None
+              else "the target")
+    text = (f"Epochs to reach {target}, aggregated as MLPerf's RCP checker does: with {OLYMPIC_MIN_SEEDS} or more "
+            "seeds the olympic mean (fastest and slowest seed dropped), else the plain mean; ± the population "
+            "standard deviation over the converged seeds. A seed that did not converge (or did not finish) "
+            "counts as infinitely slow, so one such seed of three or more is dropped; two make the row "
+            "'did not converge'. Epochs depend on the global batch, not on threads, so each global batch ran "
+            "once per seed, on the layout shown (ranks×threads×local batch).")
+    if ref is None:
+        return text + " No global batch converged, so nothing is normalized."
+    if ref is not first:
+        return text + (f" Normalized to global batch {ref.global_batch}, the smallest that converged "
+                       f"(global batch {first.global_batch} did not).")
+    return text + f" Normalized to the smallest global batch, {ref.global_batch}."
+
+
+def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "", when: str = "") -> dict:
+    """The aggregates in the layout of MLPerf's `rcps_<benchmark>.json`: one entry per global batch with
+    Benchmark, Creator, When, Platform, BS, Hyperparams and "Epochs to converge" (the converged seeds, as
+    reference files list only converged runs). orch's own view (seeds, non-converged seeds, the olympic mean
+    counting them) goes under "orch", a key the checker does not read. Global batches without a converged
+    seed are left out: a reference point needs at least one converged run.
+    """
+    out: dict[str, Any] = {}
+    for b in batches:
+        epochs = [r.epochs for r in b.runs if r.converged]
+        if not epochs:
+            continue
+        out[f"{benchmark}_ref_{b.global_batch}"] = {
+            "Benchmark": benchmark, "Creator": RCP_CREATOR, "When": when, "Platform": platform,
+            "BS": b.global_batch, "Hyperparams": dict(b.hyperparams), "Epochs to converge": epochs,
+            "orch": {
+                "metric": b.metric, "target": b.target,
+                "seeds": [r.seed for r in b.runs],
+                "converged_seeds": [r.seed for r in b.runs if r.converged],
+                "not_converged": [{"seed": r.seed, "status": r.status, "max_epochs": r.max_epochs}
+                                  for r in b.runs if not r.converged],
+                "olympic_mean_epochs": b.mean_epochs, "stdev_epochs": b.sd_epochs, "method": b.method,
+                "layouts": [layout_label(p) for p in b.layouts],
+            },
+        }
+    return out

@@ -1,0 +1,338 @@
+"""Throughput tables over the trial records: normalized scalability, absolute samples/s, scaling
+efficiency, weak scaling, and hardware efficiency against the measured GEMM peak.
+
+Pure functions: records (as `orchestrator.core.records` defines them) and spec.json's "derived" in,
+`Table` out. No I/O, no clock. Convergence lives in `orchestrator.core.convergence`, time-to-train in
+`orchestrator.core.time_to_train`.
+
+Grid tables have threads per rank as rows and ranks as columns, one table per local batch. A cell that has
+no number says why: `– a` (infeasible, or not run yet) or the status (`failed a`, `oom b`, `timeout c`),
+with the reason in a lettered footnote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from orchestrator.core import records as rec
+from orchestrator.core.table import BEST, DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table
+
+NOT_RUN_YET = "not run yet"
+NO_REASON = "no reason recorded"
+NO_MEASUREMENT = "recorded as ok but without a throughput measurement"
+DEFAULT_PEAK_PRECISION = "fp32"   # what training runs in unless the workload says otherwise
+
+Point = tuple[int, int, int]      # (ranks, threads_per_rank, local_batch)
+CORNER = "threads \\ ranks"
+
+
+@dataclass(frozen=True, slots=True)
+class Axes:
+    """The grid's resolved axes, each sorted."""
+
+    ranks: tuple[int, ...]
+    threads: tuple[int, ...]
+    local_batches: tuple[int, ...]
+
+
+def format_quantity(value: float) -> str:
+    """At least three significant digits, never an exponent, thousands separated.
+
+    >>> [format_quantity(v) for v in (15234.4, 523.4, 52.34, 5.234, 0.05234)]
+    ['15,234', '523', '52.3', '5.23', '0.0523']
+    """
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def layout_label(point: Point) -> str:
+    """'2×4×32' for 2 ranks × 4 threads per rank × local batch 32."""
+    ranks, threads, batch = point
+    return f"{ranks}×{threads}×{batch}"
+
+
+def describe_point(point: Point) -> str:
+    """'1 rank × 2 threads (2 cores)', the words used in captions."""
+    ranks, threads, _ = point
+    return (f"{ranks} rank{'s' if ranks != 1 else ''} × {threads} thread{'s' if threads != 1 else ''} "
+            f"({ranks * threads} core{'s' if ranks * threads != 1 else ''})")
+
+
+def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Point, Mapping[str, Any]]:
+    """Throughput records by (ranks, threads_per_rank, local_batch)."""
+    return {(r["ranks"], r["threads_per_rank"], r["local_batch"]): r
+            for r in records if r.get("kind") == rec.THROUGHPUT}
+
+
+def grid_axes(records: Iterable[Mapping[str, Any]], derived: Mapping[str, Any]) -> Axes:
+    """The axes from spec.json's derived section, widened by any value the records hold (a record from
+    an older grid must not vanish from the tables)."""
+    index = throughput_index(records)
+    ranks = set(derived.get("ranks") or ()) | {p[0] for p in index}
+    threads = set(derived.get("threads") or ()) | {p[1] for p in index}
+    batches = set(derived.get("local_batches") or ()) | {p[2] for p in index}
+    return Axes(tuple(sorted(ranks)), tuple(sorted(threads)), tuple(sorted(batches)))
+
+
+def samples_per_s(record: Mapping[str, Any] | None) -> float | None:
+    """The median global throughput of an ok throughput record, else None."""
+    if record is None or record.get("status") != rec.OK or not record.get("throughput"):
+        return None
+    return record["throughput"].get("samples_per_s")
+
+
+def reason_messages(record: Mapping[str, Any]) -> list[str]:
+    """Why a record is not ok, one message per reason: the infeasible `reasons`, else the `reason` lines."""
+    messages = [r.get("message") or r.get("code") or NO_REASON for r in record.get("reasons") or ()]
+    if not messages and record.get("reason"):
+        messages = [line for line in str(record["reason"]).splitlines() if line.strip()]
+    return messages or [NO_REASON]
+
+
+def status_cell(record: Mapping[str, Any] | None, notes: Footnotes) -> Cell:
+    """The cell of a point without a number: absent '– a' (not run yet), infeasible '– a,b', or its
+    status ('oom c') with the reasons as footnotes."""
+    if record is None:
+        return Cell(f"{DASH} {notes.letter(NOT_RUN_YET)}", None, MISSING)
+    if record.get("status") == rec.OK:    # ok but without its throughput section: a writer bug, shown as such
+        return Cell(f"{DASH} {notes.letter(NO_MEASUREMENT)}", None, MISSING)
+    letters = notes.letters(reason_messages(record))
+    if record.get("status") == rec.INFEASIBLE:
+        return Cell(f"{DASH} {letters}", None, INFEASIBLE)
+    return Cell(f"{record.get('status')} {letters}", None, FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The point a table is normalized to, and why it is not the intended one when it is not."""
+
+    point: Point
+    samples_per_s: float
+    intended: Point
+    note: str = ""     # empty when point == intended
+
+    @property
+    def cores(self) -> int:
+        return self.point[0] * self.point[1]
+
+
+def find_baseline(index: Mapping[Point, Mapping[str, Any]], axes: Axes, local_batch: int) -> Baseline | None:
+    """The cell with the fewest ranks (1) and the fewest threads; when that one is not ok, the ok cell
+    with the fewest cores (then fewest ranks, then fewest threads, as the planner picks the cheapest
+    layout). None when no cell of this local batch is ok.
+
+    Example: intended 1×1 timed out; ok cells 2×1 and 1×2 (both 2 cores) → 1×2, with a note that says so.
+    """
+    if not axes.ranks or not axes.threads:
+        return None
+    intended = (axes.ranks[0], axes.threads[0], local_batch)
+    value = samples_per_s(index.get(intended))
+    if value:
+        return Baseline(intended, value, intended)
+    ok = [p for p in index if p[2] == local_batch and samples_per_s(index[p])]
+    if not ok:
+        return None
+    point = min(ok, key=lambda p: (p[0] * p[1], p[0], p[1]))
+    record = index.get(intended)
+    why = "was not run yet" if record is None else f"did not run ok ({record.get('status')})"
+    note = (f"The intended baseline, {describe_point(intended)}, {why}; normalized instead to the ok cell "
+            f"with the fewest cores, {describe_point(point)}.")
+    return Baseline(point, samples_per_s(index[point]), intended, note)
+
+
+def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any], *, name: str, title: str,
+                caption: Callable[[Baseline | None, int], str],
+                value: Callable[[Point, Mapping[str, Any], Baseline | None], tuple[Cell | None, str | None]],
+                best: bool = True) -> list[Table]:
+    """One table per local batch. `value(point, ok_record, baseline)` gives the cell of an ok point, or
+    (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
+    index = throughput_index(records)
+    axes = grid_axes(records, derived)
+    tables = []
+    for batch in axes.local_batches:
+        notes = Footnotes()
+        base = find_baseline(index, axes, batch)
+        rows = []
+        for threads in axes.threads:
+            cells = []
+            for ranks in axes.ranks:
+                point = (ranks, threads, batch)
+                record = index.get(point)
+                if samples_per_s(record) is None:
+                    cells.append(status_cell(record, notes))
+                    continue
+                cell, missing = value(point, record, base)
+                cells.append(cell if cell is not None else Cell(f"{DASH} {notes.letter(missing)}", None, MISSING))
+            rows.append((str(threads), cells))
+        if best:
+            _mark_best([cells for _, cells in rows])
+        tables.append(Table(name=f"{name}-b{batch}", title=title.format(batch=batch), corner=CORNER,
+                            columns=tuple(str(r) for r in axes.ranks),
+                            rows=tuple((label, tuple(cells)) for label, cells in rows),
+                            footnotes=notes.lines(), caption=caption(base, batch)))
+    return tables
+
+
+def _mark_best(rows: list[list[Cell]], columns: Sequence[int] | None = None) -> None:
+    """Mark the highest number among `columns` (all columns by default; every cell on a tie)."""
+    where = [(cells, i) for cells in rows for i in (columns if columns is not None else range(len(cells)))
+             if cells[i].value is not None]
+    if not where:
+        return
+    top = max(cells[i].value for cells, i in where)
+    for cells, i in where:
+        if cells[i].value == top:
+            cells[i] = Cell(cells[i].text, cells[i].value, BEST)
+
+
+def _baseline_words(base: Baseline | None) -> str:
+    if base is None:
+        return "No point of this local batch ran ok yet, so there is nothing to normalize to."
+    text = (f"Baseline: {describe_point(base.point)} at {format_quantity(base.samples_per_s)} samples/s.")
+    return f"{base.note} {text}" if base.note else text
+
+
+def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+    """Median global throughput normalized to the baseline cell (see `find_baseline`), per local batch.
+
+    Example: baseline 1×1 at 4,000 samples/s, 2 ranks × 1 thread at 7,600 → cell '1.90'.
+    """
+    def value(point, record, base):
+        return Cell.number(samples_per_s(record) / base.samples_per_s), None
+
+    def caption(base, batch):
+        return ("Median global throughput (samples/s summed over ranks) ÷ the baseline's. Cells of equal total "
+                "cores (ranks × threads) show whether splitting into more ranks pays. " + _baseline_words(base))
+
+    return _grid_table(records, derived, name="scalability", value=value, caption=caption,
+                       title="Scalability, local batch {batch}: throughput normalized to the baseline")
+
+
+def throughput_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+    """Median global samples/s with the coefficient of variation over repeats, e.g. '7,600 ±1.2%'
+    (a record's `cv` is a fraction: 0.012 is 1.2 %)."""
+    def value(point, record, base):
+        sps, cv = samples_per_s(record), record["throughput"].get("cv")
+        spread = f" ±{cv * 100:.1f}%" if cv is not None else ""
+        return Cell(f"{format_quantity(sps)}{spread}", sps), None
+
+    def caption(base, batch):
+        return ("Median over repeats of the global throughput in samples/s; ± the coefficient of variation "
+                "of the repeats (standard deviation ÷ mean).")
+
+    return _grid_table(records, derived, name="throughput", value=value, caption=caption,
+                       title="Throughput, local batch {batch}: samples/s (± CV over repeats)")
+
+
+def efficiency_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+    """Scaling efficiency in percent: speedup over the baseline ÷ (cores ÷ baseline cores).
+
+    Example: baseline 1×1 (1 core) at 4,000 samples/s; 2 ranks × 2 threads (4 cores) at 13,000 →
+    speedup 3.25 over 4× the cores → '81%'. 100% is linear scaling in cores.
+    """
+    def value(point, record, base):
+        speedup, cores = samples_per_s(record) / base.samples_per_s, point[0] * point[1]
+        return Cell.number(100 * speedup / (cores / base.cores), "{:.0f}%"), None
+
+    def caption(base, batch):
+        return ("Speedup over the baseline ÷ (cores used ÷ baseline cores), in percent: 100% is linear scaling "
+                "in cores. " + _baseline_words(base))
+
+    return _grid_table(records, derived, name="efficiency", value=value, caption=caption, best=False,
+                       title="Scaling efficiency, local batch {batch} (%)")
+
+
+def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+    """Weak-scaling efficiency along the rank axis in percent: throughput(R ranks) ÷ (R × throughput(1
+    rank)) at the same threads per rank and local batch (the global batch grows with R). When the rank axis
+    does not start at 1, its first value R0 is the reference: throughput(R) ÷ (R/R0 × throughput(R0)).
+
+    Example: 1 rank × 1 thread at 4,000 samples/s, 4 ranks × 1 thread at 14,000 → 14,000 ÷ 16,000 → '88%'.
+    """
+    index = throughput_index(records)
+    first_rank = min(grid_axes(records, derived).ranks, default=1)
+
+    def value(point, record, base):
+        ranks, threads, batch = point
+        reference = samples_per_s(index.get((first_rank, threads, batch)))
+        if reference is None:
+            return None, (f"no ok {first_rank}-rank measurement at {threads} thread(s) per rank to compare with")
+        return Cell.number(100 * samples_per_s(record) / (ranks / first_rank * reference), "{:.0f}%"), None
+
+    def caption(base, batch):
+        return (f"Throughput with R ranks ÷ (R × throughput with {first_rank} rank"
+                f"{'s' if first_rank != 1 else ''}) at the same threads per rank and local batch {batch}, "
+                "in percent: 100% means adding ranks (and so global batch) adds throughput linearly.")
+
+    return _grid_table(records, derived, name="weak-scaling", value=value, caption=caption, best=False,
+                       title="Weak-scaling efficiency, local batch {batch} (%)")
+
+
+def peak_index(records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, str], float]:
+    """Measured GEMM peak GFLOP/s by (threads, precision), from ok peak records."""
+    peaks = {}
+    for r in records:
+        if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak"):
+            peaks[(r["threads_per_rank"], r["peak"].get("precision"))] = r["peak"]["gflops"]
+    return peaks
+
+
+def choose_precision(peaks: Mapping[tuple[int, str], float], wanted: str | None = None) -> str | None:
+    """`wanted` if given, else fp32 when measured, else the first measured precision by name."""
+    if wanted:
+        return wanted
+    measured = sorted({precision for _, precision in peaks})
+    if not measured:
+        return None
+    return DEFAULT_PEAK_PRECISION if DEFAULT_PEAK_PRECISION in measured else measured[0]
+
+
+def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: str | None = None) -> Table:
+    """Achieved FLOP/s of every ok layout against the measured peak of the same cores, in percent.
+
+    achieved = samples_per_s × train_flops_per_sample; peak = ranks × peak(threads), where peak(T) is the
+    GEMM GFLOP/s measured on T pinned cores of one socket (kind "peak").
+    Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample = 78.0 GFLOP/s against
+    2 × 236 GFLOP/s = 472 → '16.5%'.
+    """
+    peaks = peak_index(records)
+    precision = choose_precision(peaks, precision)
+    index = throughput_index(records)
+    notes = Footnotes()
+    rows = []
+    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p[2], p[0] * p[1], p[0])):
+        ranks, threads, batch = point
+        sps = samples_per_s(index[point])
+        flops = (index[point].get("throughput") or {}).get("train_flops_per_sample")
+        peak = peaks.get((threads, precision))
+        achieved = sps * flops / 1e9 if flops else None
+        layout_peak = ranks * peak if peak else None
+        cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps)]
+        cells.append(Cell(format_quantity(achieved), achieved) if achieved is not None else
+                     Cell(f"{DASH} {notes.letter('the workload reported no train_flops_per_sample')}", None, MISSING))
+        no_peak = f"no {precision or 'GEMM'} peak measured for {threads} thread(s)"
+        cells.append(Cell(format_quantity(layout_peak), layout_peak) if layout_peak is not None else
+                     Cell(f"{DASH} {notes.letter(no_peak)}", None, MISSING))
+        if achieved is not None and layout_peak is not None:
+            cells.append(Cell.number(100 * achieved / layout_peak, "{:.1f}%"))
+        else:
+            cells.append(Cell(DASH, None, MISSING))
+        rows.append((layout_label(point), cells))
+    _mark_best([cells for _, cells in rows], columns=(4,))
+    caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as the workload counts them), against "
+               f"the measured {precision or 'GEMM'} GEMM peak of the same cores: ranks × peak(threads per rank), "
+               "where peak(T) is measured on T pinned cores of one socket.")
+    if not rows:
+        caption = "No layout ran ok yet: no data yet."
+    return Table(name="hardware-efficiency", title="Hardware efficiency: achieved FLOP/s ÷ measured peak",
+                 corner="layout (r×t×b)",
+                 columns=("cores", "samples/s", "GFLOP/s", "peak GFLOP/s", "% of peak"),
+                 rows=tuple((label, tuple(cells)) for label, cells in rows), footnotes=notes.lines(),
+                 caption=caption)

@@ -1,0 +1,178 @@
+"""A sweep's report from its results folder: every table, the RCP-style convergence file, the plots and the
+Markdown document that ties them together.
+
+`analyze` is pure (results in, tables out); `write_report` writes files; `terminal_report` gives rich
+renderables. Output is deterministic (no generation time, no absolute paths) so golden files stay stable.
+
+    results = load_results("results/classifier")
+    paths = write_report(results, results.path / "report")       # report.md, CSV, JSON, PNG
+    Console().print(*terminal_report(results))
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from orchestrator.core import convergence as conv
+from orchestrator.core import tables as tab
+from orchestrator.core import time_to_train as ttt
+from orchestrator.core.table import Table
+from orchestrator.core.topology import topology_from_data
+from orchestrator.io.store import Results
+from orchestrator.report import markdown, plots
+from orchestrator.report.render import to_csv, to_json, to_rich
+
+FORMATS = ("md", "csv", "json", "png")
+REPORT_FILE = "report.md"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """Everything the report shows, computed from the records."""
+
+    scalability: tuple[Table, ...]          # normalized, one per local batch
+    throughput: tuple[Table, ...]           # absolute samples/s with CV
+    efficiency: tuple[Table, ...]
+    weak_scaling: tuple[Table, ...]
+    hardware: Table
+    convergence: tuple[conv.BatchConvergence, ...]
+    convergence_table: Table
+    times: tuple[ttt.LayoutTime, ...]
+    time_to_train: Table
+    rcp: dict[str, Any]
+
+    def sections(self) -> list[tuple[str, list[Table]]]:
+        """(heading, tables) in report order; a section without tables has no data yet."""
+        return [
+            ("Scalability", list(self.scalability)),
+            ("Throughput", list(self.throughput)),
+            ("Scaling efficiency", list(self.efficiency)),
+            ("Weak scaling", list(self.weak_scaling)),
+            ("Convergence", [self.convergence_table] if self.convergence else []),
+            ("Time to train", [self.time_to_train] if self.times else []),
+            ("Hardware efficiency", [self.hardware] if self.hardware.rows else []),
+        ]
+
+    def tables(self) -> list[Table]:
+        return [t for _, tables in self.sections() for t in tables]
+
+
+def sweep_spec(results: Results) -> dict[str, Any]:
+    """The sweep spec (spec.json's "spec")."""
+    return results.spec.get("spec") or {}
+
+
+def planned_seeds(results: Results) -> tuple[int, ...]:
+    return tuple((sweep_spec(results).get("convergence") or {}).get("seeds") or ())
+
+
+def platform(results: Results) -> str:
+    """'Intel(R) Xeon(R) ...; 1 node(s): 2 socket(s) × 4 cores ...; backend gloo' for the RCP file."""
+    topology, _ = topology_from_data(results.topology) if results.topology else (None, [])
+    env = results.environment
+    parts = [env.get("cpu_model"), topology.describe() if topology else None,
+             f"backend {(env.get('backend') or {}).get('chosen')}" if env.get("backend") else None]
+    return "; ".join(p for p in parts if p)
+
+
+def analyze(results: Results) -> ReportData:
+    """All tables of the report. Pure."""
+    records, derived = results.records, results.derived
+    batches = conv.convergence_by_batch(records)
+    times = tuple(ttt.layout_times(records, derived, batches))
+    benchmark = derived.get("workload") or (sweep_spec(results).get("workload") or {}).get("name") or "workload"
+    return ReportData(
+        scalability=tuple(tab.scalability_tables(records, derived)),
+        throughput=tuple(tab.throughput_tables(records, derived)),
+        efficiency=tuple(tab.efficiency_tables(records, derived)),
+        weak_scaling=tuple(tab.weak_scaling_tables(records, derived)),
+        hardware=tab.hardware_efficiency_table(records),
+        convergence=batches,
+        convergence_table=conv.convergence_table(batches, planned_seeds(results)),
+        times=times,
+        time_to_train=ttt.time_to_train_table(times, derived.get("samples_per_epoch")),
+        rcp=conv.rcp_dict(batches, benchmark=benchmark, platform=platform(results),
+                          when=results.environment.get("started_at") or ""),
+    )
+
+
+def rcp_file_name(results: Results) -> str:
+    """Named like MLPerf's files, `rcps_<benchmark>.json`."""
+    return f"rcps_{results.derived.get('workload') or 'workload'}.json"
+
+
+def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown report format(s) {unknown}; valid formats are: {', '.join(FORMATS)}")
+    return tuple(formats)
+
+
+def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write the report into `out_dir` (created if needed) and return the files written, in order:
+    per table `<name>.csv` / `<name>.json`, `rcps_<workload>.json`, the PNG plots, then `report.md`.
+
+    Files from an earlier report that this one does not produce are left alone.
+    """
+    formats = check_formats(formats)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = analyze(results)
+    written: list[Path] = []
+
+    def put(name: str, text: str) -> None:
+        path = out_dir / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+
+    for table in data.tables():
+        if "csv" in formats:
+            put(f"{table.name}.csv", to_csv(table))
+        if "json" in formats:
+            put(f"{table.name}.json", to_json(table))
+    if "json" in formats and data.rcp:
+        put(rcp_file_name(results), json.dumps(data.rcp, indent=2) + "\n")
+    figures: dict[str, list[str]] = {}
+    if "png" in formats:
+        for section, name, fig in _figures(data, results):
+            written.append(plots.save(fig, out_dir / name))
+            figures.setdefault(section, []).append(name)
+    if "md" in formats:
+        files = [p.name for p in written]
+        put(REPORT_FILE, markdown.render(results, data, figures=figures, files=files))
+    return written
+
+
+def _figures(data: ReportData, results: Results):
+    """(section, file name, figure) for every plot that has data."""
+    candidates = [("Scalability", f"{t.name}.png", lambda t=t: plots.heatmap_figure(t)) for t in data.scalability]
+    candidates += [
+        ("Throughput", "throughput-vs-cores.png", lambda: plots.throughput_figure(results.records)),
+        ("Convergence", "convergence.png", lambda: plots.convergence_figure(data.convergence)),
+        ("Time to train", "time-to-train.png", lambda: plots.time_to_train_figure(data.times)),
+    ]
+    for section, name, draw in candidates:
+        fig = draw()
+        if fig is not None:
+            yield section, name, fig
+
+
+def terminal_report(results: Results) -> list:
+    """Rich renderables: a summary, then every table under its section heading (for `orch report
+    --format terminal` and the end of `orch sweep`)."""
+    from rich.rule import Rule
+    from rich.text import Text
+
+    data = analyze(results)
+    name = sweep_spec(results).get("name") or results.path.name
+    out: list = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
+    for section, tables in data.sections():
+        out.append(Rule(section, style="dim"))
+        out += [to_rich(t) for t in tables] if tables else [Text(markdown.empty_message(results, section))]
+    errors = markdown.skipped_lines(results)
+    if errors:
+        out += [Rule("Skipped record lines", style="dim"), Text("\n".join(errors), style="yellow")]
+    return out
