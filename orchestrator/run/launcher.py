@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.run.job import RankJob, read_status
 
 MIB = 2**20
@@ -165,6 +166,7 @@ class RankLauncher:
         prefix, self.pin = pin_prefix(list(cpus), list(numa_nodes))
         preexec = None if prefix else (lambda: os.sched_setaffinity(0, cpus))
         self.log_path = self.workdir / "rank.log"
+        env = {**env, LAUNCHER_PID_ENV_VAR: str(os.getpid())}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)],

@@ -16,12 +16,15 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
     """If the launcher that started us dies (actor killed, driver killed, node lost), stop at once
     rather than hold our cores and sockets. PR_SET_PDEATHSIG would fire when the launcher's *thread*
-    exits, which in a threaded Ray actor is not the same thing, so we watch our parent instead."""
-    parent = os.getppid()
+    exits, which in a threaded Ray actor is not the same thing, so we watch our parent instead. The
+    launcher passes its pid: a launcher that died before we got here must not look like our parent."""
+    parent = int(os.environ.get(LAUNCHER_PID_ENV_VAR, os.getppid()))
 
     def watch() -> None:
         while True:

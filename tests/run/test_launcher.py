@@ -1,0 +1,164 @@
+"""The rank launcher without Ray: real rank processes, real affinity, real failures."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from orchestrator.run.job import RankJob
+from orchestrator.run.launcher import RankLauncher, compact_cpus, free_port, pin_prefix, rank_environment
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def _job(**over) -> RankJob:
+    base = dict(kind="throughput", workload="classifier", params={}, backend="gloo", local_batch=32, threads=1,
+                warmup_steps=2, timed_steps=5, repeats=2)
+    base.update(over)
+    return RankJob(**base)
+
+
+def _run(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120):
+    """Start one launcher per (job, cpus), supervise them in threads like Ray's threaded actors do."""
+    port = free_port()
+    world = len(jobs_cpus)
+    launchers, outcomes = [], [None] * world
+    for rank, (job, cpus) in enumerate(jobs_cpus):
+        launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
+        env = rank_environment(dict(os.environ), cpus=cpus, ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
+                               local_rank=rank, world_size=world, local_world_size=world, master_addr="127.0.0.1",
+                               master_port=port)
+        launcher.start(job, env, cpus, [0])
+        launchers.append(launcher)
+
+    def supervise(i):
+        outcomes[i] = launchers[i].supervise(budget_mib=budget_mib, step_timeout_s=step_timeout_s,
+                                             deadline=time.time() + timeout_s)
+        # Like the driver: one rank ending badly stops the others.
+        if outcomes[i].status != "ok":
+            for other in launchers:
+                other.stop(f"rank {i} ended")
+
+    threads = [threading.Thread(target=supervise, args=(i,)) for i in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def test_compact_cpus():
+    assert compact_cpus([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
+    assert compact_cpus([3]) == "3"
+
+
+def test_pin_prefix_skips_membind_for_numa_nodes_this_machine_lacks(tmp_path):
+    (tmp_path / "node0").mkdir()
+    prefix, note = pin_prefix([0], [7], sys_node=tmp_path)
+    assert "--membind=7" not in " ".join(prefix)
+    if prefix and "numactl" in prefix[0]:
+        assert "memory not bound" in note
+        prefix, note = pin_prefix([0], [0], sys_node=tmp_path)
+        assert "--membind=0" in prefix and "--physcpubind=0" in prefix
+
+
+def test_rank_environment_pins_openmp_and_sets_rendezvous():
+    env = rank_environment({"PATH": "/bin"}, cpus=[4, 5, 6], ccl_cpus_on_node=[7, 15], ccl_workers=1, rank=3,
+                           local_rank=1, world_size=4, local_world_size=2, master_addr="10.0.0.1", master_port=29500)
+    assert env["OMP_NUM_THREADS"] == "3" and env["OMP_PLACES"] == "{4},{5},{6}"
+    assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == ("3", "1", "4")
+    assert env["MASTER_ADDR"] == "10.0.0.1" and env["MASTER_PORT"] == "29500"
+    assert env["CCL_WORKER_COUNT"] == "1" and env["CCL_WORKER_AFFINITY"] == "7,15"
+    assert env["PATH"] == "/bin"
+
+
+def test_single_rank_runs_pinned_and_reports(tmp_path):
+    (outcome,) = _run(tmp_path, [(_job(), [CPUS[-1]])])
+    assert outcome.status == "ok", outcome.log_tail
+    assert outcome.result["affinity"]["process"] == [CPUS[-1]]
+    # Every thread of the process (OpenMP workers included) was born inside the rank's CPU.
+    assert outcome.result["affinity"]["threads"] == [CPUS[-1]]
+    assert len(outcome.result["throughput"]["repeat_s"]) == 2
+    assert outcome.peak_uss_mib > 50
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+def test_two_ranks_allreduce_and_disjoint_affinity(tmp_path):
+    outcomes = _run(tmp_path, [(_job(), [CPUS[0]]), (_job(), [CPUS[1]])])
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
+    masks = [set(o.result["affinity"]["threads"]) for o in outcomes]
+    assert masks[0] == {CPUS[0]} and masks[1] == {CPUS[1]}
+    checks = [o.result["throughput"]["allreduce_check"] for o in outcomes]
+    synced = [c["synced_grad_sums"] for c in checks]
+    local = [c["local_grad_sums"] for c in checks]
+    # After the all-reduce both ranks hold the same gradients, the mean of their (different) local ones.
+    assert synced[0] == pytest.approx(synced[1], rel=1e-6, abs=1e-9)
+    assert local[0] != pytest.approx(local[1], rel=1e-3)
+    mean = [(a + b) / 2 for a, b in zip(*local)]
+    assert synced[0] == pytest.approx(mean, rel=1e-4, abs=1e-7)
+
+
+def test_crash_is_failed_with_the_traceback_in_the_log(tmp_path):
+    (outcome,) = _run(tmp_path, [(_job(workload="chaos", params={"fault": "crash"}), [CPUS[0]])])
+    assert outcome.status == "failed"
+    assert "exited with status 1" in outcome.reason
+    assert "injected crash" in outcome.log_tail and "Traceback" in outcome.log
+
+
+def test_memory_watchdog_stops_a_runaway_rank_before_the_kernel_does(tmp_path):
+    job = _job(workload="chaos", params={"fault": "oom", "oom_step_mib": 32}, warmup_steps=5)
+    started = time.monotonic()
+    (outcome,) = _run(tmp_path, [(job, [CPUS[0]])], budget_mib=900)
+    assert outcome.status == "oom", outcome.log_tail
+    assert "exceeded the rank's budget 900 MiB" in outcome.reason
+    assert 900 < outcome.peak_uss_mib < 900 + 32 * 8  # stopped within a few allocation steps of the budget
+    assert time.monotonic() - started < 60
+
+
+def test_no_progress_is_a_timeout(tmp_path):
+    job = _job(workload="chaos", params={"fault": "hang"})
+    started = time.monotonic()
+    (outcome,) = _run(tmp_path, [(job, [CPUS[0]])], step_timeout_s=4)
+    assert outcome.status == "timeout"
+    assert "no progress for 4 s" in outcome.reason
+    assert time.monotonic() - started < 30
+
+
+def test_orphaned_rank_exits_when_its_launcher_dies(tmp_path):
+    """The rank watches its parent: a launcher killed without cleanup (actor or driver killed) must not
+    leave a rank holding cores."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from orchestrator.run.job import RankJob\n"
+        "from orchestrator.run.launcher import RankLauncher, rank_environment, free_port\n"
+        f"job = RankJob(kind='throughput', workload='chaos', params={{'fault': 'hang', 'fault_at_step': 1}},"
+        " backend='gloo', local_batch=8, threads=1, warmup_steps=2, timed_steps=2, repeats=1)\n"
+        f"l = RankLauncher({str(tmp_path / 'w')!r})\n"
+        "env = rank_environment(dict(os.environ), cpus=[0], ccl_cpus_on_node=[], ccl_workers=0, rank=0, local_rank=0,"
+        " world_size=1, local_world_size=1, master_addr='127.0.0.1', master_port=free_port())\n"
+        "print(l.start(job, env, [0], [0]), flush=True)\n"
+        "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    rank_pid = int(parent.stdout.readline())
+    assert psutil.pid_exists(rank_pid)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(rank_pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"rank {rank_pid} still running 10 s after its launcher died")
