@@ -36,15 +36,16 @@ def _exit_when_orphaned(poll_s: float = 0.5) -> None:
 
 
 def observed_affinity() -> dict[str, list[int]]:
-    """CPU masks read from the OS: the process's, and the union over all its threads (OpenMP workers
-    included), so a record shows where the work could really run, not what we asked for."""
+    """CPU masks read from the OS, so a record shows where the work could really run, not what we asked
+    for: the union over all threads (OpenMP workers included) and the main thread's own mask (OpenMP
+    binds the main thread to the first of the rank's cores, so it alone is narrower)."""
     threads: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
         try:
             threads |= os.sched_getaffinity(int(task.name))
         except OSError:  # a thread that ended while we looked
             continue
-    return {"process": sorted(os.sched_getaffinity(0)), "threads": sorted(threads)}
+    return {"threads": sorted(threads), "main_thread": sorted(os.sched_getaffinity(0))}
 
 
 def main(argv: list[str]) -> int:

@@ -39,8 +39,8 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[
         entry["pin"] = outcome.pin
         entry["pid"] = outcome.pid
         if outcome.result:
-            entry["observed_cpus"] = outcome.result["affinity"]["process"]
-            entry["observed_thread_cpus"] = outcome.result["affinity"]["threads"]
+            entry["observed_cpus"] = outcome.result["affinity"]["threads"]
+            entry["observed_main_thread_cpus"] = outcome.result["affinity"]["main_thread"]
             entry["torch_threads"] = outcome.result.get("threads")
             check = (outcome.result.get("throughput") or {}).get("allreduce_check")
             if check:

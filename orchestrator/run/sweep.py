@@ -142,7 +142,7 @@ class SweepRunner:
         items: list[tuple[str, Any]] = []
         feasible = self.plan.feasible
         precision = _precision(self.sweep.params)
-        for threads in sorted({p.trial.threads_per_rank for p in feasible}):
+        for threads in sorted({p.trial.threads_per_rank for p in feasible}) if self.spec.measure.peak else ():
             first = next(p for p in feasible if p.trial.threads_per_rank == threads)
             items.append((f"peak-t{threads}-{precision}", ("peak", first)))
         items += [(p.trial.key, ("throughput", p)) for p in feasible]

@@ -118,6 +118,7 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
     refs = {launcher.supervise.remote(budget_mib=r.budget_mib, step_timeout_s=step_timeout_s, deadline=deadline): i
             for i, (launcher, r) in enumerate(zip(launchers, ranks))}
     outcomes: list[Outcome | None] = [None] * len(ranks)
+    ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause
     pending = list(refs)
     failed_at = None
     while pending:
@@ -129,6 +130,7 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
             except ray.exceptions.RayError as err:  # the launcher itself died (node lost, actor killed)
                 outcomes[i] = Outcome("failed", f"the rank's launcher died: {type(err).__name__}", None, 0.0, None,
                                       "", None, "", 0)
+            ended.append(i)
             if outcomes[i].status != "ok" and failed_at is None:
                 failed_at = time.monotonic()
         if failed_at is not None and pending and time.monotonic() - failed_at > GRACE_AFTER_FAILURE_S:
@@ -147,7 +149,8 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
     bad = [(i, o) for i, o in enumerate(outcomes) if o is None or o.status != "ok"]
     if not bad:
         return TrialRun("ok", None, outcomes, ready_s, wall, None, node_ids)
-    index, worst = min(bad, key=lambda io: _cause(io[1]) if io[1] else 9)
+    order = {rank: position for position, rank in enumerate(ended)}
+    index, worst = min(bad, key=lambda io: (_cause(io[1]) if io[1] else 9, order.get(io[0], len(order))))
     status = "failed" if worst is None or worst.status == "stopped" else worst.status
     reason = f"rank {index}: {worst.reason if worst else 'no outcome'}"
     return TrialRun(status, reason, outcomes, ready_s, wall, index, node_ids)

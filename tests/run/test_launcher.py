@@ -78,7 +78,7 @@ def test_rank_environment_pins_openmp_and_sets_rendezvous():
 def test_single_rank_runs_pinned_and_reports(tmp_path):
     (outcome,) = _run(tmp_path, [(_job(), [CPUS[-1]])])
     assert outcome.status == "ok", outcome.log_tail
-    assert outcome.result["affinity"]["process"] == [CPUS[-1]]
+    assert outcome.result["affinity"]["main_thread"] == [CPUS[-1]]
     # Every thread of the process (OpenMP workers included) was born inside the rank's CPU.
     assert outcome.result["affinity"]["threads"] == [CPUS[-1]]
     assert len(outcome.result["throughput"]["repeat_s"]) == 2

@@ -1,0 +1,3 @@
+from orchestrator.cli import console_main
+
+console_main()

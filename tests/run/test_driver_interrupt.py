@@ -1,0 +1,101 @@
+"""The driver itself dies or is interrupted: a real `orch sweep` process (with its own embedded Ray) is
+killed with SIGKILL or stopped with Ctrl-C (SIGINT) mid-sweep. Nothing finished may be lost, nothing may
+be recorded twice, no rank may be left running, and a rerun resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import CPUS, EMULATED_2S1C, REPO, read_records, write_sweep
+
+pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+
+SWEEP = """
+workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}
+grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [8, 16, 32]}
+measure: {warmup_steps: 2, timed_steps: 200, repeats: 2, peak: false}
+"""
+
+
+def _orch(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.is_file() else []
+
+
+def _wait_for_records(results: Path, count: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(_lines(results / "trials.jsonl")) < count:
+        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.2)
+
+
+def _rank_processes(results: Path) -> list[psutil.Process]:
+    marker = "orchestrator.run.rank_main"
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if marker in cmd and results.parent.name in cmd:
+            found.append(p)
+    return found
+
+
+def _assert_no_ranks_left(sweep_name: str, within_s: float = 15) -> None:
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = [p for p in psutil.process_iter(["cmdline", "status"])
+                 if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
+                 and f"/{sweep_name}/" in " ".join(p.info["cmdline"] or [])
+                 and p.info["status"] != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"rank processes left behind: {[p.pid for p in alive]}"
+        time.sleep(0.3)
+
+
+def test_driver_killed_mid_sweep_then_rerun_resumes(tmp_path):
+    sweep = write_sweep(tmp_path, "killed-driver", SWEEP)
+    results = tmp_path / "results"
+    args = ["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]
+    proc = _orch(*args)
+    _wait_for_records(results, 2, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything in its session, as a crash or `kill -9`
+    proc.wait()
+    _assert_no_ranks_left("killed-driver")
+    finished = _lines(results / "trials.jsonl")
+    assert len(finished) >= 2
+
+    rerun = _orch(*args)
+    out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    lines = _lines(results / "trials.jsonl")
+    assert lines[:len(finished)] == finished          # nothing recorded before the kill was touched
+    keys = [r["key"] for r in read_records(results)]
+    assert len(keys) == len(set(keys)) == 6          # every grid point exactly once
+    assert f"{len(finished)} already done" in err or f"{6 - len(finished)} trial(s) to run" in err
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
+    sweep = write_sweep(tmp_path, "interrupted", SWEEP)
+    results = tmp_path / "results"
+    proc = _orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
+    _wait_for_records(results, 1, proc)
+    time.sleep(3)  # into the next trial, with rank processes running
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    _assert_no_ranks_left("interrupted")
+    records = read_records(results)
+    assert records and all(r["status"] == "ok" for r in records)

@@ -1,0 +1,141 @@
+"""`orch sweep` end to end on a real local Ray: pinning read back from the rank processes, all-reduce
+evidence, resume, refusal of a changed spec, and real failures that never end the sweep."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CPUS, EMULATED_2S1C, by_key, read_records, write_sweep
+
+from orchestrator.cli import main
+
+pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+
+CLASSIFIER = """
+workload:
+  name: classifier
+  params: {hidden: 64, train_samples: 2048}
+grid:
+  ranks: [1, 2]
+  threads_per_rank: [1, 2]
+  local_batch: [16]
+measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: %s}
+"""
+
+
+@pytest.fixture(scope="module")
+def emulated_sweep(ray_local, tmp_path_factory):
+    """One sweep on the emulated 2-socket × 1-core topology, shared by the assertions below."""
+    folder = tmp_path_factory.mktemp("emulated")
+    sweep = write_sweep(folder, "emulated", CLASSIFIER % "true")
+    results = folder / "results"
+    code = main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results)])
+    return sweep, results, code
+
+
+def test_emulated_sockets_pin_each_rank_inside_its_socket(emulated_sweep):
+    _, results, code = emulated_sweep
+    assert code == 0
+    records = by_key(read_records(results))
+    trial = records["r2-t1-b16"]
+    assert trial["status"] == "ok", trial["reason"]
+    socket_cpus = {0: {0}, 1: {1}}  # the emulated topology: socket s is CPU s
+    seen: set[int] = set()
+    for rank in trial["placement"]:
+        observed = set(rank["observed_cpus"])  # every thread's mask, read inside the rank process
+        assert observed <= socket_cpus[rank["socket"]], rank
+        assert not observed & seen, "two ranks share a CPU"
+        seen |= observed
+    assert {r["socket"] for r in trial["placement"]} == {0, 1}
+
+
+def test_two_thread_ranks_are_rejected_for_spanning_emulated_sockets(emulated_sweep):
+    records = by_key(read_records(emulated_sweep[1]))
+    for key in ("r1-t2-b16", "r2-t2-b16"):
+        assert records[key]["status"] == "infeasible"
+        assert "spans_sockets" in {r["code"] for r in records[key]["reasons"]}
+
+
+def test_gloo_allreduce_really_averages_gradients(emulated_sweep):
+    trial = by_key(read_records(emulated_sweep[1]))["r2-t1-b16"]
+    assert trial["backend"] == "gloo"
+    checks = [rank["allreduce_check"] for rank in trial["placement"]]
+    local = [c["local_grad_sums"] for c in checks]
+    synced = [c["synced_grad_sums"] for c in checks]
+    assert local[0] != pytest.approx(local[1], rel=1e-3)      # different shards, different gradients
+    assert synced[0] == pytest.approx(synced[1], rel=1e-6, abs=1e-9)
+    assert synced[0] == pytest.approx([(a + b) / 2 for a, b in zip(*local)], rel=1e-4, abs=1e-7)
+
+
+def test_measurements_are_recorded_with_their_spread(emulated_sweep):
+    records = by_key(read_records(emulated_sweep[1]))
+    one, two = records["r1-t1-b16"], records["r2-t1-b16"]
+    for r in (one, two):
+        t = r["throughput"]
+        assert len(t["samples_per_s_repeats"]) == 2 and t["samples_per_s"] > 0 and t["cv"] >= 0
+        assert len(t["step_ms_median"]) == r["ranks"] and all(m > 0 for m in t["step_ms_p90"])
+        assert all(u > 50 for u in r["memory"]["peak_uss_mib"])
+        assert r["startup_s"] > 0 and r["wall_s"] > r["startup_s"]
+    # global batch × timed steps ÷ slowest rank's time
+    t = two["throughput"]
+    assert t["samples_per_s_repeats"][0] == pytest.approx(32 * 20 / t["timed_s_repeats"][0])
+    peaks = [r for r in records.values() if r["kind"] == "peak"]
+    assert [p["threads_per_rank"] for p in peaks] == [1] and peaks[0]["peak"]["gflops"] > 1
+
+
+def test_report_is_written_at_the_end(emulated_sweep):
+    report = emulated_sweep[1] / "report"
+    assert (report / "report.md").is_file()
+    assert "Scalability" in (report / "report.md").read_text()
+    assert list(report.glob("*.png"))
+
+
+def test_rerun_resumes_without_rerunning_or_duplicating(emulated_sweep, capsys):
+    sweep, results, _ = emulated_sweep
+    before = read_records(results)
+    assert main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]) == 0
+    assert "0 trial(s) to run" in capsys.readouterr().err
+    assert read_records(results) == before
+
+
+def test_changed_spec_is_refused_for_the_same_results_folder(emulated_sweep, capsys):
+    sweep, results, _ = emulated_sweep
+    sweep.write_text(sweep.read_text().replace("timed_steps: 20", "timed_steps: 30"))
+    before = read_records(results)
+    code = main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "measure.timed_steps: 20 → 30" in err and "--results" in err and "Traceback" not in err
+    assert read_records(results) == before
+
+
+CHAOS = """
+workload:
+  name: chaos
+  params: {hidden: 64, train_samples: 2048, fault: %s, fault_rank: 1, fault_at_step: 4, fault_local_batch: 8}
+grid:
+  ranks: [2]
+  threads_per_rank: [1]
+  local_batch: [8, 16]
+measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: false, step_timeout_s: 8}
+constraints: {memory_budget_mib: 1500, rank_memory_mib: 600}
+"""
+
+
+@pytest.mark.parametrize("fault, status, reason", [
+    ("kill", "failed", "rank 1: the rank was killed by SIGKILL"),
+    ("crash", "failed", "rank 1: the rank exited with status 1"),
+    ("oom", "oom", "rank 1: unique memory"),
+    ("hang", "timeout", "no progress for 8 s"),
+])
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, fault, status, reason):
+    sweep = write_sweep(tmp_path, f"chaos-{fault}", CHAOS % fault)
+    results = tmp_path / "results"
+    assert main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]) == 1
+    records = by_key(read_records(results))
+    bad, good = records["r2-t1-b8"], records["r2-t1-b16"]
+    assert bad["status"] == status, bad["reason"]
+    assert reason in bad["reason"]
+    assert bad["log_tail"] is not None
+    assert bad["wall_s"] < 60, "the failure was not noticed within its timeout"
+    assert good["status"] == "ok", good["reason"]  # the next trial ran on the released cores
+    assert (results / "logs").is_dir() and list((results / "logs").glob("r2-t1-b8-rank*.log"))
