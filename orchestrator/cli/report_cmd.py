@@ -1,8 +1,55 @@
-"""`orch report`."""
+"""`orch report`: regenerate a sweep's report from its records, at any time, for finished or partial sweeps."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
+from orchestrator.cli.common import EXIT_OK, console, fail_input
+
+FORMAT_CHOICES = ("terminal", "md", "csv", "json", "png", "all")
+
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("report", help="(not yet implemented)")
-    parser.set_defaults(run=lambda args: 1)
+    parser = sub.add_parser(
+        "report", help="tables, plots and a Markdown report from a results folder",
+        description="Read RESULTS_DIR (a folder written by `orch sweep`) and produce the scalability tables (rows: "
+                    "threads per rank, columns: ranks, cells: throughput normalized to 1 rank at the fewest "
+                    "threads), absolute throughput, scaling and weak-scaling efficiency, the convergence table "
+                    "(epochs to target per global batch, olympic mean over seeds) with an MLPerf-RCP-style JSON, "
+                    "time-to-train per layout, and hardware efficiency against the measured GEMM peak. Records "
+                    "are only read, never changed; partial sweeps report what they have.")
+    parser.add_argument("results", metavar="RESULTS_DIR", help="results folder, e.g. results/classifier")
+    parser.add_argument("--format", action="append", choices=FORMAT_CHOICES, dest="formats", metavar="FORMAT",
+                        help="terminal (print the tables), md, csv, json, png, or all (md+csv+json+png); "
+                             "repeatable; default: terminal and all files")
+    parser.add_argument("--out", metavar="DIR",
+                        help="folder for the report files; default: RESULTS_DIR/report")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.io.store import NotAResultsFolder, load_results
+    from orchestrator.report.build import FORMATS, REPORT_FILE, terminal_report, write_report
+
+    try:
+        results = load_results(args.results)
+    except NotAResultsFolder as err:
+        return fail_input(str(err))
+    chosen = set(args.formats or ["terminal", "all"])
+    if "all" in chosen:
+        chosen |= set(FORMATS)
+    err = console(stderr=True)
+    for problem in results.errors:
+        err.print(f"[yellow]warning:[/] {problem}")
+    if "terminal" in chosen:
+        out = console()
+        for renderable in terminal_report(results):
+            out.print(renderable)
+    files = [f for f in FORMATS if f in chosen]
+    if files:
+        out_dir = Path(args.out) if args.out else results.path / "report"
+        paths = write_report(results, out_dir, files)
+        main = out_dir / REPORT_FILE
+        err.print(f"wrote {len(paths)} file(s) to {out_dir}" + (f" (start with {main})" if main in paths else ""))
+    return EXIT_OK

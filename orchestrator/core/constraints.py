@@ -22,7 +22,12 @@ BACKEND = "backend"
 @dataclass(frozen=True, slots=True)
 class Reason:
     code: str
-    message: str
+    message: str        # with this grid point's own numbers
+    summary: str = ""   # the same rule without the point's numbers, so a table needs one footnote per rule
+
+    @property
+    def note(self) -> str:
+        return self.summary or self.message
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,7 +62,8 @@ def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
                                              f"{_core_word(ht)} per socket"))
     if trial.ranks * need > total:
         reasons.append(Reason(CORES, f"{trial.ranks} ranks × {need} cores = {trial.ranks * need} > {total} "
-                                     f"{_core_word(ht)} on {n_nodes} node(s)"))
+                                     f"{_core_word(ht)} on {n_nodes} node(s)",
+                              f"ranks × cores per rank > {total} {_core_word(ht)} on {n_nodes} node(s)"))
     if not reasons:
         slots = sum(sum(socket_slots(n, need, ht)) for n in topology.nodes)
         if slots < trial.ranks:

@@ -33,7 +33,7 @@ def plan_tables(plan: Plan) -> list[Table]:
                     nodes = p.placement.nodes_used
                     cells.append(Cell("run" if nodes == 1 else f"run ({nodes} nodes)"))
                 else:
-                    cells.append(Cell(f"{DASH} {notes.letters([r.message for r in p.reasons])}", mark=INFEASIBLE))
+                    cells.append(Cell(f"{DASH} {notes.letters([r.note for r in p.reasons])}", mark=INFEASIBLE))
             rows.append((str(threads), tuple(cells)))
         memory = plan.cell(plan.ranks[0], plan.threads[0], batch).rank_memory_mib
         tables.append(Table(
@@ -48,7 +48,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     def trial_dict(p):
         return {"key": p.trial.key, "ranks": p.trial.ranks, "threads_per_rank": p.trial.threads_per_rank,
                 "local_batch": p.trial.local_batch, "global_batch": p.trial.global_batch, "feasible": p.feasible,
-                "reasons": [{"code": r.code, "message": r.message} for r in p.reasons],
+                "reasons": [{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],
                 "rank_memory_mib": p.rank_memory_mib, "memory_budget_mib": list(p.memory_budget_mib),
                 "placement": placement_to_list(p.placement, plan.topology)}
 

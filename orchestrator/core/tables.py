@@ -89,8 +89,9 @@ def samples_per_s(record: Mapping[str, Any] | None) -> float | None:
 
 
 def reason_messages(record: Mapping[str, Any]) -> list[str]:
-    """Why a record is not ok, one message per reason: the infeasible `reasons`, else the `reason` lines."""
-    messages = [r.get("message") or r.get("code") or NO_REASON for r in record.get("reasons") or ()]
+    """Why a record is not ok, one message per reason: the infeasible `reasons` (their cell-independent
+    summary when there is one, so a table needs one footnote per rule), else the `reason` lines."""
+    messages = [r.get("summary") or r.get("message") or r.get("code") or NO_REASON for r in record.get("reasons") or ()]
     if not messages and record.get("reason"):
         messages = [line for line in str(record["reason"]).splitlines() if line.strip()]
     return messages or [NO_REASON]

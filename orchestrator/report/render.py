@@ -17,15 +17,16 @@ def to_rich(table: Table):
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    rich_table = RichTable(title=table.title, title_justify="left", caption_justify="left",
-                           caption="\n".join(table.footnotes) or None)
+    # Footnotes go below as plain text: as a rich caption they would wrap to the table's (narrow) width.
+    rich_table = RichTable(title=table.title, title_justify="left")
     rich_table.add_column(table.corner, justify="right", style="bold")
     for column in table.columns:
         rich_table.add_column(column, justify="right")
     for label, cells in table.rows:
         rich_table.add_row(label, *(Text(c.text, style=_STYLES.get(c.mark, "")) for c in cells))
     parts = [Text(table.caption, style="italic")] if table.caption else []
-    return Group(*parts, rich_table)
+    notes = [Text(note, style="dim") for note in table.footnotes]
+    return Group(*parts, rich_table, *notes)
 
 
 def _md_escape(text: str) -> str:

@@ -28,8 +28,13 @@ from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.run.job import RankJob, read_status
 
 MIB = 2**20
-POLL_S = 0.1          # exit status, RSS and progress checks
-USS_EVERY_S = 1.0     # USS reads /proc/<pid>/smaps_rollup: costlier, so sampled less often unless near budget
+# The launcher shares the machine with the rank it measures, so its checks are kept cheap: exit status,
+# RSS (one read of /proc/<pid>/statm per process) and progress every POLL_S; USS (smaps_rollup, costlier)
+# every USS_EVERY_S or at once when RSS nears the budget; the list of child processes (a scan of all of
+# /proc) every TREE_EVERY_S.
+POLL_S = 0.2
+USS_EVERY_S = 1.0
+TREE_EVERY_S = 2.0
 LOG_TAIL_LINES = 40
 LOG_KEEP_BYTES = 1 << 20
 
@@ -200,6 +205,7 @@ class RankLauncher:
         assert self.proc is not None, "start() first"
         proc = psutil.Process(self.proc.pid)
         peak_uss, last_uss_at = 0.0, 0.0
+        procs, tree_at = [proc], 0.0
         progress, progress_at = None, time.monotonic()
         status, reason = None, None
         while True:
@@ -210,7 +216,8 @@ class RankLauncher:
                 status, reason = "stopped", self._stop_reason
                 break
             now = time.monotonic()
-            procs = _tree(proc)
+            if now - tree_at >= TREE_EVERY_S:
+                procs, tree_at = _tree(proc), now
             rss = _sum(procs, "rss")
             # RSS >= USS, so USS only needs reading when RSS nears the budget (or for the periodic peak).
             if rss > budget_mib or now - last_uss_at >= USS_EVERY_S:

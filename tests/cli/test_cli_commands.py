@@ -49,7 +49,7 @@ def test_plan_on_the_emulated_two_socket_machine(capsys):
     assert "threads \\ ranks" in out
     assert "│ 1 │ run │ run │" in text and "│ 2 │ – a │ – a,b │" in text
     assert "a: a rank would span sockets: 2 threads > 1 physical cores (hyperthreads not counted) per socket" in text
-    assert "b: 2 ranks × 2 cores = 4 > 2 physical cores" in text
+    assert "ranks × cores per rank > 2 physical cores" in text
     assert "global batch 64: 2 rank(s) × 1 thread(s), local batch 32; seeds 0, 1, 2" in text
     assert "4 of 8 grid points will run; 12 convergence run(s)" in text
 
