@@ -8,7 +8,8 @@ from pathlib import Path
 
 from orchestrator.cli.common import (EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console,
                                      fail_input, plan_for)
-from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
+from orchestrator.constants import (DEFAULT_RESULTS_ROOT, RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE,
+                                   RESULTS_ROOT_ENV_VAR)
 from orchestrator.io.sweepfile import load_sweep
 
 
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results) if args.results else Path(
         os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / sweep.spec.name
 
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        # An embedded Ray serves this machine only: keep every server it starts on loopback.
+        os.environ.setdefault(RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE)
     # Ray and torch are imported only here: planning and bad-input paths stay fast.
     import ray
 

@@ -48,8 +48,8 @@ def connect(address: str | None) -> bool:
     if address:
         ray.init(address=address, **common)
     else:
-        ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", num_cpus=len(os.sched_getaffinity(0)),
-                 **common)
+        # Loopback-only serving is arranged by the caller before Ray is imported (RAY_LOOPBACK_ENV_VAR).
+        ray.init(include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
     return True
 
 

@@ -90,6 +90,8 @@ def rank_environment(base: dict[str, str], *, cpus: list[int], ccl_cpus_on_node:
         "LOCAL_WORLD_SIZE": str(local_world_size), "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
         "PYTHONUNBUFFERED": "1",
     })
+    if master_addr in ("127.0.0.1", "localhost"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # a one-machine job keeps its gloo pairs on loopback
     if ccl_workers:
         env.update({"CCL_WORKER_COUNT": str(ccl_workers),
                     "CCL_WORKER_AFFINITY": ",".join(map(str, ccl_cpus_on_node)),

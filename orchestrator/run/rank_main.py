@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -81,6 +82,22 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _rendezvous_store(timeout: timedelta):
+    """torch.distributed's TCPStore, with rank 0's listening socket bound to MASTER_ADDR only (torch's own
+    binds every interface; on one machine MASTER_ADDR is loopback, so nothing listens beyond it)."""
+    import torch.distributed as dist
+
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    world = int(os.environ["WORLD_SIZE"])
+    if int(os.environ["RANK"]) != 0:
+        return dist.TCPStore(addr, port, world, False, timeout=timeout)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((addr, port))
+    listener.listen(max(128, world))
+    return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
+
+
 def _train(job, status) -> dict:
     import torch.distributed as dist
 
@@ -90,7 +107,9 @@ def _train(job, status) -> dict:
 
     if job.backend == "ccl":
         import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend with torch.distributed)
-    dist.init_process_group(job.backend, timeout=timedelta(seconds=job.init_timeout_s))
+    timeout = timedelta(seconds=job.init_timeout_s)
+    dist.init_process_group(job.backend, store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         workload = workloads.get(job.workload)

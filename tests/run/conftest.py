@@ -21,7 +21,7 @@ def ray_local():
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=len(CPUS), include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+    ray.init(num_cpus=len(CPUS), include_dashboard=False, log_to_driver=False,
              logging_level="ERROR")
     yield ray
     ray.shutdown()

@@ -99,3 +99,30 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
     _assert_no_ranks_left("interrupted")
     records = read_records(results)
     assert records and all(r["status"] == "ok" for r in records)
+
+
+def _listening() -> set[tuple[str, int, int]]:
+    return {(c.laddr.ip, c.laddr.port, c.pid or 0) for c in psutil.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN}
+
+
+def test_embedded_ray_and_ranks_listen_on_loopback_only(tmp_path):
+    """With no cluster address, everything the sweep starts (Ray's servers, the rank rendezvous, gloo)
+    listens on loopback only."""
+    before = {(ip, port) for ip, port, _ in _listening()}
+    sweep = write_sweep(tmp_path, "loopback", SWEEP)
+    results = tmp_path / "results"
+    proc = _orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
+    seen: set[tuple[str, int, int]] = set()
+    try:
+        _wait_for_records(results, 1, proc)  # Ray is up and trials are running
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen |= {s for s in _listening() if (s[0], s[1]) not in before}
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert any(port for _, port, _ in seen), "no listening socket observed"
+    exposed = [s for s in seen if s[0] not in ("127.0.0.1", "::ffff:127.0.0.1", "::1")]
+    assert not exposed, f"listening beyond loopback: {exposed}"
