@@ -131,3 +131,22 @@ def parse_spec(data: Any) -> tuple[SweepSpec | None, list[Problem]]:
     """Strictly build a SweepSpec from parsed YAML. Workload parameters are checked by the caller,
     which knows the workload registry."""
     return load(SweepSpec, data)
+
+
+def _default_text(default: str) -> str:
+    if default.startswith(("MeasureSpec(", "ConstraintsSpec(")):
+        return "(section)"
+    return default.replace("'", "")
+
+
+def schema_markdown() -> str:
+    """The README's schema tables, generated from the dataclasses so the docs cannot drift from the code."""
+    from orchestrator.core.schema import field_help
+
+    out = []
+    for section, cls in SECTIONS.items():
+        out += [f"**{'top level' if not section else section}**", "", "| key | default | meaning |", "|---|---|---|"]
+        for name, default, text in field_help(cls):
+            out.append(f"| `{name}` | {_default_text(default)} | {text} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -28,6 +28,30 @@ def hours_to_train(epochs: float, samples_per_epoch: int, samples_per_s: float) 
     return epochs * samples_per_epoch / samples_per_s / SECONDS_PER_HOUR
 
 
+def duration_unit(hours: float) -> tuple[str, float]:
+    """The unit that reads best for a duration in hours, and the factor from hours to it.
+
+    >>> duration_unit(0.0001), duration_unit(0.5), duration_unit(30.0), duration_unit(100.0)
+    (('s', 3600.0), ('min', 60.0), ('h', 1.0), ('d', 0.041666666666666664))
+    """
+    if hours < 1 / 60:
+        return "s", SECONDS_PER_HOUR
+    if hours < 1:
+        return "min", 60.0
+    if hours < 48:
+        return "h", 1.0
+    return "d", 1 / 24
+
+
+def human_duration(hours: float) -> str:
+    """
+    >>> human_duration(8.44e-05), human_duration(0.106), human_duration(7.5), human_duration(100)
+    ('0.30 s', '6.36 min', '7.50 h', '4.17 d')
+    """
+    unit, factor = duration_unit(hours)
+    return f"{hours * factor:.2f} {unit}"
+
+
 @dataclass(frozen=True, slots=True)
 class LayoutTime:
     point: Point                 # (ranks, threads_per_rank, local_batch)
@@ -106,7 +130,8 @@ def time_to_train_table(times: Sequence[LayoutTime], samples_per_epoch: int | No
             Cell(str(t.cores), t.cores), Cell(str(t.global_batch), t.global_batch),
             Cell(format_quantity(t.samples_per_s), t.samples_per_s),
             Cell(f"{t.epochs:.2f}", t.epochs) if t.epochs is not None else Cell(DASH),
-            hours, Cell(flag, None, BEST if t is overall else None))))
+            hours, Cell(human_duration(t.hours) if t.hours is not None else DASH),
+            Cell(flag, None, BEST if t is overall else None))))
     if not rows:
         caption = "No layout ran ok yet: no data yet."
     else:
@@ -116,5 +141,5 @@ def time_to_train_table(times: Sequence[LayoutTime], samples_per_epoch: int | No
                    "ok, grouped by total cores (ranks × threads); 'overall' marks the fastest layout, "
                    "'at N cores' the fastest for its core count.")
     return Table(name="time-to-train", title="Time to train (hours)", corner="layout (r×t×b)",
-                 columns=("cores", "global batch", "samples/s", "epochs", "hours", "fastest"),
+                 columns=("cores", "global batch", "samples/s", "epochs", "hours", "time", "fastest"),
                  rows=tuple(rows), footnotes=notes.lines(), caption=caption)

@@ -9,13 +9,14 @@ Each plot function returns None when it has no data, so a partial sweep gets onl
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from orchestrator.core.convergence import BatchConvergence
 from orchestrator.core.table import Table
 from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
-from orchestrator.core.time_to_train import LayoutTime, fastest
+from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -57,7 +58,8 @@ def heatmap_figure(table: Table) -> "Figure | None":
     ax.set_yticks(range(len(table.rows)), labels=[label for label, _ in table.rows])
     ax.set_xlabel("ranks")
     ax.set_ylabel("threads per rank")
-    ax.set_title(table.title, fontsize=9)
+    # Wrapped to the figure's width: a small grid makes a narrow figure and a long title would be clipped.
+    ax.set_title(textwrap.fill(table.title, width=max(28, int(fig.get_figwidth() * 11))), fontsize=9)
     return fig
 
 
@@ -142,13 +144,17 @@ def time_to_train_figure(times: Sequence[LayoutTime]) -> "Figure | None":
     labels = [f"{layout_label(t.point)} ({t.cores} core{'s' if t.cores != 1 else ''})" for t in timed]
     colours = ["tab:green" if t is overall else "tab:blue" if per_cores.get(t.cores) is t else "0.65"
                for t in timed]
-    bars = ax.barh(range(len(timed)), [t.hours for t in timed], color=colours)
-    ax.bar_label(bars, labels=[format_quantity(t.hours) for t in timed], padding=3, fontsize=8)
+    # One unit for the whole axis, the one that reads best for the slowest layout (seconds for a toy
+    # model, days for a full one): an axis of 0.000025 hours helps nobody.
+    unit, factor = duration_unit(max(t.hours for t in timed))
+    bars = ax.barh(range(len(timed)), [t.hours * factor for t in timed], color=colours)
+    ax.bar_label(bars, labels=[human_duration(t.hours) for t in timed], padding=3, fontsize=8)
     ax.margins(x=0.12)
     ax.set_yticks(range(len(timed)), labels=labels, fontsize=8)
     ax.invert_yaxis()
     left_out = len(times) - len(timed)
-    ax.set_xlabel("hours to train" + (f" ({left_out} layout(s) without a time left out)" if left_out else ""))
+    names = {"s": "seconds", "min": "minutes", "h": "hours", "d": "days"}
+    ax.set_xlabel(f"{names[unit]} to train" + (f" ({left_out} layout(s) without a time left out)" if left_out else ""))
     ax.set_title("Time to train per layout (ranks×threads×local batch)\n"
                  "green: fastest; blue: fastest for its core count", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
