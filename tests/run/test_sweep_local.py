@@ -139,3 +139,36 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, 
     assert bad["wall_s"] < 60, "the failure was not noticed within its timeout"
     assert good["status"] == "ok", good["reason"]  # the next trial ran on the released cores
     assert (results / "logs").is_dir() and list((results / "logs").glob("r2-t1-b8-rank*.log"))
+
+
+ONE_POINT = """
+workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}
+grid: {ranks: [2], threads_per_rank: [1], local_batch: [16]}
+measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: false, data: stream}
+"""
+
+
+def test_explicit_ccl_without_its_bindings_is_refused_before_any_trial(ray_local, tmp_path, capsys):
+    sweep = write_sweep(tmp_path, "ccl", "backend: ccl\n" + ONE_POINT)
+    results = tmp_path / "results"
+    assert main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "backend ccl requested but oneccl_bindings_for_pytorch is not installed" in " ".join(err.split())
+    assert not (results / "trials.jsonl").exists()
+
+
+def test_auto_backend_falls_back_to_gloo_json_output_and_streamed_data(ray_local, tmp_path, capsys):
+    import json
+
+    sweep = write_sweep(tmp_path, "json", ONE_POINT)
+    results = tmp_path / "results"
+    assert main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--json"]) == 0
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]   # stdout is records only
+    assert [r["key"] for r in lines] == ["r2-t1-b16"] and lines[0]["backend"] == "gloo"
+    assert lines == read_records(results)
+    environment = json.loads((results / "environment.json").read_text())
+    assert "auto fell back to gloo" in environment["backend"]["note"]
+    # data: stream times the loader inside the timed region and reports its share
+    share = lines[0]["throughput"]["data_wait_share"]
+    assert 0 < share < 1
