@@ -1,0 +1,66 @@
+"""COCO-style mAP through pycocotools: perfect detections score 1, perturbed ones less, none 0."""
+
+from __future__ import annotations
+
+import torch
+
+import workloads
+from workloads.base import RankContext
+from workloads.retinanet.data import SyntheticShapes
+from workloads.retinanet.evaluate import coco_ground_truth, mean_average_precision
+
+CLASSES = 3
+
+
+def ground_truth(n=12):
+    data = SyntheticShapes(128, classes=CLASSES, max_objects=4, data_seed=5, split="test", num_samples=n)
+    return [data[i][1] for i in range(n)]
+
+
+def as_detections(targets, shift=0.0, relabel=False):
+    out = []
+    for t in targets:
+        labels = (t["labels"] + 1) % CLASSES if relabel else t["labels"]
+        out.append({"boxes": t["boxes"] + shift, "scores": torch.linspace(0.9, 0.5, len(labels)), "labels": labels})
+    return out
+
+
+def test_perfect_detections_score_one():
+    targets = ground_truth()
+    assert mean_average_precision(targets, as_detections(targets), CLASSES) == {"map": 1.0, "map50": 1.0}
+
+
+def test_shifted_boxes_lose_the_strict_ious_first():
+    targets = ground_truth()
+    metrics = mean_average_precision(targets, as_detections(targets, shift=4.0), CLASSES)
+    assert metrics["map50"] > 0.9          # still overlapping by more than half
+    assert metrics["map"] < 0.8            # but not at IoU 0.75..0.95
+
+
+def test_wrong_labels_and_missing_detections_score_low():
+    targets = ground_truth()
+    assert mean_average_precision(targets, as_detections(targets, relabel=True), CLASSES)["map50"] == 0.0
+    empty = [{"boxes": torch.zeros(0, 4), "scores": torch.zeros(0), "labels": torch.zeros(0, dtype=torch.int64)}
+             for _ in targets]
+    assert mean_average_precision(targets, empty, CLASSES) == {"map": 0.0, "map50": 0.0}
+    half = as_detections(targets[:6]) + empty[6:]
+    assert 0.3 < mean_average_precision(targets, half, CLASSES)["map50"] < 0.7
+
+
+def test_ground_truth_document_is_coco_shaped():
+    doc = coco_ground_truth([{"boxes": torch.tensor([[1.0, 2.0, 11.0, 7.0]]), "labels": torch.tensor([2])}], 3)
+    assert doc["annotations"] == [{"id": 1, "image_id": 1, "category_id": 3, "bbox": [1.0, 2.0, 10.0, 5.0],
+                                   "area": 50.0, "iscrowd": 0}]
+    assert [c["id"] for c in doc["categories"]] == [1, 2, 3]
+
+
+def test_trainer_evaluate_runs_the_detector_and_restores_train_mode(capsys):
+    params = {"backbone": "resnet18", "image_size": 64, "classes": CLASSES, "train_samples": 4, "test_samples": 3,
+              "focal_loss": "reference", "frozen_bn": "reference"}
+    p, problems = workloads.parse_params(workloads.get("retinanet"), params)
+    assert problems == []
+    trainer = workloads.get("retinanet").build(p, RankContext(rank=0, world_size=1, local_batch=2, seed=0, threads=1))
+    metrics = trainer.evaluate()
+    assert set(metrics) == {"map", "map50"} and all(0.0 <= v <= 1.0 for v in metrics.values())
+    assert trainer.module.training and trainer.module.detector.training
+    assert capsys.readouterr().out == ""   # pycocotools' chatter is silenced

@@ -1,0 +1,119 @@
+"""The retinanet trainer: one rank's detector, optimizer, data shard and mAP, with the CPU switches applied
+in the order they compose (frozen-BN fusion and memory format on the bare model, then the optimizer, then
+IPEX, which rewrites both, then torch.compile on the result). `applied()` says what took effect."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from typing import Any, Iterator
+
+import torch
+
+from workloads.base import RankContext, Trainer
+from workloads.retinanet.data import collate, make_dataset
+from workloads.retinanet.evaluate import detect, mean_average_precision
+from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
+from workloads.retinanet.workload import RetinaNetParams
+from workloads.sharding import shard_batches
+
+IPEX_MODULE = "intel_extension_for_pytorch"
+
+
+def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
+                   lr: float) -> tuple[torch.optim.Optimizer, str]:
+    """The optimizer and a note of the implementation used; `fused` falls back to `foreach` where this
+    PyTorch has no fused CPU kernel (the constructor raises RuntimeError then)."""
+    if p.optimizer == "sgd":
+        make = lambda **impl: torch.optim.SGD(parameters, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
+                                              **impl)
+    else:
+        make = lambda **impl: torch.optim.AdamW(parameters, lr=lr, weight_decay=p.weight_decay, **impl)
+    impl = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[p.optimizer_impl]
+    try:
+        return make(**impl), f"{p.optimizer} {p.optimizer_impl}"
+    except RuntimeError as err:
+        if p.optimizer_impl != "fused":
+            raise
+        return make(foreach=True), f"{p.optimizer} foreach: fused unavailable on CPU ({err})"
+
+
+def ipex_unavailable_reason() -> str | None:
+    """Why Intel Extension for PyTorch cannot be used here, or None when it can. Checked from package
+    metadata before importing: an IPEX built for another torch release exits the process on import."""
+    if importlib.util.find_spec(IPEX_MODULE) is None:
+        return f"{IPEX_MODULE} is not installed"
+    ipex_version = importlib.metadata.version(IPEX_MODULE)
+    torch_release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    ipex_release = ".".join(ipex_version.split("+")[0].split(".")[:2])
+    if ipex_release != torch_release:
+        return f"{IPEX_MODULE} {ipex_version} is built for torch {ipex_release}, this is torch {torch.__version__}"
+    return None
+
+
+def apply_ipex(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               p: RetinaNetParams) -> tuple[torch.nn.Module, torch.optim.Optimizer, str]:
+    if p.ipex == "off":
+        return module, optimizer, "off: ipex=off"
+    reason = ipex_unavailable_reason()
+    if reason is not None:
+        return module, optimizer, f"off: {reason}"
+    import intel_extension_for_pytorch as ipex
+
+    dtype = torch.bfloat16 if p.precision == "bf16" else torch.float32
+    module, optimizer = ipex.optimize(module, optimizer=optimizer, dtype=dtype)
+    return module, optimizer, f"on: ipex {ipex.__version__} optimize(dtype={dtype})"
+
+
+class RetinaNetTrainer(Trainer):
+    def __init__(self, p: RetinaNetParams, ctx: RankContext):
+        self.p, self.ctx = p, ctx
+        self._applied: dict[str, str] = {"focal_loss": p.focal_loss, "precision": p.precision}
+        torch.manual_seed(ctx.seed)
+        self.train_data = make_dataset(p, "train")
+        self.test_data = make_dataset(p, "test")
+
+        detector = build_detector(p)
+        if p.frozen_bn == "fused":
+            from workloads.retinanet.frozen_bn import fuse_frozen_batchnorm
+
+            self._applied["frozen_bn"] = f"fused ({fuse_frozen_batchnorm(detector.backbone)} modules)"
+        else:
+            self._applied["frozen_bn"] = "reference"
+        channels_last = p.memory_format == "channels_last"
+        if channels_last:
+            detector = detector.to(memory_format=torch.channels_last)
+        self._applied["memory_format"] = p.memory_format
+
+        module = RetinaNetTrainingLoss(detector, bf16=p.precision == "bf16", channels_last=channels_last)
+        trained = [param for param in module.parameters() if param.requires_grad]
+        optimizer, self._applied["optimizer"] = make_optimizer(trained, p, ctx.lr or p.lr)
+        module, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, p)
+        self._eval_bf16 = p.precision == "bf16" and self._applied["ipex"].startswith("on")  # bf16 weights then
+        if p.compile:
+            # The dense part only: the loss's boolean indexing would break the graph at every image.
+            module.dense = torch.compile(module._dense)
+        self._applied["compile"] = "backbone+heads" if p.compile else "off"
+        self.module, self.optimizer = module, optimizer
+
+    def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+        for indices in shard_batches(len(self.train_data), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
+                                     world_size=self.ctx.world_size, local_batch=self.ctx.local_batch):
+            yield collate([self.train_data[i] for i in indices.tolist()])
+
+    def evaluate(self) -> dict[str, float]:
+        size = self.ctx.local_batch   # no larger than a training batch, so within the memory estimate
+        chunks = [range(start, min(start + size, len(self.test_data))) for start in range(0, len(self.test_data), size)]
+        targets: list[dict[str, torch.Tensor]] = []
+
+        def images():
+            for chunk in chunks:
+                batch_images, batch_targets = collate([self.test_data[i] for i in chunk])
+                targets.extend(batch_targets)
+                yield batch_images
+
+        detections = detect(self.module.detector, images(), bf16=self._eval_bf16)
+        return mean_average_precision(targets, detections, self.p.classes)
+
+    def applied(self) -> dict[str, str]:
+        return dict(self._applied)
