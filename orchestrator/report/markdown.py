@@ -18,7 +18,7 @@ from orchestrator.core import records as rec
 from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 from orchestrator.core.tables import (describe_point, format_quantity, grid_axes, layout_label, samples_per_s,
                                       throughput_index)
-from orchestrator.core.time_to_train import fastest
+from orchestrator.core.time_to_train import fastest, human_duration
 from orchestrator.core.topology import MIB_PER_GIB, topology_from_data
 from orchestrator.io.store import Results
 from orchestrator.report.render import to_markdown
@@ -113,9 +113,9 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
     overall, per_cores = fastest(data.times)
     if overall is not None:
         lines.append(f"Fastest to train: {layout_label(overall.point)}, {describe_point(overall.point)} at local "
-                     f"batch {overall.point[2]}: {format_quantity(overall.hours)} h.")
+                     f"batch {overall.point[2]}: {human_duration(overall.hours)}.")
         lines.append("Fastest per core count: " + "; ".join(
-            f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({format_quantity(t.hours)} h)"
+            f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({human_duration(t.hours)})"
             for cores, t in sorted(per_cores.items())) + ".")
     return lines
 
@@ -157,7 +157,7 @@ def _machine(results: Results) -> str:
     for node in topology.nodes:
         sockets = "; ".join(f"socket {s.index}: CPUs {cpu_ranges(s.cpus(True))}" for s in node.sockets)
         lines.append(f"- Node `{node.name}`: {len(node.sockets)} socket(s), {len(node.numa_nodes)} NUMA node(s), "
-                     f"{node.memory_mib / MIB_PER_GIB:g} GiB; {sockets}")
+                     f"{node.memory_mib / MIB_PER_GIB:.1f} GiB; {sockets}")
         lines += [f"  - note: {n}" for n in node.notes]
     return "\n".join(lines) + "\n"
 
@@ -178,6 +178,10 @@ def _software(results: Results) -> str:
         lines.append(f"- Sweep started: {env.pop('started_at')}")
     env.pop("hostname", None)
     env.pop("cpu_model", None)
+    for key in ("oneccl_bindings_for_pytorch", "intel_extension_for_pytorch"):
+        if key in env:
+            version = env.pop(key)
+            lines.append(f"- {key}: {version if version else 'not installed'}")
     for key in sorted(env):
         value = env[key]
         lines.append(f"- {key}: {value if isinstance(value, (str, int, float)) else json.dumps(value)}")

@@ -13,10 +13,10 @@ from typing import Literal
 from orchestrator.core.schema import opt
 from workloads.base import RankContext, Trainer, Workload
 
-# Calibration of memory_estimate_mib (USS of one rank after warm-up, torch 2.14.1, gloo, 1 thread):
-# measured with `python benchmarks/calibrate_memory.py classifier`. Most of a rank's unique memory is the
-# interpreter plus torch's own heap and the gloo buffers; the model and data add a few MiB.
-BASE_USS_MIB = 230.0
+# Calibration of memory_estimate_mib: `python benchmarks/calibrate_memory.py` measured 364-374 MiB of peak USS
+# per rank (2 ranks, gloo, 1 thread each, torch 2.14.1) at local batch 64 and 1024. Nearly all of it is the
+# interpreter, torch's own heap and gloo's buffers; the model and data add a few MiB.
+BASE_USS_MIB = 360.0
 BYTES_PER_FLOAT = 4
 
 
