@@ -37,6 +37,8 @@ USS_EVERY_S = 1.0
 TREE_EVERY_S = 2.0
 LOG_TAIL_LINES = 40
 LOG_KEEP_BYTES = 1 << 20
+STACK_DUMP_WAIT_S = 1.0
+COLLECTIVE_TIMEOUT = "Timed out waiting"   # what gloo says when a peer never joins a collective
 
 
 def compact_cpus(cpus: list[int] | tuple[int, ...]) -> str:
@@ -194,6 +196,15 @@ class RankLauncher:
         self._stop.set()
         self._kill()
 
+    def _dump_stacks(self) -> None:
+        """Ask a stuck rank where it is stuck: rank_main registers faulthandler on SIGUSR1, which writes
+        every thread's Python stack to the log, so the record's log tail shows the hung call."""
+        try:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return
+        time.sleep(STACK_DUMP_WAIT_S)
+
     def _kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             try:
@@ -242,6 +253,8 @@ class RankLauncher:
                 status, reason = "timeout", "the trial exceeded its wall-clock limit (measure.timeout_s)"
                 break
             time.sleep(POLL_S)
+        if status == "timeout":
+            self._dump_stacks()
         self._kill()
         code = self.proc.returncode
         result = None
@@ -251,10 +264,18 @@ class RankLauncher:
                 status = "ok"
             else:
                 status, reason = "failed", _describe_exit(code)
+                if COLLECTIVE_TIMEOUT in self._log_text()[-4096:]:
+                    # torch.distributed gave up on a collective before our watchdog did: still a hang.
+                    status, reason = "timeout", f"a collective timed out in torch.distributed ({reason})"
         return self._outcome(status, reason, code, peak_uss, result)
 
+    def _log_text(self) -> str:
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_bytes()[-LOG_KEEP_BYTES:].decode("utf-8", "replace")
+
     def _outcome(self, status, reason, code, peak_uss, result) -> Outcome:
-        text = self.log_path.read_bytes()[-LOG_KEEP_BYTES:].decode("utf-8", "replace") if self.log_path.exists() else ""
+        text = self._log_text()
         tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
         return Outcome(status, reason, code, peak_uss, result, tail, None if status == "ok" else text, self.pin,
                        self.proc.pid)

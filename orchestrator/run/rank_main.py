@@ -8,8 +8,10 @@ its result to the result file; a non-zero exit status (with the traceback in its
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -51,6 +53,9 @@ def observed_affinity() -> dict[str, list[int]]:
 
 def main(argv: list[str]) -> int:
     _exit_when_orphaned()
+    # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
+    # goes to the log, so a hang's record says where it hung.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     from orchestrator.run.job import BUILDING, DONE, RankJob, StatusWriter
 
     job = RankJob.from_json(Path(argv[1]).read_text())

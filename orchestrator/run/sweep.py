@@ -116,7 +116,7 @@ class SweepRunner:
         folder = self.options.results / "logs"
         folder.mkdir(exist_ok=True)
         for i, outcome in enumerate(logs.outcomes):
-            if outcome is not None and outcome.log:
+            if outcome is not None and outcome.log is not None:  # an empty log is news too: the rank said nothing
                 (folder / f"{key}-rank{i}.log").write_text(outcome.log)
 
     def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, step_timeout_s: float,
@@ -133,7 +133,9 @@ class SweepRunner:
         return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                        backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
                        warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
-                       init_timeout_s=m.step_timeout_s, **extra)
+                       # torch.distributed's own timeout (rendezvous and collectives) is kept well above the
+                       # watchdog's, so that a hang is judged by one clock, ours, and reported as timeout.
+                       init_timeout_s=2 * m.step_timeout_s + 30, **extra)
 
     # --- the sweep ------------------------------------------------------------------------------------
     def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, Any]]:

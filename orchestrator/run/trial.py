@@ -26,7 +26,9 @@ GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before 
 
 # Root-cause priority when several ranks end badly: a peer that lost its partner in a collective exits
 # with an ordinary error, so a memory stop or a signal is the better explanation.
-_PRIORITY = {"oom": 0, "signal": 1, "timeout": 2, "failed": 3, "stopped": 4, "ok": 5}
+_PRIORITY = {"oom": 0, "signal": 1, "timeout": 2, "failed": 3, "peer_lost": 4, "stopped": 5, "ok": 6}
+# What a rank's log says when it failed only because a peer vanished mid-collective.
+_PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,10 @@ class TrialRun:
 
 
 def _cause(outcome: Outcome) -> int:
+    # A rank that lost its peer mid-collective often aborts (SIGABRT from gloo's thread) right after the
+    # peer died: its log says so, and that outranks the signal it died of.
+    if outcome.status == "failed" and any(text in outcome.log_tail for text in _PEER_LOST):
+        return _PRIORITY["peer_lost"]
     if outcome.status == "failed" and outcome.exit_code is not None and outcome.exit_code < 0:
         return _PRIORITY["signal"]
     return _PRIORITY[outcome.status]

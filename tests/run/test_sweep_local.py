@@ -138,7 +138,11 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, 
     assert bad["log_tail"] is not None
     assert bad["wall_s"] < 60, "the failure was not noticed within its timeout"
     assert good["status"] == "ok", good["reason"]  # the next trial ran on the released cores
-    assert (results / "logs").is_dir() and list((results / "logs").glob("r2-t1-b8-rank*.log"))
+    assert sorted(p.name for p in (results / "logs").glob("r2-t1-b8-rank*.log")) == ["r2-t1-b8-rank0.log",
+                                                                                     "r2-t1-b8-rank1.log"]
+    if fault == "hang":  # the hung rank's stacks were dumped before it was killed: the log shows where
+        hung = (results / "logs" / "r2-t1-b8-rank1.log").read_text()
+        assert "time.sleep" in hung or "_misbehave" in hung, hung[-2000:]
 
 
 ONE_POINT = """
