@@ -86,9 +86,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one round, classifier cases only")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved orch/direct rounds per case")
+    parser.add_argument("--case", action="append", choices=list(CASES), help="run only this case (repeatable)")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     cases = {k: v for k, v in CASES.items() if not (args.quick and v[0] != "classifier")}
+    if args.case:
+        cases = {k: v for k, v in cases.items() if k in args.case}
     print(f"orch vs direct launch, {rounds} interleaved round(s) × {REPEATS} timed repeats each; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(f"{'case':38} {'direct samples/s':>17} {'orch samples/s':>15} {'orch/direct':>12} {'start-up s':>11} "

@@ -11,6 +11,7 @@ Prints one JSON line (rank 0 only): the per-repeat wall times of the slowest ran
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -57,9 +58,12 @@ def main(workload_name: str, params_json: str, local_batch: int, warmup: int, st
         times.append(float(elapsed))
     if rank == 0:
         print(json.dumps({"repeat_s": times, "global_batch": local_batch * world, "steps": steps}), flush=True)
+    dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     name, params, batch, warmup, steps, repeats = sys.argv[1:7]
     main(name, params, int(batch), int(warmup), int(steps), int(repeats))
+    sys.stdout.flush()
+    os._exit(0)  # as orch's ranks do: gloo's threads can abort during interpreter teardown

@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
-from orchestrator.run.job import RankJob, read_status
+from orchestrator.run.job import DONE, RankJob, read_status
 
 MIB = 2**20
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap: exit status,
@@ -92,8 +92,6 @@ def rank_environment(base: dict[str, str], *, cpus: list[int], ccl_cpus_on_node:
         "LOCAL_WORLD_SIZE": str(local_world_size), "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
         "PYTHONUNBUFFERED": "1",
     })
-    if master_addr in ("127.0.0.1", "localhost"):
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # a one-machine job keeps its gloo pairs on loopback
     if ccl_workers:
         env.update({"CCL_WORKER_COUNT": str(ccl_workers),
                     "CCL_WORKER_AFFINITY": ",".join(map(str, ccl_cpus_on_node)),
@@ -259,7 +257,13 @@ class RankLauncher:
         code = self.proc.returncode
         result = None
         if status is None:
-            if code == 0 and Path(self.job.result_path).is_file():
+            finished = Path(self.job.result_path).is_file()
+            if finished and code != 0 and getattr(read_status(self.job.status_path), "phase", None) == DONE:
+                # The measurement is complete and on disk; the process died in teardown (gloo's threads
+                # can abort at interpreter exit). Keep the result, say what happened.
+                result = json.loads(Path(self.job.result_path).read_text())
+                status, reason = "ok", f"result kept: {_describe_exit(code)} after reporting it"
+            elif finished and code == 0:
                 result = json.loads(Path(self.job.result_path).read_text())
                 status = "ok"
             else:

@@ -143,10 +143,16 @@ def _train(job, status) -> dict:
             out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
         else:
             out["convergence"] = protocol.train_to_target(job, trainer, module, status)
+        dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts
         return out
     finally:
         dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: gloo's and c10d's threads can abort ("terminate called without an active
+    # exception") while static destructors run, after the result is already on disk.
+    os._exit(code)

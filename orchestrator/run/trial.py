@@ -23,6 +23,10 @@ from orchestrator.run.launcher import Outcome, RankLauncher, rank_environment
 
 RESERVE_TIMEOUT_S = 120.0
 GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before stopping them
+# How often the driver asks rank 0 for its phase, for the progress display. Each ask is an actor call on
+# the machine being measured: at 0.5 s it cost ~3% of a 2-thread rank's throughput on a 2-core machine
+# (benchmarks/bench_orch_vs_direct.py); at 2 s it is lost in the noise.
+STATUS_POLL_S = 2.0
 
 # Root-cause priority when several ranks end badly: a peer that lost its partner in a collective exits
 # with an ordinary error, so a memory stop or a signal is the better explanation.
@@ -126,7 +130,7 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
     outcomes: list[Outcome | None] = [None] * len(ranks)
     ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause
     pending = list(refs)
-    failed_at = None
+    failed_at, polled_at = None, 0.0
     while pending:
         done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
         for ref in done:
@@ -144,7 +148,8 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
             for ref in pending:
                 launchers[refs[ref]].stop.remote(f"stopped because another rank ended: {bad.reason}")
             failed_at = float("inf")  # stop only once
-        if on_status is not None and pending:
+        if on_status is not None and pending and time.monotonic() - polled_at >= STATUS_POLL_S:
+            polled_at = time.monotonic()
             try:
                 on_status(ray.get(launchers[0].status.remote(), timeout=2))
             except Exception:
@@ -154,7 +159,8 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
     ready_s = max(ready) - started if len(ready) == len(outcomes) else None
     bad = [(i, o) for i, o in enumerate(outcomes) if o is None or o.status != "ok"]
     if not bad:
-        return TrialRun("ok", None, outcomes, ready_s, wall, None, node_ids)
+        notes = "; ".join(f"rank {i}: {o.reason}" for i, o in enumerate(outcomes) if o.reason)
+        return TrialRun("ok", notes or None, outcomes, ready_s, wall, None, node_ids)
     order = {rank: position for position, rank in enumerate(ended)}
     index, worst = min(bad, key=lambda io: (_cause(io[1]) if io[1] else 9, order.get(io[0], len(order))))
     status = "failed" if worst is None or worst.status == "stopped" else worst.status
