@@ -3,6 +3,8 @@
 Throughput protocol (why each piece is there):
 - warm-up steps first, excluded: the first steps pay for allocator growth, oneDNN primitive creation and
   DDP bucket setup;
+- nothing else runs in the rank before or during the timed region: FLOPs are counted, and the all-reduce
+  is checked, after it;
 - a barrier before and after each timed repeat, so every rank's clock covers the same steps;
 - the timed region holds only training steps (forward, backward with DDP's all-reduce, optimizer step)
   on batches already in memory (or from the workload's loader, whose wait is timed apart);
@@ -70,13 +72,8 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
         source = itertools.cycle(distinct)
 
     status.update(phase=WARMUP, of=job.repeats)
-    flops = None
-    for i in range(job.warmup_steps):
-        batch = next(source)
-        if i == 0:
-            flops = count_train_flops(step, batch)
-        else:
-            step(batch)
+    for _ in range(job.warmup_steps):
+        step(next(source))
         status.step()
 
     repeat_s, step_ms, wait_s = [], [], 0.0
@@ -95,6 +92,9 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
             status.step()
         repeat_s.append(time.perf_counter() - start)
         dist.barrier()
+    # After timing, never before: a step under FlopCounterMode left later steps ~4% slower
+    # (benchmarks/bench_orch_vs_direct.py, 1 rank × 2 threads), so counting must not precede the measurement.
+    flops = count_train_flops(step, next(source))
     check = allreduce_check(module, trainer, next(source)) if hasattr(module, "no_sync") else None
     return {
         "allreduce_check": check,
