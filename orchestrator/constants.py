@@ -10,3 +10,16 @@ LAUNCHER_PID_ENV_VAR = "ORCH_LAUNCHER_PID"
 # one of its servers (GCS, raylet, workers, agents) listens on loopback only.
 RAY_LOOPBACK_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 RAY_LOOPBACK_VALUE = "0"
+
+# An embedded Ray shares the cores it is measuring: its periodic background work (resource reports at
+# 10 Hz, its memory monitor, metrics, pre-started idle workers) cost ~4% of a rank that fills a 2-core
+# machine, and ~0.4% with these settings (benchmarks/bench_orch_vs_direct.py). Ray's memory monitor is
+# redundant here: every rank has orch's own memory watchdog. A cluster you join keeps its own settings.
+EMBEDDED_RAY_ENV = {
+    "RAY_memory_monitor_refresh_ms": "0",
+    "RAY_enable_metrics_collection": "0",
+    "RAY_raylet_report_resources_period_milliseconds": "1000",
+    "RAY_event_stats": "0",
+    "RAY_num_prestart_python_workers": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from orchestrator.cli.common import (EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console,
                                      fail_input, plan_for)
-from orchestrator.constants import (DEFAULT_RESULTS_ROOT, RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE,
-                                   RESULTS_ROOT_ENV_VAR)
+from orchestrator.constants import (DEFAULT_RESULTS_ROOT, EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR,
+                                   RAY_LOOPBACK_VALUE, RESULTS_ROOT_ENV_VAR)
 from orchestrator.io.sweepfile import load_sweep
 
 
@@ -52,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
         os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / sweep.spec.name
 
     if not (args.address or os.environ.get("RAY_ADDRESS")):
-        # An embedded Ray serves this machine only: keep every server it starts on loopback.
-        os.environ.setdefault(RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE)
+        # An embedded Ray serves this machine only: keep every server it starts on loopback, and keep its
+        # background work off the cores being measured.
+        for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
+            os.environ.setdefault(name, value)
     # Ray and torch are imported only here: planning and bad-input paths stay fast.
     import ray
 
