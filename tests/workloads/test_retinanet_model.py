@@ -101,17 +101,30 @@ def test_bf16_is_refused_where_onednn_breaks():
     assert "precision 'bf16' needs image_size >= 96, got 64" in problems[0].message
 
 
+def _bf16_conv_grad_error(size: int) -> float:
+    """Largest error of a bf16-autocast stride-2 convolution's weight gradient, relative to the largest fp32
+    gradient (inf when it is not finite), on a `size` x `size` input."""
+    conv = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
+    x = torch.randn(2, 64, size, size)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        conv(x).float().sum().backward()
+    bf16, conv.weight.grad = conv.weight.grad, None
+    conv(x).sum().backward()
+    fp32 = conv.weight.grad
+    if not torch.isfinite(bf16).all():
+        return float("inf")
+    return ((bf16 - fp32).abs().max() / fp32.abs().max()).item()
+
+
 def test_onednn_bf16_stride2_conv_on_1x1_input_canary():
-    """Why bf16 needs image_size >= 96. If this fails, the torch in use has fixed the bug: drop the check."""
+    """Why bf16 needs image_size >= 96. If this fails, the torch in use has fixed the bug: drop the check.
+
+    On a 1x1 input the bf16 gradient holds garbage (uninitialised memory: sometimes NaN, more often finite but
+    wrong), so the test counts gradients off by more than 10%, which bf16 rounding (~0.4%) never is. With
+    torch 2.14.1 about 60% of 30 tries are wrong; NaN alone showed up in too few tries to test reliably."""
     torch.manual_seed(0)
-    broken = 0
-    for _ in range(30):
-        conv = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = conv(torch.randn(2, 64, 1, 1))
-        y.float().sum().backward()
-        broken += not torch.isfinite(conv.weight.grad).all().item()
-    assert broken > 0
+    assert max(_bf16_conv_grad_error(4) for _ in range(5)) < 0.1   # the comparison is sound where oneDNN is
+    assert sum(_bf16_conv_grad_error(1) > 0.1 for _ in range(30)) > 0
 
 
 @pytest.mark.parametrize("switch,on", [("focal_loss", "kernel"), ("frozen_bn", "fused"),
