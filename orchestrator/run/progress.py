@@ -48,8 +48,12 @@ class SweepProgress:
         self.current = Text("")
         self.recent: list[dict[str, Any]] = []
         self.trial_label, self.trial_started = "", 0.0
-        self.live = None if json_mode else Live(self._render(), console=self.console, refresh_per_second=4,
-                                                transient=False)
+        self.total, self.done = total, 0
+        # A live display only redraws on a terminal; piped to a file or a CI log it would show nothing until
+        # the end, so there each trial's start and end is printed as a plain line instead.
+        self.lines = not json_mode and not self.console.is_terminal
+        self.live = None if json_mode or self.lines else Live(self._render(), console=self.console,
+                                                               refresh_per_second=4, transient=False)
 
     def __enter__(self) -> "SweepProgress":
         if self.live:
@@ -87,6 +91,8 @@ class SweepProgress:
 
     def start_trial(self, label: str) -> None:
         self.trial_label, self.trial_started = label, time.monotonic()
+        if self.lines:
+            self.console.print(f"[{self.done + 1}/{self.total}] {label}: starting")
         self.current = Text(f"▶ {label}: starting", style="cyan")
         self._refresh()
 
@@ -109,6 +115,13 @@ class SweepProgress:
             print(rec.dumps(record), flush=True)
         self.recent.append(record)
         if counts:
+            self.done += 1
             self.bar.advance(self.task)
+        if self.lines:
+            # Infeasible points are recorded without running, so they have no count and no duration.
+            head = f"[{self.done}/{self.total}] " if counts else ""
+            took = f" in {time.monotonic() - self.trial_started:,.0f} s" if counts else ""
+            what = describe(record)
+            self.console.print(f"{head}{record['key']}: {record['status']}{took}{': ' + what if what else ''}")
         self.current = Text("")
         self._refresh()

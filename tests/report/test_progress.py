@@ -1,0 +1,45 @@
+"""The sweep's progress output when it is not on a terminal (a CI log, `orch sweep ... > log`): one plain
+line per trial start and end, since a live display would print nothing until the sweep ends."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from orchestrator.run.progress import SweepProgress
+
+
+def _progress(total: int) -> tuple[SweepProgress, io.StringIO]:
+    out = io.StringIO()
+    return SweepProgress(total, json_mode=False, console=Console(file=out, width=200)), out
+
+
+def test_piped_output_has_a_line_per_trial_start_and_end(make):
+    progress, out = _progress(2)
+    with progress:
+        progress.finished(make.infeasible(2, 2, 8, "4 cores needed, 2 available"), counts=False)
+        progress.start_trial("r1-t1-b8 (1 rank(s) × 1 thread(s), local batch 8)")
+        progress.phase({"phase": "timing", "step": 3, "repeat": 1, "of": 3})
+        progress.finished(make.tp(1, 1, 8, 123.4, cv=0.02))
+        progress.start_trial("r1-t2-b8 (1 rank(s) × 2 thread(s), local batch 8)")
+        progress.finished(make.bad(1, 2, 8, "oom", "unique memory 900 MiB exceeded the rank's budget 800 MiB"))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "r2-t2-b8: infeasible"
+    assert lines[1] == "[1/2] r1-t1-b8 (1 rank(s) × 1 thread(s), local batch 8): starting"
+    assert lines[2].startswith("[1/2] r1-t1-b8: ok in ") and lines[2].endswith(": 123.4 samples/s (cv 2.0%)")
+    assert lines[3].startswith("[2/2] r1-t2-b8 (")
+    assert lines[4].startswith("[2/2] r1-t2-b8: oom in ") and "exceeded the rank's budget 800 MiB" in lines[4]
+    # No live-display frames (progress bars, boxes) in a log.
+    assert len(lines) == 5 and "━" not in out.getvalue()
+
+
+def test_json_mode_prints_records_not_lines(make, capsys):
+    out = io.StringIO()
+    progress = SweepProgress(1, json_mode=True, console=Console(file=out, width=200))
+    with progress:
+        progress.start_trial("r1-t1-b8")
+        progress.finished(make.tp(1, 1, 8, 50.0))
+    assert out.getvalue() == ""
+    assert [json.loads(line)["key"] for line in capsys.readouterr().out.splitlines()] == ["r1-t1-b8"]
