@@ -51,6 +51,12 @@ class Trainer(abc.ABC):
         Deterministic given (seed, epoch, rank, world_size); the shards of all ranks are disjoint.
         """
 
+    def steps_per_epoch(self) -> int:
+        """How many batches `batches(epoch)` yields (the same for every epoch and rank). This default counts
+        them, which builds every batch of an epoch; a trainer that knows its sample count should answer with
+        `workloads.sharding.batches_per_epoch` instead."""
+        return sum(1 for _ in self.batches(0))
+
     @abc.abstractmethod
     def evaluate(self) -> dict[str, float]:
         """Metrics on the held-out split (module in eval mode, restored to train mode after)."""

@@ -30,4 +30,5 @@ def shard_batches(num_samples: int, *, epoch: int, seed: int, rank: int, world_s
 
 
 def batches_per_epoch(num_samples: int, world_size: int, local_batch: int) -> int:
+    """How many batches `shard_batches` yields per epoch, without building them."""
     return (num_samples // world_size) // local_batch

@@ -132,7 +132,7 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
     verdict, so every rank stops at the same step) or until max_epochs."""
     conv = job.convergence
     step = make_step(module, trainer.optimizer)
-    steps_per_epoch = sum(1 for _ in trainer.batches(0))
+    steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:
         raise ValueError(f"an epoch has no full batch: global batch {conv['global_batch']} exceeds the data")
     eval_every_steps = max(1, round(conv["eval_every_epochs"] * steps_per_epoch))

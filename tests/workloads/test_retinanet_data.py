@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import workloads
-from workloads.base import RankContext
+from workloads.base import RankContext, Trainer
 from workloads.retinanet.data import MEAN, STD, CocoFolder, SyntheticShapes, class_style, render
 
 SIZE = 64
@@ -89,6 +89,25 @@ def test_rank_shards_are_disjoint_and_deterministic():
     assert fingerprints(trainers[0], 1) != rank0            # reshuffled across epochs
     images, targets = next(trainers[0].batches(0))
     assert images.shape == (4, 3, SIZE, SIZE) and len(targets) == 4
+
+
+@pytest.mark.parametrize("name", ["retinanet", "classifier"])
+@pytest.mark.parametrize("samples,world_size,local_batch", [(50, 2, 4), (50, 3, 4), (24, 1, 3), (7, 2, 4)])
+def test_steps_per_epoch_matches_the_batches_yielded(name, samples, world_size, local_batch):
+    """Trainers answer steps_per_epoch from their sample count (iterating would render every image); it must
+    equal what `batches` yields, which the base class's default counts."""
+    workload = workloads.get(name)
+    if name == "retinanet":
+        p = tiny_params(train_samples=samples)
+    else:
+        p, problems = workloads.parse_params(workload, {"train_samples": samples})
+        assert problems == []
+    for rank in range(world_size):
+        trainer = workload.build(p, RankContext(rank=rank, world_size=world_size, local_batch=local_batch, seed=3,
+                                                threads=1))
+        counted = Trainer.steps_per_epoch(trainer)
+        assert trainer.steps_per_epoch() == counted == sum(1 for _ in trainer.batches(2))
+    assert counted == samples // world_size // local_batch
 
 
 # --- COCO-format loader ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from torch import nn
 
 from workloads.base import RankContext, Trainer
 from workloads.classifier.workload import ClassifierParams
-from workloads.sharding import shard_batches
+from workloads.sharding import batches_per_epoch, shard_batches
 
 
 def make_data(p: ClassifierParams, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,6 +55,9 @@ class ClassifierTrainer(Trainer):
         for idx in shard_batches(len(self.y), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
                                  world_size=self.ctx.world_size, local_batch=self.ctx.local_batch):
             yield self.x[idx], self.y[idx]
+
+    def steps_per_epoch(self) -> int:
+        return batches_per_epoch(len(self.y), self.ctx.world_size, self.ctx.local_batch)
 
     def evaluate(self) -> dict[str, float]:
         net = self.module.net

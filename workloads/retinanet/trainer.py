@@ -15,7 +15,7 @@ from workloads.retinanet.data import collate, make_dataset
 from workloads.retinanet.evaluate import detect, mean_average_precision
 from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
 from workloads.retinanet.workload import RetinaNetParams
-from workloads.sharding import shard_batches
+from workloads.sharding import batches_per_epoch, shard_batches
 
 IPEX_MODULE = "intel_extension_for_pytorch"
 
@@ -100,6 +100,10 @@ class RetinaNetTrainer(Trainer):
         for indices in shard_batches(len(self.train_data), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
                                      world_size=self.ctx.world_size, local_batch=self.ctx.local_batch):
             yield collate([self.train_data[i] for i in indices.tolist()])
+
+    def steps_per_epoch(self) -> int:
+        # Counted from the sample count: iterating an epoch would render (or decode) every image.
+        return batches_per_epoch(len(self.train_data), self.ctx.world_size, self.ctx.local_batch)
 
     def evaluate(self) -> dict[str, float]:
         size = self.ctx.local_batch   # no larger than a training batch, so within the memory estimate
