@@ -27,7 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.run.launcher import compact_cpus, free_port, rank_environment  # noqa: E402
+from orchestrator.core.topology import cpu_ranges  # noqa: E402
+from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
 
 CASES = {
     # name: (workload, params, ranks, threads, local batch, warm-up, timed steps)
@@ -50,8 +51,8 @@ def direct(workload: str, params: dict, ranks: int, threads: int, batch: int, wa
         env = rank_environment(dict(os.environ), cpus=mine, ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
                                local_rank=rank, world_size=ranks, local_world_size=ranks, master_addr="127.0.0.1",
                                master_port=port)
-        pin = (["numactl", f"--physcpubind={compact_cpus(mine)}", "--membind=0"] if shutil.which("numactl")
-               else ["taskset", "-c", compact_cpus(mine)])
+        pin = (["numactl", f"--physcpubind={cpu_ranges(mine)}", "--membind=0"] if shutil.which("numactl")
+               else ["taskset", "-c", cpu_ranges(mine)])
         procs.append(subprocess.Popen([*pin, sys.executable, str(REPO / "benchmarks" / "direct_train.py"), workload,
                                        json.dumps(params), str(batch), str(warmup), str(steps), str(REPEATS)],
                                       env=env, stdout=subprocess.PIPE, text=True, cwd=REPO))

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from orchestrator.cli.common import EXIT_OK, add_topology_option, console, load_topology_arg
-from orchestrator.core.topology import MIB_PER_GIB, Topology
+from orchestrator.core.topology import MIB_PER_GIB, Topology, cpu_ranges
 
 
 def add_parser(sub) -> None:
@@ -19,19 +19,6 @@ def add_parser(sub) -> None:
     add_topology_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON (a detailed-form topology file) instead of a table")
     parser.set_defaults(run=run)
-
-
-def _ranges(cpus) -> str:
-    """(0, 1, 2, 3, 8) -> '0-3,8'."""
-    cpus = sorted(cpus)
-    parts, start = [], None
-    for i, cpu in enumerate(cpus):
-        if start is None:
-            start = cpu
-        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
-            parts.append(f"{start}-{cpu}" if cpu != start else f"{cpu}")
-            start = None
-    return ",".join(parts)
 
 
 def render(topology: Topology):
@@ -50,7 +37,7 @@ def render(topology: Topology):
         table.add_column("NUMA nodes")
         for s in node.sockets:
             siblings = [cpu for c in s.cores for cpu in c.cpus[1:]]
-            table.add_row(str(s.index), str(len(s.cores)), _ranges(s.cpus(False)), _ranges(siblings) or "–",
+            table.add_row(str(s.index), str(len(s.cores)), cpu_ranges(s.cpus(False)), cpu_ranges(siblings) or "–",
                           ",".join(map(str, node.numa_of_cpus(s.cpus(True)))) or "?")
         parts.append(table)
         numa = Table(title="NUMA nodes", title_justify="left")
@@ -58,7 +45,7 @@ def render(topology: Topology):
         numa.add_column("CPUs")
         numa.add_column("memory (GiB)", justify="right")
         for n in node.numa_nodes:
-            numa.add_row(str(n.index), _ranges(n.cpus) or "–", f"{n.memory_mib / MIB_PER_GIB:,.1f}")
+            numa.add_row(str(n.index), cpu_ranges(n.cpus) or "–", f"{n.memory_mib / MIB_PER_GIB:,.1f}")
         parts.append(numa)
         parts += [Text(f"note: {note}", style="yellow") for note in node.notes]
     return Group(*parts)

@@ -28,6 +28,25 @@ from orchestrator.core.schema import MISSING, Problem, load, opt
 MIB_PER_GIB = 1024
 
 
+def cpu_ranges(cpus) -> str:
+    """CPU ids as Linux writes a CPU list (numactl, taskset, /sys): sorted, runs collapsed.
+
+    >>> cpu_ranges([8, 0, 1, 2, 3, 10, 11])
+    '0-3,8,10-11'
+    >>> cpu_ranges([])
+    ''
+    """
+    out, ordered = [], sorted(cpus)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
 @dataclass(frozen=True, slots=True)
 class Core:
     """A physical core; `cpus` are its hardware threads' CPU ids, primary thread first."""

@@ -19,7 +19,7 @@ from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 from orchestrator.core.tables import (describe_point, format_quantity, grid_axes, layout_label, samples_per_s,
                                       throughput_index)
 from orchestrator.core.time_to_train import fastest, human_duration
-from orchestrator.core.topology import MIB_PER_GIB, topology_from_data
+from orchestrator.core.topology import MIB_PER_GIB, cpu_ranges, topology_from_data
 from orchestrator.io.store import Results
 from orchestrator.report.render import to_markdown
 
@@ -122,23 +122,6 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
 
 def _join(values: Sequence[Any]) -> str:
     return ", ".join(str(v) for v in values) or "none"
-
-
-def cpu_ranges(cpus: Sequence[int]) -> str:
-    """Compact CPU list, as taskset prints it.
-
-    >>> cpu_ranges([0, 1, 2, 3, 8, 10, 11])
-    '0-3,8,10-11'
-    """
-    out, ordered = [], sorted(cpus)
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def _machine(results: Results) -> str:

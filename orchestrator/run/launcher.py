@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+from orchestrator.core.topology import cpu_ranges
 from orchestrator.run.job import DONE, RankJob, read_status
 
 MIB = 2**20
@@ -47,27 +48,12 @@ STACK_DUMP_WAIT_S = 1.0
 COLLECTIVE_TIMEOUT = "Timed out waiting"   # what gloo says when a peer never joins a collective
 
 
-def compact_cpus(cpus: list[int] | tuple[int, ...]) -> str:
-    """CPU ids as a numactl/taskset list: [0, 1, 2, 5] -> '0-2,5'."""
-    out, run = [], []
-    for cpu in sorted(cpus):
-        if run and cpu == run[-1] + 1:
-            run.append(cpu)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [cpu]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
-
-
 def pin_prefix(cpus: list[int], numa_nodes: list[int], sys_node: Path = Path("/sys/devices/system/node")
                ) -> tuple[list[str], str]:
     """The command prefix that applies the CPU list (and memory binding) before the interpreter starts,
     and a note on what was used. numactl binds memory to the socket's NUMA node too; it is skipped for
     NUMA nodes this machine does not have (an emulated topology)."""
-    cpu_list = compact_cpus(cpus)
+    cpu_list = cpu_ranges(cpus)
     numactl = shutil.which("numactl")
     if numactl:
         real = [n for n in numa_nodes if (sys_node / f"node{n}").is_dir()]

@@ -8,7 +8,7 @@ import pytest
 
 from hand_topologies import (ALL, GIB, cluster_4x2s28c, emulated_2s1c, heterogeneous, one_socket_2c,
                              xeon_2s28c_smt, xeon_2s28c_snc)
-from orchestrator.core.topology import Core, topology_from_data
+from orchestrator.core.topology import Core, cpu_ranges, topology_from_data
 
 
 def problems_of(data) -> list[str]:
@@ -182,3 +182,8 @@ def test_describe_names_every_shape():
     assert text.startswith("3 node(s): ")
     assert "1 socket(s) × 2 cores × 1 thread(s), 8 GiB" in text
     assert "2 socket(s) × 4 cores × 2 thread(s), 64 GiB" in text
+
+
+def test_cpu_ranges():
+    assert cpu_ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
+    assert cpu_ranges([3]) == "3"

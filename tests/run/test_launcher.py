@@ -9,7 +9,7 @@ import time
 import pytest
 
 from orchestrator.run.job import RankJob
-from orchestrator.run.launcher import RankLauncher, compact_cpus, free_port, pin_prefix, rank_environment
+from orchestrator.run.launcher import RankLauncher, free_port, pin_prefix, rank_environment
 
 CPUS = sorted(os.sched_getaffinity(0))
 
@@ -48,11 +48,6 @@ def _run(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=1
     for t in threads:
         t.join()
     return outcomes
-
-
-def test_compact_cpus():
-    assert compact_cpus([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
-    assert compact_cpus([3]) == "3"
 
 
 def test_pin_prefix_skips_membind_for_numa_nodes_this_machine_lacks(tmp_path):
