@@ -88,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
             with SweepProgress(len(todo), json_mode=args.json) as progress:
                 runner.execute(existing, progress, todo)
         except KeyboardInterrupt:
-            runner.summary.interrupted = True
             err.print(f"[yellow]interrupted:[/] the running trial was stopped and its cores released; "
                       f"{runner.summary.ran} trial(s) finished and recorded in {results}. Rerun to resume.")
             return 130

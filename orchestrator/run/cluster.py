@@ -31,7 +31,6 @@ class RayNode:
 @dataclass(frozen=True, slots=True)
 class Cluster:
     nodes: tuple[RayNode, ...]   # in topology order: the head node first
-    embedded: bool
 
 
 def connect(address: str | None) -> bool:
@@ -78,7 +77,7 @@ def discover() -> Cluster:
     for n, info in zip(alive, ray.get(refs, timeout=120)):
         nodes.append(RayNode(n["NodeID"], info["ip"], info["hostname"], tuple(info["cpus"]), tuple(info["numa"]),
                              info["ccl"], info["topology"]))
-    return Cluster(tuple(nodes), embedded=False)
+    return Cluster(tuple(nodes))
 
 
 def detected_topology(cluster: Cluster) -> Topology:

@@ -12,7 +12,7 @@ import os
 import platform
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,7 @@ class SweepOptions:
 class SweepSummary:
     ran: int = 0
     skipped: int = 0
-    failed: list[str] | None = None
-    interrupted: bool = False
+    failed: list[str] = field(default_factory=list)
 
 
 def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
@@ -88,7 +87,7 @@ class SweepRunner:
         self.spec = sweep.spec
         self.backend = plan.backend.chosen
         self.workers = self.spec.constraints.ccl_workers if self.backend == "ccl" else 0
-        self.summary = SweepSummary(failed=[])
+        self.summary = SweepSummary()
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def prepare(self) -> list[dict[str, Any]]:
@@ -102,20 +101,20 @@ class SweepRunner:
         except SpecChanged as err:
             raise InvalidInput(f"results folder {self.options.results}", [Problem("", str(err))]) from None
 
-    def _record(self, record: dict[str, Any], progress: SweepProgress, counts: bool = True) -> None:
+    def _record(self, record: dict[str, Any], progress: SweepProgress, run: TrialRun | None = None) -> None:
+        """Append the record; `run` is the trial that produced it (None for an infeasible point, which
+        never ran and does not count towards progress)."""
         append_record(self.options.results, record)
         if record["status"] not in (rec.OK, rec.INFEASIBLE):
             self.summary.failed.append(f"{record['key']}: {record['status']} — {record.get('reason')}")
-            self._save_logs(record["key"], record)
-        progress.finished(record, counts=counts)
+            if run is not None:
+                self._save_logs(record["key"], run)
+        progress.finished(record, counts=run is not None)
 
-    def _save_logs(self, key: str, record: dict[str, Any]) -> None:
-        logs = getattr(self, "_last_run", None)
-        if not logs:
-            return
+    def _save_logs(self, key: str, run: TrialRun) -> None:
         folder = self.options.results / "logs"
         folder.mkdir(exist_ok=True)
-        for i, outcome in enumerate(logs.outcomes):
+        for i, outcome in enumerate(run.outcomes):
             if outcome is not None and outcome.log is not None:  # an empty log is news too: the rank said nothing
                 (folder / f"{key}-rank{i}.log").write_text(outcome.log)
 
@@ -125,7 +124,6 @@ class SweepRunner:
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
         run = run_ranks(self.cluster, _rank_specs(p, only_first), job, workdir=workdir, step_timeout_s=step_timeout_s,
                         timeout_s=timeout_s, ccl_workers=self.workers, on_status=progress.phase)
-        self._last_run = run
         return run, started
 
     def _job(self, kind: str, p: PlannedTrial, **extra: Any) -> RankJob:
@@ -157,7 +155,7 @@ class SweepRunner:
         recorded = {r["key"]: r for r in existing}
         for p in self.plan.trials:
             if not p.feasible and recorded.get(p.trial.key, {}).get("reason") != infeasible_record(p, self.backend)["reason"]:
-                self._record(infeasible_record(p, self.backend), progress, counts=False)
+                self._record(infeasible_record(p, self.backend), progress)
         m = self.spec.measure
         for key, (kind, item) in todo:
             if kind == "peak":
@@ -183,7 +181,7 @@ class SweepRunner:
                 run, started = self._run(key, layout, job, conv.timeout_s, m.step_timeout_s, progress)
                 record = convergence_record(key, layout, item.seed, run, topology=self.plan.topology,
                                             backend=self.backend, spec_convergence=conv, started_at=started)
-            self._record(record, progress)
+            self._record(record, progress, run)
             self.summary.ran += 1
 
 

@@ -45,6 +45,11 @@ class RankSpec:
     numa_nodes: tuple[int, ...]
     budget_mib: float
 
+    @property
+    def all_cpus(self) -> list[int]:
+        """Compute cores and oneCCL worker cores: what the rank is pinned to and what Ray reserves for it."""
+        return [*self.cpus, *self.ccl_cpus]
+
 
 @dataclass(slots=True)
 class TrialRun:
@@ -72,7 +77,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
               on_status: Callable[[dict | None], None] | None = None) -> TrialRun:
     started = time.time()
     deadline = started + timeout_s
-    pg = placement_group([{"CPU": float(len(r.cpus) + len(r.ccl_cpus))} for r in ranks], strategy="PACK",
+    pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
                          bundle_label_selector=[{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks])
     launchers = []
     try:
@@ -85,7 +90,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
         actor = ray.remote(RankLauncher)
         for i, r in enumerate(ranks):
             launchers.append(actor.options(
-                num_cpus=float(len(r.cpus) + len(r.ccl_cpus)), max_concurrency=4,
+                num_cpus=float(len(r.all_cpus)), max_concurrency=4,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
             ).remote(f"{workdir}/rank{r.rank}"))
         infos = ray.get([launcher.node_info.remote() for launcher in launchers])
@@ -100,7 +105,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
                                    ccl_workers=ccl_workers, rank=r.rank, local_rank=r.local_rank,
                                    world_size=len(ranks), local_world_size=local_sizes[r.node],
                                    master_addr=infos[0]["ip"], master_port=port)
-            starts.append(launcher.start.remote(job, env, list(r.cpus) + list(r.ccl_cpus), list(r.numa_nodes)))
+            starts.append(launcher.start.remote(job, env, r.all_cpus, list(r.numa_nodes)))
         ray.get(starts)
         return _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status,
                           [info["node_id"] for info in infos])
