@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # torch is imported only inside rank processes
     import torch
 
 
+# torch.optim's constructor switches for each `optimizer_impl` a workload offers: the per-tensor loop, the
+# multi-tensor foreach kernels, or one fused kernel.
+OPTIMIZER_IMPL_KWARGS: dict[str, dict[str, bool]] = {
+    "loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankContext:
     """What a rank process knows about itself when it builds its trainer."""

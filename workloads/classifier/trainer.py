@@ -7,7 +7,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from workloads.base import RankContext, Trainer
+from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.classifier.workload import ClassifierParams
 from workloads.sharding import batches_per_epoch, shard_batches
 
@@ -36,7 +36,7 @@ class LossModule(nn.Module):
 
 
 def make_optimizer(params, p: ClassifierParams, lr: float) -> torch.optim.Optimizer:
-    impl = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[p.optimizer_impl]
+    impl = OPTIMIZER_IMPL_KWARGS[p.optimizer_impl]
     return torch.optim.SGD(params, lr=lr, momentum=p.momentum, **impl)
 
 

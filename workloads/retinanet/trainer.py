@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import torch
 
-from workloads.base import RankContext, Trainer
+from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.retinanet.data import collate, make_dataset
 from workloads.retinanet.evaluate import detect, mean_average_precision
 from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
@@ -29,7 +29,7 @@ def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
                                               **impl)
     else:
         make = lambda **impl: torch.optim.AdamW(parameters, lr=lr, weight_decay=p.weight_decay, **impl)
-    impl = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[p.optimizer_impl]
+    impl = OPTIMIZER_IMPL_KWARGS[p.optimizer_impl]
     try:
         return make(**impl), f"{p.optimizer} {p.optimizer_impl}"
     except RuntimeError as err:
