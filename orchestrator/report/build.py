@@ -83,7 +83,6 @@ def analyze(results: Results) -> ReportData:
     records, derived = results.records, results.derived
     batches = conv.convergence_by_batch(records)
     times = tuple(ttt.layout_times(records, derived, batches))
-    benchmark = derived.get("workload") or (sweep_spec(results).get("workload") or {}).get("name") or "workload"
     return ReportData(
         scalability=tuple(tab.scalability_tables(records, derived)),
         throughput=tuple(tab.throughput_tables(records, derived)),
@@ -94,14 +93,19 @@ def analyze(results: Results) -> ReportData:
         convergence_table=conv.convergence_table(batches, planned_seeds(results)),
         times=times,
         time_to_train=ttt.time_to_train_table(times, derived.get("samples_per_epoch")),
-        rcp=conv.rcp_dict(batches, benchmark=benchmark, platform=platform(results),
+        rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
                           when=results.environment.get("started_at") or ""),
     )
 
 
+def benchmark_name(results: Results) -> str:
+    """The workload's name, as the RCP file's benchmark and in its file name."""
+    return results.derived.get("workload") or (sweep_spec(results).get("workload") or {}).get("name") or "workload"
+
+
 def rcp_file_name(results: Results) -> str:
     """Named like MLPerf's files, `rcps_<benchmark>.json`."""
-    return f"rcps_{results.derived.get('workload') or 'workload'}.json"
+    return f"rcps_{benchmark_name(results)}.json"
 
 
 def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
