@@ -3,7 +3,7 @@
 Layout of `results/<sweep>/`::
 
     spec.json         {"spec": <the sweep spec, workload params resolved>,
-                       "derived": {"samples_per_epoch", "ranks", "threads", "local_batches", "workload"}}
+                       "derived": {"samples_per_epoch", "ranks", "threads", "local_batches", "workload", "metric"}}
     topology.json     the topology the sweep ran on (Topology.to_dict)
     environment.json  software versions, backend choice, host
     trials.jsonl      one record per trial (orchestrator.core.records), flushed and fsynced per trial
