@@ -9,15 +9,18 @@ Kinds and their sections:
 - ``throughput``: one grid point. ``throughput``, ``memory`` and ``placement`` are set when status is ok.
 - ``convergence``: one seed of one global batch trained to the target. ``convergence`` is set.
 - ``peak``: the machine's measured GEMM peak for ``threads_per_rank`` pinned cores. ``peak`` is set.
+- ``allreduce``: the all-reduce calibration of ``ranks`` ranks over one link class. ``allreduce`` is set.
 
 Section layouts (units in the names):
 
     throughput: {samples_per_s, samples_per_s_repeats[], cv, timed_s_repeats[], warmup_steps, timed_steps,
-                 repeats, step_ms_median[rank], step_ms_p90[rank], data_wait_share, train_flops_per_sample}
+                 repeats, step_ms_median[rank], step_ms_p90[rank], data_wait_share, train_flops_per_sample,
+                 gradient_bytes, ddp_bucket_bytes[] (null for one rank)}
     memory:     {peak_uss_mib[rank], budget_mib[rank], estimate_mib}
     convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
                  lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}
     peak:       {precision, gflops, gemm_size}
+    allreduce:  {link, ranks, dtype, algorithm, sizes_bytes[], time_s[size] (slowest rank's median)}
     placement:  [{rank, local_rank, node, node_name, socket, numa_nodes[], cpus[], ccl_cpus[]}]
 """
 
@@ -30,8 +33,8 @@ SCHEMA_VERSION = 1
 
 OK, INFEASIBLE, FAILED, OOM, TIMEOUT = "ok", "infeasible", "failed", "oom", "timeout"
 STATUSES = (OK, INFEASIBLE, FAILED, OOM, TIMEOUT)
-THROUGHPUT, CONVERGENCE, PEAK = "throughput", "convergence", "peak"
-KINDS = (THROUGHPUT, CONVERGENCE, PEAK)
+THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE = "throughput", "convergence", "peak", "allreduce"
+KINDS = (THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE)
 
 RECORD_KEYS = (
     "schema",            # SCHEMA_VERSION
@@ -47,7 +50,7 @@ RECORD_KEYS = (
     "started_at",        # ISO-8601 UTC
     "wall_s",            # from reservation to release
     "startup_s",         # from reservation until every rank has built its model
-    "throughput", "memory", "convergence", "peak",
+    "throughput", "memory", "convergence", "peak", "allreduce",
     "applied",           # optimizations that took effect, as the workload reports them
     "log_tail",          # last lines of the failing rank's log, for failed/oom/timeout
 )

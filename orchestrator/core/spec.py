@@ -56,6 +56,8 @@ class MeasureSpec:
                   "the timed region and its wait is reported as data_wait_share")
     peak: bool = opt(True, "time a large GEMM on each threads-per-rank core set at sweep start, for the "
                            "hardware-efficiency table")
+    allreduce: bool = opt(True, "time all_reduce at sweep start (4 KiB to 64 MiB, each multi-rank count of the "
+                                "grid, within a socket, across sockets and across nodes), for orch predict")
     timeout_s: float = opt(900.0, "wall-clock limit for one throughput trial, start-up included",
                            exclusive_minimum=0)
     step_timeout_s: float = opt(

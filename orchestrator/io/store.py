@@ -99,6 +99,8 @@ def _ends_with_newline(path: Path) -> bool:
 # Sections of the frozen spec whose change changes results: a rerun into the same folder with any of
 # them changed would mix incomparable trials. The name and the grid may change (a grid can be extended).
 RESULT_AFFECTING = ("workload", "backend", "measure", "convergence", "constraints")
+# Switches that only add calibration trials (GEMM peak, all-reduce timing) leave every other trial as it was.
+CALIBRATION_SWITCHES = ("measure.peak", "measure.allreduce")
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -121,7 +123,7 @@ def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topolog
     old = _flatten({k: old_spec.get(k) for k in RESULT_AFFECTING})
     new = _flatten({k: new_spec.get(k) for k in RESULT_AFFECTING})
     for path in sorted(set(old) | set(new)):
-        if old.get(path) != new.get(path):
+        if old.get(path) != new.get(path) and path not in CALIBRATION_SWITCHES:
             changes.append(f"{path}: {old.get(path)!r} → {new.get(path)!r}")
     if old_topology and _comparable_topology(old_topology) != _comparable_topology(new_topology):
         changes.append("topology: the machines differ (sockets, cores or memory)")

@@ -22,7 +22,7 @@ STARTING, BUILDING, WARMUP, TIMING, TRAINING, EVALUATING, DONE = (
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: str                      # throughput | convergence | peak
+    kind: str                      # throughput | convergence | peak | allreduce
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -35,6 +35,7 @@ class RankJob:
     data: str = "memory"
     convergence: dict[str, Any] | None = None   # the spec's convergence section, plus global_batch
     peak_precision: str = "fp32"
+    message_bytes: list[int] = field(default_factory=list)   # allreduce calibration sizes
     status_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0

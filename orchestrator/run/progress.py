@@ -34,6 +34,9 @@ def describe(record: dict[str, Any]) -> str:
         if c["converged"]:
             return f"{c['metric']} ≥ {c['target']:g} at {c['epochs_to_target']:.2f} epochs"
         return f"did not reach {c['metric']} {c['target']:g} in {c['epochs_run']:.2f} epochs"
+    if record["kind"] == rec.ALLREDUCE:
+        a = record["allreduce"]
+        return f"{a['sizes_bytes'][-1] / 2**20:g} MiB in {a['time_s'][-1] * 1e3:,.1f} ms ({a['link']}, {a['ranks']} ranks)"
     return f"{record['peak']['gflops']:,.1f} GFLOP/s ({record['peak']['precision']})"
 
 

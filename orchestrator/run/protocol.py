@@ -98,6 +98,7 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
     check = allreduce_check(module, trainer, next(source)) if hasattr(module, "no_sync") else None
     return {
         "allreduce_check": check,
+        **gradient_sizes(module),
         "repeat_s": repeat_s,
         "step_ms_median": statistics.median(step_ms),
         "step_ms_p90": percentile(step_ms, 90),
@@ -105,6 +106,46 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
         "timed_s": sum(repeat_s),
         "train_flops_per_sample": flops / job.local_batch if flops else None,
     }
+
+
+def gradient_sizes(module: torch.nn.Module) -> dict[str, Any]:
+    """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes, and DDP's
+    own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild)."""
+    grad_bytes = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+    buckets: list[int] | None = None
+    if hasattr(module, "_get_ddp_logging_data"):
+        try:  # a private API: best effort, the gradient bytes alone suffice
+            data = module._get_ddp_logging_data()
+            text = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+            buckets = [int(x) for x in str(text).replace(" ", "").split(",") if x] or None
+        except Exception:
+            buckets = None
+    return {"gradient_bytes": int(grad_bytes), "ddp_bucket_bytes": buckets}
+
+
+def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.1, min_reps: int = 5,
+                     max_reps: int = 50) -> dict[str, Any]:
+    """Median time of `dist.all_reduce` for each message size, on this rank. Every rank must make the
+    same calls, so rank 0 picks each size's repeat count (enough for `min_time_s`) and broadcasts it."""
+    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
+    element = torch.tensor([], dtype=dtype).element_size()
+    medians = []
+    for size in sizes_bytes:
+        tensor = torch.ones(max(1, size // element), dtype=dtype)
+        for _ in range(2):      # warm-up: connection set-up and buffer allocation
+            dist.all_reduce(tensor)
+        t0 = time.perf_counter()
+        dist.all_reduce(tensor)
+        reps = torch.tensor([min(max_reps, max(min_reps, math.ceil(min_time_s / max(time.perf_counter() - t0, 1e-9))))])
+        dist.broadcast(reps, src=0)
+        times = []
+        dist.barrier()
+        for _ in range(int(reps.item())):
+            t0 = time.perf_counter()
+            dist.all_reduce(tensor)
+            times.append(time.perf_counter() - t0)
+        medians.append(statistics.median(times))
+    return {"sizes_bytes": list(sizes_bytes), "time_s": medians, "dtype": dtype_name}
 
 
 def _grad_sums(module: torch.nn.Module) -> list[float]:

@@ -76,6 +76,8 @@ def main(argv: list[str]) -> int:
         from orchestrator.run.protocol import gemm_peak
 
         result["peak"] = gemm_peak(job.threads, job.peak_precision)
+    elif job.kind == "allreduce":
+        result["allreduce"] = _allreduce(job, status)
     else:
         result.update(_train(job, status))
     result["affinity"] = observed_affinity()
@@ -103,6 +105,34 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
+def _init_process_group(job) -> None:
+    import torch.distributed as dist
+
+    if job.backend == "ccl":
+        import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend with torch.distributed)
+    timeout = timedelta(seconds=job.init_timeout_s)
+    dist.init_process_group(job.backend, store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+
+
+def _allreduce(job, status) -> dict:
+    """The all-reduce calibration: message sizes × repeats, timed on every rank."""
+    import torch.distributed as dist
+
+    from orchestrator.run.job import TIMING
+    from orchestrator.run.protocol import allreduce_timing
+
+    _init_process_group(job)
+    try:
+        dist.barrier()
+        status.update(phase=TIMING, force=True)
+        out = allreduce_timing(job.message_bytes, job.peak_precision)
+        dist.barrier()  # leave together (see _train)
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
 def _train(job, status) -> dict:
     import torch.distributed as dist
 
@@ -110,11 +140,7 @@ def _train(job, status) -> dict:
     from orchestrator.run import protocol
     from workloads.base import RankContext
 
-    if job.backend == "ccl":
-        import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend with torch.distributed)
-    timeout = timedelta(seconds=job.init_timeout_s)
-    dist.init_process_group(job.backend, store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+    _init_process_group(job)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         workload = workloads.get(job.workload)

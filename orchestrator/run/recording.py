@@ -75,6 +75,9 @@ def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, bac
             "step_ms_p90": [r["step_ms_p90"] for r in reports],
             "data_wait_share": sum(r["data_wait_s"] for r in reports) / total_timed if total_timed else 0.0,
             "train_flops_per_sample": reports[0]["train_flops_per_sample"],
+            # what the gradient all-reduce moves, for orch predict
+            "gradient_bytes": reports[0].get("gradient_bytes"),
+            "ddp_bucket_bytes": reports[0].get("ddp_bucket_bytes"),
         }
     return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, **_layout(p), **fields)
 
@@ -102,3 +105,20 @@ def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology,
     if run.status == rec.OK:
         fields["peak"] = {k: run.outcomes[0].result["peak"][k] for k in ("precision", "gflops", "gemm_size")}
     return rec.make_record(kind=rec.PEAK, key=key, threads_per_rank=p.trial.threads_per_rank, **fields)
+
+
+def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str,
+                     started_at: float) -> dict[str, Any]:
+    """One calibration trial: per message size, the slowest rank's median all-reduce time."""
+    fields = dict(status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
+                  started_at=now_iso(started_at), wall_s=run.wall_s, startup_s=run.ready_s,
+                  log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))
+    if run.status == rec.OK:
+        reports = [o.result["allreduce"] for o in run.outcomes]
+        fields["allreduce"] = {
+            "link": link, "ranks": p.trial.ranks, "dtype": reports[0]["dtype"],
+            # gloo's CPU all-reduce is a ring; ccl picks by size, so its fit is an effective ring
+            "algorithm": "ring" if backend == "gloo" else f"{backend} (auto)",
+            "sizes_bytes": reports[0]["sizes_bytes"],
+            "time_s": [max(r["time_s"][i] for r in reports) for i in range(len(reports[0]["sizes_bytes"]))]}
+    return rec.make_record(kind=rec.ALLREDUCE, key=key, ranks=p.trial.ranks, threads_per_rank=1, **fields)

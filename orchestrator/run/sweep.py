@@ -1,7 +1,7 @@
 """`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
 
-Order: the GEMM peaks (one per distinct threads-per-rank), the throughput grid, then the convergence
-runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
+Order: the GEMM peaks (one per distinct threads-per-rank), the all-reduce calibration (one per link
+class × multi-rank count), the throughput grid, then the convergence runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
 record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps
 everything recorded so far.
 """
@@ -19,13 +19,15 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.core import records as rec
+from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.io.store import REPORT_DIR, SpecChanged, append_record, load_results, prepare_folder
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.job import RankJob
 from orchestrator.run.progress import SweepProgress
-from orchestrator.run.recording import convergence_record, infeasible_record, peak_record, throughput_record
+from orchestrator.run.recording import (allreduce_record, convergence_record, infeasible_record, peak_record,
+                                        throughput_record)
 from orchestrator.run.trial import RankSpec, TrialRun, run_ranks
 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
@@ -145,6 +147,11 @@ class SweepRunner:
         for threads in sorted({p.trial.threads_per_rank for p in feasible}) if self.spec.measure.peak else ():
             first = next(p for p in feasible if p.trial.threads_per_rank == threads)
             items.append((f"peak-t{threads}-{precision}", ("peak", first)))
+        if self.spec.measure.allreduce:
+            cons = self.spec.constraints
+            counts = tuple(sorted({p.trial.ranks for p in feasible}))
+            items += [(key, ("allreduce", p)) for key, p in calibration_trials(
+                self.plan.topology, counts, hyperthreads=cons.hyperthreads, memory_headroom=cons.memory_headroom)]
         items += [(p.trial.key, ("throughput", p)) for p in feasible]
         if self.options.convergence:
             items += [(f"conv-{run.key}", ("convergence", run)) for run in self.plan.convergence]
@@ -163,6 +170,14 @@ class SweepRunner:
                 job = self._job("peak", item, peak_precision=_precision(self.sweep.params))
                 run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress, only_first=True)
                 record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
+            elif kind == "allreduce":
+                link = key.split("-")[1]
+                progress.start_trial(f"{key} (all_reduce over {item.trial.ranks} ranks, {link}, "
+                                     f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB)")
+                job = self._job("allreduce", item, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
+                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
+                record = allreduce_record(key, link, item, run, topology=self.plan.topology, backend=self.backend,
+                                          started_at=started)
             elif kind == "throughput":
                 t = item.trial
                 progress.start_trial(f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch "

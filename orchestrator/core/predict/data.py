@@ -1,0 +1,62 @@
+"""From records to what the models fit: measured cells, DDP bucket sizes, GEMM-peak thread scaling."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS, ddp_buckets
+from orchestrator.core.predict.step import Cell, Layout
+
+
+def layout_of(ranks: int, threads: int, local_batch: int, placement: Sequence[Mapping[str, Any]] | None) -> Layout:
+    """The model's view of a placement (the `placement` list of a record, or of `orch plan --json`):
+    nodes used, the most ranks on one socket, and the slowest link class the ring crosses."""
+    if not placement:
+        return Layout(ranks, threads, local_batch)
+    per_socket = Counter((r["node"], r["socket"]) for r in placement)
+    nodes = len({r["node"] for r in placement})
+    link = None
+    if ranks > 1:
+        link = NODES if nodes > 1 else SOCKETS if len(per_socket) > 1 else SOCKET
+    return Layout(ranks, threads, local_batch, nodes, max(per_socket.values()), link)
+
+
+def cells_from_records(records: Iterable[Mapping[str, Any]]) -> list[Cell]:
+    """Every ok throughput record as a measured cell, in (ranks, threads, local batch) order."""
+    cells = []
+    for r in records:
+        if r.get("kind") != "throughput" or r.get("status") != "ok" or not r.get("throughput"):
+            continue
+        lay = layout_of(r["ranks"], r["threads_per_rank"], r["local_batch"], r.get("placement"))
+        cells.append(Cell(lay, float(r["throughput"]["samples_per_s"]), float(r["throughput"].get("cv") or 0.0)))
+    return sorted(cells, key=lambda c: (c.layout.ranks, c.layout.threads, c.layout.local_batch, c.layout.nodes))
+
+
+def gradient_buckets(records: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
+    """DDP's bucket sizes as a multi-rank trial reported them, else derived from the gradient bytes any
+    trial reported (`comm.ddp_buckets`); empty when no record says (records older than the field)."""
+    gradient_bytes = None
+    for r in records:
+        t = r.get("throughput") or {}
+        if r.get("status") != "ok":
+            continue
+        if t.get("ddp_bucket_bytes"):
+            return tuple(int(b) for b in t["ddp_bucket_bytes"])
+        gradient_bytes = t.get("gradient_bytes") or gradient_bytes
+    return tuple(ddp_buckets(int(gradient_bytes))) if gradient_bytes else ()
+
+
+def thread_speedups(records: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """GEMM peak on T threads over the peak on one thread, from single-rank peak records (the highest
+    precision measured at 1 thread)."""
+    peaks: dict[tuple[str, int], float] = {}
+    for r in records:
+        p = r.get("peak")
+        if r.get("kind") == "peak" and r.get("status") == "ok" and p and (r.get("ranks") or 1) == 1:
+            peaks[(p["precision"], int(r["threads_per_rank"]))] = float(p["gflops"])
+    for precision in sorted({k[0] for k in peaks}):
+        base = peaks.get((precision, 1))
+        if base:
+            return {t: g / base for (prec, t), g in peaks.items() if prec == precision}
+    return {}

@@ -1,0 +1,205 @@
+"""Epochs to target against the global batch: the critical-batch form, fitted to per-seed points.
+
+McCandlish, Kaplan, Amodei et al., "An Empirical Model of Large-Batch Training" (2018): the samples
+needed to reach a target grow as E = E_min·(1 + B/B_crit), so in epochs
+
+    epochs(B) = E_min · (1 + B / B_crit)
+
+Small batches (B ≪ B_crit) need about E_min epochs whatever the batch; past B_crit each doubling of the
+batch roughly doubles the epochs. The fit is bounded least squares of log epochs over every converged seed
+(scipy.optimize.least_squares); the band combines the seeds' own spread with the fit's parameter
+uncertainty (delta method on the Jacobian), one standard deviation in log space.
+
+Inside the measured range a prediction is interpolated; at a measured batch the measured olympic mean is
+used; outside it is extrapolated and says so: MLPerf's RCP checker interpolates linearly between reference
+batches and refuses to go above the largest, so a planner that does must say it loudly. A batch at or
+beyond one that did not converge gets no prediction.
+
+Convergence data come from convergence records (`orchestrator.core.convergence`) or from an MLPerf RCP
+file (`parse_rcp`), the layout MLCommons publishes in mlcommons/logging
+(`mlperf_logging/rcp_checker/training_*/rcps_<benchmark>.json`) and `orch report` exports.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from orchestrator.core.convergence import BatchConvergence, olympic_mean
+
+MEASURED, INTERPOLATED, EXTRAPOLATED, NOT_CONVERGED = "measured", "interpolated", "extrapolated", "not converged"
+E_MIN_BOUNDS = (1e-6, 1e6)
+B_CRIT_BOUNDS = (1e-3, 1e12)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPoint:
+    """The converged seeds' epochs at one global batch (empty when none converged)."""
+
+    global_batch: int
+    epochs: tuple[float, ...]
+    max_epochs: float | None = None     # the cap of a batch that did not converge
+
+    @property
+    def converged(self) -> bool:
+        return bool(self.epochs)
+
+    @property
+    def mean(self) -> float:
+        return olympic_mean(self.epochs)
+
+    @property
+    def sd(self) -> float:
+        return statistics.pstdev(self.epochs) if len(self.epochs) > 1 else 0.0
+
+
+def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]:
+    """Convergence aggregates as fit points; a batch whose olympic mean is infinite is a non-converged point."""
+    out = []
+    for b in batches:
+        seeds = tuple(r.epochs for r in b.runs if r.epochs is not None)
+        out.append(BatchPoint(b.global_batch, seeds if b.mean_epochs is not None else (), b.max_epochs))
+    return sorted(out, key=lambda p: p.global_batch)
+
+
+def parse_rcp(data: Any, source: str = "RCP file") -> tuple[list[BatchPoint], str | None, list[str]]:
+    """Points, benchmark name and every problem of an MLPerf RCP JSON document (already decoded).
+
+    >>> pts, bench, errors = parse_rcp({"x_ref_8": {"Benchmark": "x", "BS": 8, "Epochs to converge": [3, 4, 5]}})
+    >>> pts[0].global_batch, pts[0].mean, bench, errors
+    (8, 4.0, 'x', [])
+    >>> parse_rcp({"x_ref_8": {"BS": -1}})[2]
+    ["RCP file: entry 'x_ref_8': BS must be a positive integer, got -1", "RCP file: entry 'x_ref_8': 'Epochs to converge' must be a non-empty list of positive numbers"]
+    """
+    if not isinstance(data, dict) or not data:
+        return [], None, [f"{source}: expected a JSON object of reference entries (name → {{BS, Epochs to converge}})"]
+    points: dict[int, BatchPoint] = {}
+    errors: list[str] = []
+    benchmarks = set()
+    for name, entry in data.items():
+        where = f"{source}: entry {name!r}"
+        if not isinstance(entry, dict):
+            errors.append(f"{where}: expected an object, got {type(entry).__name__}")
+            continue
+        bs, epochs = entry.get("BS"), entry.get("Epochs to converge")
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
+            errors.append(f"{where}: BS must be a positive integer, got {bs!r}")
+        if (not isinstance(epochs, list) or not epochs
+                or not all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in epochs)):
+            errors.append(f"{where}: 'Epochs to converge' must be a non-empty list of positive numbers")
+            continue
+        if isinstance(bs, int) and bs > 0:
+            if bs in points:
+                errors.append(f"{where}: global batch {bs} appears twice")
+            points[bs] = BatchPoint(bs, tuple(float(e) for e in epochs))
+        if isinstance(entry.get("Benchmark"), str):
+            benchmarks.add(entry["Benchmark"])
+    if len(benchmarks) > 1:
+        errors.append(f"{source}: entries of several benchmarks {sorted(benchmarks)}; give one benchmark's file")
+    return sorted(points.values(), key=lambda p: p.global_batch), next(iter(benchmarks), None), errors
+
+
+def critical_batch_epochs(global_batch: float, e_min: float, b_crit: float) -> float:
+    """
+    >>> critical_batch_epochs(100, 2.0, 100.0), critical_batch_epochs(300, 2.0, 100.0)
+    (4.0, 8.0)
+    """
+    return e_min * (1 + global_batch / b_crit)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochsPrediction:
+    global_batch: int
+    epochs: float | None
+    low: float | None
+    high: float | None
+    status: str                # MEASURED, INTERPOLATED, EXTRAPOLATED or NOT_CONVERGED
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EpochsModel:
+    e_min: float
+    b_crit: float                                   # math.inf when frozen (one batch only)
+    points: tuple[BatchPoint, ...]
+    cov_log: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 0.0), (0.0, 0.0))
+    seed_sd_log: float = 0.0                        # pooled relative spread of the seeds
+    frozen: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def converged(self) -> list[BatchPoint]:
+        return [p for p in self.points if p.converged]
+
+    def curve(self, global_batch: float) -> float:
+        return critical_batch_epochs(global_batch, self.e_min, self.b_crit)
+
+    def _sd_log(self, global_batch: float) -> float:
+        if math.isinf(self.b_crit):
+            return self.seed_sd_log
+        # gradient of log epochs in (log e_min, log b_crit)
+        x = global_batch / self.b_crit
+        g = np.array([1.0, -x / (1 + x)])
+        var_param = float(g @ np.array(self.cov_log) @ g)
+        return math.sqrt(max(var_param, 0.0) + self.seed_sd_log ** 2)
+
+    def predict(self, global_batch: int) -> EpochsPrediction:
+        failed = [p for p in self.points if not p.converged and p.global_batch <= global_batch]
+        if failed:
+            cap = f" by {failed[0].max_epochs:g} epochs" if failed[0].max_epochs else ""
+            return EpochsPrediction(global_batch, None, None, None, NOT_CONVERGED,
+                                    f"global batch {failed[0].global_batch} did not converge{cap}")
+        measured = {p.global_batch: p for p in self.converged}
+        if global_batch in measured:
+            p = measured[global_batch]
+            return EpochsPrediction(global_batch, p.mean, p.mean - p.sd, p.mean + p.sd, MEASURED)
+        value = self.curve(global_batch)
+        sd = self._sd_log(global_batch)
+        low, high = value * math.exp(-sd), value * math.exp(sd)
+        lo_b, hi_b = min(measured), max(measured)
+        if global_batch > hi_b:
+            return EpochsPrediction(global_batch, value, low, high, EXTRAPOLATED,
+                                    f"extrapolated beyond global batch {hi_b}")
+        if global_batch < lo_b:
+            return EpochsPrediction(global_batch, value, low, high, EXTRAPOLATED,
+                                    f"extrapolated below global batch {lo_b}")
+        return EpochsPrediction(global_batch, value, low, high, INTERPOLATED)
+
+
+def fit_epochs(points: Sequence[BatchPoint]) -> EpochsModel:
+    """Fit E_min and B_crit to every converged seed; B_crit frozen at ∞ (epochs independent of the batch)
+    when only one global batch converged."""
+    good = [p for p in points if p.converged]
+    if not good:
+        raise ValueError("no global batch converged: nothing to fit epochs to")
+    relative = [statistics.pstdev([math.log(e) for e in p.epochs]) for p in good if len(p.epochs) > 1]
+    seed_sd = math.sqrt(statistics.mean([s * s for s in relative])) if relative else 0.0
+    if len({p.global_batch for p in good}) < 2:
+        e_min = statistics.mean(math.exp(statistics.mean(math.log(e) for e in p.epochs)) for p in good)
+        return EpochsModel(e_min, math.inf, tuple(points), seed_sd_log=seed_sd,
+                           frozen={"b_crit": f"one global batch only ({good[0].global_batch}): epochs assumed "
+                                             "independent of the batch (B_crit = ∞)"})
+    b = np.array([p.global_batch for p in good for _ in p.epochs], dtype=float)
+    e = np.array([x for p in good for x in p.epochs])
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        e_min, b_crit = np.exp(theta)
+        return np.log(e_min * (1 + b / b_crit)) - np.log(e)
+
+    lower = np.log([E_MIN_BOUNDS[0], B_CRIT_BOUNDS[0]])
+    upper = np.log([E_MIN_BOUNDS[1], B_CRIT_BOUNDS[1]])
+    start = np.clip(np.log([e.min(), float(np.median(b))]), lower, upper)
+    result = least_squares(residuals, start, bounds=(lower, upper))
+    e_min, b_crit = (float(v) for v in np.exp(result.x))
+    dof = max(1, len(e) - 2)
+    s2 = float(np.sum(result.fun ** 2)) / dof
+    try:
+        cov = np.linalg.inv(result.jac.T @ result.jac) * s2
+    except np.linalg.LinAlgError:
+        cov = np.zeros((2, 2))
+    cov_t = ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1])))
+    return EpochsModel(e_min, b_crit, tuple(points), cov_t, seed_sd)

@@ -1,0 +1,203 @@
+"""Step time of one rank, fitted to the measured cells: compute ⊕ communication.
+
+    compute(T, b, k) = (a + c·b) · U(T) · (1 + μ·(k − 1))
+    U(T)            = (1 + σ·(T − 1) + κ·T·(T − 1)) / T
+    comm(R, link)   = Σ over DDP buckets of the ring all-reduce time (`comm`, from the calibration)
+    step            = (compute^γ + comm^γ)^(1/γ)
+
+Why each piece:
+- a + c·b: a step costs a fixed part (optimizer update, framework dispatch, small kernels) plus a part
+  proportional to the samples (McCandlish et al. 2018 and Pollux, OSDI'21, take per-step compute affine in
+  the local batch).
+- U(T): the time factor of T threads over one, the inverse of Gunther's Universal Scalability Law speed-up
+  T / (1 + σ(T−1) + κT(T−1)); κ = 0 is Amdahl's law with serial fraction σ.
+- 1 + μ·(k − 1): k ranks on one socket share its memory bandwidth and last-level cache, which slows each
+  of them even when their cores are disjoint (the "ranks sharing a socket" term).
+- the γ-norm (Pollux): γ = 1 is no overlap (compute + comm), γ → ∞ is perfect overlap (the larger of the
+  two). DDP overlaps bucket all-reduces with the backward pass, but on a CPU rank Gloo's thread also
+  competes with the compute threads for cores, so γ is fitted, not assumed.
+
+The fit is bounded least squares in log space (scipy.optimize.least_squares): relative errors matter
+equally at every batch size. A parameter the cells cannot determine is frozen at a stated value and the
+model says so (`frozen`): σ needs two thread counts (else it comes from the GEMM peak's own thread scaling,
+when measured), κ three, a two local batches, μ multi-rank cells sharing a socket at two local batches, γ a
+multi-rank cell whose communication is modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from orchestrator.core.predict.comm import LinkFit, link_for
+
+PARAMS = ("a_s", "c_s", "sigma", "kappa", "mu", "gamma")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "a_s": (0.0, 1e4), "c_s": (1e-12, 1e3), "sigma": (0.0, 1.0), "kappa": (0.0, 1.0),
+    "mu": (0.0, 4.0), "gamma": (1.0, 8.0)}
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What the model needs to know of a layout: its shape and where its ranks sit."""
+
+    ranks: int
+    threads: int
+    local_batch: int
+    nodes: int = 1
+    ranks_per_socket: int = 1     # the most ranks sharing one socket
+    link: str | None = None       # slowest link class of the ring; None for one rank
+
+    @property
+    def global_batch(self) -> int:
+        return self.ranks * self.local_batch
+
+    @property
+    def cores(self) -> int:
+        return self.ranks * self.threads
+
+    @property
+    def label(self) -> str:
+        nodes = f" on {self.nodes} nodes" if self.nodes > 1 else ""
+        return f"{self.ranks}×{self.threads}×{self.local_batch}{nodes}"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """A measured layout: median throughput over repeats and the repeats' coefficient of variation."""
+
+    layout: Layout
+    samples_per_s: float
+    cv: float = 0.0
+
+    @property
+    def step_s(self) -> float:
+        return self.layout.global_batch / self.samples_per_s
+
+
+def thread_factor(threads: int, sigma: float, kappa: float = 0.0) -> float:
+    """U(T), the time of T threads relative to one.
+
+    >>> thread_factor(1, 0.3), thread_factor(2, 0.0), round(thread_factor(4, 0.2), 4)
+    (1.0, 0.5, 0.4)
+    """
+    t = threads
+    return (1 + sigma * (t - 1) + kappa * t * (t - 1)) / t
+
+
+def combine(compute_s: float, comm_s: float, gamma: float) -> float:
+    """The γ-norm of compute and communication.
+
+    >>> combine(3.0, 4.0, 1.0), combine(3.0, 4.0, 2.0), combine(3.0, 0.0, 1.7)
+    (7.0, 5.0, 3.0)
+    """
+    if comm_s <= 0:
+        return compute_s
+    return float((compute_s ** gamma + comm_s ** gamma) ** (1 / gamma))
+
+
+def sigma_from_speedup(threads: int, speedup: float) -> float:
+    """Amdahl's serial fraction that gives `speedup` on `threads` threads, clipped to [0, 1].
+
+    >>> sigma_from_speedup(2, 2.0), round(sigma_from_speedup(2, 1.6), 4), sigma_from_speedup(1, 1.0)
+    (0.0, 0.25, 0.0)
+    """
+    if threads <= 1 or speedup <= 0:
+        return 0.0
+    return min(1.0, max(0.0, (threads / speedup - 1) / (threads - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """Fitted parameters, the communication fits they were combined with, and what was frozen and why."""
+
+    params: Mapping[str, float]
+    links: Mapping[str, LinkFit]
+    buckets: tuple[int, ...]                          # DDP bucket sizes in bytes
+    frozen: Mapping[str, str] = field(default_factory=dict)   # parameter → why it was not fitted
+    cells: int = 0
+    rms_log_error: float = 0.0
+
+    def compute_s(self, lay: Layout) -> float:
+        p = self.params
+        return ((p["a_s"] + p["c_s"] * lay.local_batch) * thread_factor(lay.threads, p["sigma"], p["kappa"])
+                * (1 + p["mu"] * (lay.ranks_per_socket - 1)))
+
+    def comm(self, lay: Layout) -> tuple[float, str]:
+        """Communication seconds per step, and a note when it is not fully calibrated."""
+        if lay.ranks <= 1 or lay.link is None:
+            return 0.0, ""
+        fit, note = link_for(lay.link, self.links)
+        return (fit.step_s(lay.ranks, self.buckets) if fit is not None else 0.0), note
+
+    def step_s(self, lay: Layout) -> float:
+        return combine(self.compute_s(lay), self.comm(lay)[0], self.params["gamma"])
+
+    def samples_per_s(self, lay: Layout) -> float:
+        return lay.global_batch / self.step_s(lay)
+
+
+def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Mapping[int, float]
+                    ) -> tuple[list[str], dict[str, float], dict[str, str]]:
+    """Which parameters the cells determine; the others frozen at a stated value with the reason."""
+    batches = {c.layout.local_batch for c in cells}
+    threads = {c.layout.threads for c in cells}
+    shared = {c.layout.local_batch for c in cells if c.layout.ranks_per_socket > 1}
+    multi = [c for c in cells if c.layout.ranks > 1]
+    frozen: dict[str, float] = {}
+    why: dict[str, str] = {}
+    if len(batches) < 2:
+        frozen["a_s"], why["a_s"] = 0.0, "one local batch only: compute taken as proportional to the batch"
+    if len(threads) < 2:
+        t, s = max(thread_prior.items(), default=(1, 1.0))
+        frozen["sigma"] = sigma_from_speedup(t, s)
+        why["sigma"] = (f"one thread count only: thread scaling taken from the GEMM peak ({s:.2f}× on {t} threads)"
+                        if t > 1 else "one thread count only and no GEMM peak: perfect thread scaling assumed")
+    if len(threads) < 3:
+        frozen["kappa"], why["kappa"] = 0.0, "fewer than 3 thread counts: USL contention κ = 0 (Amdahl)"
+    if len(shared) < 2:
+        frozen["mu"], why["mu"] = 0.0, "no ranks sharing a socket at 2 local batches: socket sharing not modelled"
+    if not multi or not comm_modelled:
+        frozen["gamma"] = 1.0
+        why["gamma"] = ("no multi-rank cell: no overlap assumed (γ = 1)" if not multi else
+                        "no all-reduce calibration: overlap not fitted (γ = 1)")
+    return [p for p in PARAMS if p not in frozen], frozen, why
+
+
+def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
+                   thread_prior: Mapping[int, float] | None = None) -> StepModel:
+    """Fit the model to measured cells (at least one). `thread_prior` maps threads → GEMM-peak speed-up
+    over one thread, used only when the cells hold a single thread count."""
+    if not cells:
+        raise ValueError("no measured cell to fit")
+    buckets = tuple(buckets)
+    comm_modelled = bool(links) and bool(buckets)
+    free, frozen, why = free_parameters(cells, comm_modelled, thread_prior or {})
+    skeleton = StepModel({p: frozen.get(p, 0.0) for p in PARAMS}, links, buckets, why, len(cells))
+    measured = np.log([c.step_s for c in cells])
+
+    def model_with(theta: np.ndarray) -> StepModel:
+        return replace(skeleton, params={**skeleton.params, **dict(zip(free, (float(v) for v in theta)))})
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        m = model_with(theta)
+        return np.log([m.step_s(c.layout) for c in cells]) - measured
+
+    lower = np.array([BOUNDS[p][0] for p in free])
+    upper = np.array([BOUNDS[p][1] for p in free])
+    start = np.clip(np.array([_start(p, cells) for p in free]), lower, upper)
+    result = least_squares(residuals, start, bounds=(lower, upper), x_scale="jac")
+    fitted = model_with(result.x)
+    rms = float(math.sqrt(np.mean(result.fun ** 2)))
+    return replace(fitted, rms_log_error=rms)
+
+
+def _start(param: str, cells: Sequence[Cell]) -> float:
+    """A starting point inside the bounds: per-sample time from the cells, neutral values elsewhere."""
+    per_sample = min(c.step_s / c.layout.local_batch for c in cells)
+    return {"a_s": per_sample, "c_s": per_sample / 2, "sigma": 0.1, "kappa": 0.0, "mu": 0.05,
+            "gamma": 1.5}[param]
