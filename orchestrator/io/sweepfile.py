@@ -60,5 +60,21 @@ def load_sweep(path: str | Path) -> Sweep:
     return Sweep(spec, workload, params, Path(path))
 
 
+def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
+    """The sweep stored in a results folder's spec.json (as `Sweep.frozen_spec` wrote it). Raises
+    InvalidInput when it no longer validates (a workload renamed or a parameter removed since)."""
+    spec, problems = parse_spec(frozen)
+    workload, params = None, None
+    try:
+        workload = workloads.get(str((frozen.get("workload") or {}).get("name")))
+        params, param_problems = workloads.parse_params(workload, (frozen.get("workload") or {}).get("params") or {})
+        problems += param_problems
+    except workloads.UnknownWorkload as err:
+        problems.append(Problem("workload.name", str(err)))
+    if problems or spec is None or workload is None or params is None:
+        raise InvalidInput(f"{path}", problems)
+    return Sweep(spec, workload, params, path)
+
+
 def replace_spec(sweep: Sweep, **changes: Any) -> Sweep:
     return dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, **changes))

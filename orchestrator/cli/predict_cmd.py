@@ -1,0 +1,94 @@
+"""`orch predict`: time-to-train for layouts, batches and clusters not run, with the model's error
+measured on held-out cells beside it. Pure and fast: reads records, fits, plans; imports neither torch nor Ray."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from orchestrator.cli.common import EXIT_OK, console, fail_input
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,2,4") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,2,4")
+    return values
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
+    return value
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "predict", help="predict throughput, epochs and time-to-train for layouts and clusters not run",
+        description="Fit a step-time model (compute ⊕ all-reduce, see README 'Prediction') to RESULTS_DIR's measured "
+                    "cells and its all-reduce calibration, and an epochs-to-target model (critical batch) to its "
+                    "convergence runs or an MLPerf RCP file; then, for every feasible layout of the target "
+                    "topology at each node count (same constraint engine and placement as `orch plan`), predict "
+                    "samples/s with an interval from held-out error, epochs, time-to-train, node-hours and runs "
+                    "per day; mark the fastest per node count, the Pareto set, and the recommendation under "
+                    "--deadline-h or --budget-node-h. Imports neither torch nor Ray.")
+    parser.add_argument("results", metavar="RESULTS_DIR", help="results folder of a sweep, e.g. results/classifier")
+    parser.add_argument("--topology", metavar="FILE",
+                        help="target machine or cluster (topology file); default: the one the sweep ran on")
+    parser.add_argument("--nodes", type=_int_list, metavar="LIST",
+                        help="node counts to consider, e.g. 1,2,4,8; default: powers of two up to the target's nodes")
+    parser.add_argument("--local-batch", type=_int_list, metavar="LIST", dest="local_batch",
+                        help="local batches to consider, e.g. 8,16; default: the sweep's")
+    parser.add_argument("--rcp", metavar="FILE",
+                        help="MLPerf RCP JSON (rcps_<benchmark>.json, as MLCommons publishes and `orch report` "
+                             "exports) as the convergence data, instead of the sweep's convergence runs")
+    parser.add_argument("--samples-per-epoch", type=int, metavar="N", dest="samples_per_epoch",
+                        help="samples in one epoch of the training you plan; default: the sweep workload's")
+    parser.add_argument("--calibration", action="append", metavar="DIR", default=[],
+                        help="also use the all-reduce calibration of another results folder (e.g. a sweep run on "
+                             "the target cluster); repeatable")
+    limits = parser.add_mutually_exclusive_group()
+    limits.add_argument("--deadline-h", type=_positive, metavar="H", dest="deadline_h",
+                        help="recommend the fewest node-hours that train within H hours")
+    limits.add_argument("--budget-node-h", type=_positive, metavar="N", dest="budget_node_h",
+                        help="recommend the fastest layout within N node-hours")
+    parser.add_argument("--validate", action="store_true",
+                        help="print the held-out validation in full (leave one cell out, leave the largest level "
+                             "out, leave one global batch out) beside the linear and Amdahl baselines")
+    parser.add_argument("--json", action="store_true", help="print everything as JSON on stdout")
+    parser.add_argument("--out", metavar="DIR",
+                        help="write prediction.md, a CSV and a JSON per table and prediction.png here; "
+                             "default: RESULTS_DIR/prediction")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.io.predict_inputs import PredictInputError, load_inputs
+    from orchestrator.report.prediction import NoFeasibleLayout, prediction_report, terminal_prediction, write_prediction
+
+    try:
+        inputs = load_inputs(args)
+        report = prediction_report(inputs)
+    except (PredictInputError, NoFeasibleLayout) as err:
+        return fail_input(str(err))
+    err = console(stderr=True)
+    for warning in [*inputs.warnings, *report.fitted.warnings]:
+        err.print(f"[yellow]warning:[/] {warning}")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        out = console()
+        for renderable in terminal_prediction(report, full_validation=args.validate):
+            out.print(renderable)
+    out_dir = Path(args.out) if args.out else inputs.results.path / "prediction"
+    paths = write_prediction(report, out_dir)
+    err.print(f"wrote {len(paths)} file(s) to {out_dir}")
+    return EXIT_OK

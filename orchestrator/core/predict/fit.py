@@ -1,0 +1,94 @@
+"""Everything `orch predict` fits, from one sweep's records (plus, optionally, calibration records of
+another sweep, e.g. the network of a cluster measured apart): cells, all-reduce fits, step model, epochs
+model, and their validations. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from orchestrator.core.convergence import convergence_by_batch
+from orchestrator.core.predict import comm, data
+from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
+from orchestrator.core.predict.step import Cell, StepModel, fit_step_model
+from orchestrator.core.predict.validate import EpochsHeldOut, SchemeResult, validate_epochs, validate_step
+
+MIN_CELLS = 3
+
+
+class NotFittable(ValueError):
+    """The records cannot support a fit; the message says which cells would."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    cells: tuple[Cell, ...]
+    links: Mapping[str, comm.LinkFit]
+    samples: tuple[comm.Sample, ...]
+    buckets: tuple[int, ...]
+    thread_prior: Mapping[int, float]
+    model: StepModel
+    validation: tuple[SchemeResult, ...]
+    points: tuple[BatchPoint, ...]
+    epochs_model: EpochsModel | None
+    epochs_validation: tuple[EpochsHeldOut, ...]
+    epochs_source: str                       # 'records', 'RCP file …' or '' when there is no convergence data
+    warnings: tuple[str, ...]
+
+
+def suggest_cells(cells: Sequence[Cell]) -> list[str]:
+    """Cells that, measured, would make the model fittable: the neighbours of what exists.
+
+    >>> from orchestrator.core.predict.step import Layout
+    >>> suggest_cells([Cell(Layout(1, 1, 32), 100.0)])
+    ['1×2×32', '2×1×32', '1×1×64']
+    """
+    if not cells:
+        return ["1×1×B", "1×2×B", "2×1×B (B: a local batch)"]
+    have = {(c.layout.ranks, c.layout.threads, c.layout.local_batch) for c in cells}
+    r, t, b = min(have)
+    wanted = [(r, 2 * t, b), (2 * r, t, b), (r, t, 2 * b), (r, t, max(1, b // 2))]
+    if not any(c.layout.ranks == 1 for c in cells):
+        wanted.insert(0, (1, t, b))
+    return [f"{x}×{y}×{z}" for x, y, z in wanted if (x, y, z) not in have][:3]
+
+
+def check_fittable(cells: Sequence[Cell]) -> None:
+    has_single = any(c.layout.ranks == 1 for c in cells)
+    if len(cells) >= MIN_CELLS and has_single:
+        return
+    listed = ", ".join(c.layout.label for c in cells) or "none"
+    need = f"at least {MIN_CELLS} ok throughput cells, one of them with 1 rank"
+    raise NotFittable(f"too few measured cells to fit: {len(cells)} ok ({listed}); the model needs {need}. "
+                      f"Measure for example {', '.join(suggest_cells(cells))} (add them to the sweep's grid and "
+                      "rerun: finished trials are kept).")
+
+
+def fit_all(records: Sequence[Mapping[str, Any]], *, extra_calibration: Sequence[Mapping[str, Any]] = (),
+            rcp_points: Sequence[BatchPoint] | None = None, rcp_source: str = "") -> Fitted:
+    """Fit every model the records allow. Raises NotFittable when the throughput cells cannot support one."""
+    cells = data.cells_from_records(records)
+    check_fittable(cells)
+    samples = comm.samples_from_records([*records, *extra_calibration])
+    links = comm.fit_links(samples)
+    buckets = data.gradient_buckets(records)
+    prior = data.thread_speedups(records)
+    warnings = []
+    if any(c.layout.ranks > 1 for c in cells) and not links:
+        warnings.append("no all-reduce calibration in these records (sweeps before orch 0.2, or measure.allreduce: "
+                        "false): communication is not modelled; multi-rank predictions rest on the fitted terms only")
+    if links and not buckets:
+        warnings.append("the records do not say how many gradient bytes a step all-reduces (recorded since orch 0.2): "
+                        "communication is not modelled")
+    model = fit_step_model(cells, links, buckets, prior)
+    validation = tuple(validate_step(cells, links, buckets, prior))
+    if rcp_points is not None:
+        points, source = tuple(rcp_points), rcp_source
+    else:
+        points = tuple(points_from_batches(convergence_by_batch(records)))
+        source = "convergence records" if points else ""
+    epochs_model = fit_epochs(points) if any(p.converged for p in points) else None
+    if points and epochs_model is None:
+        warnings.append("no global batch reached the target: epochs cannot be predicted")
+    return Fitted(tuple(cells), links, tuple(samples), buckets, prior, model, validation, points, epochs_model,
+                  tuple(validate_epochs(points)), source, tuple(warnings))

@@ -1,0 +1,158 @@
+"""The prediction's tables (`orchestrator.core.table.Table`), rendered like every report table. Pure."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from orchestrator.core.predict.capacity import Prediction, Recommendation
+from orchestrator.core.predict.comm import link_words
+from orchestrator.core.predict.epochs import MEASURED
+from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.predict.validate import PREDICTORS
+from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
+from orchestrator.core.time_to_train import human_duration
+
+_PARAM_WORDS = {"a_s": ("a", "s per step, fixed"), "c_s": ("c", "s per sample"),
+                "sigma": ("σ", "serial fraction over threads"), "kappa": ("κ", "USL contention"),
+                "mu": ("μ", "slow-down per extra rank on a socket"), "gamma": ("γ", "compute ⊕ comm overlap norm")}
+
+
+def model_table(f: Fitted) -> Table:
+    rows = []
+    for name, (symbol, meaning) in _PARAM_WORDS.items():
+        value = f.model.params[name]
+        how = f"frozen: {f.model.frozen[name]}" if name in f.model.frozen else "fitted"
+        rows.append((symbol, (Cell(f"{value:.4g}", value), Cell(meaning), Cell(how))))
+    caption = (f"Step time = ((a + c·b)·U(T)·(1 + μ(k−1)))^γ ⊕ comm^γ, fitted in log space to {len(f.cells)} cells "
+               f"(rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, k ranks per socket; comm from "
+               f"the all-reduce calibration over DDP's {len(f.model.buckets)} gradient bucket(s) "
+               f"({sum(f.model.buckets) / 2**20:.2f} MiB).")
+    return Table(name="prediction-model", title="Prediction: fitted step-time model", corner="parameter",
+                 columns=("value", "meaning", "how"), rows=tuple(rows), caption=caption)
+
+
+def calibration_table(f: Fitted) -> Table:
+    rows = []
+    for link, fit in f.links.items():
+        rows.append((link_words(link), (Cell(f"{fit.alpha_s * 1e6:.1f}", fit.alpha_s * 1e6),
+                                        Cell(f"{fit.bandwidth_gb_per_s:.2f}", fit.bandwidth_gb_per_s),
+                                        Cell(str(fit.points), fit.points),
+                                        Cell(f"{100 * (math.exp(fit.rms_log_error) - 1):.1f}%",
+                                             fit.rms_log_error))))
+    caption = ("Ring all-reduce t = 2(n−1)·α + 2(n−1)/n·bytes·β fitted per link class to the calibration "
+               "(4 KiB–64 MiB, every multi-rank count of the grid); bandwidth = 1/β.")
+    return Table(name="allreduce-calibration", title="All-reduce calibration", corner="link",
+                 columns=("α (µs)", "bandwidth (GB/s)", "points", "rms error"), rows=tuple(rows), caption=caption)
+
+
+def validation_table(f: Fitted) -> Table:
+    rows = []
+    for r in f.validation:
+        cells = []
+        for p in PREDICTORS:
+            s = r.scores[p]
+            cells.append(Cell(f"{s.median_abs_pct:.1f}% / {s.max_abs_pct:.1f}%", s.median_abs_pct))
+        model = r.scores[PREDICTORS[0]]
+        best = min(PREDICTORS, key=lambda p: (r.scores[p].median_abs_pct if not math.isnan(r.scores[p].median_abs_pct)
+                                               else math.inf))
+        cells = [Cell(c.text, c.value, BEST if p == best else None) for c, p in zip(cells, PREDICTORS)]
+        tau = f"{model.kendall_tau:.2f}" if model.kendall_tau is not None else DASH
+        cells += [Cell(f"{model.bias_pct:+.1f}%", model.bias_pct), Cell(tau, model.kendall_tau),
+                  Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise)]
+        rows.append((r.scheme, tuple(cells)))
+    median_cv = sorted(c.cv for c in f.cells)[len(f.cells) // 2] if f.cells else 0.0
+    caption = ("Each scheme refits without its held-out cells and predicts them: median / max absolute % error of "
+               "throughput for orch's model and two naive baselines on the same cells (best in bold); bias and "
+               "Kendall τ of the ranking are orch's model's; 'within noise' counts held-out cells whose error is "
+               f"no larger than their own repeats' CV (median CV of the cells: {100 * median_cv:.1f}%): noise, "
+               "not model error.")
+    return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
+                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise"), rows=tuple(rows), caption=caption)
+
+
+def epochs_table(f: Fitted) -> Table:
+    m = f.epochs_model
+    rows = []
+    held = {h.global_batch: h for h in f.epochs_validation}
+    for p in f.points:
+        h = held.get(p.global_batch)
+        measured = Cell(f"{p.mean:.2f} ± {p.sd:.2f}", p.mean) if p.converged else Cell("did not converge")
+        fitted = Cell(f"{m.curve(p.global_batch):.2f}", m.curve(p.global_batch)) if m else Cell(DASH)
+        left_out = Cell(f"{h.predicted:.2f} ({h.error_pct():+.1f}%)", h.error_pct()) if h else Cell(DASH)
+        rcp = Cell(f"{h.linear_interp:.2f} ({h.error_pct('rcp'):+.1f}%)", h.error_pct("rcp")) if h else Cell(DASH)
+        rows.append((str(p.global_batch), (measured, fitted, left_out, rcp)))
+    if m is None:
+        caption = "No global batch converged: no epochs model."
+    else:
+        b_crit = "∞ (frozen: " + m.frozen["b_crit"] + ")" if "b_crit" in m.frozen else f"{m.b_crit:.4g}"
+        caption = (f"epochs(B) = E_min·(1 + B/B_crit) fitted to every converged seed ({f.epochs_source}): "
+                   f"E_min = {m.e_min:.3g}, B_crit = {b_crit}. 'left out' refits without that global batch and "
+                   "predicts it; 'RCP rule' is MLPerf's checker's linear interpolation between the others "
+                   "(flat beyond the ends).")
+    return Table(name="prediction-epochs", title="Prediction: epochs to target", corner="global batch",
+                 columns=("measured", "fitted", "left out", "RCP rule (left out)"), rows=tuple(rows), caption=caption)
+
+
+def _interval(value: float, low: float | None, high: float | None, fmt: str = "{:,.1f}") -> str:
+    if low is None or high is None:
+        return fmt.format(value)
+    return f"{fmt.format(value)} [{fmt.format(low)}–{fmt.format(high)}]"
+
+
+def predictions_table(predictions: Sequence[Prediction], *, name: str = "prediction-layouts",
+                      title: str = "Prediction: layouts", compact: bool = False) -> Table:
+    """Every layout with its prediction; `compact` keeps the columns a terminal has room for."""
+    notes = Footnotes()
+    rows = []
+    for p in predictions:
+        lay = p.layout
+        flags = [*p.extrapolated, *p.notes]
+        letters = f" {notes.letters(flags)}" if flags else ""
+        measured = Cell(f"{p.measured_samples_per_s:,.1f}", p.measured_samples_per_s) if p.measured_samples_per_s else Cell(DASH)
+        e = p.epochs
+        if e is None:
+            epochs = Cell(DASH)
+        elif e.epochs is None:
+            epochs = Cell(e.status + f" {notes.letter(e.note)}")
+        else:
+            tag = "" if e.status == MEASURED else f" ({e.status}{', ' + notes.letter(e.note) if e.note else ''})"
+            epochs = Cell(f"{e.epochs:.2f}{tag}", e.epochs)
+        hours = (Cell(_interval(p.hours, p.hours_low, p.hours_high, "{:.3g}") + " h", p.hours, BEST if "fastest" in p.marks else None)
+                 if p.hours is not None else Cell(DASH))
+        cells = (Cell(str(lay.nodes), lay.nodes), Cell(str(lay.global_batch), lay.global_batch),
+                 Cell(_interval(p.samples_per_s, p.samples_per_s_low, p.samples_per_s_high) + letters, p.samples_per_s),
+                 measured, epochs, hours,
+                 Cell(f"{p.node_hours:.3g}", p.node_hours) if p.node_hours is not None else Cell(DASH),
+                 Cell(f"{p.runs_per_day:.3g}", p.runs_per_day) if p.runs_per_day is not None else Cell(DASH),
+                 Cell(", ".join(p.marks)))
+        rows.append((f"{lay.ranks}×{lay.threads}×{lay.local_batch}", tuple(c for i, c in enumerate(cells)
+                                                                           if not compact or i not in (1, 3))))
+    caption = ("Predicted samples/s with an interval from the model's own held-out error (leave-one-cell-out inside "
+               "the measured range, the matching leave-one-level-out error beyond it); epochs from the epochs model; "
+               "time-to-train = epochs × samples per epoch ÷ samples/s (interval from both); node-hours = hours × "
+               "nodes; runs/day on the whole target. Lettered notes say where a prediction is extrapolated or rests "
+               "on an assumption.")
+    columns = ("nodes", "global batch", "samples/s [interval]", "measured", "epochs", "time to train",
+               "node-hours", "runs/day", "marks")
+    return Table(name=name, title=title, corner="r×t×b",
+                 columns=tuple(c for i, c in enumerate(columns) if not compact or i not in (1, 3)),
+                 rows=tuple(rows), footnotes=notes.lines(), caption=caption)
+
+
+def summary_predictions(predictions: Sequence[Prediction], rec: Recommendation | None) -> list[Prediction]:
+    """What the terminal shows: fastest per node count, the Pareto set and the recommendation."""
+    picked = rec.prediction if rec else None
+    return [p for p in predictions if p.marks or p is picked]
+
+
+def recommendation_lines(rec: Recommendation | None, predictions: Sequence[Prediction]) -> list[str]:
+    lines = []
+    timed = [p for p in predictions if p.hours is not None]
+    if timed:
+        fastest = min(timed, key=lambda p: p.hours or math.inf)
+        lines.append(f"fastest: {fastest.layout.label} in {human_duration(fastest.hours or 0.0)} "
+                     f"({fastest.node_hours:.3g} node-hours)")
+    if rec is not None:
+        lines.append(f"recommendation ({rec.rule}): {rec.why}")
+    return lines

@@ -1,0 +1,109 @@
+"""Everything `orch predict` reads, checked up front so that bad input is one clear message (exit 2):
+the results folder, the sweep it ran, the target topology, an RCP file, other calibration folders."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.core import records as rec
+from orchestrator.core.grid import powers_of_two_up_to
+from orchestrator.core.predict.epochs import BatchPoint, parse_rcp
+from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
+from orchestrator.core.schema import InvalidInput
+from orchestrator.core.topology import Topology, topology_from_data
+from orchestrator.io.store import NotAResultsFolder, Results, load_results
+from orchestrator.io.sweepfile import Sweep, sweep_from_frozen
+
+
+class PredictInputError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PredictInputs:
+    results: Results
+    sweep: Sweep
+    topology: Topology
+    same_machine: bool
+    node_counts: tuple[int, ...]
+    local_batches: tuple[int, ...]
+    samples_per_epoch: int | None
+    fitted: Fitted
+    ccl_available: bool
+    deadline_h: float | None
+    budget_node_h: float | None
+    warnings: tuple[str, ...]
+
+
+def _results(path: str) -> Results:
+    try:
+        return load_results(path)
+    except NotAResultsFolder as err:
+        raise PredictInputError(str(err)) from None
+
+
+def _rcp(path: str) -> tuple[list[BatchPoint], str]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise PredictInputError(f"RCP file {path}: cannot read it ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise PredictInputError(f"RCP file {path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    points, benchmark, errors = parse_rcp(data, f"RCP file {path}")
+    if errors:
+        raise PredictInputError("\n".join(errors))
+    return points, f"RCP file {Path(path).name}" + (f", benchmark {benchmark}" if benchmark else "")
+
+
+def _target(path: str | None, results: Results) -> Topology:
+    if path:
+        from orchestrator.io.topofile import load_topology
+
+        try:
+            return load_topology(path)
+        except InvalidInput as err:
+            raise PredictInputError(str(err)) from None
+    topology, problems = topology_from_data(results.topology, source=f"{results.path}/topology.json")
+    if topology is None:
+        raise PredictInputError(f"{results.path}/topology.json: " + "; ".join(map(str, problems)))
+    return topology
+
+
+def load_inputs(args: Any) -> PredictInputs:
+    results = _results(args.results)
+    try:
+        sweep = sweep_from_frozen(results.spec.get("spec", {}), results.path / "spec.json")
+    except InvalidInput as err:
+        raise PredictInputError(str(err)) from None
+    topology = _target(args.topology, results)
+    nodes = len(topology.nodes)
+    node_counts = tuple(sorted(set(args.nodes))) if args.nodes else powers_of_two_up_to(nodes)
+    too_many = [n for n in node_counts if n > nodes]
+    if too_many:
+        raise PredictInputError(f"--nodes {','.join(map(str, too_many))}: the target has {nodes} node(s) "
+                                f"({topology.describe()})")
+    derived = results.derived
+    local_batches = tuple(args.local_batch or derived.get("local_batches") or ())
+    if not local_batches:
+        raise PredictInputError(f"{results.path}: no local batch recorded; give --local-batch")
+    extra = []
+    for folder in args.calibration:
+        extra += [r for r in _results(folder).records if r.get("kind") == rec.ALLREDUCE]
+    rcp_points, rcp_source = _rcp(args.rcp) if args.rcp else (None, "")
+    try:
+        fitted = fit_all(results.records, extra_calibration=extra, rcp_points=rcp_points, rcp_source=rcp_source)
+    except NotFittable as err:
+        raise PredictInputError(f"{results.path}: {err}") from None
+    warnings = list(results.errors)
+    if args.calibration and not extra:
+        warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
+    samples = args.samples_per_epoch or derived.get("samples_per_epoch")
+    if fitted.epochs_model is None:
+        warnings.append("no convergence data (run the sweep with a convergence section, or give --rcp): "
+                        "throughput only, no time-to-train")
+    backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
+    return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
+                         backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings))

@@ -1,0 +1,202 @@
+"""`orch predict`'s output: the prediction for a target, its tables (terminal, Markdown, CSV, JSON) and
+plots (time-to-train and node-hours against nodes; the all-reduce calibration with its fitted lines)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.core.predict import tables as ptab
+from orchestrator.core.predict.capacity import (ErrorBands, Prediction, Recommendation, Target, predict_layouts,
+                                               recommend)
+from orchestrator.core.predict.comm import link_words
+from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.table import Table
+from orchestrator.report.plots import DPI, PNG_METADATA, _figure
+from orchestrator.report.render import to_csv, to_json, to_markdown, to_rich
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from orchestrator.io.predict_inputs import PredictInputs
+
+MD_FILE = "prediction.md"
+
+
+class NoFeasibleLayout(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionReport:
+    fitted: Fitted
+    target: Target
+    predictions: tuple[Prediction, ...]
+    recommendation: Recommendation | None
+    target_words: str
+
+    def tables(self) -> list[Table]:
+        f = self.fitted
+        out = [ptab.model_table(f)]
+        if f.links:
+            out.append(ptab.calibration_table(f))
+        out.append(ptab.validation_table(f))
+        if f.points:
+            out.append(ptab.epochs_table(f))
+        out.append(ptab.predictions_table(self.predictions))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        rec = self.recommendation
+        return {"target": self.target_words, "node_counts": list(self.target.node_counts),
+                "samples_per_epoch": self.target.samples_per_epoch,
+                "recommendation": None if rec is None else {
+                    "rule": rec.rule, "answer": rec.why,
+                    "layout": None if rec.prediction is None else rec.prediction.layout.label},
+                "warnings": list(self.fitted.warnings),
+                "tables": [t.to_dict() for t in self.tables()]}
+
+
+def prediction_report(inputs: "PredictInputs") -> PredictionReport:
+    """Predict every feasible layout of the target; NoFeasibleLayout when the workload fits nowhere on it."""
+    f = inputs.fitted
+    target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
+                    inputs.same_machine)
+    predictions = predict_layouts(target, inputs.sweep.spec, f.model, f.cells, ErrorBands.from_validation(f.validation),
+                                  f.epochs_model, inputs.sweep.rank_memory_mib, inputs.ccl_available)
+    if not predictions:
+        raise NoFeasibleLayout(_why_nothing_fits(inputs))
+    rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
+    return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe())
+
+
+def _why_nothing_fits(inputs: "PredictInputs") -> str:
+    from orchestrator.core.constraints import Rules, check
+    from orchestrator.core.grid import Trial
+
+    cons = inputs.sweep.spec.constraints
+    batch = min(inputs.local_batches)
+    need = cons.rank_memory_mib or inputs.sweep.rank_memory_mib(batch)
+    rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=0, memory_headroom=cons.memory_headroom,
+                  rank_memory_mib=need, memory_budget_mib=cons.memory_budget_mib, backend_error=None)
+    reasons = check(Trial(1, 1, batch), inputs.topology, rules)
+    detail = "; ".join(r.message for r in reasons) or "no layout uses exactly the node counts asked"
+    return (f"workload {inputs.sweep.workload.name} fits no layout of the target ({inputs.topology.describe()}) at "
+            f"node counts {','.join(map(str, inputs.node_counts))} and local batch(es) "
+            f"{','.join(map(str, inputs.local_batches))}: even 1 rank × 1 thread at local batch {batch}: {detail}")
+
+
+def _summary_table(report: PredictionReport) -> Table:
+    shown = ptab.summary_predictions(report.predictions, report.recommendation)
+    return ptab.predictions_table(shown, name="prediction-summary", compact=True,
+                                  title="Prediction: fastest per node count and the Pareto set (all layouts in the files)")
+
+
+def terminal_prediction(report: PredictionReport, *, full_validation: bool = False) -> list[Any]:
+    from rich.text import Text
+
+    f = report.fitted
+    parts: list[Any] = [Text(f"target: {report.target_words}", style="bold")]
+    tables = [ptab.model_table(f)] + ([ptab.calibration_table(f)] if f.links else [])
+    loo = next((r for r in f.validation if r.scheme == "leave one cell out"), None)
+    if full_validation or loo is None:
+        tables.append(ptab.validation_table(f))
+    if f.points and full_validation:
+        tables.append(ptab.epochs_table(f))
+    tables.append(_summary_table(report))
+    for table in tables:
+        parts += [Text(""), to_rich(table)]
+    if loo is not None and not full_validation:
+        s = loo.scores["orch model"]
+        parts.append(Text(f"\nheld-out error (leave one cell out, {len(loo.held_out)} cells): median {s.median_abs_pct:.1f}%, "
+                          f"max {s.max_abs_pct:.1f}%; --validate shows every scheme and the baselines"))
+    parts += [Text(line, style="bold") for line in ptab.recommendation_lines(report.recommendation, report.predictions)]
+    return parts
+
+
+def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def put(name: str, text: str) -> None:
+        (out_dir / name).write_text(text)
+        written.append(out_dir / name)
+
+    tables = report.tables()
+    for table in tables:
+        put(f"{table.name}.csv", to_csv(table))
+        put(f"{table.name}.json", to_json(table))
+    put("prediction.json", json.dumps(report.to_dict(), indent=2) + "\n")
+    figures = {"prediction.png": time_figure(report), "allreduce.png": calibration_figure(report.fitted)}
+    for name, fig in figures.items():
+        if fig is not None:
+            fig.savefig(out_dir / name, dpi=DPI, metadata=PNG_METADATA)
+            written.append(out_dir / name)
+    lines = [f"# Prediction for {report.target_words}", ""]
+    lines += [f"- {w}" for w in report.fitted.warnings] + ([""] if report.fitted.warnings else [])
+    lines += [f"**{line}**" for line in ptab.recommendation_lines(report.recommendation, report.predictions)] + [""]
+    lines += [to_markdown(t) for t in tables]
+    lines += [f"![{name}]({name})\n" for name in figures if (out_dir / name) in written]
+    put(MD_FILE, "\n".join(lines))
+    return written
+
+
+def time_figure(report: PredictionReport) -> "Figure | None":
+    """Time-to-train and node-hours of the fastest layout per node count, with the interval as a band and
+    measured layouts (throughput measured on this machine) drawn as separate points."""
+    best = sorted((p for p in report.predictions if "fastest" in p.marks and p.hours is not None),
+                  key=lambda p: p.layout.nodes)
+    if not best:
+        return None
+    fig = _figure(9.0, 3.6)
+    ax_t, ax_n = fig.subplots(1, 2)
+    nodes = [p.layout.nodes for p in best]
+    for ax, key, low, high, label in ((ax_t, "hours", "hours_low", "hours_high", "time to train (h)"),
+                                      (ax_n, "node_hours", None, None, "node-hours")):
+        values = [getattr(p, key) for p in best]
+        ax.plot(nodes, values, marker="o", label="predicted (fastest layout)")
+        if low:
+            lows = [getattr(p, low) if getattr(p, low) is not None else v for p, v in zip(best, values)]
+            highs = [getattr(p, high) if getattr(p, high) is not None else v for p, v in zip(best, values)]
+            ax.fill_between(nodes, lows, highs, alpha=0.25, label="interval")
+        measured = [(p.layout.nodes, getattr(p, key) * p.samples_per_s / p.measured_samples_per_s)
+                    for p in report.predictions if p.measured_samples_per_s and getattr(p, key) is not None]
+        if measured:
+            ax.scatter([m[0] for m in measured], [m[1] for m in measured], marker="x", color="black", zorder=3,
+                       label="measured throughput")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("nodes")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    ax_t.legend(fontsize=8)
+    fig.suptitle(f"Predicted time to train on {report.target_words}"[:110], fontsize=9)
+    return fig
+
+
+def calibration_figure(f: Fitted) -> "Figure | None":
+    """All-reduce time against message size per link class and rank count, with the fitted ring model."""
+    if not f.samples:
+        return None
+    import numpy as np
+
+    fig = _figure(6.4, 4.0)
+    ax = fig.subplots()
+    groups = sorted({(s.link, s.ranks) for s in f.samples})
+    for link, ranks in groups:
+        pts = sorted((s.message_bytes, s.time_s) for s in f.samples if s.link == link and s.ranks == ranks)
+        line = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "o", label=f"{link_words(link)}, {ranks} ranks")
+        fit = f.links.get(link)
+        if fit is not None:
+            sizes = np.geomspace(pts[0][0], pts[-1][0], 50)
+            ax.plot(sizes, [fit.allreduce_s(ranks, m) * 1e3 for m in sizes], "-", color=line[0].get_color(), alpha=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message (bytes)")
+    ax.set_ylabel("all_reduce time (ms)")
+    ax.set_title("All-reduce calibration: measured (points), fitted ring α-β (lines)", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig

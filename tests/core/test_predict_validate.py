@@ -1,0 +1,89 @@
+"""Hold-out validation and capacity planning on synthetic cells from a known model (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.core.predict import validate
+from orchestrator.core.predict.capacity import Prediction, mark, recommend
+from orchestrator.core.predict.epochs import BatchPoint, critical_batch_epochs
+from orchestrator.core.predict.step import Cell, Layout, StepModel
+from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from
+
+
+def test_schemes_hold_out_each_cell_and_each_largest_level():
+    cells = cells_from(StepModel(TRUE, LINKS, BUCKETS), GRID)
+    names = [s.name for s in validate.schemes(cells)]
+    assert names == ["leave one cell out", "largest ranks (4)", "largest threads (4)", "largest local batch (128)"]
+    loo = validate.schemes(cells)[0]
+    assert len(loo.groups) == len(cells) and all(len(g) == 1 for g in loo.groups)
+    multi = cells + [Cell(Layout(2, 1, 8, 2, 1, "nodes"), 1000.0)]
+    assert validate.schemes(multi)[-1].name == "multi-node cells"
+
+
+def test_model_beats_both_baselines_on_data_it_can_describe():
+    noise = [0.01, -0.012, 0.004, -0.003, 0.008, -0.007, 0.0]
+    cells = cells_from(StepModel(TRUE, LINKS, BUCKETS), GRID, noise)
+    results = {r.scheme: r for r in validate.validate_step(cells, LINKS, BUCKETS)}
+    loo = results["leave one cell out"]
+    assert loo.scores[validate.MODEL].median_abs_pct < 2.0
+    for baseline in (validate.LINEAR, validate.AMDAHL):
+        assert loo.scores[validate.MODEL].median_abs_pct < loo.scores[baseline].median_abs_pct
+    assert loo.scores[validate.MODEL].kendall_tau > 0.95
+    assert loo.within_noise >= len(cells) // 2      # 1% noise, cv 1%: most errors are noise
+
+
+def test_errors_and_bias_by_hand():
+    c = Cell(Layout(1, 1, 8), 100.0, cv=0.05)
+    held = [validate.HeldOut(c, {validate.MODEL: 110.0, validate.LINEAR: 80.0, validate.AMDAHL: 100.0}),
+            validate.HeldOut(Cell(Layout(1, 2, 8), 200.0), {validate.MODEL: 190.0, validate.LINEAR: 200.0,
+                                                            validate.AMDAHL: 150.0})]
+    score = validate._score(held, validate.MODEL)
+    assert (score.median_abs_pct, score.max_abs_pct, score.bias_pct) == (pytest.approx(7.5), pytest.approx(10.0),
+                                                                         pytest.approx(2.5))
+    assert score.kendall_tau is None            # fewer than 3 cells: no ranking to speak of
+    assert not held[0].within_noise             # 10% error, 5% CV
+
+
+def test_baselines_by_hand():
+    train = [Cell(Layout(1, 1, 8), 100.0), Cell(Layout(1, 2, 8), 160.0), Cell(Layout(1, 1, 32), 300.0)]
+    sigma = validate.amdahl_sigma(train)
+    assert sigma == pytest.approx(0.25, abs=1e-6)       # 1 / (σ + (1−σ)/2) = 1.6
+    linear, amdahl = validate.baseline(train, Layout(2, 2, 8), sigma)
+    assert linear == pytest.approx(400.0) and amdahl == pytest.approx(100 / (0.25 + 0.75 / 4))
+    # the nearest local batch's base cell stands in for a batch not measured
+    assert validate.baseline(train, Layout(1, 1, 64), sigma)[0] == pytest.approx(300.0)
+
+
+def test_leave_one_global_batch_out_against_the_rcp_rule():
+    pts = [BatchPoint(b, (critical_batch_epochs(b, 2.0, 300.0),)) for b in (32, 64, 128, 256, 512)]
+    held = validate.validate_epochs(pts)
+    assert [h.global_batch for h in held] == [32, 64, 128, 256, 512]
+    assert all(abs(h.error_pct()) < 0.5 for h in held)          # exact data: the form recovers it
+    ends = {h.global_batch: h for h in held}
+    assert abs(ends[512].error_pct("rcp")) > abs(ends[512].error_pct())    # the RCP rule cannot extrapolate
+    assert validate.validate_epochs(pts[:2]) == []
+
+
+def _pred(nodes, hours, label_batch=8):
+    lay = Layout(nodes * 2, 1, label_batch, nodes, 1, "nodes" if nodes > 1 else "socket")
+    return Prediction(lay, 100.0, None, None, None, (), (), None, hours, hours * 0.9, hours * 1.2, hours * nodes,
+                      24 / hours)
+
+
+def test_fastest_per_node_count_and_pareto_set():
+    preds = mark([_pred(1, 10.0), _pred(1, 12.0, 16), _pred(2, 6.0), _pred(4, 5.5), _pred(4, 7.0, 16)])
+    marks = [p.marks for p in preds]
+    assert marks[0] == ("fastest", "pareto") and marks[1] == ()
+    assert marks[2] == ("fastest", "pareto") and marks[3] == ("fastest", "pareto") and marks[4] == ()
+
+
+def test_recommendation_under_a_deadline_and_a_budget():
+    preds = mark([_pred(1, 10.0), _pred(2, 6.0), _pred(4, 5.5)])
+    deadline = recommend(preds, deadline_h=7.0)
+    assert deadline.prediction is preds[1] and "12 node-hours" in deadline.why
+    assert "pessimistic end" in deadline.why        # 6 h × 1.2 = 7.2 h > 7 h
+    budget = recommend(preds, budget_node_h=11.0)
+    assert budget.prediction is preds[0]
+    assert recommend(preds, deadline_h=1.0).why.startswith("no layout meets it; the fastest, 8×1×8 on 4 nodes")
+    assert recommend(preds) is None
