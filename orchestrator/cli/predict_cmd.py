@@ -9,6 +9,8 @@ from pathlib import Path
 
 from orchestrator.cli.common import EXIT_OK, console, fail_input
 
+PIPED_WIDTH = 160
+
 
 def _int_list(text: str) -> list[int]:
     try:
@@ -86,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         out = console()
+        if not out.is_terminal:  # a log or a pipe: no terminal to fit, so the wide tables are not squeezed
+            out.width = PIPED_WIDTH
         for renderable in terminal_prediction(report, full_validation=args.validate):
             out.print(renderable)
     out_dir = Path(args.out) if args.out else inputs.results.path / "prediction"

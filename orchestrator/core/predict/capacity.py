@@ -65,20 +65,27 @@ class ErrorBands:
 
 
 def extrapolation_axes(lay: Layout, cells: Sequence[Cell]) -> list[tuple[str, str]]:
-    """(hold-out scheme whose error applies, words) for each way the layout lies outside the measured cells."""
+    """(hold-out scheme whose error applies, words) for each way the layout lies outside the measured cells.
+    The words name the measured limit, not the layout's value (the row shows that), so one footnote serves
+    every layout beyond the same limit; 'far' marks more than twice the limit, where the interval (one level
+    of extrapolation, measured) understates the uncertainty."""
     out = []
     ranks = max(c.layout.ranks for c in cells)
     threads = max(c.layout.threads for c in cells)
+    nodes = max(c.layout.nodes for c in cells)
     batches = [c.layout.local_batch for c in cells]
+
+    def far(value: int, limit: int) -> str:
+        return "far " if value > 2 * limit else ""
+
     if lay.ranks > ranks:
-        out.append(("largest ranks", f"ranks {lay.ranks} > measured {ranks}"))
+        out.append(("largest ranks", f"{far(lay.ranks, ranks)}beyond the measured ranks (≤ {ranks})"))
     if lay.threads > threads:
-        out.append(("largest threads", f"threads {lay.threads} > measured {threads}"))
+        out.append(("largest threads", f"{far(lay.threads, threads)}beyond the measured threads per rank (≤ {threads})"))
     if lay.local_batch > max(batches) or lay.local_batch < min(batches):
-        out.append(("largest local batch", f"local batch {lay.local_batch} outside measured "
-                                           f"{min(batches)}–{max(batches)}"))
-    if lay.nodes > max(c.layout.nodes for c in cells):
-        out.append(("multi-node cells", f"{lay.nodes} nodes > measured {max(c.layout.nodes for c in cells)}"))
+        out.append(("largest local batch", f"local batch outside the measured {min(batches)}–{max(batches)}"))
+    if lay.nodes > nodes:
+        out.append(("multi-node cells", f"{far(lay.nodes, nodes)}beyond the measured nodes (≤ {nodes})"))
     return out
 
 
@@ -205,7 +212,7 @@ def mark(predictions: Sequence[Prediction]) -> list[Prediction]:
     """Mark the fastest layout per node count and the Pareto set of (hours, node-hours); by throughput
     (time and node time per sample) when no layout has a time-to-train."""
     timed = [p for p in predictions if p.hours is not None]
-    if not timed:
+    if not timed and predictions:
         by_rate = mark([_per_sample(p) for p in predictions])
         return [replace(p, marks=q.marks) for p, q in zip(predictions, by_rate)]
     fastest: dict[int, Prediction] = {}

@@ -1,0 +1,83 @@
+"""A results folder on disk whose records come from a known step-time model (and known epochs), so that
+`orch predict` can be tested end to end through `main(argv)` without running a sweep."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from orchestrator.core import records as rec
+from orchestrator.core.predict import comm
+from orchestrator.core.predict.epochs import critical_batch_epochs
+from orchestrator.core.predict.step import Layout, StepModel
+from orchestrator.core.topology import build_compact, CompactTopology
+from orchestrator.io.store import write_json
+from orchestrator.io.sweepfile import load_sweep
+
+PARAMS = {"a_s": 1e-3, "c_s": 2e-4, "sigma": 0.1, "kappa": 0.0, "mu": 0.05, "gamma": 1.3}
+ALPHA_S, BETA_S_PER_BYTE = 30e-6, 0.5e-9
+GRADIENT_BYTES = 3 * 2**20
+
+
+def model() -> StepModel:
+    link = comm.LinkFit("socket", ALPHA_S, BETA_S_PER_BYTE, 8, 0.0)
+    return StepModel(PARAMS, {"socket": link}, tuple(comm.ddp_buckets(GRADIENT_BYTES)))
+
+
+def _placement(ranks: int, threads: int) -> list[dict]:
+    return [{"rank": i, "local_rank": i, "node": 0, "node_name": "n0", "socket": 0, "numa_nodes": [0],
+             "cpus": list(range(i * threads, (i + 1) * threads)), "ccl_cpus": []} for i in range(ranks)]
+
+
+def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], convergence: bool = True) -> Path:
+    sweep_file = folder / "synthetic.yaml"
+    sweep_file.write_text(textwrap.dedent("""
+        name: synthetic
+        workload: {name: classifier, params: {hidden: 64}}
+        grid: {ranks: [1, 2], threads_per_rank: [1, 2], local_batch: [8, 16, 32, 64, 128]}
+        """))
+    sweep = load_sweep(sweep_file)
+    results = folder / "results"
+    results.mkdir()
+    topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=4, threads_per_core=1,
+                                             memory_gib=16))
+    write_json(results / "spec.json", {"spec": sweep.frozen_spec(), "derived": {
+        "samples_per_epoch": 8192, "ranks": [1, 2], "threads": [1, 2], "local_batches": [8, 16, 32, 64, 128],
+        "workload": "classifier", "metric": "accuracy"}})
+    write_json(results / "topology.json", topology.to_dict())
+    write_json(results / "environment.json", {"backend": {"chosen": "gloo"}})
+    m = model()
+    lines = []
+    for ranks, threads, batch in layouts:
+        lay = Layout(ranks, threads, batch, 1, ranks, "socket" if ranks > 1 else None)
+        rate = m.samples_per_s(lay)
+        lines.append(rec.make_record(
+            kind=rec.THROUGHPUT, key=f"r{ranks}-t{threads}-b{batch}", status=rec.OK, ranks=ranks,
+            threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch, backend="gloo",
+            placement=_placement(ranks, threads),
+            throughput={"samples_per_s": rate, "cv": 0.01, "gradient_bytes": GRADIENT_BYTES,
+                        "ddp_bucket_bytes": None}))
+    sizes = [4096 * 4**k for k in range(8)]
+    lines.append(rec.make_record(
+        kind=rec.ALLREDUCE, key="allreduce-socket-n2-fp32", status=rec.OK, ranks=2, threads_per_rank=1,
+        placement=_placement(2, 1),
+        allreduce={"link": "socket", "ranks": 2, "dtype": "fp32", "algorithm": "ring", "sizes_bytes": sizes,
+                   "time_s": [comm.ring_allreduce_s(2, s, ALPHA_S, BETA_S_PER_BYTE) for s in sizes]}))
+    if convergence:
+        for g in (8, 16, 32, 64):
+            for seed, f in enumerate((0.95, 1.0, 1.05)):
+                epochs = critical_batch_epochs(g, 1.5, 64.0) * f
+                lines.append(rec.make_record(
+                    kind=rec.CONVERGENCE, key=f"conv-g{g}-s{seed}", status=rec.OK, seed=seed, ranks=1,
+                    threads_per_rank=1, local_batch=g, global_batch=g, backend="gloo",
+                    convergence={"metric": "accuracy", "target": 0.9, "converged": True, "epochs_to_target": epochs,
+                                 "max_epochs": 20}))
+    (results / "trials.jsonl").write_text("".join(rec.dumps(r) + "\n" for r in lines))
+    return results
+
+
+def rcp_file(folder: Path, entries: dict) -> Path:
+    path = folder / "rcps_test.json"
+    path.write_text(json.dumps(entries))
+    return path
