@@ -43,6 +43,8 @@ class ReportData:
     times: tuple[ttt.LayoutTime, ...]
     time_to_train: Table
     rcp: dict[str, Any]
+    prediction: tuple[Table, ...] = ()       # the fitted models and their held-out validation, when fittable
+    fitted: Any = None                       # orchestrator.core.predict.fit.Fitted, for the calibration plot
 
     def sections(self) -> list[tuple[str, list[Table]]]:
         """(heading, tables) in report order; a section without tables has no data yet."""
@@ -54,6 +56,7 @@ class ReportData:
             ("Convergence", [self.convergence_table] if self.convergence else []),
             ("Time to train", [self.time_to_train] if self.times else []),
             ("Hardware efficiency", [self.hardware] if self.hardware.rows else []),
+            ("Prediction", list(self.prediction)),
         ]
 
     def tables(self) -> list[Table]:
@@ -95,7 +98,25 @@ def analyze(results: Results) -> ReportData:
         time_to_train=ttt.time_to_train_table(times, derived.get("samples_per_epoch")),
         rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
                           when=results.environment.get("started_at") or ""),
+        **_prediction(records),
     )
+
+
+def _prediction(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The Prediction section: the models `orch predict` fits, with their held-out validation; nothing
+    when the records cannot support a fit (the section then says which cells would)."""
+    from orchestrator.core.predict import tables as ptab
+    from orchestrator.core.predict.fit import NotFittable, fit_all
+
+    try:
+        fitted = fit_all(records)
+    except NotFittable:
+        return {}
+    tables = [ptab.model_table(fitted)] + ([ptab.calibration_table(fitted)] if fitted.links else [])
+    tables.append(ptab.validation_table(fitted))
+    if fitted.points:
+        tables.append(ptab.epochs_table(fitted))
+    return {"prediction": tuple(tables), "fitted": fitted}
 
 
 def benchmark_name(results: Results) -> str:
@@ -158,6 +179,10 @@ def _figures(data: ReportData, results: Results):
         ("Convergence", "convergence.png", lambda: plots.convergence_figure(data.convergence)),
         ("Time to train", "time-to-train.png", lambda: plots.time_to_train_figure(data.times)),
     ]
+    if data.fitted is not None:
+        from orchestrator.report.prediction import calibration_figure
+
+        candidates.append(("Prediction", "allreduce.png", lambda: calibration_figure(data.fitted)))
     for section, name, draw in candidates:
         fig = draw()
         if fig is not None:

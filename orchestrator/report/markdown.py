@@ -39,6 +39,9 @@ SECTION_INTROS = {
     "Time to train": "Throughput and convergence joined: the layout that finishes first is not always the one "
                      "with the most samples/s, because a larger global batch needs more epochs.",
     "Hardware efficiency": "",
+    "Prediction": "The step-time and epochs models that `orch predict` fits to these records, and their error on "
+                  "held-out cells beside naive baselines. `orch predict RESULTS_DIR --topology FILE` applies them to "
+                  "layouts, batches and clusters not run.",
 }
 NO_THROUGHPUT = "No throughput measurement yet: no data yet."
 
@@ -264,6 +267,15 @@ def empty_message(results: Results, section: str) -> str:
         return "Needs throughput and convergence results: no data yet."
     if section == "Hardware efficiency":
         return "No layout ran ok yet: no data yet."
+    if section == "Prediction":
+        from orchestrator.core.predict.fit import NotFittable, check_fittable
+        from orchestrator.core.predict.data import cells_from_records
+
+        try:
+            check_fittable(cells_from_records(results.records))
+        except NotFittable as err:
+            return f"No prediction: {err}"
+        return "No prediction."
     return NO_THROUGHPUT
 
 

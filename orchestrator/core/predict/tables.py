@@ -21,13 +21,18 @@ _PARAM_WORDS = {"a_s": ("a", "s per step, fixed"), "c_s": ("c", "s per sample"),
 def model_table(f: Fitted) -> Table:
     rows = []
     for name, (symbol, meaning) in _PARAM_WORDS.items():
-        value = f.model.params[name]
+        # a parameter at its lower bound comes out of the solver as 1e-18 or so: round such dust to 0 so that
+        # the table does not depend on the machine's floating-point path
+        value = round(f.model.params[name], 12)
         how = f"frozen: {f.model.frozen[name]}" if name in f.model.frozen else "fitted"
         rows.append((symbol, (Cell(f"{value:.4g}", value), Cell(meaning), Cell(how))))
+    if f.links and f.model.buckets:
+        comm = (f"comm from the all-reduce calibration over DDP's {len(f.model.buckets)} gradient bucket(s) "
+                f"({sum(f.model.buckets) / 2**20:.2f} MiB)")
+    else:
+        comm = "comm not modelled (no all-reduce calibration or gradient sizes in the records)"
     caption = (f"Step time = ((a + c·b)·U(T)·(1 + μ(k−1)))^γ ⊕ comm^γ, fitted in log space to {len(f.cells)} cells "
-               f"(rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, k ranks per socket; comm from "
-               f"the all-reduce calibration over DDP's {len(f.model.buckets)} gradient bucket(s) "
-               f"({sum(f.model.buckets) / 2**20:.2f} MiB).")
+               f"(rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, k ranks per socket; {comm}.")
     return Table(name="prediction-model", title="Prediction: fitted step-time model", corner="parameter",
                  columns=("value", "meaning", "how"), rows=tuple(rows), caption=caption)
 
