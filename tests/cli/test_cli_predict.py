@@ -115,3 +115,18 @@ def test_predict_imports_neither_torch_nor_ray(results):
     assert done.returncode == 0, done.stderr
     assert "LOADED []" in done.stdout
     assert json.loads(done.stdout.split("LOADED")[0])["recommendation"] is None
+
+
+def test_rcp_file_exported_by_orch_report_round_trips_into_predict(results, tmp_path, capsys):
+    """The RCP layout `orch report` writes is the one `--rcp` reads: export, then plan from the file alone."""
+    assert main(["report", str(results), "--format", "json", "--out", str(tmp_path / "report")]) == 0
+    exported = tmp_path / "report" / "rcps_classifier.json"
+    entries = json.loads(exported.read_text())
+    assert sorted(e["BS"] for e in entries.values()) == [8, 16, 32, 64]
+    capsys.readouterr()
+    assert main(["predict", str(results), "--rcp", str(exported), "--validate", "--out", str(tmp_path / "o")]) == 0
+    assert "RCP file rcps_classifier.json, benchmark classifier" in capsys.readouterr().out
+    rows = json.loads((tmp_path / "o" / "prediction-epochs.json").read_text())["rows"]
+    errors = {r["label"]: r["cells"][2]["value"] for r in rows}
+    assert set(errors) == {"8", "16", "32", "64"}
+    assert all(abs(e) < 10 for e in errors.values())     # the file's seeds follow the critical-batch form
