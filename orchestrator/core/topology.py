@@ -116,6 +116,10 @@ class Topology:
     def usable_cores(self, hyperthreads: bool) -> int:
         return sum(n.usable_cores(hyperthreads) for n in self.nodes)
 
+    def largest_socket(self, hyperthreads: bool) -> int:
+        """Usable CPUs of the largest socket on any node: the most threads one rank can have."""
+        return max(len(s.cpus(hyperthreads)) for n in self.nodes for s in n.sockets)
+
     def describe(self) -> str:
         """One line, e.g. '1 node × 2 sockets × 28 cores × 2 threads, 192 GiB/node'."""
         shapes = sorted({(len(n.sockets), max((len(s.cores) for s in n.sockets), default=0),

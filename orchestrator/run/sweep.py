@@ -86,7 +86,7 @@ class SweepRunner:
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
         self.backend = plan.backend.chosen
-        self.workers = self.spec.constraints.ccl_workers if self.backend == "ccl" else 0
+        self.workers = plan.ccl_workers
         self.summary = SweepSummary()
 
     # --- bookkeeping ----------------------------------------------------------------------------------
