@@ -25,7 +25,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from orchestrator.core import records as rec
 from orchestrator.core.table import DASH, FAILED, Cell, Footnotes, Table
-from orchestrator.core.tables import Point, layout_label
+from orchestrator.core.grid import Trial
+from orchestrator.core.tables import layout_label, record_trial
 
 OLYMPIC_MIN_SEEDS = 3        # fewer seeds than this: plain mean (nothing would be left after dropping)
 DROPPED_EACH_END = 1         # the checker's samples_rejected for every benchmark but unet3d
@@ -60,7 +61,7 @@ class SeedRun:
     """One seed of one global batch."""
 
     seed: int | None
-    layout: Point                # (ranks, threads_per_rank, local_batch) it ran on
+    layout: Trial                # the layout it ran on
     status: str
     epochs: float | None         # epochs to target; None when it did not converge (or did not finish)
     max_epochs: float | None
@@ -100,7 +101,7 @@ class BatchConvergence:
         return sum(r.converged for r in self.runs)
 
     @property
-    def layouts(self) -> tuple[Point, ...]:
+    def layouts(self) -> tuple[Trial, ...]:
         return tuple(sorted({r.layout for r in self.runs}))
 
     @property
@@ -114,8 +115,7 @@ def seed_run(record: Mapping[str, Any]) -> SeedRun:
     conv = record.get("convergence") or {}
     converged = record.get("status") == rec.OK and conv.get("converged") and conv.get("epochs_to_target") is not None
     reason = next((line for line in str(record.get("reason") or "").splitlines() if line.strip()), None)
-    layout = (record.get("ranks"), record.get("threads_per_rank"), record.get("local_batch"))
-    return SeedRun(record.get("seed"), layout, record.get("status"),
+    return SeedRun(record.get("seed"), record_trial(record), record.get("status"),
                    float(conv["epochs_to_target"]) if converged else None, conv.get("max_epochs"), reason)
 
 

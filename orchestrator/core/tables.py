@@ -16,15 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from orchestrator.core import records as rec
-from orchestrator.core.table import BEST, DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table
+from orchestrator.core.grid import Trial
+from orchestrator.core.table import DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table, grid_table, mark_best
 
 NOT_RUN_YET = "not run yet"
 NO_REASON = "no reason recorded"
 NO_MEASUREMENT = "recorded as ok but without a throughput measurement"
 DEFAULT_PEAK_PRECISION = "fp32"   # what training runs in unless the workload says otherwise
 
-Point = tuple[int, int, int]      # (ranks, threads_per_rank, local_batch)
-CORNER = "threads \\ ranks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +51,35 @@ def format_quantity(value: float) -> str:
     return f"{value:.3g}"
 
 
-def layout_label(point: Point) -> str:
+def layout_label(point: Trial) -> str:
     """'2×4×32' for 2 ranks × 4 threads per rank × local batch 32."""
-    ranks, threads, batch = point
-    return f"{ranks}×{threads}×{batch}"
+    return f"{point.ranks}×{point.threads_per_rank}×{point.local_batch}"
 
 
-def describe_point(point: Point) -> str:
+def describe_point(point: Trial) -> str:
     """'1 rank × 2 threads (2 cores)', the words used in captions."""
-    ranks, threads, _ = point
+    ranks, threads, cores = point.ranks, point.threads_per_rank, point.cores
     return (f"{ranks} rank{'s' if ranks != 1 else ''} × {threads} thread{'s' if threads != 1 else ''} "
-            f"({ranks * threads} core{'s' if ranks * threads != 1 else ''})")
+            f"({cores} core{'s' if cores != 1 else ''})")
 
 
-def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Point, Mapping[str, Any]]:
-    """Throughput records by (ranks, threads_per_rank, local_batch)."""
-    return {(r["ranks"], r["threads_per_rank"], r["local_batch"]): r
-            for r in records if r.get("kind") == rec.THROUGHPUT}
+def record_trial(record: Mapping[str, Any]) -> Trial:
+    """The grid point a record belongs to."""
+    return Trial(record.get("ranks"), record.get("threads_per_rank"), record.get("local_batch"))
+
+
+def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Trial, Mapping[str, Any]]:
+    """Throughput records by their grid point."""
+    return {record_trial(r): r for r in records if r.get("kind") == rec.THROUGHPUT}
 
 
 def grid_axes(records: Iterable[Mapping[str, Any]], derived: Mapping[str, Any]) -> Axes:
     """The axes from spec.json's derived section, widened by any value the records hold (a record from
     an older grid must not vanish from the tables)."""
     index = throughput_index(records)
-    ranks = set(derived.get("ranks") or ()) | {p[0] for p in index}
-    threads = set(derived.get("threads") or ()) | {p[1] for p in index}
-    batches = set(derived.get("local_batches") or ()) | {p[2] for p in index}
+    ranks = set(derived.get("ranks") or ()) | {p.ranks for p in index}
+    threads = set(derived.get("threads") or ()) | {p.threads_per_rank for p in index}
+    batches = set(derived.get("local_batches") or ()) | {p.local_batch for p in index}
     return Axes(tuple(sorted(ranks)), tuple(sorted(threads)), tuple(sorted(batches)))
 
 
@@ -114,33 +116,33 @@ def status_cell(record: Mapping[str, Any] | None, notes: Footnotes) -> Cell:
 class Baseline:
     """The point a table is normalized to, and why it is not the intended one when it is not."""
 
-    point: Point
+    point: Trial
     samples_per_s: float
-    intended: Point
+    intended: Trial
     note: str = ""     # empty when point == intended
 
     @property
     def cores(self) -> int:
-        return self.point[0] * self.point[1]
+        return self.point.cores
 
 
-def find_baseline(index: Mapping[Point, Mapping[str, Any]], axes: Axes, local_batch: int) -> Baseline | None:
-    """The cell with the fewest ranks (1) and the fewest threads; when that one is not ok, the ok cell
-    with the fewest cores (then fewest ranks, then fewest threads, as the planner picks the cheapest
-    layout). None when no cell of this local batch is ok.
+def find_baseline(index: Mapping[Trial, Mapping[str, Any]], axes: Axes, local_batch: int) -> Baseline | None:
+    """The cell with the fewest ranks (1) and the fewest threads; when that one is not ok, the cheapest
+    ok cell in `Trial.cost` order (fewest cores, then ranks, then threads, as the planner picks its
+    convergence layout). None when no cell of this local batch is ok.
 
     Example: intended 1×1 timed out; ok cells 2×1 and 1×2 (both 2 cores) → 1×2, with a note that says so.
     """
     if not axes.ranks or not axes.threads:
         return None
-    intended = (axes.ranks[0], axes.threads[0], local_batch)
+    intended = Trial(axes.ranks[0], axes.threads[0], local_batch)
     value = samples_per_s(index.get(intended))
     if value:
         return Baseline(intended, value, intended)
-    ok = [p for p in index if p[2] == local_batch and samples_per_s(index[p])]
+    ok = [p for p in index if p.local_batch == local_batch and samples_per_s(index[p])]
     if not ok:
         return None
-    point = min(ok, key=lambda p: (p[0] * p[1], p[0], p[1]))
+    point = min(ok, key=lambda p: p.cost)
     record = index.get(intended)
     why = "was not run yet" if record is None else f"did not run ok ({record.get('status')})"
     note = (f"The intended baseline, {describe_point(intended)}, {why}; normalized instead to the ok cell "
@@ -150,7 +152,7 @@ def find_baseline(index: Mapping[Point, Mapping[str, Any]], axes: Axes, local_ba
 
 def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any], *, name: str, title: str,
                 caption: Callable[[Baseline | None, int], str],
-                value: Callable[[Point, Mapping[str, Any], Baseline | None], tuple[Cell | None, str | None]],
+                value: Callable[[Trial, Mapping[str, Any], Baseline | None], tuple[Cell | None, str | None]],
                 best: bool = True) -> list[Table]:
     """One table per local batch. `value(point, ok_record, baseline)` gives the cell of an ok point, or
     (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
@@ -160,37 +162,19 @@ def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]
     for batch in axes.local_batches:
         notes = Footnotes()
         base = find_baseline(index, axes, batch)
-        rows = []
-        for threads in axes.threads:
-            cells = []
-            for ranks in axes.ranks:
-                point = (ranks, threads, batch)
-                record = index.get(point)
-                if samples_per_s(record) is None:
-                    cells.append(status_cell(record, notes))
-                    continue
-                cell, missing = value(point, record, base)
-                cells.append(cell if cell is not None else Cell(f"{DASH} {notes.letter(missing)}", None, MISSING))
-            rows.append((str(threads), cells))
-        if best:
-            _mark_best([cells for _, cells in rows])
-        tables.append(Table(name=f"{name}-b{batch}", title=title.format(batch=batch), corner=CORNER,
-                            columns=tuple(str(r) for r in axes.ranks),
-                            rows=tuple((label, tuple(cells)) for label, cells in rows),
-                            footnotes=notes.lines(), caption=caption(base, batch)))
+
+        def cell(ranks: int, threads: int, batch: int = batch, base: Baseline | None = base,
+                 notes: Footnotes = notes) -> Cell:
+            point = Trial(ranks, threads, batch)
+            record = index.get(point)
+            if record is None or samples_per_s(record) is None:
+                return status_cell(record, notes)
+            made, missing = value(point, record, base)
+            return made if made is not None else Cell(f"{DASH} {notes.letter(missing or NO_REASON)}", None, MISSING)
+
+        tables.append(grid_table(name=f"{name}-b{batch}", title=title.format(batch=batch), caption=caption(base, batch),
+                                 ranks=axes.ranks, threads=axes.threads, cell=cell, notes=notes, best=best))
     return tables
-
-
-def _mark_best(rows: list[list[Cell]], columns: Sequence[int] | None = None) -> None:
-    """Mark the highest number among `columns` (all columns by default; every cell on a tie)."""
-    where = [(cells, i) for cells in rows for i in (columns if columns is not None else range(len(cells)))
-             if cells[i].value is not None]
-    if not where:
-        return
-    top = max(cells[i].value for cells, i in where)
-    for cells, i in where:
-        if cells[i].value == top:
-            cells[i] = Cell(cells[i].text, cells[i].value, BEST)
 
 
 def _baseline_words(base: Baseline | None) -> str:
@@ -239,7 +223,7 @@ def efficiency_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str
     speedup 3.25 over 4× the cores → '81%'. 100% is linear scaling in cores.
     """
     def value(point, record, base):
-        speedup, cores = samples_per_s(record) / base.samples_per_s, point[0] * point[1]
+        speedup, cores = samples_per_s(record) / base.samples_per_s, point.cores
         return Cell.number(100 * speedup / (cores / base.cores), "{:.0f}%"), None
 
     def caption(base, batch):
@@ -308,8 +292,8 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
     index = throughput_index(records)
     notes = Footnotes()
     rows = []
-    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p[2], p[0] * p[1], p[0])):
-        ranks, threads, batch = point
+    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p.local_batch, p.cores, p.ranks)):
+        ranks, threads = point.ranks, point.threads_per_rank
         sps = samples_per_s(index[point])
         flops = (index[point].get("throughput") or {}).get("train_flops_per_sample")
         peak = peaks.get((threads, precision))
@@ -326,7 +310,7 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
         else:
             cells.append(Cell(DASH, None, MISSING))
         rows.append((layout_label(point), cells))
-    _mark_best([cells for _, cells in rows], columns=(4,))
+    mark_best([cells for _, cells in rows], columns=(4,))
     caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as the workload counts them), against "
                f"the measured {precision or 'GEMM'} GEMM peak of the same cores: ranks × peak(threads per rank), "
                "where peak(T) is measured on T pinned cores of one socket.")

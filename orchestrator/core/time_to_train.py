@@ -14,7 +14,8 @@ from typing import Any, Mapping, Sequence
 
 from orchestrator.core.convergence import BatchConvergence
 from orchestrator.core.table import BEST, DASH, FAILED, MISSING, Cell, Footnotes, Table
-from orchestrator.core.tables import Point, format_quantity, layout_label, samples_per_s, throughput_index
+from orchestrator.core.grid import Trial
+from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -54,7 +55,7 @@ def human_duration(hours: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LayoutTime:
-    point: Point                 # (ranks, threads_per_rank, local_batch)
+    point: Trial
     samples_per_s: float
     epochs: float | None         # olympic mean of the layout's global batch; None when unknown
     hours: float | None          # None when it cannot be computed; `missing` says why
@@ -63,11 +64,11 @@ class LayoutTime:
 
     @property
     def cores(self) -> int:
-        return self.point[0] * self.point[1]
+        return self.point.cores
 
     @property
     def global_batch(self) -> int:
-        return self.point[0] * self.point[2]
+        return self.point.global_batch
 
 
 def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any],
@@ -77,9 +78,9 @@ def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any
     by_batch = {b.global_batch: b for b in batches}
     samples_per_epoch = derived.get("samples_per_epoch")
     times = []
-    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p[0] * p[1], p)):
+    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p.cores, p)):
         sps = samples_per_s(index[point])
-        global_batch = point[0] * point[2]
+        global_batch = point.global_batch
         conv = by_batch.get(global_batch)
         if conv is None:
             times.append(LayoutTime(point, sps, None, None, f"no convergence run for global batch {global_batch} yet"))

@@ -15,6 +15,7 @@ import yaml
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from orchestrator.core import records as rec
+from orchestrator.core.grid import Trial
 from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 from orchestrator.core.tables import (describe_point, format_quantity, grid_axes, layout_label, samples_per_s,
                                       throughput_index)
@@ -84,7 +85,7 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
     derived = results.derived
     axes = grid_axes(results.records, derived)
     index = throughput_index(results.records)
-    grid = [(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
+    grid = [Trial(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
     if grid:
         counts = {s: sum(1 for p in grid if p in index and index[p].get("status") == s) for s in rec.STATUSES}
         unfinished = [f"{counts[s]} {s}" for s in (rec.FAILED, rec.OOM, rec.TIMEOUT) if counts[s]]
@@ -97,10 +98,9 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
         text += f", {not_run} not run yet." if not_run else "."
         lines.append(text)
         for batch in axes.local_batches:
-            ok = [(samples_per_s(index[p]), p) for p in grid if p[2] == batch and p in index
-                  and samples_per_s(index[p])]
+            ok = [(sps, p) for p in grid if p.local_batch == batch and (sps := samples_per_s(index.get(p)))]
             if ok:
-                sps, point = max(ok, key=lambda o: (o[0], -o[1][0] * o[1][1]))
+                sps, point = max(ok, key=lambda o: (o[0], -o[1].cores))
                 lines.append(f"Highest throughput at local batch {batch}: {layout_label(point)}, "
                              f"{describe_point(point)}, {format_quantity(sps)} samples/s.")
     else:
@@ -113,7 +113,7 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
     overall, per_cores = fastest(data.times)
     if overall is not None:
         lines.append(f"Fastest to train: {layout_label(overall.point)}, {describe_point(overall.point)} at local "
-                     f"batch {overall.point[2]}: {human_duration(overall.hours)}.")
+                     f"batch {overall.point.local_batch}: {human_duration(overall.hours)}.")
         lines.append("Fastest per core count: " + "; ".join(
             f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({human_duration(t.hours)})"
             for cores, t in sorted(per_cores.items())) + ".")

@@ -76,12 +76,13 @@ def throughput_figure(records: Sequence[Mapping[str, Any]]) -> "Figure | None":
     ok = {p: samples_per_s(r) for p, r in index.items() if samples_per_s(r)}
     if not ok:
         return None
-    batches = sorted({p[2] for p in ok})
+    batches = sorted({p.local_batch for p in ok})
     fig = _figure(4.2 * len(batches), 3.6)
     axes = fig.subplots(1, len(batches), squeeze=False)[0]
     for ax, batch in zip(axes, batches):
-        for threads in sorted({p[1] for p in ok if p[2] == batch}):
-            points = sorted((r * t, sps) for (r, t, b), sps in ok.items() if b == batch and t == threads)
+        for threads in sorted({p.threads_per_rank for p in ok if p.local_batch == batch}):
+            points = sorted((p.cores, sps) for p, sps in ok.items()
+                            if p.local_batch == batch and p.threads_per_rank == threads)
             ax.plot([c for c, _ in points], [s for _, s in points], marker="o", label=f"{threads} thread(s)/rank")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
@@ -90,7 +91,7 @@ def throughput_figure(records: Sequence[Mapping[str, Any]]) -> "Figure | None":
         ax.set_title(f"local batch {batch}", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-        _integer_ticks(ax, sorted({p[0] * p[1] for p in ok if p[2] == batch}))
+        _integer_ticks(ax, sorted({p.cores for p in ok if p.local_batch == batch}))
     fig.suptitle("Throughput versus total cores (more ranks along each line)", fontsize=10)
     return fig
 
