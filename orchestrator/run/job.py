@@ -7,11 +7,12 @@ No torch, no Ray: both sides import it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from orchestrator.io.files import write_atomic
 
 # Phases a rank reports, in order. The driver shows them; the watchdog uses `step`/`t` to spot hangs.
 STARTING, BUILDING, WARMUP, TIMING, TRAINING, EVALUATING, DONE = (
@@ -77,10 +78,7 @@ class StatusWriter:
         now = time.monotonic()
         if self.path and (force or phase_changed or now - self._last_write >= self.MIN_INTERVAL_S):
             self.status.t = time.time()
-            tmp = f"{self.path}.tmp"
-            with open(tmp, "w") as fh:
-                json.dump(asdict(self.status), fh)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(asdict(self.status)))
             self._last_write = now
 
     def step(self, **changes: Any) -> None:

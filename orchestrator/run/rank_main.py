@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+from orchestrator.io.files import write_atomic
 
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
@@ -80,9 +81,7 @@ def main(argv: list[str]) -> int:
         result.update(_train(job, status))
     result["affinity"] = observed_affinity()
     result["run_s"] = time.perf_counter() - started
-    tmp = job.result_path + ".tmp"
-    Path(tmp).write_text(json.dumps(result))
-    os.replace(tmp, job.result_path)
+    write_atomic(job.result_path, json.dumps(result))
     status.update(phase=DONE, force=True)
     return 0
 
