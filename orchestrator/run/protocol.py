@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 
-from orchestrator.core.lr import learning_rate
+from orchestrator.core.lr import learning_rate_at
 from orchestrator.run.job import EVALUATING, TIMING, TRAINING, WARMUP, RankJob, StatusWriter
 
 
@@ -143,9 +143,7 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
     status.update(phase=TRAINING, of=math.ceil(conv["max_epochs"]), force=True)
     for epoch in itertools.count():
         for batch in trainer.batches(epoch):
-            lr = learning_rate(rule=conv["lr_rule"], base_lr=conv["base_lr"], base_batch=conv["base_batch"],
-                               global_batch=conv["global_batch"], warmup_epochs=conv["warmup_epochs"],
-                               epoch=steps_done / steps_per_epoch)
+            lr = learning_rate_at(conv, epoch=steps_done / steps_per_epoch)
             for group in trainer.optimizer.param_groups:
                 group["lr"] = lr
             step(batch)

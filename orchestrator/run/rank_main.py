@@ -122,11 +122,9 @@ def _train(job, status) -> dict:
             raise ValueError("; ".join(map(str, problems)))
         lr = None
         if job.kind == "convergence":
-            from orchestrator.core.lr import learning_rate
+            from orchestrator.core.lr import learning_rate_at
 
-            c = job.convergence
-            lr = learning_rate(rule=c["lr_rule"], base_lr=c["base_lr"], base_batch=c["base_batch"],
-                               global_batch=c["global_batch"], warmup_epochs=c["warmup_epochs"], epoch=0.0)
+            lr = learning_rate_at(job.convergence, epoch=0.0)
         built = time.perf_counter()
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))
