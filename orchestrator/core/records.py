@@ -23,6 +23,7 @@ Section layouts (units in the names):
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any, Iterable
 
@@ -44,13 +45,23 @@ RECORD_KEYS = (
     "seed",              # convergence runs only
     "backend",           # 'gloo' or 'ccl'
     "placement",         # list of per-rank placements, see module docstring
-    "started_at",        # ISO-8601 UTC
+    "started_at",        # ISO-8601 UTC, `utc_timestamp`: '2025-11-20T09:03:00Z'
     "wall_s",            # from reservation to release
     "startup_s",         # from reservation until every rank has built its model
     "throughput", "memory", "convergence", "peak",
     "applied",           # optimizations that took effect, as the workload reports them
     "log_tail",          # last lines of the failing rank's log, for failed/oom/timeout
 )
+
+
+def utc_timestamp(epoch_s: float) -> str:
+    """The one timestamp format of the results folder (trials.jsonl and environment.json): ISO-8601 in
+    UTC to the second, with a 'Z'. Pure: the caller reads the clock.
+
+    >>> utc_timestamp(1763629380.4)
+    '2025-11-20T09:03:00Z'
+    """
+    return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_record(**fields: Any) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from orchestrator.core import records as rec
@@ -11,11 +10,6 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.plan_view import placement_to_list
 from orchestrator.core.topology import Topology
 from orchestrator.run.trial import TrialRun
-
-
-def now_iso(at: float | None = None) -> str:
-    moment = dt.datetime.fromtimestamp(at, dt.timezone.utc) if at else dt.datetime.now(dt.timezone.utc)
-    return moment.isoformat(timespec="seconds")
 
 
 def _layout(p: PlannedTrial) -> dict[str, Any]:
@@ -55,7 +49,7 @@ def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, st
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     applied = next((o.result.get("applied") for o in run.outcomes if o and o.result), None)
     return dict(status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
-                started_at=now_iso(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
+                started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
                 log_tail=failing.log_tail if failing else None,
                 memory={"peak_uss_mib": [o.peak_uss_mib if o else None for o in run.outcomes],
                         "budget_mib": list(p.memory_budget_mib), "estimate_mib": p.rank_memory_mib})
@@ -96,7 +90,7 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
 
 def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
     placement = placement_to_list(p.placement, topology)[:1]
-    fields = dict(status=run.status, reason=run.reason, placement=placement, started_at=now_iso(started_at),
+    fields = dict(status=run.status, reason=run.reason, placement=placement, started_at=rec.utc_timestamp(started_at),
                   wall_s=run.wall_s,
                   log_tail=run.outcomes[0].log_tail if run.outcomes[0] and run.status != rec.OK else None)
     if run.status == rec.OK:

@@ -61,7 +61,7 @@ def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
             "intel_extension_for_pytorch": version("intel_extension_for_pytorch"),
             "hostname": socket.gethostname(), "cpu_model": cpu_model, "ray_nodes": cluster_size,
             "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note},
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "started_at": rec.utc_timestamp(time.time())}
 
 
 def _read_lines(path: str) -> list[str]:
