@@ -25,14 +25,36 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Any
 
 SCHEMA_VERSION = 1
 
-OK, INFEASIBLE, FAILED, OOM, TIMEOUT = "ok", "infeasible", "failed", "oom", "timeout"
-STATUSES = (OK, INFEASIBLE, FAILED, OOM, TIMEOUT)
-THROUGHPUT, CONVERGENCE, PEAK = "throughput", "convergence", "peak"
-KINDS = (THROUGHPUT, CONVERGENCE, PEAK)
+
+
+class Status(StrEnum):
+    """A trial's status in its record (a StrEnum: it is written, compared and printed as its value)."""
+
+    OK = "ok"
+    INFEASIBLE = "infeasible"
+    FAILED = "failed"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+
+
+class Kind(StrEnum):
+    """What a record measures; see the module docstring for each kind's section."""
+
+    THROUGHPUT = "throughput"
+    CONVERGENCE = "convergence"
+    PEAK = "peak"
+
+
+OK, INFEASIBLE, FAILED, OOM, TIMEOUT = Status.OK, Status.INFEASIBLE, Status.FAILED, Status.OOM, Status.TIMEOUT
+STATUSES = tuple(Status)
+THROUGHPUT, CONVERGENCE, PEAK = Kind.THROUGHPUT, Kind.CONVERGENCE, Kind.PEAK
+KINDS = tuple(Kind)
 
 RECORD_KEYS = (
     "schema",            # SCHEMA_VERSION
@@ -70,9 +92,9 @@ def make_record(**fields: Any) -> dict[str, Any]:
     if unknown:
         raise KeyError(f"unknown record keys: {sorted(unknown)}")
     if fields.get("status") not in STATUSES:
-        raise ValueError(f"status must be one of {STATUSES}, got {fields.get('status')!r}")
+        raise ValueError(f"status must be one of {tuple(map(str, STATUSES))}, got {fields.get('status')!r}")
     if fields.get("kind") not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {fields.get('kind')!r}")
+        raise ValueError(f"kind must be one of {tuple(map(str, KINDS))}, got {fields.get('kind')!r}")
     record: dict[str, Any] = {key: None for key in RECORD_KEYS}
     record.update(schema=SCHEMA_VERSION, reasons=[])
     record.update(fields)

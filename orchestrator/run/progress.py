@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.core import records as rec
+from orchestrator.run.job import Phase
 
 _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
                  rec.INFEASIBLE: "dim"}
@@ -99,10 +100,10 @@ class SweepProgress:
     def phase(self, status: dict[str, Any] | None) -> None:
         elapsed = time.monotonic() - self.trial_started
         if status is None:
-            what = "starting"
-        elif status["phase"] == "timing":
+            what = str(Phase.STARTING)
+        elif status["phase"] == Phase.TIMING:
             what = f"timing repeat {status['repeat']}/{status['of']}"
-        elif status["phase"] in ("training", "evaluating"):
+        elif status["phase"] in (Phase.TRAINING, Phase.EVALUATING):
             metric = f", last eval {status['metric']:.3f}" if status.get("metric") is not None else ""
             what = f"{status['phase']} epoch {status['repeat']}/{status['of']}{metric}"
         else:

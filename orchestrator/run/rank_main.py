@@ -9,7 +9,6 @@ its result to the result file; a non-zero exit status (with the traceback in its
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import signal
 import socket
@@ -18,9 +17,15 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+from orchestrator.core.rank_end import EXIT_ORPHANED
+from orchestrator.core.records import Kind
 from orchestrator.io.files import write_atomic
+
+if TYPE_CHECKING:
+    from orchestrator.run.job import RankJob, StatusWriter
 
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
@@ -34,7 +39,7 @@ def _exit_when_orphaned(poll_s: float = 0.5) -> None:
         while True:
             time.sleep(poll_s)
             if os.getppid() != parent:
-                os._exit(3)
+                os._exit(EXIT_ORPHANED)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
@@ -57,11 +62,11 @@ def main(argv: list[str]) -> int:
     # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
     # goes to the log, so a hang's record says where it hung.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    from orchestrator.run.job import BUILDING, DONE, RankJob, StatusWriter
+    from orchestrator.run.job import Phase, RankJob, RankResult, StatusWriter
 
     job = RankJob.from_json(Path(argv[1]).read_text())
     status = StatusWriter(job.status_path)
-    status.update(phase=BUILDING, force=True)
+    status.update(phase=Phase.BUILDING, force=True)
 
     import torch
 
@@ -70,19 +75,18 @@ def main(argv: list[str]) -> int:
         torch.set_num_interop_threads(1)  # inter-op parallelism would add threads beyond one per core
     except RuntimeError:
         pass
-    result: dict = {"rank": int(os.environ.get("RANK", 0)), "pid": os.getpid(), "threads": torch.get_num_threads()}
     started = time.perf_counter()
-
-    if job.kind == "peak":
+    sections: dict[str, Any]
+    if job.kind == Kind.PEAK:
         from orchestrator.run.protocol import gemm_peak
 
-        result["peak"] = gemm_peak(job.threads, job.peak_precision)
+        sections = {"peak": gemm_peak(job.threads, job.peak_precision)}
     else:
-        result.update(_train(job, status))
-    result["affinity"] = observed_affinity()
-    result["run_s"] = time.perf_counter() - started
-    write_atomic(job.result_path, json.dumps(result))
-    status.update(phase=DONE, force=True)
+        sections = _train(job, status)
+    result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
+                        affinity=observed_affinity(), run_s=time.perf_counter() - started, **sections)
+    write_atomic(job.result_path, result.to_json())
+    status.update(phase=Phase.DONE, force=True)
     return 0
 
 
@@ -102,7 +106,8 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
-def _train(job, status) -> dict:
+def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
+    """Build the model in a process group and run the job's protocol: the result's training sections."""
     import torch.distributed as dist
 
     import workloads
@@ -121,7 +126,7 @@ def _train(job, status) -> dict:
         if problems:
             raise ValueError("; ".join(map(str, problems)))
         lr = None
-        if job.kind == "convergence":
+        if job.kind == Kind.CONVERGENCE:
             from orchestrator.core.lr import learning_rate_at
 
             lr = learning_rate_at(job.convergence, epoch=0.0)
@@ -136,7 +141,7 @@ def _train(job, status) -> dict:
         out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
         dist.barrier()  # start-up ends when every rank has its model
         out["ready_at"] = time.time()
-        if job.kind == "throughput":
+        if job.kind == Kind.THROUGHPUT:
             out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
         else:
             out["convergence"] = protocol.train_to_target(job, trainer, module, status)
