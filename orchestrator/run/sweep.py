@@ -21,7 +21,7 @@ from orchestrator import __version__
 from orchestrator.core import records as rec
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
-from orchestrator.io.store import REPORT_DIR, SpecChanged, append_record, load_results, prepare_folder
+from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.job import RankJob
 from orchestrator.run.progress import SweepProgress
@@ -126,7 +126,7 @@ class SweepRunner:
                         timeout_s=timeout_s, ccl_workers=self.workers, on_status=progress.phase)
         return run, started
 
-    def _job(self, kind: str, p: PlannedTrial, **extra: Any) -> RankJob:
+    def _job(self, kind: rec.Kind, p: PlannedTrial, **extra: Any) -> RankJob:
         m = self.spec.measure
         return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                        backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
@@ -136,38 +136,39 @@ class SweepRunner:
                        init_timeout_s=2 * m.step_timeout_s + 30, **extra)
 
     # --- the sweep ------------------------------------------------------------------------------------
-    def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, tuple[rec.Kind, Any]]]:
         """(key, planned item) for everything still to run, in order: peaks, grid, convergence."""
         done = {r["key"] for r in existing if r["status"] == rec.OK and not self.options.rerun}
-        items: list[tuple[str, Any]] = []
+        items: list[tuple[str, tuple[rec.Kind, Any]]] = []
         feasible = self.plan.feasible
         precision = _precision(self.sweep.params)
         for threads in sorted({p.trial.threads_per_rank for p in feasible}) if self.spec.measure.peak else ():
             first = next(p for p in feasible if p.trial.threads_per_rank == threads)
-            items.append((f"peak-t{threads}-{precision}", ("peak", first)))
-        items += [(p.trial.key, ("throughput", p)) for p in feasible]
+            items.append((f"peak-t{threads}-{precision}", (rec.PEAK, first)))
+        items += [(p.trial.key, (rec.THROUGHPUT, p)) for p in feasible]
         if self.options.convergence:
-            items += [(f"conv-{run.key}", ("convergence", run)) for run in self.plan.convergence]
+            items += [(f"conv-{run.key}", (rec.CONVERGENCE, run)) for run in self.plan.convergence]
         self.summary.skipped = sum(1 for key, _ in items if key in done)
         return [(key, item) for key, item in items if key not in done]
 
-    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress, todo: list[tuple[str, Any]]) -> None:
+    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress,
+                todo: list[tuple[str, tuple[rec.Kind, Any]]]) -> None:
         recorded = {r["key"]: r for r in existing}
         for p in self.plan.trials:
             if not p.feasible and recorded.get(p.trial.key, {}).get("reason") != infeasible_record(p, self.backend)["reason"]:
                 self._record(infeasible_record(p, self.backend), progress)
         m = self.spec.measure
         for key, (kind, item) in todo:
-            if kind == "peak":
+            if kind == rec.PEAK:
                 progress.start_trial(f"{key} (GEMM peak on {item.trial.threads_per_rank} pinned core(s))")
-                job = self._job("peak", item, peak_precision=_precision(self.sweep.params))
+                job = self._job(rec.PEAK, item, peak_precision=_precision(self.sweep.params))
                 run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress, only_first=True)
                 record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
-            elif kind == "throughput":
+            elif kind == rec.THROUGHPUT:
                 t = item.trial
                 progress.start_trial(f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch "
                                      f"{t.local_batch})")
-                run, started = self._run(key, item, self._job("throughput", item), m.timeout_s, m.step_timeout_s,
+                run, started = self._run(key, item, self._job(rec.THROUGHPUT, item), m.timeout_s, m.step_timeout_s,
                                          progress)
                 record = throughput_record(item, run, topology=self.plan.topology, backend=self.backend, measure=m,
                                            started_at=started)
@@ -176,7 +177,7 @@ class SweepRunner:
                 layout = item.layout
                 progress.start_trial(f"{key} (global batch {item.global_batch}, seed {item.seed}, on "
                                      f"{layout.trial.ranks}×{layout.trial.threads_per_rank})")
-                job = self._job("convergence", layout, seed=item.seed,
+                job = self._job(rec.CONVERGENCE, layout, seed=item.seed,
                                 convergence={**to_plain(conv), "global_batch": item.global_batch})
                 run, started = self._run(key, layout, job, conv.timeout_s, m.step_timeout_s, progress)
                 record = convergence_record(key, layout, item.seed, run, topology=self.plan.topology,
@@ -184,8 +185,3 @@ class SweepRunner:
             self._record(record, progress, run)
             self.summary.ran += 1
 
-
-def write_reports(results_dir: Path) -> list[Path]:
-    from orchestrator.report.build import write_report
-
-    return write_report(load_results(results_dir), results_dir / REPORT_DIR)
