@@ -3,7 +3,6 @@ problem reported at once with its line."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,3 @@ def load_sweep(path: str | Path) -> Sweep:
         raise InvalidInput(source, with_lines(problems, lines))
     return Sweep(spec, workload, params, Path(path))
 
-
-def replace_spec(sweep: Sweep, **changes: Any) -> Sweep:
-    return dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, **changes))
