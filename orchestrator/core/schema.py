@@ -104,21 +104,7 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
         problems.append(Problem(path, f"must be null, got {_show(value)}"))
         return MISSING
     if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        real = [o for o in options if o is not type(None)]
-        if len(real) == 1 and (dataclasses.is_dataclass(real[0]) or typing.get_origin(real[0]) in (tuple, list)):
-            # `Section | None` given a value: report the section's own problems with their key paths,
-            # not a bare "must be mapping or null".
-            return _convert(real[0], value, path, problems)
-        for option in options:
-            trial: list[Problem] = []
-            converted = _convert(option, value, path, trial)
-            if not trial:
-                return converted
-        problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
-        return MISSING
+        return _convert_union(tp, value, path, problems)
     if origin is Literal:
         allowed = typing.get_args(tp)
         if value in allowed and type(value) in {type(a) for a in allowed}:
@@ -144,6 +130,30 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
         obj, sub = load(tp, value, path)
         problems.extend(sub)
         return obj if obj is not None else MISSING
+    return _convert_scalar(tp, value, path, problems)
+
+
+def _convert_union(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+    """The first option of `A | B | None` that takes `value` without a problem."""
+    options = typing.get_args(tp)
+    if value is None and type(None) in options:
+        return None
+    real = [o for o in options if o is not type(None)]
+    if len(real) == 1 and (dataclasses.is_dataclass(real[0]) or typing.get_origin(real[0]) in (tuple, list)):
+        # `Section | None` given a value: report the section's own problems with their key paths,
+        # not a bare "must be mapping or null".
+        return _convert(real[0], value, path, problems)
+    for option in options:
+        trial: list[Problem] = []
+        converted = _convert(option, value, path, trial)
+        if not trial:
+            return converted
+    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
+    return MISSING
+
+
+def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+    """bool, int, float (an int is taken as a float) and str, never a bool for a number."""
     if tp is bool:
         if isinstance(value, bool):
             return value
