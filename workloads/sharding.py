@@ -3,7 +3,7 @@ workload so that shards are disjoint across ranks and reproducible from (seed, e
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch.utils.data import BatchSampler, DistributedSampler

@@ -7,10 +7,22 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console,
-                                     fail_input, plan_for)
-from orchestrator.constants import (DEFAULT_RESULTS_ROOT, EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR,
-                                   RAY_LOOPBACK_VALUE, RESULTS_ROOT_ENV_VAR)
+from orchestrator.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    add_topology_option,
+    console,
+    fail_input,
+    plan_for,
+)
+from orchestrator.constants import (
+    DEFAULT_RESULTS_ROOT,
+    EMBEDDED_RAY_ENV,
+    RAY_LOOPBACK_ENV_VAR,
+    RAY_LOOPBACK_VALUE,
+    RESULTS_ROOT_ENV_VAR,
+)
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:

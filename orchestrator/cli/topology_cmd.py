@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
                     "output is itself a valid topology file (detailed form): save it on a machine and plan for it "
                     "elsewhere with `orch plan --topology`.")
     add_topology_option(parser)
-    parser.add_argument("--json", action="store_true", help="print JSON (a detailed-form topology file) instead of a table")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (a detailed-form topology file) instead of a table")
     parser.set_defaults(run=run)
 
 

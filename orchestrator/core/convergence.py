@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from orchestrator.core import records as rec
-from orchestrator.core.table import DASH, FAILED, Cell, Footnotes, Table
 from orchestrator.core.grid import Trial
+from orchestrator.core.table import DASH, FAILED, Cell, Footnotes, Table
 from orchestrator.core.tables import layout_label, record_trial
 
 OLYMPIC_MIN_SEEDS = 3        # fewer seeds than this: plain mean (nothing would be left after dropping)
@@ -133,7 +134,8 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> Batch
     if len(runs) >= OLYMPIC_MIN_SEEDS:
         method = f"olympic mean of {len(runs)} seeds (fastest and slowest dropped)"
     else:
-        method = f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} (fewer than {OLYMPIC_MIN_SEEDS}: none dropped)"
+        method = (f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} "
+                  f"(fewer than {OLYMPIC_MIN_SEEDS}: none dropped)")
     return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method, **extra)
 
 

@@ -4,7 +4,8 @@ and linear warm-up from the base rate."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def scaled_lr(*, rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:

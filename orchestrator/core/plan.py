@@ -6,8 +6,8 @@ know (the workload's memory estimate, whether oneCCL's bindings are installed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from orchestrator.core.constraints import Reason, Rules, check
 from orchestrator.core.grid import Trial, expand

@@ -83,7 +83,7 @@ def utc_timestamp(epoch_s: float) -> str:
     >>> utc_timestamp(1763629380.4)
     '2025-11-20T09:03:00Z'
     """
-    return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(epoch_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_record(**fields: Any) -> dict[str, Any]:

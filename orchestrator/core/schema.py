@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 MISSING = dataclasses.MISSING
 

@@ -3,9 +3,10 @@ and JSON renderings of one table can never disagree about its content."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from string import ascii_lowercase
-from typing import Any, Callable, Sequence
+from typing import Any
 
 # Cell marks, for styling and for machine readers.
 BEST = "best"
@@ -24,7 +25,7 @@ class Cell:
     mark: str | None = None         # BEST, INFEASIBLE, FAILED, MISSING or None
 
     @staticmethod
-    def number(value: float, fmt: str = "{:.2f}", mark: str | None = None) -> "Cell":
+    def number(value: float, fmt: str = "{:.2f}", mark: str | None = None) -> Cell:
         return Cell(fmt.format(value), value, mark)
 
 

@@ -12,8 +12,9 @@ with the reason in a lettered footnote.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial

@@ -9,12 +9,13 @@ epochs: only this product says which layout finishes first. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from orchestrator.core.convergence import BatchConvergence
-from orchestrator.core.table import BEST, DASH, FAILED, MISSING, Cell, Footnotes, Table
 from orchestrator.core.grid import Trial
+from orchestrator.core.table import BEST, DASH, FAILED, MISSING, Cell, Footnotes, Table
 from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
 
 SECONDS_PER_HOUR = 3600.0

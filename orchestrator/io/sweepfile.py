@@ -52,8 +52,9 @@ def load_sweep(path: str | Path) -> Sweep:
                 problems += param_problems
     if spec is not None and workload is not None and spec.convergence is not None:
         if spec.convergence.metric not in workload.metrics:
-            problems.append(Problem("convergence.metric", f"{spec.convergence.metric!r} is not a metric of workload "
-                                                          f"{workload.name}; it reports: {', '.join(workload.metrics)}"))
+            problems.append(Problem("convergence.metric",
+                                    f"{spec.convergence.metric!r} is not a metric of workload {workload.name}; "
+                                    f"it reports: {', '.join(workload.metrics)}"))
     if problems or spec is None or params is None:
         raise InvalidInput(source, with_lines(problems, lines))
     return Sweep(spec, workload, params, Path(path))

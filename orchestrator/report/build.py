@@ -12,9 +12,10 @@ renderables. Output is deterministic (no generation time, no absolute paths) so 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from orchestrator.core import convergence as conv
 from orchestrator.core import tables as tab

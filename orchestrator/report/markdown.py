@@ -10,15 +10,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
 from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
-from orchestrator.core.tables import (describe_point, format_quantity, grid_axes, layout_label, samples_per_s,
-                                      throughput_index)
+from orchestrator.core.tables import (
+    describe_point,
+    format_quantity,
+    grid_axes,
+    layout_label,
+    samples_per_s,
+    throughput_index,
+)
 from orchestrator.core.time_to_train import fastest, human_duration
 from orchestrator.core.topology import MIB_PER_GIB, cpu_ranges, topology_from_data
 from orchestrator.io.store import Results
@@ -44,7 +51,7 @@ SECTION_INTROS = {
 NO_THROUGHPUT = "No throughput measurement yet: no data yet."
 
 
-def render(results: Results, data: "ReportData", *, figures: Mapping[str, Sequence[str]] | None = None,
+def render(results: Results, data: ReportData, *, figures: Mapping[str, Sequence[str]] | None = None,
            files: Sequence[str] = ()) -> str:
     """The Markdown document. `figures` maps a section heading to the PNG names to show under it;
     `files` are the other files written next to the report."""
@@ -79,7 +86,7 @@ def render(results: Results, data: "ReportData", *, figures: Mapping[str, Sequen
     return "\n".join(parts).rstrip() + "\n"
 
 
-def summary_lines(results: Results, data: "ReportData") -> list[str]:
+def summary_lines(results: Results, data: ReportData) -> list[str]:
     """A few lines a reader needs first: what ran, what did not, and the answer (fastest layout)."""
     lines = []
     derived = results.derived
@@ -93,8 +100,8 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
         text = (f"Throughput: {len(grid)} grid points (ranks {_join(axes.ranks)} × threads per rank "
                 f"{_join(axes.threads)} × local batch {_join(axes.local_batches)}): {counts[rec.OK]} ok, "
                 f"{counts[rec.INFEASIBLE]} infeasible")
-        text += f", {sum(counts[s] for s in (rec.FAILED, rec.OOM, rec.TIMEOUT))} did not finish ({', '.join(unfinished)})" \
-            if unfinished else ""
+        did_not_finish = sum(counts[s] for s in (rec.FAILED, rec.OOM, rec.TIMEOUT))
+        text += f", {did_not_finish} did not finish ({', '.join(unfinished)})" if unfinished else ""
         text += f", {not_run} not run yet." if not_run else "."
         lines.append(text)
         for batch in axes.local_batches:
@@ -156,7 +163,8 @@ def _software(results: Results) -> str:
         lines.append("- Versions: " + ", ".join(versions))
     backend = env.pop("backend", None)
     if isinstance(backend, dict):
-        lines.append(f"- Backend: {backend.get('chosen')} (requested {backend.get('requested')}): {backend.get('note')}")
+        lines.append(f"- Backend: {backend.get('chosen')} (requested {backend.get('requested')}): "
+                     f"{backend.get('note')}")
     if "started_at" in env:
         lines.append(f"- Sweep started: {env.pop('started_at')}")
     env.pop("hostname", None)

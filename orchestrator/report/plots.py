@@ -10,12 +10,13 @@ Each plot function returns None when it has no data, so a partial sweep gets onl
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.convergence import BatchConvergence
 from orchestrator.core.table import Table
-from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
+from orchestrator.core.tables import layout_label, samples_per_s, throughput_index
 from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ DPI = 110
 PNG_METADATA = {"Software": None}     # matplotlib writes its version here by default
 
 
-def _figure(width_in: float, height_in: float) -> "Figure":
+def _figure(width_in: float, height_in: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -34,7 +35,7 @@ def _figure(width_in: float, height_in: float) -> "Figure":
     return fig
 
 
-def heatmap_figure(table: Table) -> "Figure | None":
+def heatmap_figure(table: Table) -> Figure | None:
     """The normalized scalability table as a heat map: colour is the number, each cell keeps its text
     ('1.90', 'oom a', '– c') so the footnotes of the table still apply. Same orientation as the table."""
     import numpy as np
@@ -69,7 +70,7 @@ def _colormap(name: str):
     return colormaps[name]
 
 
-def throughput_figure(records: Sequence[Mapping[str, Any]]) -> "Figure | None":
+def throughput_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
     """Samples/s versus total cores (ranks × threads), one line per thread count, one panel per local
     batch. Along a line only the rank count changes."""
     index = throughput_index(records)
@@ -101,7 +102,7 @@ def _integer_ticks(ax, ticks: Sequence[int]) -> None:
     ax.minorticks_off()
 
 
-def convergence_figure(batches: Sequence[BatchConvergence]) -> "Figure | None":
+def convergence_figure(batches: Sequence[BatchConvergence]) -> Figure | None:
     """Epochs to target versus global batch: every seed as a dot, the olympic mean as a line with the SD
     as error bar, and seeds that did not converge as crosses at the epoch cap."""
     if not batches:
@@ -134,7 +135,7 @@ def convergence_figure(batches: Sequence[BatchConvergence]) -> "Figure | None":
     return fig
 
 
-def time_to_train_figure(times: Sequence[LayoutTime]) -> "Figure | None":
+def time_to_train_figure(times: Sequence[LayoutTime]) -> Figure | None:
     """Hours to train per layout as horizontal bars, fastest at the top; the fastest overall in colour."""
     timed = sorted((t for t in times if t.hours is not None), key=lambda t: t.hours)
     if not timed:
@@ -162,6 +163,6 @@ def time_to_train_figure(times: Sequence[LayoutTime]) -> "Figure | None":
     return fig
 
 
-def save(fig: "Figure", path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, format="png", metadata=PNG_METADATA)
     return path

@@ -24,8 +24,8 @@ from typing import Any
 import psutil
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
-from orchestrator.core.topology import cpu_ranges
 from orchestrator.core.rank_end import RankStatus, classify_exit
+from orchestrator.core.topology import cpu_ranges
 from orchestrator.run.job import Phase, RankJob, RankResult, read_status
 
 MIB = 2**20

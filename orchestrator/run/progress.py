@@ -56,7 +56,7 @@ class SweepProgress:
         self.live = None if json_mode or self.lines else Live(self._render(), console=self.console,
                                                                refresh_per_second=4, transient=False)
 
-    def __enter__(self) -> "SweepProgress":
+    def __enter__(self) -> SweepProgress:
         if self.live:
             self.live.__enter__()
         return self

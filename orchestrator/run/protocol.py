@@ -17,7 +17,8 @@ import itertools
 import math
 import statistics
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -155,8 +155,11 @@ class SweepRunner:
                 todo: list[tuple[str, tuple[rec.Kind, Any]]]) -> None:
         recorded = {r["key"]: r for r in existing}
         for p in self.plan.trials:
-            if not p.feasible and recorded.get(p.trial.key, {}).get("reason") != infeasible_record(p, self.backend)["reason"]:
-                self._record(infeasible_record(p, self.backend), progress)
+            if p.feasible:
+                continue
+            record = infeasible_record(p, self.backend)
+            if recorded.get(p.trial.key, {}).get("reason") != record["reason"]:
+                self._record(record, progress)
         m = self.spec.measure
         for key, (kind, item) in todo:
             if kind == rec.PEAK:

@@ -10,8 +10,9 @@ fail stops the others; the trial's status names the root cause, not the echo of 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
@@ -73,8 +74,8 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
         try:
             ray.get(pg.ready(), timeout=RESERVE_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
-            return TrialRun(Status.FAILED, f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another job "
-                                      "holds them, or the nodes have fewer CPUs than the topology says)",
+            return TrialRun(Status.FAILED, f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another "
+                                           "job holds them, or the nodes have fewer CPUs than the topology says)",
                             [None] * len(ranks), wall_s=time.time() - started)
         actor = ray.remote(RankLauncher)
         for i, r in enumerate(ranks):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from hand_topologies import GIB, cluster_4x2s28c, emulated_2s1c, xeon_2s28c_smt, xeon_8s28c
+
 from orchestrator.core.constraints import BACKEND, CORES, MEMORY, SPANS_SOCKETS
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import CCL_MODULE, choose_backend, make_plan

@@ -7,8 +7,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from orchestrator.core.rank_end import (COLLECTIVE_TIMEOUT, EXIT_ORPHANED, Cause, RankStatus, cause, classify_exit,
-                                        describe_exit, first_bad, root_cause)
+from orchestrator.core.rank_end import (
+    COLLECTIVE_TIMEOUT,
+    EXIT_ORPHANED,
+    Cause,
+    RankStatus,
+    cause,
+    classify_exit,
+    describe_exit,
+    first_bad,
+    root_cause,
+)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -24,11 +25,11 @@ def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
                    lr: float) -> tuple[torch.optim.Optimizer, str]:
     """The optimizer and a note of the implementation used; `fused` falls back to `foreach` where this
     PyTorch has no fused CPU kernel (the constructor raises RuntimeError then)."""
-    if p.optimizer == "sgd":
-        make = lambda **impl: torch.optim.SGD(parameters, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
-                                              **impl)
-    else:
-        make = lambda **impl: torch.optim.AdamW(parameters, lr=lr, weight_decay=p.weight_decay, **impl)
+    def make(**impl: Any) -> torch.optim.Optimizer:
+        if p.optimizer == "sgd":
+            return torch.optim.SGD(parameters, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay, **impl)
+        return torch.optim.AdamW(parameters, lr=lr, weight_decay=p.weight_decay, **impl)
+
     impl = OPTIMIZER_IMPL_KWARGS[p.optimizer_impl]
     try:
         return make(**impl), f"{p.optimizer} {p.optimizer_impl}"
