@@ -22,7 +22,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
@@ -116,7 +116,7 @@ def seed_run(record: Mapping[str, Any]) -> SeedRun:
     conv = record.get("convergence") or {}
     converged = record.get("status") == rec.OK and conv.get("converged") and conv.get("epochs_to_target") is not None
     reason = next((line for line in str(record.get("reason") or "").splitlines() if line.strip()), None)
-    return SeedRun(record.get("seed"), record_trial(record), record.get("status"),
+    return SeedRun(record.get("seed"), record_trial(record), cast(str, record.get("status")),
                    float(conv["epochs_to_target"]) if converged else None, conv.get("max_epochs"), reason)
 
 
@@ -127,7 +127,7 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> Batch
     slowest, 6.0 as the fastest), SD 0.5 over 6.0 and 7.0.
     """
     runs = tuple(sorted(runs, key=lambda r: (r.seed is None, r.seed)))
-    epochs = [r.epochs if r.converged else math.inf for r in runs]
+    epochs = [r.epochs if r.epochs is not None else math.inf for r in runs]
     mean = olympic_mean(epochs) if epochs else math.inf
     finite = [e for e in epochs if not math.isinf(e)]
     sd = statistics.pstdev(finite) if len(finite) >= 2 else None
@@ -147,7 +147,7 @@ def convergence_by_batch(records: Iterable[Mapping[str, Any]]) -> tuple[BatchCon
             by_batch.setdefault(r["global_batch"], []).append(r)
     result = []
     for batch, group in sorted(by_batch.items()):
-        first = next((r["convergence"] for r in group if r.get("convergence")), {})
+        first: Mapping[str, Any] = next((r["convergence"] for r in group if r.get("convergence")), {})
         result.append(aggregate(batch, [seed_run(r) for r in group], hyperparams=rcp_hyperparams(first),
                                 metric=first.get("metric"), target=first.get("target")))
     return tuple(result)
@@ -182,8 +182,8 @@ def convergence_table(batches: Sequence[BatchConvergence], planned_seeds: Sequen
             epochs = Cell(f"{b.mean_epochs:.2f} ± {b.sd_epochs:.2f}", b.mean_epochs)
         else:
             epochs = Cell(f"{b.mean_epochs:.2f}", b.mean_epochs)
-        normalized = (Cell.number(b.mean_epochs / ref.mean_epochs) if b.mean_epochs is not None and ref
-                      else Cell(DASH))
+        normalized = (Cell.number(b.mean_epochs / ref.mean_epochs)
+                      if b.mean_epochs is not None and ref is not None and ref.mean_epochs is not None else Cell(DASH))
         why = [f"global batch {b.global_batch}: {r.why_not()}" for r in b.runs if not r.converged]
         ran = {r.seed for r in b.runs}
         why += [f"global batch {b.global_batch}: seed {s} not run yet" for s in planned_seeds if s not in ran]
@@ -217,7 +217,7 @@ def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) 
     return text + f" Normalized to the smallest global batch, {ref.global_batch}."
 
 
-def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "", when: str = "") -> dict:
+def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "", when: str = "") -> dict[str, Any]:
     """The aggregates in the layout of MLPerf's `rcps_<benchmark>.json`: one entry per global batch with
     Benchmark, Creator, When, Platform, BS, Hyperparams and "Epochs to converge" (the converged seeds, as
     reference files list only converged runs). orch's own view (seeds, non-converged seeds, the olympic mean

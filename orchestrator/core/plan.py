@@ -111,7 +111,8 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
                       rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
                       backend_error=backend.error)
         reasons = check(trial, topology, rules)
-        placement, budgets = None, ()
+        placement: Placement | None = None
+        budgets: tuple[float, ...] = ()
         if not reasons:
             placement = place(topology, trial.ranks, trial.threads_per_rank, hyperthreads=cons.hyperthreads,
                               ccl_workers=workers, rank_memory_mib=rules.reserved_rank_mib,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.core.placement import Placement
-from orchestrator.core.plan import Plan
+from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.table import DASH, INFEASIBLE, Cell, Footnotes, Table, grid_table
 from orchestrator.core.topology import Topology
 
@@ -41,7 +41,7 @@ def plan_tables(plan: Plan) -> list[Table]:
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    def trial_dict(p):
+    def trial_dict(p: PlannedTrial) -> dict[str, Any]:
         return {"key": p.trial.key, "ranks": p.trial.ranks, "threads_per_rank": p.trial.threads_per_rank,
                 "local_batch": p.trial.local_batch, "global_batch": p.trial.global_batch, "feasible": p.feasible,
                 "reasons": [{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],

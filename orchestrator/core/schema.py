@@ -17,7 +17,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 MISSING = dataclasses.MISSING
 
@@ -65,8 +65,12 @@ def field_help(cls: type) -> list[tuple[str, str, str]]:
     """(name, default, help) for each field of a dataclass, for docs and error messages."""
     out = []
     for f in dataclasses.fields(cls):
-        default = "required" if f.default is MISSING and f.default_factory is MISSING else (
-            repr(f.default) if f.default is not MISSING else repr(f.default_factory()))
+        if f.default is not MISSING:
+            default = repr(f.default)
+        elif callable(f.default_factory):
+            default = repr(f.default_factory())
+        else:
+            default = "required"
         out.append((f.name, default, f.metadata.get("help", "")))
     return out
 
@@ -128,7 +132,7 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
             return MISSING
         return dict(value)
     if dataclasses.is_dataclass(tp):
-        obj, sub = load(tp, value, path)
+        obj, sub = load(cast(type, tp), value, path)
         problems.extend(sub)
         return obj if obj is not None else MISSING
     return _convert_scalar(tp, value, path, problems)
@@ -173,7 +177,7 @@ def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> 
     return MISSING
 
 
-def _check_bounds(f: dataclasses.Field, value: Any, path: str, problems: list[Problem]) -> None:
+def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: list[Problem]) -> None:
     meta = f.metadata
     numbers = value if isinstance(value, tuple) else (value,)
     for i, number in enumerate(numbers):

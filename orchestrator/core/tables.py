@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
@@ -66,7 +66,8 @@ def describe_point(point: Trial) -> str:
 
 def record_trial(record: Mapping[str, Any]) -> Trial:
     """The grid point a record belongs to."""
-    return Trial(record.get("ranks"), record.get("threads_per_rank"), record.get("local_batch"))
+    # Every record has the three keys (records.make_record); null only in a hand-made one.
+    return Trial(*(cast(int, record.get(key)) for key in ("ranks", "threads_per_rank", "local_batch")))
 
 
 def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Trial, Mapping[str, Any]]:
@@ -88,7 +89,8 @@ def samples_per_s(record: Mapping[str, Any] | None) -> float | None:
     """The median global throughput of an ok throughput record, else None."""
     if record is None or record.get("status") != rec.OK or not record.get("throughput"):
         return None
-    return record["throughput"].get("samples_per_s")
+    value: float | None = record["throughput"].get("samples_per_s")
+    return value
 
 
 def reason_messages(record: Mapping[str, Any]) -> list[str]:
@@ -140,7 +142,7 @@ def find_baseline(index: Mapping[Trial, Mapping[str, Any]], axes: Axes, local_ba
     value = samples_per_s(index.get(intended))
     if value:
         return Baseline(intended, value, intended)
-    ok = [p for p in index if p.local_batch == local_batch and samples_per_s(index[p])]
+    ok = {p: sps for p in index if p.local_batch == local_batch and (sps := samples_per_s(index[p]))}
     if not ok:
         return None
     point = min(ok, key=lambda p: p.cost)
@@ -148,15 +150,17 @@ def find_baseline(index: Mapping[Trial, Mapping[str, Any]], axes: Axes, local_ba
     why = "was not run yet" if record is None else f"did not run ok ({record.get('status')})"
     note = (f"The intended baseline, {describe_point(intended)}, {why}; normalized instead to the ok cell "
             f"with the fewest cores, {describe_point(point)}.")
-    return Baseline(point, samples_per_s(index[point]), intended, note)
+    return Baseline(point, ok[point], intended, note)
+
+
+# The cell of an ok point in a grid table: (cell, None), or (None, why it cannot be computed).
+CellValue = Callable[[Trial, Mapping[str, Any], float, "Baseline"], tuple[Cell | None, str | None]]
 
 
 def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any], *, name: str, title: str,
-                caption: Callable[[Baseline | None, int], str],
-                value: Callable[[Trial, Mapping[str, Any], Baseline | None], tuple[Cell | None, str | None]],
-                best: bool = True) -> list[Table]:
-    """One table per local batch. `value(point, ok_record, baseline)` gives the cell of an ok point, or
-    (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
+                caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True) -> list[Table]:
+    """One table per local batch. `value(point, ok_record, samples_per_s, baseline)` gives the cell of an ok
+    point, or (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
     index = throughput_index(records)
     axes = grid_axes(records, derived)
     tables = []
@@ -168,9 +172,10 @@ def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]
                  notes: Footnotes = notes) -> Cell:
             point = Trial(ranks, threads, batch)
             record = index.get(point)
-            if record is None or samples_per_s(record) is None:
+            sps = samples_per_s(record)
+            if record is None or sps is None or base is None:   # an ok point means a baseline exists
                 return status_cell(record, notes)
-            made, missing = value(point, record, base)
+            made, missing = value(point, record, sps, base)
             return made if made is not None else Cell(f"{DASH} {notes.letter(missing or NO_REASON)}", None, MISSING)
 
         tables.append(grid_table(name=f"{name}-b{batch}", title=title.format(batch=batch), caption=caption(base, batch),
@@ -190,10 +195,10 @@ def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[st
 
     Example: baseline 1×1 at 4,000 samples/s, 2 ranks × 1 thread at 7,600 → cell '1.90'.
     """
-    def value(point, record, base):
-        return Cell.number(samples_per_s(record) / base.samples_per_s), None
+    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+        return Cell.number(sps / base.samples_per_s), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return ("Median global throughput (samples/s summed over ranks) ÷ the baseline's. Cells of equal total "
                 "cores (ranks × threads) show whether splitting into more ranks pays. " + _baseline_words(base))
 
@@ -204,12 +209,12 @@ def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[st
 def throughput_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
     """Median global samples/s with the coefficient of variation over repeats, e.g. '7,600 ±1.2%'
     (a record's `cv` is a fraction: 0.012 is 1.2 %)."""
-    def value(point, record, base):
-        sps, cv = samples_per_s(record), record["throughput"].get("cv")
+    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+        cv = record["throughput"].get("cv")
         spread = f" ±{cv * 100:.1f}%" if cv is not None else ""
         return Cell(f"{format_quantity(sps)}{spread}", sps), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return ("Median over repeats of the global throughput in samples/s; ± the coefficient of variation "
                 "of the repeats (standard deviation ÷ mean).")
 
@@ -223,11 +228,11 @@ def efficiency_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str
     Example: baseline 1×1 (1 core) at 4,000 samples/s; 2 ranks × 2 threads (4 cores) at 13,000 →
     speedup 3.25 over 4× the cores → '81%'. 100% is linear scaling in cores.
     """
-    def value(point, record, base):
-        speedup, cores = samples_per_s(record) / base.samples_per_s, point.cores
+    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+        speedup, cores = sps / base.samples_per_s, point.cores
         return Cell.number(100 * speedup / (cores / base.cores), "{:.0f}%"), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return ("Speedup over the baseline ÷ (cores used ÷ baseline cores), in percent: 100% is linear scaling "
                 "in cores. " + _baseline_words(base))
 
@@ -245,14 +250,15 @@ def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[s
     index = throughput_index(records)
     first_rank = min(grid_axes(records, derived).ranks, default=1)
 
-    def value(point, record, base):
-        ranks, threads, batch = point
-        reference = samples_per_s(index.get((first_rank, threads, batch)))
+    def value(point: Trial, record: Mapping[str, Any], sps: float,
+              base: Baseline) -> tuple[Cell | None, str | None]:
+        reference = samples_per_s(index.get(point._replace(ranks=first_rank)))
         if reference is None:
-            return None, (f"no ok {first_rank}-rank measurement at {threads} thread(s) per rank to compare with")
-        return Cell.number(100 * samples_per_s(record) / (ranks / first_rank * reference), "{:.0f}%"), None
+            return None, (f"no ok {first_rank}-rank measurement at {point.threads_per_rank} thread(s) per rank "
+                          "to compare with")
+        return Cell.number(100 * sps / (point.ranks / first_rank * reference), "{:.0f}%"), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return (f"Throughput with R ranks ÷ (R × throughput with {first_rank} rank"
                 f"{'s' if first_rank != 1 else ''}) at the same threads per rank and local batch {batch}, "
                 "in percent: 100% means adding ranks (and so global batch) adds throughput linearly.")
@@ -293,11 +299,11 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
     index = throughput_index(records)
     notes = Footnotes()
     rows = []
-    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p.local_batch, p.cores, p.ranks)):
-        ranks, threads = point.ranks, point.threads_per_rank
-        sps = samples_per_s(index[point])
+    ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
+    for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
+        ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
         flops = (index[point].get("throughput") or {}).get("train_flops_per_sample")
-        peak = peaks.get((threads, precision))
+        peak = peaks.get((threads, precision)) if precision is not None else None
         achieved = sps * flops / 1e9 if flops else None
         layout_peak = ranks * peak if peak else None
         cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps)]

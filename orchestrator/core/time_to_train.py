@@ -79,8 +79,9 @@ def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any
     by_batch = {b.global_batch: b for b in batches}
     samples_per_epoch = derived.get("samples_per_epoch")
     times = []
-    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p.cores, p)):
-        sps = samples_per_s(index[point])
+    ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
+    for point in sorted(ok, key=lambda p: (p.cores, p)):
+        sps = ok[point]
         global_batch = point.global_batch
         conv = by_batch.get(global_batch)
         if conv is None:
@@ -101,13 +102,13 @@ def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any
 
 def fastest(times: Sequence[LayoutTime]) -> tuple[LayoutTime | None, dict[int, LayoutTime]]:
     """The fastest layout overall and the fastest for each core count (ties: the first in order)."""
-    timed = [t for t in times if t.hours is not None]
-    per_cores: dict[int, LayoutTime] = {}
-    for t in timed:
-        if t.cores not in per_cores or t.hours < per_cores[t.cores].hours:
-            per_cores[t.cores] = t
-    overall = min(timed, key=lambda t: t.hours) if timed else None
-    return overall, per_cores
+    timed = [(t.hours, t) for t in times if t.hours is not None]
+    per_cores: dict[int, tuple[float, LayoutTime]] = {}
+    for hours, t in timed:
+        if t.cores not in per_cores or hours < per_cores[t.cores][0]:
+            per_cores[t.cores] = (hours, t)
+    overall = min(timed, key=lambda ht: ht[0])[1] if timed else None
+    return overall, {cores: t for cores, (_, t) in per_cores.items()}
 
 
 def time_to_train_table(times: Sequence[LayoutTime], samples_per_epoch: int | None) -> Table:
