@@ -23,11 +23,11 @@ def add_parser(sub) -> None:
 
 
 def render(topology: Topology):
-    from rich.console import Group
+    from rich.console import Group, RenderableType
     from rich.table import Table
     from rich.text import Text
 
-    parts = [Text(f"{topology.describe()}   [{topology.source}]", style="bold")]
+    parts: list[RenderableType] = [Text(f"{topology.describe()}   [{topology.source}]", style="bold")]
     for index, node in enumerate(topology.nodes):
         table = Table(title=f"node {index}: {node.name} — {node.memory_mib / MIB_PER_GIB:,.1f} GiB, "
                             f"{node.threads_per_core} thread(s)/core", title_justify="left")

@@ -217,7 +217,8 @@ def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) 
     return text + f" Normalized to the smallest global batch, {ref.global_batch}."
 
 
-def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "", when: str = "") -> dict[str, Any]:
+def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "",
+             when: str = "") -> dict[str, Any]:
     """The aggregates in the layout of MLPerf's `rcps_<benchmark>.json`: one entry per global batch with
     Benchmark, Creator, When, Platform, BS, Hyperparams and "Epochs to converge" (the converged seeds, as
     reference files list only converged runs). orch's own view (seeds, non-converged seeds, the olympic mean

@@ -20,8 +20,8 @@ planned for elsewhere): ``nodes`` is a list of node mappings, see `Node.to_dict`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from orchestrator.core.schema import MISSING, Problem, load, opt

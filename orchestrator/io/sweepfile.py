@@ -55,7 +55,7 @@ def load_sweep(path: str | Path) -> Sweep:
             problems.append(Problem("convergence.metric",
                                     f"{spec.convergence.metric!r} is not a metric of workload {workload.name}; "
                                     f"it reports: {', '.join(workload.metrics)}"))
-    if problems or spec is None or params is None:
+    if problems or spec is None or workload is None or params is None:
         raise InvalidInput(source, with_lines(problems, lines))
     return Sweep(spec, workload, params, Path(path))
 

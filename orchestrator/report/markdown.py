@@ -120,9 +120,9 @@ def summary_lines(results: Results, data: ReportData) -> list[str]:
     overall, per_cores = fastest(data.times)
     if overall is not None:
         lines.append(f"Fastest to train: {layout_label(overall.point)}, {describe_point(overall.point)} at local "
-                     f"batch {overall.point.local_batch}: {human_duration(overall.hours)}.")
+                     f"batch {overall.point.local_batch}: {human_duration(overall.hours or 0.0)}.")
         lines.append("Fastest per core count: " + "; ".join(
-            f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({human_duration(t.hours)})"
+            f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({human_duration(t.hours or 0.0)})"
             for cores, t in sorted(per_cores.items())) + ".")
     return lines
 

@@ -109,13 +109,13 @@ def convergence_figure(batches: Sequence[BatchConvergence]) -> Figure | None:
         return None
     fig = _figure(5.6, 3.8)
     ax = fig.add_subplot()
-    seeds_x = [b.global_batch for b in batches for r in b.runs if r.converged]
-    seeds_y = [r.epochs for b in batches for r in b.runs if r.converged]
+    seeds = [(b.global_batch, r.epochs) for b in batches for r in b.runs if r.epochs is not None]
+    seeds_x, seeds_y = [x for x, _ in seeds], [y for _, y in seeds]
     ax.scatter(seeds_x, seeds_y, s=18, color="0.55", zorder=2, label="one seed")
-    means = [b for b in batches if b.mean_epochs is not None]
+    means = [(b, b.mean_epochs) for b in batches if b.mean_epochs is not None]
     if means:
-        ax.errorbar([b.global_batch for b in means], [b.mean_epochs for b in means],
-                    yerr=[b.sd_epochs or 0.0 for b in means], marker="o", capsize=4, zorder=3,
+        ax.errorbar([b.global_batch for b, _ in means], [mean for _, mean in means],
+                    yerr=[b.sd_epochs or 0.0 for b, _ in means], marker="o", capsize=4, zorder=3,
                     label="olympic mean ± SD")
     failed = [(b.global_batch, r.max_epochs if r.max_epochs is not None else b.max_epochs or 0.0)
               for b in batches for r in b.runs if not r.converged]
@@ -137,9 +137,10 @@ def convergence_figure(batches: Sequence[BatchConvergence]) -> Figure | None:
 
 def time_to_train_figure(times: Sequence[LayoutTime]) -> Figure | None:
     """Hours to train per layout as horizontal bars, fastest at the top; the fastest overall in colour."""
-    timed = sorted((t for t in times if t.hours is not None), key=lambda t: t.hours)
+    timed = sorted((t for t in times if t.hours is not None), key=lambda t: t.hours or 0.0)
     if not timed:
         return None
+    hours = [t.hours or 0.0 for t in timed]   # every one is set: filtered above
     overall, per_cores = fastest(timed)
     fig = _figure(6.0, 1.2 + 0.32 * len(timed))
     ax = fig.add_subplot()
@@ -148,9 +149,9 @@ def time_to_train_figure(times: Sequence[LayoutTime]) -> Figure | None:
                for t in timed]
     # One unit for the whole axis, the one that reads best for the slowest layout (seconds for a toy
     # model, days for a full one): an axis of 0.000025 hours helps nobody.
-    unit, factor = duration_unit(max(t.hours for t in timed))
-    bars = ax.barh(range(len(timed)), [t.hours * factor for t in timed], color=colours)
-    ax.bar_label(bars, labels=[human_duration(t.hours) for t in timed], padding=3, fontsize=8)
+    unit, factor = duration_unit(max(hours))
+    bars = ax.barh(range(len(timed)), [h * factor for h in hours], color=colours)
+    ax.bar_label(bars, labels=[human_duration(h) for h in hours], padding=3, fontsize=8)
     ax.margins(x=0.12)
     ax.set_yticks(range(len(timed)), labels=labels, fontsize=8)
     ax.invert_yaxis()

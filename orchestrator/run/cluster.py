@@ -45,7 +45,7 @@ def connect(address: str | None) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = address or os.environ.get("RAY_ADDRESS")
     # Ray's own INFO/WARNING chatter (token setup, worker start) would tear through the progress display.
-    common = dict(log_to_driver=False, logging_level="ERROR", configure_logging=True)
+    common: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR", configure_logging=True)
     if address:
         ray.init(address=address, **common)
     else:

@@ -53,6 +53,12 @@ class RankJob:
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
+    def convergence_section(self) -> dict[str, Any]:
+        """The convergence section of a convergence job; any other kind has none (a programming error)."""
+        if self.convergence is None:
+            raise ValueError(f"a {self.kind} job has no convergence section")
+        return self.convergence
+
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)

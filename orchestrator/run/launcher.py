@@ -242,6 +242,8 @@ class RankLauncher:
     def _dump_stacks(self) -> None:
         """Ask a stuck rank where it is stuck: rank_main registers faulthandler on SIGUSR1, which writes
         every thread's Python stack to the log, so the record's log tail shows the hung call."""
+        if self.proc is None:
+            return
         try:
             os.kill(self.proc.pid, signal.SIGUSR1)
         except ProcessLookupError:

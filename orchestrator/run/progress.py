@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -75,7 +75,7 @@ class SweepProgress:
             layout = (f"{r['ranks']}×{r['threads_per_rank']} thr, b{r['local_batch']}" if r.get("ranks") is not None
                       else f"{r['threads_per_rank']} thr")
             table.add_row(r["key"], layout, Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")), describe(r))
-        parts = [self.bar, self.current]
+        parts: list[RenderableType] = [self.bar, self.current]
         if self.recent:
             parts.append(table)
         return Group(*parts)

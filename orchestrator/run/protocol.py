@@ -131,7 +131,7 @@ def allreduce_check(module, trainer, batch: tuple) -> dict[str, list[float]]:
 def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
     """Train from scratch until the metric reaches the target (rank 0 evaluates and broadcasts the
     verdict, so every rank stops at the same step) or until max_epochs."""
-    conv = job.convergence
+    conv = job.convergence_section()
     step = make_step(module, trainer.optimizer)
     steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:

@@ -129,7 +129,7 @@ def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
         if job.kind == Kind.CONVERGENCE:
             from orchestrator.core.lr import learning_rate_at
 
-            lr = learning_rate_at(job.convergence, epoch=0.0)
+            lr = learning_rate_at(job.convergence_section(), epoch=0.0)
         built = time.perf_counter()
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))

@@ -100,9 +100,10 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
 
 def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
     placement = placement_to_list(p.placement, topology)[:1]
-    fields = dict(status=run.status, reason=run.reason, placement=placement, started_at=rec.utc_timestamp(started_at),
-                  wall_s=run.wall_s,
-                  log_tail=run.outcomes[0].log_tail if run.outcomes[0] and run.status != rec.OK else None)
+    first = run.outcomes[0]
+    fields: dict[str, Any] = dict(status=run.status, reason=run.reason, placement=placement,
+                                  started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s,
+                                  log_tail=first.log_tail if first and run.status != rec.OK else None)
     if run.status == rec.OK:
         peak = _section(run.outcomes[0], "peak")
         fields["peak"] = {k: peak[k] for k in ("precision", "gflops", "gemm_size")}

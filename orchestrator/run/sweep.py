@@ -72,6 +72,8 @@ def _read_lines(path: str) -> list[str]:
 
 
 def _rank_specs(p: PlannedTrial, only_first: bool = False) -> list[RankSpec]:
+    if p.placement is None:
+        raise ValueError(f"{p.trial.key} is infeasible: it has no placement to run on")
     ranks = p.placement.ranks[:1] if only_first else p.placement.ranks
     budgets = p.memory_budget_mib
     return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, budgets[r.rank]) for r in ranks]
@@ -177,6 +179,8 @@ class SweepRunner:
                                            started_at=started)
             else:
                 conv = self.spec.convergence
+                if conv is None:
+                    raise ValueError("a convergence run was planned but the spec has no convergence section")
                 layout = item.layout
                 progress.start_trial(f"{key} (global batch {item.global_batch}, seed {item.seed}, on "
                                      f"{layout.trial.ranks}×{layout.trial.threads_per_rank})")

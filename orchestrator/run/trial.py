@@ -69,7 +69,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
     deadline = started + timeout_s
     pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
                          bundle_label_selector=[{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks])
-    launchers = []
+    launchers: list[Any] = []    # Ray actor handles: their methods are called with .remote()
     try:
         try:
             ray.get(pg.ready(), timeout=RESERVE_TIMEOUT_S)
@@ -77,7 +77,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
             return TrialRun(Status.FAILED, f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another "
                                            "job holds them, or the nodes have fewer CPUs than the topology says)",
                             [None] * len(ranks), wall_s=time.time() - started)
-        actor = ray.remote(RankLauncher)
+        actor: Any = ray.remote(RankLauncher)
         for i, r in enumerate(ranks):
             launchers.append(actor.options(
                 num_cpus=float(len(r.all_cpus)), max_concurrency=4,
@@ -133,9 +133,9 @@ def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, dead
         done, pending = ray.wait(pending, num_returns=1, timeout=WAIT_POLL_S)
         for ref in done:
             i = refs[ref]
-            outcomes[i] = _outcome_of(ref)
+            outcomes[i] = outcome = _outcome_of(ref)
             ended.append(i)
-            if outcomes[i].status != RankStatus.OK and failed_at is None:
+            if outcome.status != RankStatus.OK and failed_at is None:
                 failed_at = time.monotonic()
         if failed_at is not None and pending and time.monotonic() - failed_at > GRACE_AFTER_FAILURE_S:
             bad = first_bad(outcomes)

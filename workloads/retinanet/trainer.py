@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -89,7 +89,8 @@ class RetinaNetTrainer(Trainer):
         module = RetinaNetTrainingLoss(detector, bf16=p.precision == "bf16", channels_last=channels_last)
         trained = [param for param in module.parameters() if param.requires_grad]
         optimizer, self._applied["optimizer"] = make_optimizer(trained, p, ctx.lr or p.lr)
-        module, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, p)
+        optimized, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, p)
+        module = cast(RetinaNetTrainingLoss, optimized)   # ipex.optimize returns a copy of the same class
         self._eval_bf16 = p.precision == "bf16" and self._applied["ipex"].startswith("on")  # bf16 weights then
         if p.compile:
             # The dense part only: the loss's boolean indexing would break the graph at every image.
@@ -117,7 +118,7 @@ class RetinaNetTrainer(Trainer):
                 targets.extend(batch_targets)
                 yield batch_images
 
-        detections = detect(self.module.detector, images(), bf16=self._eval_bf16)
+        detections = detect(cast(torch.nn.Module, self.module.detector), images(), bf16=self._eval_bf16)
         return mean_average_precision(targets, detections, self.p.classes)
 
     def applied(self) -> dict[str, str]:
