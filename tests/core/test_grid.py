@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
+from orchestrator.core.grid import Trial, expand, powers_of_two_up_to
+from orchestrator.core.spec import GridSpec
+
 from hand_topologies import (
     cluster_4x2s28c,
     emulated_2s1c,
@@ -12,9 +16,6 @@ from hand_topologies import (
     xeon_2s28c_smt,
     xeon_8s28c,
 )
-
-from orchestrator.core.grid import Trial, expand, powers_of_two_up_to
-from orchestrator.core.spec import GridSpec
 
 
 @pytest.mark.parametrize("limit, expected", [

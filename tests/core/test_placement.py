@@ -5,6 +5,11 @@ from __future__ import annotations
 from itertools import combinations
 
 import pytest
+
+from orchestrator.core.grid import powers_of_two_up_to
+from orchestrator.core.placement import Placement, node_capacity, place, socket_slots, spread
+from orchestrator.core.topology import Topology
+
 from hand_topologies import (
     ALL,
     GIB,
@@ -16,10 +21,6 @@ from hand_topologies import (
     xeon_2s28c_smt,
     xeon_2s28c_snc,
 )
-
-from orchestrator.core.grid import powers_of_two_up_to
-from orchestrator.core.placement import Placement, node_capacity, place, socket_slots, spread
-from orchestrator.core.topology import Topology
 
 
 def fewest_nodes(capacities: list[int], ranks: int) -> int:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from orchestrator.core.topology import Core, cpu_ranges, topology_from_data
+
 from hand_topologies import (
     ALL,
     GIB,
@@ -15,8 +18,6 @@ from hand_topologies import (
     xeon_2s28c_smt,
     xeon_2s28c_snc,
 )
-
-from orchestrator.core.topology import Core, cpu_ranges, topology_from_data
 
 
 def problems_of(data) -> list[str]:
