@@ -18,9 +18,18 @@ import sys
 from contextlib import nullcontext
 
 import torch
+from common import (
+    Case,
+    add_common_args,
+    environment_line,
+    format_ms,
+    format_table,
+    repeats_of,
+    set_threads,
+    speedup,
+    time_interleaved,
+)
 
-from common import (Case, add_common_args, environment_line, format_ms, format_table, repeats_of, set_threads,
-                    speedup, time_interleaved)
 from workloads.retinanet.focal_loss import FOCAL_LOSS_IMPLS
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

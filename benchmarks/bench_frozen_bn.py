@@ -16,10 +16,19 @@ import sys
 from contextlib import nullcontext
 
 import torch
+from common import (
+    Case,
+    add_common_args,
+    environment_line,
+    format_ms,
+    format_table,
+    repeats_of,
+    set_threads,
+    speedup,
+    time_interleaved,
+)
 from torchvision.ops.misc import FrozenBatchNorm2d
 
-from common import (Case, add_common_args, environment_line, format_ms, format_table, repeats_of, set_threads,
-                    speedup, time_interleaved)
 from workloads.retinanet.frozen_bn import FusedFrozenBatchNorm2d
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -27,13 +27,13 @@ SWEEPS = REPO / "sweeps"
 TOPOLOGIES = SWEEPS / "topologies"
 HEAVY = ("torch", "ray", "torchvision")
 
-PROBE = """
+PROBE = f"""
 import contextlib, io, json, sys
 from orchestrator.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main(sys.argv[1:])
-print(json.dumps({"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in %r)}))
-""" % (HEAVY,)
+print(json.dumps({{"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r})}}))
+"""
 
 
 def orch_command() -> list[str]:

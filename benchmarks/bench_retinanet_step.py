@@ -18,9 +18,9 @@ import sys
 import time
 
 import torch
+from common import Case, environment_line, format_ms, format_table, set_threads, speedup, time_interleaved
 
 import workloads
-from common import Case, environment_line, format_ms, format_table, set_threads, speedup, time_interleaved
 from workloads.base import RankContext
 from workloads.retinanet.workload import SMALL_PARAMS
 

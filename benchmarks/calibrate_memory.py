@@ -147,7 +147,7 @@ def measure(name: str, workload: str, params: dict, local_batch: int, args: argp
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for rank in range(world_size)]
         outputs = [rank.communicate() for rank in ranks]
-    for rank, (stdout, stderr) in zip(ranks, outputs):
+    for rank, (_stdout, stderr) in zip(ranks, outputs):
         if rank.returncode != 0:
             raise RuntimeError(f"{name} batch {local_batch} failed (exit {rank.returncode}):\n{stderr[-3000:]}")
     results = [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]

@@ -83,11 +83,13 @@ def compare(single: Path, multinode: Path) -> list[tuple[int, float, float, floa
     calibration = [r for r in measured if r.get("kind") == rec.ALLREDUCE]
     fitted = fit_all(load_results(single).records, extra_calibration=calibration)
     print(f"fitted on {len(fitted.cells)} single-node cells; links calibrated: "
-          + ", ".join(f"{k} (α {v.alpha_s * 1e6:.0f} µs, {v.bandwidth_gb_per_s:.2f} GB/s)" for k, v in fitted.links.items()))
+          + ", ".join(f"{k} (α {v.alpha_s * 1e6:.0f} µs, {v.bandwidth_gb_per_s:.2f} GB/s)"
+                      for k, v in fitted.links.items()))
     rows = []
     for cell in cells_from_records(measured):
         predicted = fitted.model.samples_per_s(cell.layout)
-        rows.append((cell.layout.local_batch, predicted, cell.samples_per_s, 100 * (predicted / cell.samples_per_s - 1)))
+        error_pct = 100 * (predicted / cell.samples_per_s - 1)
+        rows.append((cell.layout.local_batch, predicted, cell.samples_per_s, error_pct))
     return rows
 
 
@@ -102,7 +104,8 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     results = run_cluster_sweep(args.single, out)
     rows = compare(args.single, results)
-    print(f"{'local batch':>11}  {'predicted':>12}  {'measured':>12}  {'error':>7}   (2 ranks × 1 thread on 2 nodes, samples/s)")
+    print(f"{'local batch':>11}  {'predicted':>12}  {'measured':>12}  {'error':>7}   "
+          "(2 ranks × 1 thread on 2 nodes, samples/s)")
     for batch, predicted, measured, error in rows:
         print(f"{batch:>11}  {predicted:>12,.1f}  {measured:>12,.1f}  {error:>+6.1f}%")
     errors = [abs(r[3]) for r in rows]

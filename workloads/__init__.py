@@ -34,7 +34,8 @@ def get(name: str) -> Workload:
     return getattr(module, class_name)()
 
 
-def parse_params(workload: Workload, params: dict[str, Any], path: str = "workload.params") -> tuple[Any, list[Problem]]:
+def parse_params(workload: Workload, params: dict[str, Any],
+                 path: str = "workload.params") -> tuple[Any, list[Problem]]:
     """Strictly build the workload's parameter dataclass (defaults filled in)."""
     return load(workload.params_type, params, path)
 

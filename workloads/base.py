@@ -19,8 +19,9 @@ launch benchmark can reuse it)::
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # torch is imported only inside rank processes
     import torch
@@ -47,8 +48,8 @@ class RankContext:
 class Trainer(abc.ABC):
     """One rank's training state, built inside the rank process."""
 
-    module: "torch.nn.Module"         # forward(*batch) -> scalar training loss; the orchestrator wraps it in DDP
-    optimizer: "torch.optim.Optimizer"
+    module: torch.nn.Module         # forward(*batch) -> scalar training loss; the orchestrator wraps it in DDP
+    optimizer: torch.optim.Optimizer
 
     @abc.abstractmethod
     def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:

@@ -11,7 +11,7 @@ import sys
 
 from orchestrator import __version__
 from orchestrator.cli import plan_cmd, predict_cmd, report_cmd, sweep_cmd, topology_cmd, workloads_cmd
-from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail_input
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, fail_input
 from orchestrator.core.schema import InvalidInput
 
 COMMANDS = (topology_cmd, plan_cmd, sweep_cmd, report_cmd, predict_cmd, workloads_cmd)
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail_input(str(err))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def console_main() -> None:

@@ -74,13 +74,18 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.io.predict_inputs import PredictInputError, load_inputs
-    from orchestrator.report.prediction import NoFeasibleLayout, prediction_report, terminal_prediction, write_prediction
+    from orchestrator.report.prediction import (
+        NoFeasibleLayout,
+        prediction_report,
+        terminal_prediction,
+        write_prediction,
+    )
 
     try:
         inputs = load_inputs(args)
         report = prediction_report(inputs)
-    except (PredictInputError, NoFeasibleLayout) as err:
-        return fail_input(str(err))
+    except (PredictInputError, NoFeasibleLayout) as bad:
+        return fail_input(str(bad))
     err = console(stderr=True)
     for warning in [*inputs.warnings, *report.fitted.warnings]:
         err.print(f"[yellow]warning:[/] {warning}")

@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         results = load_results(args.results)
-    except NotAResultsFolder as err:
-        return fail_input(str(err))
+    except NotAResultsFolder as error:
+        return fail_input(str(error))
     chosen = set(args.formats or ["terminal", "all"])
     if "all" in chosen:
         chosen |= set(FORMATS)

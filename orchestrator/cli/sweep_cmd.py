@@ -5,12 +5,29 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import (EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console,
-                                     fail_input, plan_for)
-from orchestrator.constants import (DEFAULT_RESULTS_ROOT, EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR,
-                                   RAY_LOOPBACK_VALUE, RESULTS_ROOT_ENV_VAR)
-from orchestrator.io.sweepfile import load_sweep
+from orchestrator.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    add_topology_option,
+    console,
+    fail_input,
+    plan_for,
+)
+from orchestrator.constants import (
+    DEFAULT_RESULTS_ROOT,
+    EMBEDDED_RAY_ENV,
+    RAY_LOOPBACK_ENV_VAR,
+    RAY_LOOPBACK_VALUE,
+    RESULTS_ROOT_ENV_VAR,
+)
+from orchestrator.io.sweepfile import Sweep, load_sweep
+
+if TYPE_CHECKING:
+    from orchestrator.core.topology import Topology
+    from orchestrator.run.sweep import SweepSummary
 
 
 def add_parser(sub) -> None:
@@ -60,53 +77,74 @@ def run(args: argparse.Namespace) -> int:
     import ray
 
     from orchestrator.run import cluster as ray_cluster
-    from orchestrator.run.progress import SweepProgress
-    from orchestrator.run.sweep import SweepOptions, SweepRunner, write_reports
 
-    err = console(stderr=True)
     started_ray = ray_cluster.connect(args.address)
     try:
-        cluster = ray_cluster.discover()
-        if file_topology is not None:
-            ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
-            topology = file_topology
-        else:
-            topology = ray_cluster.detected_topology(cluster)
-        used = cluster.nodes[:len(topology.nodes)]
-        plan = plan_for(sweep, topology, ccl_available=all(n.ccl_installed for n in used))
-        if plan.backend.error:
-            return fail_input(plan.backend.error)
-        options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json)
-        runner = SweepRunner(sweep, plan, cluster, options)
-        existing = runner.prepare()
-        todo = runner.work(existing)
-        if not args.json:
-            err.print(f"[bold]sweep {sweep.spec.name}[/]: {len(plan.feasible)} of {len(plan.trials)} grid points "
-                      f"feasible on {topology.describe()}; backend {plan.backend.note}")
-            err.print(f"results: {results}   ({len(todo)} trial(s) to run, {runner.summary.skipped} already done)")
-        try:
-            with SweepProgress(len(todo), json_mode=args.json) as progress:
-                runner.execute(existing, progress, todo)
-        except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted:[/] the running trial was stopped and its cores released; "
-                      f"{runner.summary.ran} trial(s) finished and recorded in {results}. Rerun to resume.")
-            return 130
+        outcome = _run_on_ray(args, sweep, file_topology, results)
     finally:
         if started_ray:
             ray.shutdown()
+    if isinstance(outcome, int):
+        return outcome
     if args.report:
-        paths = write_reports(results)
-        if not args.json:
-            from orchestrator.report.build import terminal_report
-            from orchestrator.io.store import load_results
+        _report(results, args.json)
+    return _summary(outcome)
 
-            out = console()
-            for renderable in terminal_report(load_results(results)):
-                out.print(renderable)
-            err.print(f"report: {results / 'report' / 'report.md'} and {len(paths) - 1} more file(s)")
-    if runner.summary.failed:
-        err.print(f"[bold red]{len(runner.summary.failed)} trial(s) did not succeed:[/]")
-        for line in runner.summary.failed:
+
+def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology | None,
+                results: Path) -> int | SweepSummary:
+    """Plan against the Ray nodes and run every trial; an exit status when the sweep ends early."""
+    from orchestrator.run import cluster as ray_cluster
+    from orchestrator.run.progress import SweepProgress
+    from orchestrator.run.sweep import SweepOptions, SweepRunner
+
+    err = console(stderr=True)
+    cluster = ray_cluster.discover()
+    if file_topology is not None:
+        ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
+        topology = file_topology
+    else:
+        topology = ray_cluster.detected_topology(cluster)
+    used = cluster.nodes[:len(topology.nodes)]
+    plan = plan_for(sweep, topology, ccl_available=all(n.ccl_installed for n in used))
+    if plan.backend.error:
+        return fail_input(plan.backend.error)
+    options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json)
+    runner = SweepRunner(sweep, plan, cluster, options)
+    existing = runner.prepare()
+    todo = runner.work(existing)
+    if not args.json:
+        err.print(f"[bold]sweep {sweep.spec.name}[/]: {len(plan.feasible)} of {len(plan.trials)} grid points "
+                  f"feasible on {topology.describe()}; backend {plan.backend.note}")
+        err.print(f"results: {results}   ({len(todo)} trial(s) to run, {runner.summary.skipped} already done)")
+    try:
+        with SweepProgress(len(todo), json_mode=args.json) as progress:
+            runner.execute(existing, progress, todo)
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted:[/] the running trial was stopped and its cores released; "
+                  f"{runner.summary.ran} trial(s) finished and recorded in {results}. Rerun to resume.")
+        return EXIT_INTERRUPTED
+    return runner.summary
+
+
+def _report(results: Path, json_mode: bool) -> None:
+    """Write the report files; print its tables unless the output is JSON."""
+    from orchestrator.io.store import REPORT_DIR, load_results
+    from orchestrator.report.build import REPORT_FILE, terminal_report, write_report
+
+    paths = write_report(load_results(results), results / REPORT_DIR)
+    if not json_mode:
+        out = console()
+        for renderable in terminal_report(load_results(results)):
+            out.print(renderable)
+        console(stderr=True).print(f"report: {results / REPORT_DIR / REPORT_FILE} and {len(paths) - 1} more file(s)")
+
+
+def _summary(summary: SweepSummary) -> int:
+    if summary.failed:
+        err = console(stderr=True)
+        err.print(f"[bold red]{len(summary.failed)} trial(s) did not succeed:[/]")
+        for line in summary.failed:
             err.print(f"  {line}")
         return EXIT_RUN_FAILED
     return EXIT_OK

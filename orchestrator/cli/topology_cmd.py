@@ -17,16 +17,17 @@ def add_parser(sub) -> None:
                     "output is itself a valid topology file (detailed form): save it on a machine and plan for it "
                     "elsewhere with `orch plan --topology`.")
     add_topology_option(parser)
-    parser.add_argument("--json", action="store_true", help="print JSON (a detailed-form topology file) instead of a table")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (a detailed-form topology file) instead of a table")
     parser.set_defaults(run=run)
 
 
 def render(topology: Topology):
-    from rich.console import Group
+    from rich.console import Group, RenderableType
     from rich.table import Table
     from rich.text import Text
 
-    parts = [Text(f"{topology.describe()}   [{topology.source}]", style="bold")]
+    parts: list[RenderableType] = [Text(f"{topology.describe()}   [{topology.source}]", style="bold")]
     for index, node in enumerate(topology.nodes):
         table = Table(title=f"node {index}: {node.name} — {node.memory_mib / MIB_PER_GIB:,.1f} GiB, "
                             f"{node.threads_per_core} thread(s)/core", title_justify="left")

@@ -41,6 +41,12 @@ class Rules:
     memory_budget_mib: float | None = None  # explicit per-rank limit, if any
     backend_error: str | None = None  # why the requested backend cannot be used, if it cannot
 
+    @property
+    def reserved_rank_mib(self) -> float:
+        """Memory set aside per rank when packing ranks into nodes: the estimate, or the explicit budget
+        when that is larger (the watchdog lets a rank grow up to its budget)."""
+        return max(self.rank_memory_mib, self.memory_budget_mib or 0.0)
+
 
 def _core_word(hyperthreads: bool) -> str:
     return "hardware threads" if hyperthreads else "physical cores (hyperthreads not counted)"
@@ -53,7 +59,7 @@ def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
     need = trial.threads_per_rank + rules.ccl_workers
     need_text = (f"{trial.threads_per_rank} threads + {rules.ccl_workers} oneCCL worker core(s) = {need} cores"
                  if rules.ccl_workers else f"{trial.threads_per_rank} threads")
-    per_socket = max(len(s.cpus(ht)) for n in topology.nodes for s in n.sockets)
+    per_socket = topology.largest_socket(ht)
     total = topology.usable_cores(ht)
     n_nodes = len(topology.nodes)
 
@@ -87,7 +93,7 @@ def _memory_reason(trial: Trial, topology: Topology, rules: Rules, need: int, co
     if budget is not None and mem > budget:
         return Reason(MEMORY, f"a rank needs ~{mem:,.0f} MiB at local batch {trial.local_batch}, more than "
                               f"memory_budget_mib {budget:,.0f}")
-    per_rank = max(mem, budget or 0.0)
+    per_rank = rules.reserved_rank_mib
     if per_rank <= 0:
         return None
     head = rules.memory_headroom

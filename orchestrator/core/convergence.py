@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from orchestrator.core import records as rec
+from orchestrator.core.grid import Trial
 from orchestrator.core.table import DASH, FAILED, Cell, Footnotes, Table
-from orchestrator.core.tables import Point, layout_label
+from orchestrator.core.tables import layout_label, record_trial
 
 OLYMPIC_MIN_SEEDS = 3        # fewer seeds than this: plain mean (nothing would be left after dropping)
 DROPPED_EACH_END = 1         # the checker's samples_rejected for every benchmark but unet3d
@@ -60,7 +62,7 @@ class SeedRun:
     """One seed of one global batch."""
 
     seed: int | None
-    layout: Point                # (ranks, threads_per_rank, local_batch) it ran on
+    layout: Trial                # the layout it ran on
     status: str
     epochs: float | None         # epochs to target; None when it did not converge (or did not finish)
     max_epochs: float | None
@@ -100,7 +102,7 @@ class BatchConvergence:
         return sum(r.converged for r in self.runs)
 
     @property
-    def layouts(self) -> tuple[Point, ...]:
+    def layouts(self) -> tuple[Trial, ...]:
         return tuple(sorted({r.layout for r in self.runs}))
 
     @property
@@ -114,8 +116,7 @@ def seed_run(record: Mapping[str, Any]) -> SeedRun:
     conv = record.get("convergence") or {}
     converged = record.get("status") == rec.OK and conv.get("converged") and conv.get("epochs_to_target") is not None
     reason = next((line for line in str(record.get("reason") or "").splitlines() if line.strip()), None)
-    layout = (record.get("ranks"), record.get("threads_per_rank"), record.get("local_batch"))
-    return SeedRun(record.get("seed"), layout, record.get("status"),
+    return SeedRun(record.get("seed"), record_trial(record), cast(str, record.get("status")),
                    float(conv["epochs_to_target"]) if converged else None, conv.get("max_epochs"), reason)
 
 
@@ -126,14 +127,15 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> Batch
     slowest, 6.0 as the fastest), SD 0.5 over 6.0 and 7.0.
     """
     runs = tuple(sorted(runs, key=lambda r: (r.seed is None, r.seed)))
-    epochs = [r.epochs if r.converged else math.inf for r in runs]
+    epochs = [r.epochs if r.epochs is not None else math.inf for r in runs]
     mean = olympic_mean(epochs) if epochs else math.inf
     finite = [e for e in epochs if not math.isinf(e)]
     sd = statistics.pstdev(finite) if len(finite) >= 2 else None
     if len(runs) >= OLYMPIC_MIN_SEEDS:
         method = f"olympic mean of {len(runs)} seeds (fastest and slowest dropped)"
     else:
-        method = f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} (fewer than {OLYMPIC_MIN_SEEDS}: none dropped)"
+        method = (f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} "
+                  f"(fewer than {OLYMPIC_MIN_SEEDS}: none dropped)")
     return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method, **extra)
 
 
@@ -145,7 +147,7 @@ def convergence_by_batch(records: Iterable[Mapping[str, Any]]) -> tuple[BatchCon
             by_batch.setdefault(r["global_batch"], []).append(r)
     result = []
     for batch, group in sorted(by_batch.items()):
-        first = next((r["convergence"] for r in group if r.get("convergence")), {})
+        first: Mapping[str, Any] = next((r["convergence"] for r in group if r.get("convergence")), {})
         result.append(aggregate(batch, [seed_run(r) for r in group], hyperparams=rcp_hyperparams(first),
                                 metric=first.get("metric"), target=first.get("target")))
     return tuple(result)
@@ -180,8 +182,8 @@ def convergence_table(batches: Sequence[BatchConvergence], planned_seeds: Sequen
             epochs = Cell(f"{b.mean_epochs:.2f} ± {b.sd_epochs:.2f}", b.mean_epochs)
         else:
             epochs = Cell(f"{b.mean_epochs:.2f}", b.mean_epochs)
-        normalized = (Cell.number(b.mean_epochs / ref.mean_epochs) if b.mean_epochs is not None and ref
-                      else Cell(DASH))
+        normalized = (Cell.number(b.mean_epochs / ref.mean_epochs)
+                      if b.mean_epochs is not None and ref is not None and ref.mean_epochs is not None else Cell(DASH))
         why = [f"global batch {b.global_batch}: {r.why_not()}" for r in b.runs if not r.converged]
         ran = {r.seed for r in b.runs}
         why += [f"global batch {b.global_batch}: seed {s} not run yet" for s in planned_seeds if s not in ran]
@@ -215,7 +217,8 @@ def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) 
     return text + f" Normalized to the smallest global batch, {ref.global_batch}."
 
 
-def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "", when: str = "") -> dict:
+def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "",
+             when: str = "") -> dict[str, Any]:
     """The aggregates in the layout of MLPerf's `rcps_<benchmark>.json`: one entry per global batch with
     Benchmark, Creator, When, Platform, BS, Hyperparams and "Epochs to converge" (the converged seeds, as
     reference files list only converged runs). orch's own view (seeds, non-converged seeds, the olympic mean

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from orchestrator.core.spec import GridSpec
 from orchestrator.core.topology import Topology
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Trial:
-    """One grid point: `ranks` processes of `threads_per_rank` compute threads, `local_batch` each."""
+class Trial(NamedTuple):
+    """One grid point: `ranks` processes of `threads_per_rank` compute threads, `local_batch` each.
+
+    A named tuple, so a record's (ranks, threads_per_rank, local_batch) compares and hashes equal to the
+    trial it came from, and trials sort by ranks, then threads, then local batch.
+
+    >>> t = Trial(2, 14, 4)
+    >>> t.cores, t.global_batch, t.key, t == (2, 14, 4)
+    (28, 8, 'r2-t14-b4', True)
+    """
 
     ranks: int
     threads_per_rank: int
@@ -29,6 +36,13 @@ class Trial:
         """Stable identifier used in the results file, e.g. 'r2-t14-b4'."""
         return f"r{self.ranks}-t{self.threads_per_rank}-b{self.local_batch}"
 
+    @property
+    def cost(self) -> tuple[int, int, int]:
+        """The order in which layouts count as cheaper: fewest cores, then fewest ranks (least
+        communication), then fewest threads. The planner's convergence layout and the tables' fallback
+        baseline both pick the minimum of this."""
+        return (self.cores, self.ranks, self.threads_per_rank)
+
 
 def powers_of_two_up_to(limit: int) -> tuple[int, ...]:
     """1, 2, 4, ... up to `limit`, plus `limit` itself when it is not a power of two.
@@ -46,8 +60,7 @@ def powers_of_two_up_to(limit: int) -> tuple[int, ...]:
 
 
 def auto_threads(topology: Topology, hyperthreads: bool) -> tuple[int, ...]:
-    per_socket = max(len(s.cpus(hyperthreads)) for n in topology.nodes for s in n.sockets)
-    return powers_of_two_up_to(per_socket)
+    return powers_of_two_up_to(topology.largest_socket(hyperthreads))
 
 
 def auto_ranks(topology: Topology, hyperthreads: bool) -> tuple[int, ...]:

@@ -4,6 +4,8 @@ and linear warm-up from the base rate."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 
 def scaled_lr(*, rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:
@@ -34,3 +36,16 @@ def learning_rate(*, rule: str, base_lr: float, base_batch: int, global_batch: i
     if warmup_epochs > 0 and epoch < warmup_epochs:
         return base_lr + (target - base_lr) * epoch / warmup_epochs
     return target
+
+
+def learning_rate_at(convergence: Mapping[str, Any], epoch: float) -> float:
+    """The rate at `epoch` for a convergence run: `convergence` is the spec's convergence section plus
+    the run's global_batch, as a rank job carries it.
+
+    >>> learning_rate_at({"lr_rule": "sqrt", "base_lr": 0.1, "base_batch": 32, "global_batch": 128,
+    ...                   "warmup_epochs": 0.0}, epoch=0.0)
+    0.2
+    """
+    return learning_rate(rule=convergence["lr_rule"], base_lr=convergence["base_lr"],
+                         base_batch=convergence["base_batch"], global_batch=convergence["global_batch"],
+                         warmup_epochs=convergence["warmup_epochs"], epoch=epoch)

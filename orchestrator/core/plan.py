@@ -6,13 +6,13 @@ know (the workload's memory estimate, whether oneCCL's bindings are installed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from orchestrator.core.constraints import Reason, Rules, check
 from orchestrator.core.grid import Trial, expand
 from orchestrator.core.placement import Placement, place
-from orchestrator.core.spec import SweepSpec
+from orchestrator.core.spec import ConstraintsSpec, SweepSpec
 from orchestrator.core.topology import Topology
 
 CCL_MODULE = "oneccl_bindings_for_pytorch"
@@ -70,6 +70,15 @@ class Plan:
     def cell(self, ranks: int, threads: int, local_batch: int) -> PlannedTrial:
         return next(t for t in self.trials if t.trial == Trial(ranks, threads, local_batch))
 
+    @property
+    def ccl_workers(self) -> int:
+        return ccl_workers(self.backend, self.spec.constraints)
+
+
+def ccl_workers(backend: Backend, constraints: ConstraintsSpec) -> int:
+    """Cores per rank reserved for oneCCL's progress threads: none unless the ranks really use ccl."""
+    return constraints.ccl_workers if backend.chosen == "ccl" else 0
+
 
 def choose_backend(requested: str, ccl_available: bool) -> Backend:
     if requested == "gloo":
@@ -84,8 +93,8 @@ def choose_backend(requested: str, ccl_available: bool) -> Backend:
 
 
 def cheapest(candidates: list[PlannedTrial]) -> PlannedTrial:
-    """Fewest cores, then fewest ranks (least communication), then fewest threads."""
-    return min(candidates, key=lambda p: (p.trial.cores, p.trial.ranks, p.trial.threads_per_rank))
+    """The cheapest layout in `Trial.cost` order: fewest cores, then fewest ranks, then fewest threads."""
+    return min(candidates, key=lambda p: p.trial.cost)
 
 
 def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float],
@@ -94,7 +103,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
     cons = spec.constraints
     backend = choose_backend(spec.backend, ccl_available)
     ranks, threads, grid = expand(spec.grid, topology, cons.hyperthreads)
-    workers = cons.ccl_workers if backend.chosen == "ccl" else 0
+    workers = ccl_workers(backend, cons)
     planned = []
     for trial in grid:
         need_mib = cons.rank_memory_mib if cons.rank_memory_mib is not None else rank_memory_mib(trial.local_batch)
@@ -102,10 +111,11 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
                       rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
                       backend_error=backend.error)
         reasons = check(trial, topology, rules)
-        placement, budgets = None, ()
+        placement: Placement | None = None
+        budgets: tuple[float, ...] = ()
         if not reasons:
             placement = place(topology, trial.ranks, trial.threads_per_rank, hyperthreads=cons.hyperthreads,
-                              ccl_workers=workers, rank_memory_mib=max(need_mib, cons.memory_budget_mib or 0),
+                              ccl_workers=workers, rank_memory_mib=rules.reserved_rank_mib,
                               memory_headroom=cons.memory_headroom)
             assert placement is not None, f"check() passed but place() failed for {trial}"
             budgets = tuple(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.core.placement import Placement
-from orchestrator.core.plan import Plan
-from orchestrator.core.table import DASH, INFEASIBLE, Cell, Footnotes, Table
+from orchestrator.core.plan import Plan, PlannedTrial
+from orchestrator.core.table import DASH, INFEASIBLE, Cell, Footnotes, Table, grid_table
 from orchestrator.core.topology import Topology
 
 
@@ -24,28 +24,24 @@ def plan_tables(plan: Plan) -> list[Table]:
     tables = []
     for batch in plan.local_batches:
         notes = Footnotes()
-        rows = []
-        for threads in plan.threads:
-            cells = []
-            for ranks in plan.ranks:
-                p = plan.cell(ranks, threads, batch)
-                if p.feasible:
-                    nodes = p.placement.nodes_used
-                    cells.append(Cell("run" if nodes == 1 else f"run ({nodes} nodes)"))
-                else:
-                    cells.append(Cell(f"{DASH} {notes.letters([r.note for r in p.reasons])}", mark=INFEASIBLE))
-            rows.append((str(threads), tuple(cells)))
+
+        def cell(ranks: int, threads: int, batch: int = batch, notes: Footnotes = notes) -> Cell:
+            p = plan.cell(ranks, threads, batch)
+            if p.placement is not None:
+                nodes = p.placement.nodes_used
+                return Cell("run" if nodes == 1 else f"run ({nodes} nodes)")
+            return Cell(f"{DASH} {notes.letters([r.note for r in p.reasons])}", mark=INFEASIBLE)
+
         memory = plan.cell(plan.ranks[0], plan.threads[0], batch).rank_memory_mib
-        tables.append(Table(
+        tables.append(grid_table(
             name=f"plan-b{batch}", title=f"Plan, local batch {batch} (global batch = ranks × {batch})",
-            corner="threads \\ ranks", columns=tuple(str(r) for r in plan.ranks), rows=tuple(rows),
-            footnotes=notes.lines(),
-            caption=f"Each rank needs ~{memory:,.0f} MiB. 'run': the point fits and will be measured."))
+            caption=f"Each rank needs ~{memory:,.0f} MiB. 'run': the point fits and will be measured.",
+            ranks=plan.ranks, threads=plan.threads, cell=cell, notes=notes))
     return tables
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    def trial_dict(p):
+    def trial_dict(p: PlannedTrial) -> dict[str, Any]:
         return {"key": p.trial.key, "ranks": p.trial.ranks, "threads_per_rank": p.trial.threads_per_rank,
                 "local_batch": p.trial.local_batch, "global_batch": p.trial.global_batch, "feasible": p.feasible,
                 "reasons": [{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],

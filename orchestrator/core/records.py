@@ -26,15 +26,39 @@ Section layouts (units in the names):
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Any
 
 SCHEMA_VERSION = 1
 
-OK, INFEASIBLE, FAILED, OOM, TIMEOUT = "ok", "infeasible", "failed", "oom", "timeout"
-STATUSES = (OK, INFEASIBLE, FAILED, OOM, TIMEOUT)
-THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE = "throughput", "convergence", "peak", "allreduce"
-KINDS = (THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE)
+
+
+class Status(StrEnum):
+    """A trial's status in its record (a StrEnum: it is written, compared and printed as its value)."""
+
+    OK = "ok"
+    INFEASIBLE = "infeasible"
+    FAILED = "failed"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+
+
+class Kind(StrEnum):
+    """What a record measures; see the module docstring for each kind's section."""
+
+    THROUGHPUT = "throughput"
+    CONVERGENCE = "convergence"
+    PEAK = "peak"
+    ALLREDUCE = "allreduce"
+
+
+OK, INFEASIBLE, FAILED, OOM, TIMEOUT = Status.OK, Status.INFEASIBLE, Status.FAILED, Status.OOM, Status.TIMEOUT
+STATUSES = tuple(Status)
+THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE = Kind.THROUGHPUT, Kind.CONVERGENCE, Kind.PEAK, Kind.ALLREDUCE
+KINDS = tuple(Kind)
 
 RECORD_KEYS = (
     "schema",            # SCHEMA_VERSION
@@ -47,7 +71,7 @@ RECORD_KEYS = (
     "seed",              # convergence runs only
     "backend",           # 'gloo' or 'ccl'
     "placement",         # list of per-rank placements, see module docstring
-    "started_at",        # ISO-8601 UTC
+    "started_at",        # ISO-8601 UTC, `utc_timestamp`: '2025-11-20T09:03:00Z'
     "wall_s",            # from reservation to release
     "startup_s",         # from reservation until every rank has built its model
     "throughput", "memory", "convergence", "peak", "allreduce",
@@ -56,15 +80,25 @@ RECORD_KEYS = (
 )
 
 
+def utc_timestamp(epoch_s: float) -> str:
+    """The one timestamp format of the results folder (trials.jsonl and environment.json): ISO-8601 in
+    UTC to the second, with a 'Z'. Pure: the caller reads the clock.
+
+    >>> utc_timestamp(1763629380.4)
+    '2025-11-20T09:03:00Z'
+    """
+    return dt.datetime.fromtimestamp(epoch_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def make_record(**fields: Any) -> dict[str, Any]:
     """A record with every key present; unknown keys are a programming error."""
     unknown = set(fields) - set(RECORD_KEYS)
     if unknown:
         raise KeyError(f"unknown record keys: {sorted(unknown)}")
     if fields.get("status") not in STATUSES:
-        raise ValueError(f"status must be one of {STATUSES}, got {fields.get('status')!r}")
+        raise ValueError(f"status must be one of {tuple(map(str, STATUSES))}, got {fields.get('status')!r}")
     if fields.get("kind") not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {fields.get('kind')!r}")
+        raise ValueError(f"kind must be one of {tuple(map(str, KINDS))}, got {fields.get('kind')!r}")
     record: dict[str, Any] = {key: None for key in RECORD_KEYS}
     record.update(schema=SCHEMA_VERSION, reasons=[])
     record.update(fields)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
 MISSING = dataclasses.MISSING
 
@@ -64,8 +65,12 @@ def field_help(cls: type) -> list[tuple[str, str, str]]:
     """(name, default, help) for each field of a dataclass, for docs and error messages."""
     out = []
     for f in dataclasses.fields(cls):
-        default = "required" if f.default is MISSING and f.default_factory is MISSING else (
-            repr(f.default) if f.default is not MISSING else repr(f.default_factory()))
+        if f.default is not MISSING:
+            default = repr(f.default)
+        elif callable(f.default_factory):
+            default = repr(f.default_factory())
+        else:
+            default = "required"
         out.append((f.name, default, f.metadata.get("help", "")))
     return out
 
@@ -104,21 +109,7 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
         problems.append(Problem(path, f"must be null, got {_show(value)}"))
         return MISSING
     if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        real = [o for o in options if o is not type(None)]
-        if len(real) == 1 and (dataclasses.is_dataclass(real[0]) or typing.get_origin(real[0]) in (tuple, list)):
-            # `Section | None` given a value: report the section's own problems with their key paths,
-            # not a bare "must be mapping or null".
-            return _convert(real[0], value, path, problems)
-        for option in options:
-            trial: list[Problem] = []
-            converted = _convert(option, value, path, trial)
-            if not trial:
-                return converted
-        problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
-        return MISSING
+        return _convert_union(tp, value, path, problems)
     if origin is Literal:
         allowed = typing.get_args(tp)
         if value in allowed and type(value) in {type(a) for a in allowed}:
@@ -141,9 +132,33 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
             return MISSING
         return dict(value)
     if dataclasses.is_dataclass(tp):
-        obj, sub = load(tp, value, path)
+        obj, sub = load(cast(type, tp), value, path)
         problems.extend(sub)
         return obj if obj is not None else MISSING
+    return _convert_scalar(tp, value, path, problems)
+
+
+def _convert_union(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+    """The first option of `A | B | None` that takes `value` without a problem."""
+    options = typing.get_args(tp)
+    if value is None and type(None) in options:
+        return None
+    real = [o for o in options if o is not type(None)]
+    if len(real) == 1 and (dataclasses.is_dataclass(real[0]) or typing.get_origin(real[0]) in (tuple, list)):
+        # `Section | None` given a value: report the section's own problems with their key paths,
+        # not a bare "must be mapping or null".
+        return _convert(real[0], value, path, problems)
+    for option in options:
+        trial: list[Problem] = []
+        converted = _convert(option, value, path, trial)
+        if not trial:
+            return converted
+    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
+    return MISSING
+
+
+def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+    """bool, int, float (an int is taken as a float) and str, never a bool for a number."""
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -162,7 +177,7 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
     return MISSING
 
 
-def _check_bounds(f: dataclasses.Field, value: Any, path: str, problems: list[Problem]) -> None:
+def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: list[Problem]) -> None:
     meta = f.metadata
     numbers = value if isinstance(value, tuple) else (value,)
     for i, number in enumerate(numbers):

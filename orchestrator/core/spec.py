@@ -1,7 +1,7 @@
 """The sweep specification: what to run, how to measure it, and under which constraints.
 
-Each dataclass field is the single source of truth for its default and its help text (shown by
-`orch plan --help-schema` and copied into the README). Loading is strict: see `orchestrator.core.schema`.
+Each dataclass field is the single source of truth for its default and its help text (the README's
+schema tables are generated from them by `schema_markdown`). Loading is strict: see `orchestrator.core.schema`.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ and JSON renderings of one table can never disagree about its content."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from string import ascii_lowercase
 from typing import Any
@@ -14,6 +15,7 @@ FAILED = "failed"
 MISSING = "missing"
 
 DASH = "–"
+GRID_CORNER = "threads \\ ranks"     # rows threads per rank, columns ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +25,7 @@ class Cell:
     mark: str | None = None         # BEST, INFEASIBLE, FAILED, MISSING or None
 
     @staticmethod
-    def number(value: float, fmt: str = "{:.2f}", mark: str | None = None) -> "Cell":
+    def number(value: float, fmt: str = "{:.2f}", mark: str | None = None) -> Cell:
         return Cell(fmt.format(value), value, mark)
 
 
@@ -74,3 +76,28 @@ class Footnotes:
 
     def lines(self) -> tuple[str, ...]:
         return tuple(f"{self.letter(m)}: {m}" for m in self.messages)
+
+
+def mark_best(rows: list[list[Cell]], columns: Sequence[int] | None = None) -> None:
+    """Mark the highest number among `columns` (all columns by default; every cell on a tie)."""
+    where = [(cells, i) for cells in rows for i in (columns if columns is not None else range(len(cells)))
+             if cells[i].value is not None]
+    if not where:
+        return
+    top = max(v for cells, i in where if (v := cells[i].value) is not None)
+    for cells, i in where:
+        if cells[i].value == top:
+            cells[i] = Cell(cells[i].text, cells[i].value, BEST)
+
+
+def grid_table(*, name: str, title: str, caption: str, ranks: Sequence[int], threads: Sequence[int],
+               cell: Callable[[int, int], Cell], notes: Footnotes, best: bool = False) -> Table:
+    """The grid layout shared by the plan and the throughput tables: one row per threads-per-rank value,
+    one column per rank count, `cell(ranks, threads)` in each, filled row by row (so footnote letters
+    follow reading order); `best` marks the highest number."""
+    rows = [(str(threads_per_rank), [cell(r, threads_per_rank) for r in ranks]) for threads_per_rank in threads]
+    if best:
+        mark_best([cells for _, cells in rows])
+    return Table(name=name, title=title, corner=GRID_CORNER, columns=tuple(str(r) for r in ranks),
+                 rows=tuple((label, tuple(cells)) for label, cells in rows), footnotes=notes.lines(),
+                 caption=caption)

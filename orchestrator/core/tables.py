@@ -12,19 +12,19 @@ with the reason in a lettered footnote.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from orchestrator.core import records as rec
-from orchestrator.core.table import BEST, DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table
+from orchestrator.core.grid import Trial
+from orchestrator.core.table import DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table, grid_table, mark_best
 
 NOT_RUN_YET = "not run yet"
 NO_REASON = "no reason recorded"
 NO_MEASUREMENT = "recorded as ok but without a throughput measurement"
 DEFAULT_PEAK_PRECISION = "fp32"   # what training runs in unless the workload says otherwise
 
-Point = tuple[int, int, int]      # (ranks, threads_per_rank, local_batch)
-CORNER = "threads \\ ranks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +52,36 @@ def format_quantity(value: float) -> str:
     return f"{value:.3g}"
 
 
-def layout_label(point: Point) -> str:
+def layout_label(point: Trial) -> str:
     """'2×4×32' for 2 ranks × 4 threads per rank × local batch 32."""
-    ranks, threads, batch = point
-    return f"{ranks}×{threads}×{batch}"
+    return f"{point.ranks}×{point.threads_per_rank}×{point.local_batch}"
 
 
-def describe_point(point: Point) -> str:
+def describe_point(point: Trial) -> str:
     """'1 rank × 2 threads (2 cores)', the words used in captions."""
-    ranks, threads, _ = point
+    ranks, threads, cores = point.ranks, point.threads_per_rank, point.cores
     return (f"{ranks} rank{'s' if ranks != 1 else ''} × {threads} thread{'s' if threads != 1 else ''} "
-            f"({ranks * threads} core{'s' if ranks * threads != 1 else ''})")
+            f"({cores} core{'s' if cores != 1 else ''})")
 
 
-def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Point, Mapping[str, Any]]:
-    """Throughput records by (ranks, threads_per_rank, local_batch)."""
-    return {(r["ranks"], r["threads_per_rank"], r["local_batch"]): r
-            for r in records if r.get("kind") == rec.THROUGHPUT}
+def record_trial(record: Mapping[str, Any]) -> Trial:
+    """The grid point a record belongs to."""
+    # Every record has the three keys (records.make_record); null only in a hand-made one.
+    return Trial(*(cast(int, record.get(key)) for key in ("ranks", "threads_per_rank", "local_batch")))
+
+
+def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Trial, Mapping[str, Any]]:
+    """Throughput records by their grid point."""
+    return {record_trial(r): r for r in records if r.get("kind") == rec.THROUGHPUT}
 
 
 def grid_axes(records: Iterable[Mapping[str, Any]], derived: Mapping[str, Any]) -> Axes:
     """The axes from spec.json's derived section, widened by any value the records hold (a record from
     an older grid must not vanish from the tables)."""
     index = throughput_index(records)
-    ranks = set(derived.get("ranks") or ()) | {p[0] for p in index}
-    threads = set(derived.get("threads") or ()) | {p[1] for p in index}
-    batches = set(derived.get("local_batches") or ()) | {p[2] for p in index}
+    ranks = set(derived.get("ranks") or ()) | {p.ranks for p in index}
+    threads = set(derived.get("threads") or ()) | {p.threads_per_rank for p in index}
+    batches = set(derived.get("local_batches") or ()) | {p.local_batch for p in index}
     return Axes(tuple(sorted(ranks)), tuple(sorted(threads)), tuple(sorted(batches)))
 
 
@@ -85,7 +89,8 @@ def samples_per_s(record: Mapping[str, Any] | None) -> float | None:
     """The median global throughput of an ok throughput record, else None."""
     if record is None or record.get("status") != rec.OK or not record.get("throughput"):
         return None
-    return record["throughput"].get("samples_per_s")
+    value: float | None = record["throughput"].get("samples_per_s")
+    return value
 
 
 def reason_messages(record: Mapping[str, Any]) -> list[str]:
@@ -114,83 +119,68 @@ def status_cell(record: Mapping[str, Any] | None, notes: Footnotes) -> Cell:
 class Baseline:
     """The point a table is normalized to, and why it is not the intended one when it is not."""
 
-    point: Point
+    point: Trial
     samples_per_s: float
-    intended: Point
+    intended: Trial
     note: str = ""     # empty when point == intended
 
     @property
     def cores(self) -> int:
-        return self.point[0] * self.point[1]
+        return self.point.cores
 
 
-def find_baseline(index: Mapping[Point, Mapping[str, Any]], axes: Axes, local_batch: int) -> Baseline | None:
-    """The cell with the fewest ranks (1) and the fewest threads; when that one is not ok, the ok cell
-    with the fewest cores (then fewest ranks, then fewest threads, as the planner picks the cheapest
-    layout). None when no cell of this local batch is ok.
+def find_baseline(index: Mapping[Trial, Mapping[str, Any]], axes: Axes, local_batch: int) -> Baseline | None:
+    """The cell with the fewest ranks (1) and the fewest threads; when that one is not ok, the cheapest
+    ok cell in `Trial.cost` order (fewest cores, then ranks, then threads, as the planner picks its
+    convergence layout). None when no cell of this local batch is ok.
 
     Example: intended 1×1 timed out; ok cells 2×1 and 1×2 (both 2 cores) → 1×2, with a note that says so.
     """
     if not axes.ranks or not axes.threads:
         return None
-    intended = (axes.ranks[0], axes.threads[0], local_batch)
+    intended = Trial(axes.ranks[0], axes.threads[0], local_batch)
     value = samples_per_s(index.get(intended))
     if value:
         return Baseline(intended, value, intended)
-    ok = [p for p in index if p[2] == local_batch and samples_per_s(index[p])]
+    ok = {p: sps for p in index if p.local_batch == local_batch and (sps := samples_per_s(index[p]))}
     if not ok:
         return None
-    point = min(ok, key=lambda p: (p[0] * p[1], p[0], p[1]))
+    point = min(ok, key=lambda p: p.cost)
     record = index.get(intended)
     why = "was not run yet" if record is None else f"did not run ok ({record.get('status')})"
     note = (f"The intended baseline, {describe_point(intended)}, {why}; normalized instead to the ok cell "
             f"with the fewest cores, {describe_point(point)}.")
-    return Baseline(point, samples_per_s(index[point]), intended, note)
+    return Baseline(point, ok[point], intended, note)
+
+
+# The cell of an ok point in a grid table: (cell, None), or (None, why it cannot be computed).
+CellValue = Callable[[Trial, Mapping[str, Any], float, "Baseline"], tuple[Cell | None, str | None]]
 
 
 def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any], *, name: str, title: str,
-                caption: Callable[[Baseline | None, int], str],
-                value: Callable[[Point, Mapping[str, Any], Baseline | None], tuple[Cell | None, str | None]],
-                best: bool = True) -> list[Table]:
-    """One table per local batch. `value(point, ok_record, baseline)` gives the cell of an ok point, or
-    (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
+                caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True) -> list[Table]:
+    """One table per local batch. `value(point, ok_record, samples_per_s, baseline)` gives the cell of an ok
+    point, or (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
     index = throughput_index(records)
     axes = grid_axes(records, derived)
     tables = []
     for batch in axes.local_batches:
         notes = Footnotes()
         base = find_baseline(index, axes, batch)
-        rows = []
-        for threads in axes.threads:
-            cells = []
-            for ranks in axes.ranks:
-                point = (ranks, threads, batch)
-                record = index.get(point)
-                if samples_per_s(record) is None:
-                    cells.append(status_cell(record, notes))
-                    continue
-                cell, missing = value(point, record, base)
-                cells.append(cell if cell is not None else Cell(f"{DASH} {notes.letter(missing)}", None, MISSING))
-            rows.append((str(threads), cells))
-        if best:
-            _mark_best([cells for _, cells in rows])
-        tables.append(Table(name=f"{name}-b{batch}", title=title.format(batch=batch), corner=CORNER,
-                            columns=tuple(str(r) for r in axes.ranks),
-                            rows=tuple((label, tuple(cells)) for label, cells in rows),
-                            footnotes=notes.lines(), caption=caption(base, batch)))
+
+        def cell(ranks: int, threads: int, batch: int = batch, base: Baseline | None = base,
+                 notes: Footnotes = notes) -> Cell:
+            point = Trial(ranks, threads, batch)
+            record = index.get(point)
+            sps = samples_per_s(record)
+            if record is None or sps is None or base is None:   # an ok point means a baseline exists
+                return status_cell(record, notes)
+            made, missing = value(point, record, sps, base)
+            return made if made is not None else Cell(f"{DASH} {notes.letter(missing or NO_REASON)}", None, MISSING)
+
+        tables.append(grid_table(name=f"{name}-b{batch}", title=title.format(batch=batch), caption=caption(base, batch),
+                                 ranks=axes.ranks, threads=axes.threads, cell=cell, notes=notes, best=best))
     return tables
-
-
-def _mark_best(rows: list[list[Cell]], columns: Sequence[int] | None = None) -> None:
-    """Mark the highest number among `columns` (all columns by default; every cell on a tie)."""
-    where = [(cells, i) for cells in rows for i in (columns if columns is not None else range(len(cells)))
-             if cells[i].value is not None]
-    if not where:
-        return
-    top = max(cells[i].value for cells, i in where)
-    for cells, i in where:
-        if cells[i].value == top:
-            cells[i] = Cell(cells[i].text, cells[i].value, BEST)
 
 
 def _baseline_words(base: Baseline | None) -> str:
@@ -205,10 +195,10 @@ def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[st
 
     Example: baseline 1×1 at 4,000 samples/s, 2 ranks × 1 thread at 7,600 → cell '1.90'.
     """
-    def value(point, record, base):
-        return Cell.number(samples_per_s(record) / base.samples_per_s), None
+    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+        return Cell.number(sps / base.samples_per_s), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return ("Median global throughput (samples/s summed over ranks) ÷ the baseline's. Cells of equal total "
                 "cores (ranks × threads) show whether splitting into more ranks pays. " + _baseline_words(base))
 
@@ -219,12 +209,12 @@ def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[st
 def throughput_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
     """Median global samples/s with the coefficient of variation over repeats, e.g. '7,600 ±1.2%'
     (a record's `cv` is a fraction: 0.012 is 1.2 %)."""
-    def value(point, record, base):
-        sps, cv = samples_per_s(record), record["throughput"].get("cv")
+    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+        cv = record["throughput"].get("cv")
         spread = f" ±{cv * 100:.1f}%" if cv is not None else ""
         return Cell(f"{format_quantity(sps)}{spread}", sps), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return ("Median over repeats of the global throughput in samples/s; ± the coefficient of variation "
                 "of the repeats (standard deviation ÷ mean).")
 
@@ -238,11 +228,11 @@ def efficiency_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str
     Example: baseline 1×1 (1 core) at 4,000 samples/s; 2 ranks × 2 threads (4 cores) at 13,000 →
     speedup 3.25 over 4× the cores → '81%'. 100% is linear scaling in cores.
     """
-    def value(point, record, base):
-        speedup, cores = samples_per_s(record) / base.samples_per_s, point[0] * point[1]
+    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+        speedup, cores = sps / base.samples_per_s, point.cores
         return Cell.number(100 * speedup / (cores / base.cores), "{:.0f}%"), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return ("Speedup over the baseline ÷ (cores used ÷ baseline cores), in percent: 100% is linear scaling "
                 "in cores. " + _baseline_words(base))
 
@@ -260,14 +250,15 @@ def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[s
     index = throughput_index(records)
     first_rank = min(grid_axes(records, derived).ranks, default=1)
 
-    def value(point, record, base):
-        ranks, threads, batch = point
-        reference = samples_per_s(index.get((first_rank, threads, batch)))
+    def value(point: Trial, record: Mapping[str, Any], sps: float,
+              base: Baseline) -> tuple[Cell | None, str | None]:
+        reference = samples_per_s(index.get(point._replace(ranks=first_rank)))
         if reference is None:
-            return None, (f"no ok {first_rank}-rank measurement at {threads} thread(s) per rank to compare with")
-        return Cell.number(100 * samples_per_s(record) / (ranks / first_rank * reference), "{:.0f}%"), None
+            return None, (f"no ok {first_rank}-rank measurement at {point.threads_per_rank} thread(s) per rank "
+                          "to compare with")
+        return Cell.number(100 * sps / (point.ranks / first_rank * reference), "{:.0f}%"), None
 
-    def caption(base, batch):
+    def caption(base: Baseline | None, batch: int) -> str:
         return (f"Throughput with R ranks ÷ (R × throughput with {first_rank} rank"
                 f"{'s' if first_rank != 1 else ''}) at the same threads per rank and local batch {batch}, "
                 "in percent: 100% means adding ranks (and so global batch) adds throughput linearly.")
@@ -308,11 +299,11 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
     index = throughput_index(records)
     notes = Footnotes()
     rows = []
-    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p[2], p[0] * p[1], p[0])):
-        ranks, threads, batch = point
-        sps = samples_per_s(index[point])
+    ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
+    for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
+        ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
         flops = (index[point].get("throughput") or {}).get("train_flops_per_sample")
-        peak = peaks.get((threads, precision))
+        peak = peaks.get((threads, precision)) if precision is not None else None
         achieved = sps * flops / 1e9 if flops else None
         layout_peak = ranks * peak if peak else None
         cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps)]
@@ -326,7 +317,7 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
         else:
             cells.append(Cell(DASH, None, MISSING))
         rows.append((layout_label(point), cells))
-    _mark_best([cells for _, cells in rows], columns=(4,))
+    mark_best([cells for _, cells in rows], columns=(4,))
     caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as the workload counts them), against "
                f"the measured {precision or 'GEMM'} GEMM peak of the same cores: ranks × peak(threads per rank), "
                "where peak(T) is measured on T pinned cores of one socket.")

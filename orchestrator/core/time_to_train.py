@@ -9,12 +9,14 @@ epochs: only this product says which layout finishes first. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from orchestrator.core.convergence import BatchConvergence
+from orchestrator.core.grid import Trial
 from orchestrator.core.table import BEST, DASH, FAILED, MISSING, Cell, Footnotes, Table
-from orchestrator.core.tables import Point, format_quantity, layout_label, samples_per_s, throughput_index
+from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -54,7 +56,7 @@ def human_duration(hours: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LayoutTime:
-    point: Point                 # (ranks, threads_per_rank, local_batch)
+    point: Trial
     samples_per_s: float
     epochs: float | None         # olympic mean of the layout's global batch; None when unknown
     hours: float | None          # None when it cannot be computed; `missing` says why
@@ -63,11 +65,11 @@ class LayoutTime:
 
     @property
     def cores(self) -> int:
-        return self.point[0] * self.point[1]
+        return self.point.cores
 
     @property
     def global_batch(self) -> int:
-        return self.point[0] * self.point[2]
+        return self.point.global_batch
 
 
 def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any],
@@ -77,9 +79,10 @@ def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any
     by_batch = {b.global_batch: b for b in batches}
     samples_per_epoch = derived.get("samples_per_epoch")
     times = []
-    for point in sorted((p for p in index if samples_per_s(index[p])), key=lambda p: (p[0] * p[1], p)):
-        sps = samples_per_s(index[point])
-        global_batch = point[0] * point[2]
+    ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
+    for point in sorted(ok, key=lambda p: (p.cores, p)):
+        sps = ok[point]
+        global_batch = point.global_batch
         conv = by_batch.get(global_batch)
         if conv is None:
             times.append(LayoutTime(point, sps, None, None, f"no convergence run for global batch {global_batch} yet"))
@@ -99,13 +102,13 @@ def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any
 
 def fastest(times: Sequence[LayoutTime]) -> tuple[LayoutTime | None, dict[int, LayoutTime]]:
     """The fastest layout overall and the fastest for each core count (ties: the first in order)."""
-    timed = [t for t in times if t.hours is not None]
-    per_cores: dict[int, LayoutTime] = {}
-    for t in timed:
-        if t.cores not in per_cores or t.hours < per_cores[t.cores].hours:
-            per_cores[t.cores] = t
-    overall = min(timed, key=lambda t: t.hours) if timed else None
-    return overall, per_cores
+    timed = [(t.hours, t) for t in times if t.hours is not None]
+    per_cores: dict[int, tuple[float, LayoutTime]] = {}
+    for hours, t in timed:
+        if t.cores not in per_cores or hours < per_cores[t.cores][0]:
+            per_cores[t.cores] = (hours, t)
+    overall = min(timed, key=lambda ht: ht[0])[1] if timed else None
+    return overall, {cores: t for cores, (_, t) in per_cores.items()}
 
 
 def time_to_train_table(times: Sequence[LayoutTime], samples_per_epoch: int | None) -> Table:

@@ -20,15 +20,16 @@ planned for elsewhere): ``nodes`` is a list of node mappings, see `Node.to_dict`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.core.schema import MISSING, Problem, load, opt
 
 MIB_PER_GIB = 1024
 
 
-def cpu_ranges(cpus) -> str:
+def cpu_ranges(cpus: Iterable[int]) -> str:
     """CPU ids as Linux writes a CPU list (numactl, taskset, /sys): sorted, runs collapsed.
 
     >>> cpu_ranges([8, 0, 1, 2, 3, 10, 11])
@@ -116,6 +117,10 @@ class Topology:
     def usable_cores(self, hyperthreads: bool) -> int:
         return sum(n.usable_cores(hyperthreads) for n in self.nodes)
 
+    def largest_socket(self, hyperthreads: bool) -> int:
+        """Usable CPUs of the largest socket on any node: the most threads one rank can have."""
+        return max(len(s.cpus(hyperthreads)) for n in self.nodes for s in n.sockets)
+
     def describe(self) -> str:
         """One line, e.g. '1 node × 2 sockets × 28 cores × 2 threads, 192 GiB/node'."""
         shapes = sorted({(len(n.sockets), max((len(s.cores) for s in n.sockets), default=0),
@@ -159,10 +164,11 @@ def _core_cpus(core: int | tuple[int, ...]) -> tuple[int, ...]:
 
 def _check_explicit_cpus(spec: CompactTopology) -> list[str]:
     errors = []
-    if len(spec.cpus) != spec.sockets:
-        errors.append(f"cpus: lists {len(spec.cpus)} socket(s) but sockets is {spec.sockets}")
+    cpus = spec.cpus or ()
+    if len(cpus) != spec.sockets:
+        errors.append(f"cpus: lists {len(cpus)} socket(s) but sockets is {spec.sockets}")
     seen: set[int] = set()
-    for s, cores in enumerate(spec.cpus):
+    for s, cores in enumerate(cpus):
         if len(cores) != spec.cores_per_socket:
             errors.append(f"cpus[{s}]: {len(cores)} core(s) but cores_per_socket is {spec.cores_per_socket}")
         for c, core in enumerate(cores):
@@ -192,7 +198,7 @@ def build_compact(spec: CompactTopology, source: str = "") -> Topology:
                                      for t in range(spec.threads_per_core)))
                           for c in range(spec.cores_per_socket))
         sockets.append(Socket(s, cores))
-    numa = []
+    numa: list[NumaNode] = []
     per_numa = spec.cores_per_socket // spec.numa_per_socket
     numa_mem = spec.memory_gib * MIB_PER_GIB / (spec.sockets * spec.numa_per_socket)
     for sock in sockets:
@@ -221,7 +227,8 @@ def _node_from_dict(data: Any, path: str, problems: list[Problem]) -> Node | Non
     if not isinstance(sockets_raw, list) or not sockets_raw:
         problems.append(Problem(f"{path}.sockets", "must be a non-empty list of sockets (lists of cores)"))
         sockets_raw = []
-    sockets, seen = [], set()
+    sockets: list[Socket] = []
+    seen: set[int] = set()
     for s, cores_raw in enumerate(sockets_raw):
         cores = []
         for c, core in enumerate(cores_raw if isinstance(cores_raw, list) else [None]):
@@ -260,7 +267,7 @@ def _node_from_dict(data: Any, path: str, problems: list[Problem]) -> Node | Non
         numa = [NumaNode(s.index, tuple(sorted(s.cpus(True))), share) for s in sockets]
     if len(problems) > start:
         return None
-    return Node(str(data.get("name", path)), tuple(sockets), tuple(numa), float(memory),
+    return Node(str(data.get("name", path)), tuple(sockets), tuple(numa), float(cast(float, memory)),
                 tuple(str(n) for n in data.get("notes") or ()))
 
 
@@ -278,7 +285,7 @@ def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, li
             problems.append(Problem("nodes", "must list at least one node"))
         if problems:
             return None, problems
-        return Topology(tuple(nodes), source or str(data.get("source", ""))), []
+        return Topology(tuple(n for n in nodes if n is not None), source or str(data.get("source", ""))), []
     spec, problems = load(CompactTopology, data)
     if spec is None:
         return None, problems

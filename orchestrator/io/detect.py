@@ -75,8 +75,8 @@ def detect_local(sys_cpu: Path = SYS_CPU, sys_node: Path = SYS_NODE) -> Topology
         notes.append(f"{sys_cpu}/cpuN/topology is missing: each CPU is treated as a core of socket 0")
 
     sockets = []
-    for index, package in enumerate(sorted(layout)):
-        cores = sorted((tuple(sorted(sibs)) for sibs in layout[package].values()), key=lambda c: c[0])
+    for index, package_id in enumerate(sorted(layout)):
+        cores = sorted((tuple(sorted(sibs)) for sibs in layout[package_id].values()), key=lambda c: c[0])
         sockets.append(Socket(index, tuple(Core(c) for c in cores)))
 
     memory_mib = _usable_memory_mib(notes)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core import records as rec
+from orchestrator.io.files import write_atomic
 
 SPEC_FILE = "spec.json"
 TOPOLOGY_FILE = "topology.json"
@@ -70,10 +71,8 @@ def load_results(path: str | Path) -> Results:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves half a spec behind."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """Write atomically so a crash never leaves half a spec behind."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def append_record(folder: Path, record: dict[str, Any]) -> None:

@@ -3,7 +3,6 @@ problem reported at once with its line."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,9 +52,10 @@ def load_sweep(path: str | Path) -> Sweep:
                 problems += param_problems
     if spec is not None and workload is not None and spec.convergence is not None:
         if spec.convergence.metric not in workload.metrics:
-            problems.append(Problem("convergence.metric", f"{spec.convergence.metric!r} is not a metric of workload "
-                                                          f"{workload.name}; it reports: {', '.join(workload.metrics)}"))
-    if problems or spec is None or params is None:
+            problems.append(Problem("convergence.metric",
+                                    f"{spec.convergence.metric!r} is not a metric of workload {workload.name}; "
+                                    f"it reports: {', '.join(workload.metrics)}"))
+    if problems or spec is None or workload is None or params is None:
         raise InvalidInput(source, with_lines(problems, lines))
     return Sweep(spec, workload, params, Path(path))
 
@@ -75,6 +75,3 @@ def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
         raise InvalidInput(f"{path}", problems)
     return Sweep(spec, workload, params, path)
 
-
-def replace_spec(sweep: Sweep, **changes: Any) -> Sweep:
-    return dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, **changes))

@@ -12,9 +12,11 @@ renderables. Output is deterministic (no generation time, no absolute paths) so 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core import convergence as conv
 from orchestrator.core import tables as tab
@@ -24,6 +26,9 @@ from orchestrator.core.topology import topology_from_data
 from orchestrator.io.store import Results
 from orchestrator.report import markdown, plots
 from orchestrator.report.render import to_csv, to_json, to_rich
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = ("md", "csv", "json", "png")
 REPORT_FILE = "report.md"
@@ -173,11 +178,12 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
 
 def _figures(data: ReportData, results: Results):
     """(section, file name, figure) for every plot that has data."""
-    candidates = [("Scalability", f"{t.name}.png", lambda t=t: plots.heatmap_figure(t)) for t in data.scalability]
+    candidates: list[tuple[str, str, Callable[[], Figure | None]]] = [
+        ("Scalability", f"{t.name}.png", partial(plots.heatmap_figure, t)) for t in data.scalability]
     candidates += [
-        ("Throughput", "throughput-vs-cores.png", lambda: plots.throughput_figure(results.records)),
-        ("Convergence", "convergence.png", lambda: plots.convergence_figure(data.convergence)),
-        ("Time to train", "time-to-train.png", lambda: plots.time_to_train_figure(data.times)),
+        ("Throughput", "throughput-vs-cores.png", partial(plots.throughput_figure, results.records)),
+        ("Convergence", "convergence.png", partial(plots.convergence_figure, data.convergence)),
+        ("Time to train", "time-to-train.png", partial(plots.time_to_train_figure, data.times)),
     ]
     if data.fitted is not None:
         from orchestrator.report.prediction import calibration_figure

@@ -10,14 +10,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from orchestrator.core import records as rec
+from orchestrator.core.grid import Trial
 from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
-from orchestrator.core.tables import (describe_point, format_quantity, grid_axes, layout_label, samples_per_s,
-                                      throughput_index)
+from orchestrator.core.tables import (
+    describe_point,
+    format_quantity,
+    grid_axes,
+    layout_label,
+    samples_per_s,
+    throughput_index,
+)
 from orchestrator.core.time_to_train import fastest, human_duration
 from orchestrator.core.topology import MIB_PER_GIB, cpu_ranges, topology_from_data
 from orchestrator.io.store import Results
@@ -46,7 +54,7 @@ SECTION_INTROS = {
 NO_THROUGHPUT = "No throughput measurement yet: no data yet."
 
 
-def render(results: Results, data: "ReportData", *, figures: Mapping[str, Sequence[str]] | None = None,
+def render(results: Results, data: ReportData, *, figures: Mapping[str, Sequence[str]] | None = None,
            files: Sequence[str] = ()) -> str:
     """The Markdown document. `figures` maps a section heading to the PNG names to show under it;
     `files` are the other files written next to the report."""
@@ -81,13 +89,13 @@ def render(results: Results, data: "ReportData", *, figures: Mapping[str, Sequen
     return "\n".join(parts).rstrip() + "\n"
 
 
-def summary_lines(results: Results, data: "ReportData") -> list[str]:
+def summary_lines(results: Results, data: ReportData) -> list[str]:
     """A few lines a reader needs first: what ran, what did not, and the answer (fastest layout)."""
     lines = []
     derived = results.derived
     axes = grid_axes(results.records, derived)
     index = throughput_index(results.records)
-    grid = [(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
+    grid = [Trial(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
     if grid:
         counts = {s: sum(1 for p in grid if p in index and index[p].get("status") == s) for s in rec.STATUSES}
         unfinished = [f"{counts[s]} {s}" for s in (rec.FAILED, rec.OOM, rec.TIMEOUT) if counts[s]]
@@ -95,15 +103,14 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
         text = (f"Throughput: {len(grid)} grid points (ranks {_join(axes.ranks)} × threads per rank "
                 f"{_join(axes.threads)} × local batch {_join(axes.local_batches)}): {counts[rec.OK]} ok, "
                 f"{counts[rec.INFEASIBLE]} infeasible")
-        text += f", {sum(counts[s] for s in (rec.FAILED, rec.OOM, rec.TIMEOUT))} did not finish ({', '.join(unfinished)})" \
-            if unfinished else ""
+        did_not_finish = sum(counts[s] for s in (rec.FAILED, rec.OOM, rec.TIMEOUT))
+        text += f", {did_not_finish} did not finish ({', '.join(unfinished)})" if unfinished else ""
         text += f", {not_run} not run yet." if not_run else "."
         lines.append(text)
         for batch in axes.local_batches:
-            ok = [(samples_per_s(index[p]), p) for p in grid if p[2] == batch and p in index
-                  and samples_per_s(index[p])]
+            ok = [(sps, p) for p in grid if p.local_batch == batch and (sps := samples_per_s(index.get(p)))]
             if ok:
-                sps, point = max(ok, key=lambda o: (o[0], -o[1][0] * o[1][1]))
+                sps, point = max(ok, key=lambda o: (o[0], -o[1].cores))
                 lines.append(f"Highest throughput at local batch {batch}: {layout_label(point)}, "
                              f"{describe_point(point)}, {format_quantity(sps)} samples/s.")
     else:
@@ -116,9 +123,9 @@ def summary_lines(results: Results, data: "ReportData") -> list[str]:
     overall, per_cores = fastest(data.times)
     if overall is not None:
         lines.append(f"Fastest to train: {layout_label(overall.point)}, {describe_point(overall.point)} at local "
-                     f"batch {overall.point[2]}: {human_duration(overall.hours)}.")
+                     f"batch {overall.point.local_batch}: {human_duration(overall.hours or 0.0)}.")
         lines.append("Fastest per core count: " + "; ".join(
-            f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({human_duration(t.hours)})"
+            f"{cores} core{'s' if cores != 1 else ''}: {layout_label(t.point)} ({human_duration(t.hours or 0.0)})"
             for cores, t in sorted(per_cores.items())) + ".")
     return lines
 
@@ -159,7 +166,8 @@ def _software(results: Results) -> str:
         lines.append("- Versions: " + ", ".join(versions))
     backend = env.pop("backend", None)
     if isinstance(backend, dict):
-        lines.append(f"- Backend: {backend.get('chosen')} (requested {backend.get('requested')}): {backend.get('note')}")
+        lines.append(f"- Backend: {backend.get('chosen')} (requested {backend.get('requested')}): "
+                     f"{backend.get('note')}")
     if "started_at" in env:
         lines.append(f"- Sweep started: {env.pop('started_at')}")
     env.pop("hostname", None)
@@ -268,8 +276,8 @@ def empty_message(results: Results, section: str) -> str:
     if section == "Hardware efficiency":
         return "No layout ran ok yet: no data yet."
     if section == "Prediction":
-        from orchestrator.core.predict.fit import NotFittable, check_fittable
         from orchestrator.core.predict.data import cells_from_records
+        from orchestrator.core.predict.fit import NotFittable, check_fittable
 
         try:
             check_fittable(cells_from_records(results.records))

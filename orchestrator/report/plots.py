@@ -10,12 +10,13 @@ Each plot function returns None when it has no data, so a partial sweep gets onl
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.convergence import BatchConvergence
 from orchestrator.core.table import Table
-from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
+from orchestrator.core.tables import layout_label, samples_per_s, throughput_index
 from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ DPI = 110
 PNG_METADATA = {"Software": None}     # matplotlib writes its version here by default
 
 
-def _figure(width_in: float, height_in: float) -> "Figure":
+def _figure(width_in: float, height_in: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -34,7 +35,7 @@ def _figure(width_in: float, height_in: float) -> "Figure":
     return fig
 
 
-def heatmap_figure(table: Table) -> "Figure | None":
+def heatmap_figure(table: Table) -> Figure | None:
     """The normalized scalability table as a heat map: colour is the number, each cell keeps its text
     ('1.90', 'oom a', '– c') so the footnotes of the table still apply. Same orientation as the table."""
     import numpy as np
@@ -69,19 +70,20 @@ def _colormap(name: str):
     return colormaps[name]
 
 
-def throughput_figure(records: Sequence[Mapping[str, Any]]) -> "Figure | None":
+def throughput_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
     """Samples/s versus total cores (ranks × threads), one line per thread count, one panel per local
     batch. Along a line only the rank count changes."""
     index = throughput_index(records)
     ok = {p: samples_per_s(r) for p, r in index.items() if samples_per_s(r)}
     if not ok:
         return None
-    batches = sorted({p[2] for p in ok})
+    batches = sorted({p.local_batch for p in ok})
     fig = _figure(4.2 * len(batches), 3.6)
     axes = fig.subplots(1, len(batches), squeeze=False)[0]
     for ax, batch in zip(axes, batches):
-        for threads in sorted({p[1] for p in ok if p[2] == batch}):
-            points = sorted((r * t, sps) for (r, t, b), sps in ok.items() if b == batch and t == threads)
+        for threads in sorted({p.threads_per_rank for p in ok if p.local_batch == batch}):
+            points = sorted((p.cores, sps) for p, sps in ok.items()
+                            if p.local_batch == batch and p.threads_per_rank == threads)
             ax.plot([c for c, _ in points], [s for _, s in points], marker="o", label=f"{threads} thread(s)/rank")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
@@ -90,7 +92,7 @@ def throughput_figure(records: Sequence[Mapping[str, Any]]) -> "Figure | None":
         ax.set_title(f"local batch {batch}", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-        _integer_ticks(ax, sorted({p[0] * p[1] for p in ok if p[2] == batch}))
+        _integer_ticks(ax, sorted({p.cores for p in ok if p.local_batch == batch}))
     fig.suptitle("Throughput versus total cores (more ranks along each line)", fontsize=10)
     return fig
 
@@ -100,20 +102,20 @@ def _integer_ticks(ax, ticks: Sequence[int]) -> None:
     ax.minorticks_off()
 
 
-def convergence_figure(batches: Sequence[BatchConvergence]) -> "Figure | None":
+def convergence_figure(batches: Sequence[BatchConvergence]) -> Figure | None:
     """Epochs to target versus global batch: every seed as a dot, the olympic mean as a line with the SD
     as error bar, and seeds that did not converge as crosses at the epoch cap."""
     if not batches:
         return None
     fig = _figure(5.6, 3.8)
     ax = fig.add_subplot()
-    seeds_x = [b.global_batch for b in batches for r in b.runs if r.converged]
-    seeds_y = [r.epochs for b in batches for r in b.runs if r.converged]
+    seeds = [(b.global_batch, r.epochs) for b in batches for r in b.runs if r.epochs is not None]
+    seeds_x, seeds_y = [x for x, _ in seeds], [y for _, y in seeds]
     ax.scatter(seeds_x, seeds_y, s=18, color="0.55", zorder=2, label="one seed")
-    means = [b for b in batches if b.mean_epochs is not None]
+    means = [(b, b.mean_epochs) for b in batches if b.mean_epochs is not None]
     if means:
-        ax.errorbar([b.global_batch for b in means], [b.mean_epochs for b in means],
-                    yerr=[b.sd_epochs or 0.0 for b in means], marker="o", capsize=4, zorder=3,
+        ax.errorbar([b.global_batch for b, _ in means], [mean for _, mean in means],
+                    yerr=[b.sd_epochs or 0.0 for b, _ in means], marker="o", capsize=4, zorder=3,
                     label="olympic mean ± SD")
     failed = [(b.global_batch, r.max_epochs if r.max_epochs is not None else b.max_epochs or 0.0)
               for b in batches for r in b.runs if not r.converged]
@@ -133,11 +135,12 @@ def convergence_figure(batches: Sequence[BatchConvergence]) -> "Figure | None":
     return fig
 
 
-def time_to_train_figure(times: Sequence[LayoutTime]) -> "Figure | None":
+def time_to_train_figure(times: Sequence[LayoutTime]) -> Figure | None:
     """Hours to train per layout as horizontal bars, fastest at the top; the fastest overall in colour."""
-    timed = sorted((t for t in times if t.hours is not None), key=lambda t: t.hours)
+    timed = sorted((t for t in times if t.hours is not None), key=lambda t: t.hours or 0.0)
     if not timed:
         return None
+    hours = [t.hours or 0.0 for t in timed]   # every one is set: filtered above
     overall, per_cores = fastest(timed)
     fig = _figure(6.0, 1.2 + 0.32 * len(timed))
     ax = fig.add_subplot()
@@ -146,9 +149,9 @@ def time_to_train_figure(times: Sequence[LayoutTime]) -> "Figure | None":
                for t in timed]
     # One unit for the whole axis, the one that reads best for the slowest layout (seconds for a toy
     # model, days for a full one): an axis of 0.000025 hours helps nobody.
-    unit, factor = duration_unit(max(t.hours for t in timed))
-    bars = ax.barh(range(len(timed)), [t.hours * factor for t in timed], color=colours)
-    ax.bar_label(bars, labels=[human_duration(t.hours) for t in timed], padding=3, fontsize=8)
+    unit, factor = duration_unit(max(hours))
+    bars = ax.barh(range(len(timed)), [h * factor for h in hours], color=colours)
+    ax.bar_label(bars, labels=[human_duration(h) for h in hours], padding=3, fontsize=8)
     ax.margins(x=0.12)
     ax.set_yticks(range(len(timed)), labels=labels, fontsize=8)
     ax.invert_yaxis()
@@ -161,6 +164,6 @@ def time_to_train_figure(times: Sequence[LayoutTime]) -> "Figure | None":
     return fig
 
 
-def save(fig: "Figure", path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, format="png", metadata=PNG_METADATA)
     return path

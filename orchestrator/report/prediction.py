@@ -9,8 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.predict import tables as ptab
-from orchestrator.core.predict.capacity import (ErrorBands, Prediction, Recommendation, Target, predict_layouts,
-                                               recommend)
+from orchestrator.core.predict.capacity import (
+    ErrorBands,
+    Prediction,
+    Recommendation,
+    Target,
+    predict_layouts,
+    recommend,
+)
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.table import Table
@@ -59,7 +65,7 @@ class PredictionReport:
                 "tables": [t.to_dict() for t in self.tables()]}
 
 
-def prediction_report(inputs: "PredictInputs") -> PredictionReport:
+def prediction_report(inputs: PredictInputs) -> PredictionReport:
     """Predict every feasible layout of the target; NoFeasibleLayout when the workload fits nowhere on it."""
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
@@ -72,7 +78,7 @@ def prediction_report(inputs: "PredictInputs") -> PredictionReport:
     return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe())
 
 
-def _why_nothing_fits(inputs: "PredictInputs") -> str:
+def _why_nothing_fits(inputs: PredictInputs) -> str:
     from orchestrator.core.constraints import Rules, check
     from orchestrator.core.grid import Trial
 
@@ -90,8 +96,8 @@ def _why_nothing_fits(inputs: "PredictInputs") -> str:
 
 def _summary_table(report: PredictionReport) -> Table:
     shown = ptab.summary_predictions(report.predictions, report.recommendation)
-    return ptab.predictions_table(shown, name="prediction-summary", compact=True,
-                                  title="Prediction: fastest per node count and the Pareto set (all layouts in the files)")
+    title = "Prediction: fastest per node count and the Pareto set (all layouts in the files)"
+    return ptab.predictions_table(shown, name="prediction-summary", compact=True, title=title)
 
 
 def terminal_prediction(report: PredictionReport, *, full_validation: bool = False) -> list[Any]:
@@ -110,8 +116,9 @@ def terminal_prediction(report: PredictionReport, *, full_validation: bool = Fal
         parts += [Text(""), to_rich(table)]
     if loo is not None and not full_validation:
         s = loo.scores["orch model"]
-        parts.append(Text(f"\nheld-out error (leave one cell out, {len(loo.held_out)} cells): median {s.median_abs_pct:.1f}%, "
-                          f"max {s.max_abs_pct:.1f}%; --validate shows every scheme and the baselines"))
+        parts.append(Text(f"\nheld-out error (leave one cell out, {len(loo.held_out)} cells): median "
+                          f"{s.median_abs_pct:.1f}%, max {s.max_abs_pct:.1f}%; --validate shows every scheme and "
+                          "the baselines"))
     parts += [Text(line, style="bold") for line in ptab.recommendation_lines(report.recommendation, report.predictions)]
     return parts
 
@@ -143,7 +150,7 @@ def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
     return written
 
 
-def time_figure(report: PredictionReport) -> "Figure | None":
+def time_figure(report: PredictionReport) -> Figure | None:
     """Time-to-train and node-hours of the fastest layout per node count, with the interval as a band and
     measured layouts (throughput measured on this machine) drawn as separate points."""
     best = sorted((p for p in report.predictions if "fastest" in p.marks and p.hours is not None),
@@ -157,7 +164,7 @@ def time_figure(report: PredictionReport) -> "Figure | None":
                                       (ax_n, "node_hours", None, None, "node-hours")):
         values = [getattr(p, key) for p in best]
         ax.plot(nodes, values, marker="o", label="predicted (fastest layout)")
-        if low:
+        if low and high:
             lows = [getattr(p, low) if getattr(p, low) is not None else v for p, v in zip(best, values)]
             highs = [getattr(p, high) if getattr(p, high) is not None else v for p, v in zip(best, values)]
             ax.fill_between(nodes, lows, highs, alpha=0.25, label="interval")
@@ -176,7 +183,7 @@ def time_figure(report: PredictionReport) -> "Figure | None":
     return fig
 
 
-def calibration_figure(f: Fitted) -> "Figure | None":
+def calibration_figure(f: Fitted) -> Figure | None:
     """All-reduce time against message size per link class and rank count, with the fitted ring model."""
     if not f.samples:
         return None

@@ -23,7 +23,7 @@ def to_rich(table: Table):
     for column in table.columns:
         rich_table.add_column(column, justify="right")
     for label, cells in table.rows:
-        rich_table.add_row(label, *(Text(c.text, style=_STYLES.get(c.mark, "")) for c in cells))
+        rich_table.add_row(label, *(Text(c.text, style=_STYLES.get(c.mark or "", "")) for c in cells))
     parts = [Text(table.caption, style="italic")] if table.caption else []
     notes = [Text(note, style="dim") for note in table.footnotes]
     return Group(*parts, rich_table, *notes)

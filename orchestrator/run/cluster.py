@@ -16,6 +16,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.core.topology import Topology
 
+# Describing a node imports orch there and reads /sys: seconds normally; a node that takes longer is broken.
+DISCOVER_TIMEOUT_S = 120.0
+
 
 @dataclass(frozen=True, slots=True)
 class RayNode:
@@ -23,7 +26,6 @@ class RayNode:
     ip: str
     hostname: str
     cpus: tuple[int, ...]        # CPUs the node's processes may use
-    numa_nodes: tuple[int, ...]
     ccl_installed: bool
     topology: Topology           # detected there, one node
 
@@ -43,7 +45,7 @@ def connect(address: str | None) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = address or os.environ.get("RAY_ADDRESS")
     # Ray's own INFO/WARNING chatter (token setup, worker start) would tear through the progress display.
-    common = dict(log_to_driver=False, logging_level="ERROR", configure_logging=True)
+    common: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR", configure_logging=True)
     if address:
         ray.init(address=address, **common)
     else:
@@ -59,11 +61,8 @@ def _describe_node() -> dict[str, Any]:
     from orchestrator.io.backends import ccl_installed
     from orchestrator.io.detect import detect_local
 
-    topo = detect_local()
-    node = topo.nodes[0]
     return {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
-            "cpus": sorted(os.sched_getaffinity(0)), "numa": [n.index for n in node.numa_nodes],
-            "ccl": ccl_installed(), "topology": topo}
+            "cpus": sorted(os.sched_getaffinity(0)), "ccl": ccl_installed(), "topology": detect_local()}
 
 
 def discover() -> Cluster:
@@ -74,9 +73,9 @@ def discover() -> Cluster:
     refs = [_describe_node.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
             for n in alive]
     nodes = []
-    for n, info in zip(alive, ray.get(refs, timeout=120)):
-        nodes.append(RayNode(n["NodeID"], info["ip"], info["hostname"], tuple(info["cpus"]), tuple(info["numa"]),
-                             info["ccl"], info["topology"]))
+    for n, info in zip(alive, ray.get(refs, timeout=DISCOVER_TIMEOUT_S)):
+        nodes.append(RayNode(n["NodeID"], info["ip"], info["hostname"], tuple(info["cpus"]), info["ccl"],
+                             info["topology"]))
     return Cluster(tuple(nodes))
 
 

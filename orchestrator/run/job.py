@@ -7,22 +7,33 @@ No torch, no Ray: both sides import it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-# Phases a rank reports, in order. The driver shows them; the watchdog uses `step`/`t` to spot hangs.
-STARTING, BUILDING, WARMUP, TIMING, TRAINING, EVALUATING, DONE = (
-    "starting", "building", "warm-up", "timing", "training", "evaluating", "done")
+from orchestrator.core.records import Kind
+from orchestrator.io.files import write_atomic
+
+
+class Phase(StrEnum):
+    """Phases a rank reports, in order. The driver shows them; the watchdog uses `step`/`t` to spot hangs."""
+
+    STARTING = "starting"
+    BUILDING = "building"
+    WARMUP = "warm-up"
+    TIMING = "timing"
+    TRAINING = "training"
+    EVALUATING = "evaluating"
+    DONE = "done"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: str                      # throughput | convergence | peak | allreduce
+    kind: Kind                     # the record kind this job feeds
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -43,16 +54,50 @@ class RankJob:
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
+    def convergence_section(self) -> dict[str, Any]:
+        """The convergence section of a convergence job; any other kind has none (a programming error)."""
+        if self.convergence is None:
+            raise ValueError(f"a {self.kind} job has no convergence section")
+        return self.convergence
+
     @staticmethod
-    def from_json(text: str) -> "RankJob":
-        return RankJob(**json.loads(text))
+    def from_json(text: str) -> RankJob:
+        data = json.loads(text)
+        return RankJob(**{**data, "kind": Kind(data["kind"])})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankResult:
+    """What a rank reports when it has finished its job: written by the rank (run.rank_main) as JSON in
+    its result file, read back by its launcher and turned into the trial's record (run.recording).
+    The sections are the protocols' own reports (run.protocol): plain data, as they go into the record."""
+
+    rank: int
+    pid: int
+    threads: int                              # torch's intra-op threads, as the rank saw them
+    affinity: dict[str, list[int]]            # CPU masks read from the OS: {threads, main_thread}
+    run_s: float                              # from the job's start in the rank to its result
+    build_s: float | None = None              # building the model and optimizer (training jobs)
+    applied: dict[str, Any] | None = None     # optimizations that took effect, as the workload says
+    ready_at: float | None = None             # time.time() when every rank had built its model
+    throughput: dict[str, Any] | None = None  # kind throughput: protocol.measure_throughput's report
+    convergence: dict[str, Any] | None = None  # kind convergence: protocol.train_to_target's report
+    peak: dict[str, Any] | None = None        # kind peak: protocol.gemm_peak's report
+    allreduce: dict[str, Any] | None = None   # kind allreduce: protocol.allreduce_timing's report
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> RankResult:
+        return RankResult(**json.loads(text))
 
 
 @dataclass(slots=True)
 class Status:
     """A rank's progress, rewritten atomically at most every `MIN_INTERVAL_S`."""
 
-    phase: str = STARTING
+    phase: Phase = Phase.STARTING
     step: int = 0            # training steps done so far (all phases), the watchdog's heartbeat
     repeat: int = 0          # timing repeat in progress (1-based) or epoch in convergence runs
     of: int = 0              # repeats in all, or max epochs
@@ -78,10 +123,7 @@ class StatusWriter:
         now = time.monotonic()
         if self.path and (force or phase_changed or now - self._last_write >= self.MIN_INTERVAL_S):
             self.status.t = time.time()
-            tmp = f"{self.path}.tmp"
-            with open(tmp, "w") as fh:
-                json.dump(asdict(self.status), fh)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(asdict(self.status)))
             self._last_write = now
 
     def step(self, **changes: Any) -> None:
@@ -89,7 +131,9 @@ class StatusWriter:
 
 
 def read_status(path: str | Path) -> Status | None:
+    """The rank's last status, or None while there is none (or it cannot be read)."""
     try:
-        return Status(**json.loads(Path(path).read_text()))
-    except (OSError, ValueError, TypeError):
+        data = json.loads(Path(path).read_text())
+        return Status(**{**data, "phase": Phase(data.get("phase", Phase.STARTING))})
+    except (OSError, ValueError, TypeError, AttributeError):
         return None

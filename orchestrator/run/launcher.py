@@ -9,7 +9,6 @@ logical; the pinning here is what makes them physical.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -18,15 +17,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+from orchestrator.core.rank_end import RankStatus, classify_exit
 from orchestrator.core.topology import cpu_ranges
-from orchestrator.run.job import DONE, RankJob, read_status
+from orchestrator.run.job import Phase, RankJob, RankResult, read_status
 
 MIB = 2**20
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
@@ -45,7 +45,6 @@ TREE_EVERY_S = 2.0
 LOG_TAIL_LINES = 40
 LOG_KEEP_BYTES = 1 << 20
 STACK_DUMP_WAIT_S = 1.0
-COLLECTIVE_TIMEOUT = "Timed out waiting"   # what gloo says when a peer never joins a collective
 
 
 def pin_prefix(cpus: list[int], numa_nodes: list[int], sys_node: Path = Path("/sys/devices/system/node")
@@ -129,12 +128,54 @@ def _uss_mib(procs: list[psutil.Process]) -> float:
 
 
 @dataclass(slots=True)
+class MemoryWatch:
+    """The rank's unique memory, tracked cheaply (see the constants above): the peak so far, and whether
+    the budget is exceeded, confirmed by an exact read before anyone is stopped."""
+
+    root: psutil.Process
+    budget_mib: float
+    peak_uss_mib: float = 0.0
+    estimate_mib: float = 0.0
+    _procs: list[psutil.Process] = field(default_factory=list)
+    _tree_at: float = -TREE_EVERY_S
+    _uss_at: float = -USS_EVERY_S
+    _file_private_mib: float = 0.0
+    _files_at_read_mib: float = 0.0
+
+    def over_budget(self, now: float) -> str | None:
+        """Update the peak; the reason to stop the rank when its USS exceeds the budget, else None."""
+        if now - self._tree_at >= TREE_EVERY_S:
+            self._procs, self._tree_at = _tree(self.root), now
+        anon, files = _resident_mib(self._procs)
+        self.estimate_mib = anon + self._file_private_mib
+        self.peak_uss_mib = max(self.peak_uss_mib, self.estimate_mib)
+        # Exact reads: periodically, when libraries were mapped or unmapped since the last one (start-up),
+        # and to confirm before stopping a rank.
+        if (self.estimate_mib > self.budget_mib or now - self._uss_at >= USS_EVERY_S
+                or abs(files - self._files_at_read_mib) > FILE_CHANGE_MIB):
+            uss = _uss_mib(self._procs)
+            anon, self._files_at_read_mib = _resident_mib(self._procs)
+            self._file_private_mib = max(0.0, uss - anon)
+            self.peak_uss_mib, self._uss_at = max(self.peak_uss_mib, uss), now
+            if uss > self.budget_mib:
+                return (f"unique memory {uss:,.0f} MiB exceeded the rank's budget {self.budget_mib:,.0f} MiB; "
+                        "stopped before the kernel's OOM killer")
+        return None
+
+    def poll_s(self) -> float:
+        """How long to sleep before the next check: a runaway rank grows fast once near its budget."""
+        return POLL_NEAR_BUDGET_S if self.estimate_mib > NEAR_BUDGET * self.budget_mib else POLL_S
+
+
+@dataclass(slots=True)
 class Outcome:
-    status: str                  # ok | failed | oom | timeout | stopped
+    """How one rank ended: the launcher's report to the driver (it satisfies core.rank_end.RankEnding)."""
+
+    status: RankStatus
     reason: str | None
     exit_code: int | None
     peak_uss_mib: float
-    result: dict[str, Any] | None
+    result: RankResult | None    # set when status is ok
     log_tail: str
     log: str | None              # the whole log (bounded) when the rank did not succeed
     pin: str
@@ -201,6 +242,8 @@ class RankLauncher:
     def _dump_stacks(self) -> None:
         """Ask a stuck rank where it is stuck: rank_main registers faulthandler on SIGUSR1, which writes
         every thread's Python stack to the log, so the record's log tail shows the hung call."""
+        if self.proc is None:
+            return
         try:
             os.kill(self.proc.pid, signal.SIGUSR1)
         except ProcessLookupError:
@@ -217,95 +260,62 @@ class RankLauncher:
 
     def supervise(self, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Outcome:
         """Block until the rank ends or is ended. `deadline` is a time.time() instant."""
-        assert self.proc is not None, "start() first"
-        proc = psutil.Process(self.proc.pid)
-        peak_uss, last_uss_at, file_private, files_at_read = 0.0, -USS_EVERY_S, 0.0, 0.0
-        procs, tree_at = [proc], 0.0
-        progress, progress_at = None, time.monotonic()
-        status, reason = None, None
-        while True:
-            code = self.proc.poll()
-            if code is not None:
-                break
-            if self._stop.is_set():
-                status, reason = "stopped", self._stop_reason
-                break
+        if self.proc is None:
+            raise RuntimeError("supervise() before start()")
+        memory = MemoryWatch(psutil.Process(self.proc.pid), budget_mib)
+        progress: tuple[str, int, int] | None = None
+        progress_at = time.monotonic()
+        ended: tuple[RankStatus, str] | None = None
+        while ended is None and self.proc.poll() is None:
             now = time.monotonic()
-            if now - tree_at >= TREE_EVERY_S:
-                procs, tree_at = _tree(proc), now
-            anon, files = _resident_mib(procs)
-            estimate = anon + file_private
-            peak_uss = max(peak_uss, estimate)
-            # Exact reads: periodically, when libraries were mapped or unmapped since the last one (start-up),
-            # and to confirm before stopping a rank.
-            if (estimate > budget_mib or now - last_uss_at >= USS_EVERY_S
-                    or abs(files - files_at_read) > FILE_CHANGE_MIB):
-                uss = _uss_mib(procs)
-                anon, files_at_read = _resident_mib(procs)
-                file_private = max(0.0, uss - anon)
-                peak_uss, last_uss_at = max(peak_uss, uss), now
-                if uss > budget_mib:
-                    status, reason = "oom", (f"unique memory {uss:,.0f} MiB exceeded the rank's budget "
-                                             f"{budget_mib:,.0f} MiB; stopped before the kernel's OOM killer")
-                    break
-            s = read_status(self.job.status_path)
-            key = None if s is None else (s.phase, s.step, s.repeat)
-            if key != progress:
-                progress, progress_at = key, now
-            elif now - progress_at > step_timeout_s:
-                where = "starting" if s is None else f"{s.phase}, step {s.step}"
-                status, reason = "timeout", (f"no progress for {step_timeout_s:g} s ({where}): a hung collective "
-                                             "or a stuck step")
-                break
-            if time.time() > deadline:
-                status, reason = "timeout", "the trial exceeded its wall-clock limit (measure.timeout_s)"
-                break
-            time.sleep(POLL_NEAR_BUDGET_S if estimate > NEAR_BUDGET * budget_mib else POLL_S)
-        if status == "timeout":
+            if self._stop.is_set():
+                ended = RankStatus.STOPPED, self._stop_reason
+            elif (oom := memory.over_budget(now)) is not None:
+                ended = RankStatus.OOM, oom
+            else:
+                s = read_status(self.job.status_path)
+                key = None if s is None else (s.phase, s.step, s.repeat)
+                if key != progress:
+                    progress, progress_at = key, now
+                elif now - progress_at > step_timeout_s:
+                    where = "starting" if s is None else f"{s.phase}, step {s.step}"
+                    ended = RankStatus.TIMEOUT, (f"no progress for {step_timeout_s:g} s ({where}): a hung "
+                                                 "collective or a stuck step")
+                if ended is None and time.time() > deadline:
+                    ended = RankStatus.TIMEOUT, "the trial exceeded its wall-clock limit (measure.timeout_s)"
+                if ended is None:
+                    time.sleep(memory.poll_s())
+        return self._ended(ended, memory.peak_uss_mib)
+
+    def _ended(self, ended: tuple[RankStatus, str] | None, peak_uss_mib: float) -> Outcome:
+        """Stop the rank (its stacks first, if it hung) and say how it ended; `ended` is the watchdog's
+        verdict, None when the process exited by itself."""
+        if ended is not None and ended[0] == RankStatus.TIMEOUT:
             self._dump_stacks()
         self._kill()
-        code = self.proc.returncode
-        result = None
-        if status is None:
-            finished = Path(self.job.result_path).is_file()
-            if finished and code != 0 and getattr(read_status(self.job.status_path), "phase", None) == DONE:
-                # The measurement is complete and on disk; the process died in teardown (gloo's threads
-                # can abort at interpreter exit). Keep the result, say what happened.
-                result = json.loads(Path(self.job.result_path).read_text())
-                status, reason = "ok", f"result kept: {_describe_exit(code)} after reporting it"
-            elif finished and code == 0:
-                result = json.loads(Path(self.job.result_path).read_text())
-                status = "ok"
-            else:
-                status, reason = "failed", _describe_exit(code)
-                if COLLECTIVE_TIMEOUT in self._log_text()[-4096:]:
-                    # torch.distributed gave up on a collective before our watchdog did: still a hang.
-                    status, reason = "timeout", f"a collective timed out in torch.distributed ({reason})"
-        return self._outcome(status, reason, code, peak_uss, result)
+        code = self.proc.returncode if self.proc is not None else None
+        if ended is not None:
+            return self._outcome(ended[0], ended[1], code, peak_uss_mib, None)
+        written = Path(self.job.result_path).is_file()
+        reported = getattr(read_status(self.job.status_path), "phase", None) == Phase.DONE
+        status, reason = classify_exit(code, result_written=written, reported_done=reported,
+                                       log_end=self._log_text())
+        result = RankResult.from_json(Path(self.job.result_path).read_text()) if status == RankStatus.OK else None
+        return self._outcome(status, reason, code, peak_uss_mib, result)
 
     def _log_text(self) -> str:
         if not self.log_path.exists():
             return ""
         return self.log_path.read_bytes()[-LOG_KEEP_BYTES:].decode("utf-8", "replace")
 
-    def _outcome(self, status, reason, code, peak_uss, result) -> Outcome:
+    def _outcome(self, status: RankStatus, reason: str | None, code: int | None, peak_uss_mib: float,
+                 result: RankResult | None) -> Outcome:
         text = self._log_text()
         tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
-        return Outcome(status, reason, code, peak_uss, result, tail, None if status == "ok" else text, self.pin,
-                       self.proc.pid)
+        return Outcome(status, reason, code, peak_uss_mib, result, tail, None if status == RankStatus.OK else text,
+                       self.pin, self.proc.pid if self.proc is not None else 0)
 
     def cleanup(self) -> None:
         self._kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the rank did not exit"
-    if code < 0:
-        name = signal.Signals(-code).name
-        hint = " (not sent by orch: the kernel's out-of-memory killer is the usual sender)" if -code == 9 else ""
-        return f"the rank was killed by {name}{hint}"
-    if code == 3:
-        return "the rank exited because its launcher went away"
-    return f"the rank exited with status {code}"

@@ -9,13 +9,14 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from orchestrator.core import records as rec
+from orchestrator.run.job import Phase
 
 _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
                  rec.INFEASIBLE: "dim"}
@@ -36,7 +37,8 @@ def describe(record: dict[str, Any]) -> str:
         return f"did not reach {c['metric']} {c['target']:g} in {c['epochs_run']:.2f} epochs"
     if record["kind"] == rec.ALLREDUCE:
         a = record["allreduce"]
-        return f"{a['sizes_bytes'][-1] / 2**20:g} MiB in {a['time_s'][-1] * 1e3:,.1f} ms ({a['link']}, {a['ranks']} ranks)"
+        return (f"{a['sizes_bytes'][-1] / 2**20:g} MiB in {a['time_s'][-1] * 1e3:,.1f} ms "
+                f"({a['link']}, {a['ranks']} ranks)")
     return f"{record['peak']['gflops']:,.1f} GFLOP/s ({record['peak']['precision']})"
 
 
@@ -58,7 +60,7 @@ class SweepProgress:
         self.live = None if json_mode or self.lines else Live(self._render(), console=self.console,
                                                                refresh_per_second=4, transient=False)
 
-    def __enter__(self) -> "SweepProgress":
+    def __enter__(self) -> SweepProgress:
         if self.live:
             self.live.__enter__()
         return self
@@ -77,7 +79,7 @@ class SweepProgress:
             layout = (f"{r['ranks']}×{r['threads_per_rank']} thr, b{r['local_batch']}" if r.get("ranks") is not None
                       else f"{r['threads_per_rank']} thr")
             table.add_row(r["key"], layout, Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")), describe(r))
-        parts = [self.bar, self.current]
+        parts: list[RenderableType] = [self.bar, self.current]
         if self.recent:
             parts.append(table)
         return Group(*parts)
@@ -102,10 +104,10 @@ class SweepProgress:
     def phase(self, status: dict[str, Any] | None) -> None:
         elapsed = time.monotonic() - self.trial_started
         if status is None:
-            what = "starting"
-        elif status["phase"] == "timing":
+            what = str(Phase.STARTING)
+        elif status["phase"] == Phase.TIMING:
             what = f"timing repeat {status['repeat']}/{status['of']}"
-        elif status["phase"] in ("training", "evaluating"):
+        elif status["phase"] in (Phase.TRAINING, Phase.EVALUATING):
             metric = f", last eval {status['metric']:.3f}" if status.get("metric") is not None else ""
             what = f"{status['phase']} epoch {status['repeat']}/{status['of']}{metric}"
         else:

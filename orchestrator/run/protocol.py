@@ -17,13 +17,14 @@ import itertools
 import math
 import statistics
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from orchestrator.core.lr import learning_rate
-from orchestrator.run.job import EVALUATING, TIMING, TRAINING, WARMUP, RankJob, StatusWriter
+from orchestrator.core.lr import learning_rate_at
+from orchestrator.run.job import Phase, RankJob, StatusWriter
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -71,14 +72,14 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
         distinct = list(itertools.islice(source, max(1, min(16, job.warmup_steps + job.timed_steps))))
         source = itertools.cycle(distinct)
 
-    status.update(phase=WARMUP, of=job.repeats)
+    status.update(phase=Phase.WARMUP, of=job.repeats)
     for _ in range(job.warmup_steps):
         step(next(source))
         status.step()
 
     repeat_s, step_ms, wait_s = [], [], 0.0
     for repeat in range(1, job.repeats + 1):
-        status.update(phase=TIMING, repeat=repeat, force=True)
+        status.update(phase=Phase.TIMING, repeat=repeat, force=True)
         dist.barrier()
         start = time.perf_counter()
         for _ in range(job.timed_steps):
@@ -108,7 +109,7 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
     }
 
 
-def gradient_sizes(module: torch.nn.Module) -> dict[str, Any]:
+def gradient_sizes(module: Any) -> dict[str, Any]:
     """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes, and DDP's
     own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild)."""
     grad_bytes = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
@@ -171,7 +172,7 @@ def allreduce_check(module, trainer, batch: tuple) -> dict[str, list[float]]:
 def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
     """Train from scratch until the metric reaches the target (rank 0 evaluates and broadcasts the
     verdict, so every rank stops at the same step) or until max_epochs."""
-    conv = job.convergence
+    conv = job.convergence_section()
     step = make_step(module, trainer.optimizer)
     steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:
@@ -181,26 +182,24 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
     curve: list[list[float]] = []
     reached_at, steps_done, lr = None, 0, None
     started = time.perf_counter()
-    status.update(phase=TRAINING, of=math.ceil(conv["max_epochs"]), force=True)
+    status.update(phase=Phase.TRAINING, of=math.ceil(conv["max_epochs"]), force=True)
     for epoch in itertools.count():
         for batch in trainer.batches(epoch):
-            lr = learning_rate(rule=conv["lr_rule"], base_lr=conv["base_lr"], base_batch=conv["base_batch"],
-                               global_batch=conv["global_batch"], warmup_epochs=conv["warmup_epochs"],
-                               epoch=steps_done / steps_per_epoch)
+            lr = learning_rate_at(conv, epoch=steps_done / steps_per_epoch)
             for group in trainer.optimizer.param_groups:
                 group["lr"] = lr
             step(batch)
             steps_done += 1
             status.step(repeat=epoch + 1)
             if steps_done % eval_every_steps == 0 or steps_done == max_steps:
-                status.update(phase=EVALUATING)
+                status.update(phase=Phase.EVALUATING)
                 value = trainer.evaluate()[conv["metric"]] if dist.get_rank() == 0 else 0.0
                 verdict = torch.tensor([value], dtype=torch.float64)
                 dist.broadcast(verdict, src=0)
                 value = float(verdict.item())
                 epochs = steps_done / steps_per_epoch
                 curve.append([round(epochs, 6), value])
-                status.update(phase=TRAINING, metric=value)
+                status.update(phase=Phase.TRAINING, metric=value)
                 if value >= conv["target"]:
                     reached_at = epochs
             if reached_at is not None or steps_done >= max_steps:

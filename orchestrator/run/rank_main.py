@@ -9,7 +9,6 @@ its result to the result file; a non-zero exit status (with the traceback in its
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import signal
 import socket
@@ -18,8 +17,15 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+from orchestrator.core.rank_end import EXIT_ORPHANED
+from orchestrator.core.records import Kind
+from orchestrator.io.files import write_atomic
+
+if TYPE_CHECKING:
+    from orchestrator.run.job import RankJob, StatusWriter
 
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
@@ -33,7 +39,7 @@ def _exit_when_orphaned(poll_s: float = 0.5) -> None:
         while True:
             time.sleep(poll_s)
             if os.getppid() != parent:
-                os._exit(3)
+                os._exit(EXIT_ORPHANED)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
@@ -56,11 +62,11 @@ def main(argv: list[str]) -> int:
     # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
     # goes to the log, so a hang's record says where it hung.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    from orchestrator.run.job import BUILDING, DONE, RankJob, StatusWriter
+    from orchestrator.run.job import Phase, RankJob, RankResult, StatusWriter
 
     job = RankJob.from_json(Path(argv[1]).read_text())
     status = StatusWriter(job.status_path)
-    status.update(phase=BUILDING, force=True)
+    status.update(phase=Phase.BUILDING, force=True)
 
     import torch
 
@@ -69,23 +75,20 @@ def main(argv: list[str]) -> int:
         torch.set_num_interop_threads(1)  # inter-op parallelism would add threads beyond one per core
     except RuntimeError:
         pass
-    result: dict = {"rank": int(os.environ.get("RANK", 0)), "pid": os.getpid(), "threads": torch.get_num_threads()}
     started = time.perf_counter()
-
-    if job.kind == "peak":
+    sections: dict[str, Any]
+    if job.kind == Kind.PEAK:
         from orchestrator.run.protocol import gemm_peak
 
-        result["peak"] = gemm_peak(job.threads, job.peak_precision)
-    elif job.kind == "allreduce":
-        result["allreduce"] = _allreduce(job, status)
+        sections = {"peak": gemm_peak(job.threads, job.peak_precision)}
+    elif job.kind == Kind.ALLREDUCE:
+        sections = {"allreduce": _allreduce(job, status)}
     else:
-        result.update(_train(job, status))
-    result["affinity"] = observed_affinity()
-    result["run_s"] = time.perf_counter() - started
-    tmp = job.result_path + ".tmp"
-    Path(tmp).write_text(json.dumps(result))
-    os.replace(tmp, job.result_path)
-    status.update(phase=DONE, force=True)
+        sections = _train(job, status)
+    result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
+                        affinity=observed_affinity(), run_s=time.perf_counter() - started, **sections)
+    write_atomic(job.result_path, result.to_json())
+    status.update(phase=Phase.DONE, force=True)
     return 0
 
 
@@ -105,7 +108,7 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
-def _init_process_group(job) -> None:
+def _init_process_group(job: RankJob) -> None:
     import torch.distributed as dist
 
     if job.backend == "ccl":
@@ -115,17 +118,17 @@ def _init_process_group(job) -> None:
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
 
 
-def _allreduce(job, status) -> dict:
+def _allreduce(job: RankJob, status: StatusWriter) -> dict[str, Any]:
     """The all-reduce calibration: message sizes × repeats, timed on every rank."""
     import torch.distributed as dist
 
-    from orchestrator.run.job import TIMING
+    from orchestrator.run.job import Phase
     from orchestrator.run.protocol import allreduce_timing
 
     _init_process_group(job)
     try:
         dist.barrier()
-        status.update(phase=TIMING, force=True)
+        status.update(phase=Phase.TIMING, force=True)
         out = allreduce_timing(job.message_bytes, job.peak_precision)
         dist.barrier()  # leave together (see _train)
         return out
@@ -133,7 +136,8 @@ def _allreduce(job, status) -> dict:
         dist.destroy_process_group()
 
 
-def _train(job, status) -> dict:
+def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
+    """Build the model in a process group and run the job's protocol: the result's training sections."""
     import torch.distributed as dist
 
     import workloads
@@ -148,12 +152,10 @@ def _train(job, status) -> dict:
         if problems:
             raise ValueError("; ".join(map(str, problems)))
         lr = None
-        if job.kind == "convergence":
-            from orchestrator.core.lr import learning_rate
+        if job.kind == Kind.CONVERGENCE:
+            from orchestrator.core.lr import learning_rate_at
 
-            c = job.convergence
-            lr = learning_rate(rule=c["lr_rule"], base_lr=c["base_lr"], base_batch=c["base_batch"],
-                               global_batch=c["global_batch"], warmup_epochs=c["warmup_epochs"], epoch=0.0)
+            lr = learning_rate_at(job.convergence_section(), epoch=0.0)
         built = time.perf_counter()
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))
@@ -165,7 +167,7 @@ def _train(job, status) -> dict:
         out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
         dist.barrier()  # start-up ends when every rank has its model
         out["ready_at"] = time.time()
-        if job.kind == "throughput":
+        if job.kind == Kind.THROUGHPUT:
             out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
         else:
             out["convergence"] = protocol.train_to_target(job, trainer, module, status)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from orchestrator.core import records as rec
@@ -10,12 +9,8 @@ from orchestrator.core.measure import summarize
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.plan_view import placement_to_list
 from orchestrator.core.topology import Topology
+from orchestrator.run.launcher import Outcome
 from orchestrator.run.trial import TrialRun
-
-
-def now_iso(at: float | None = None) -> str:
-    moment = dt.datetime.fromtimestamp(at, dt.timezone.utc) if at else dt.datetime.now(dt.timezone.utc)
-    return moment.isoformat(timespec="seconds")
 
 
 def _layout(p: PlannedTrial) -> dict[str, Any]:
@@ -27,7 +22,16 @@ def _layout(p: PlannedTrial) -> dict[str, Any]:
 def infeasible_record(p: PlannedTrial, backend: str) -> dict[str, Any]:
     return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, status=rec.INFEASIBLE, backend=backend,
                            reason="\n".join(r.message for r in p.reasons),
-                           reasons=[{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons], **_layout(p))
+                           reasons=[{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],
+                           **_layout(p))
+
+
+def _section(outcome: Outcome | None, name: str) -> dict[str, Any]:
+    """A section of an ok rank's result (throughput, convergence, peak or allreduce); an ok trial has them all."""
+    section = getattr(outcome.result, name, None) if outcome is not None else None
+    if section is None:
+        raise ValueError(f"an ok rank reported no {name} section")
+    return section
 
 
 def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[str, Any]]:
@@ -39,10 +43,10 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[
         entry["pin"] = outcome.pin
         entry["pid"] = outcome.pid
         if outcome.result:
-            entry["observed_cpus"] = outcome.result["affinity"]["threads"]
-            entry["observed_main_thread_cpus"] = outcome.result["affinity"]["main_thread"]
-            entry["torch_threads"] = outcome.result.get("threads")
-            check = (outcome.result.get("throughput") or {}).get("allreduce_check")
+            entry["observed_cpus"] = outcome.result.affinity["threads"]
+            entry["observed_main_thread_cpus"] = outcome.result.affinity["main_thread"]
+            entry["torch_threads"] = outcome.result.threads
+            check = (outcome.result.throughput or {}).get("allreduce_check")
             if check:
                 entry["allreduce_check"] = check
     if run.node_ids:
@@ -53,9 +57,9 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[
 
 def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, started_at: float) -> dict[str, Any]:
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
-    applied = next((o.result.get("applied") for o in run.outcomes if o and o.result), None)
+    applied = next((o.result.applied for o in run.outcomes if o and o.result), None)
     return dict(status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
-                started_at=now_iso(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
+                started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
                 log_tail=failing.log_tail if failing else None,
                 memory={"peak_uss_mib": [o.peak_uss_mib if o else None for o in run.outcomes],
                         "budget_mib": list(p.memory_budget_mib), "estimate_mib": p.rank_memory_mib})
@@ -65,7 +69,7 @@ def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, bac
                       started_at: float) -> dict[str, Any]:
     fields = _common(p, topology, run, backend, started_at)
     if run.status == rec.OK:
-        reports = [o.result["throughput"] for o in run.outcomes]
+        reports = [_section(o, "throughput") for o in run.outcomes]
         summary = summarize(p.trial.global_batch, measure.timed_steps, [r["repeat_s"] for r in reports])
         total_timed = sum(r["timed_s"] for r in reports)
         fields["throughput"] = {
@@ -90,7 +94,7 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
                "base_lr": c.base_lr, "base_batch": c.base_batch, "warmup_epochs": c.warmup_epochs,
                "eval_every_epochs": c.eval_every_epochs}
     if run.status == rec.OK:
-        report = run.outcomes[0].result["convergence"]
+        report = _section(run.outcomes[0], "convergence")
         section.update({k: report[k] for k in ("converged", "epochs_to_target", "epochs_run", "curve", "lr",
                                                "train_s", "steps_per_epoch")})
     fields["convergence"] = section
@@ -99,22 +103,25 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
 
 def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
     placement = placement_to_list(p.placement, topology)[:1]
-    fields = dict(status=run.status, reason=run.reason, placement=placement, started_at=now_iso(started_at),
-                  wall_s=run.wall_s,
-                  log_tail=run.outcomes[0].log_tail if run.outcomes[0] and run.status != rec.OK else None)
+    first = run.outcomes[0]
+    fields: dict[str, Any] = dict(status=run.status, reason=run.reason, placement=placement,
+                                  started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s,
+                                  log_tail=first.log_tail if first and run.status != rec.OK else None)
     if run.status == rec.OK:
-        fields["peak"] = {k: run.outcomes[0].result["peak"][k] for k in ("precision", "gflops", "gemm_size")}
+        peak = _section(run.outcomes[0], "peak")
+        fields["peak"] = {k: peak[k] for k in ("precision", "gflops", "gemm_size")}
     return rec.make_record(kind=rec.PEAK, key=key, threads_per_rank=p.trial.threads_per_rank, **fields)
 
 
 def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str,
                      started_at: float) -> dict[str, Any]:
     """One calibration trial: per message size, the slowest rank's median all-reduce time."""
-    fields = dict(status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
-                  started_at=now_iso(started_at), wall_s=run.wall_s, startup_s=run.ready_s,
-                  log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))
+    fields: dict[str, Any] = dict(
+        status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
+        started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s,
+        log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))
     if run.status == rec.OK:
-        reports = [o.result["allreduce"] for o in run.outcomes]
+        reports = [_section(o, "allreduce") for o in run.outcomes]
         fields["allreduce"] = {
             "link": link, "ranks": p.trial.ranks, "dtype": reports[0]["dtype"],
             # gloo's CPU all-reduce is a ring; ccl picks by size, so its fit is an effective ring

@@ -1,7 +1,8 @@
 """`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
 
 Order: the GEMM peaks (one per distinct threads-per-rank), the all-reduce calibration (one per link
-class × multi-rank count), the throughput grid, then the convergence runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
+class × multi-rank count), the throughput grid, then the convergence runs. Finished trials already in
+the results folder are skipped, so a rerun resumes. A failed trial is a
 record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps
 everything recorded so far.
 """
@@ -22,12 +23,17 @@ from orchestrator.core import records as rec
 from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
-from orchestrator.io.store import REPORT_DIR, SpecChanged, append_record, load_results, prepare_folder
+from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.job import RankJob
 from orchestrator.run.progress import SweepProgress
-from orchestrator.run.recording import (allreduce_record, convergence_record, infeasible_record, peak_record,
-                                        throughput_record)
+from orchestrator.run.recording import (
+    allreduce_record,
+    convergence_record,
+    infeasible_record,
+    peak_record,
+    throughput_record,
+)
 from orchestrator.run.trial import RankSpec, TrialRun, run_ranks
 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
@@ -63,7 +69,7 @@ def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
             "intel_extension_for_pytorch": version("intel_extension_for_pytorch"),
             "hostname": socket.gethostname(), "cpu_model": cpu_model, "ray_nodes": cluster_size,
             "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note},
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "started_at": rec.utc_timestamp(time.time())}
 
 
 def _read_lines(path: str) -> list[str]:
@@ -74,6 +80,8 @@ def _read_lines(path: str) -> list[str]:
 
 
 def _rank_specs(p: PlannedTrial, only_first: bool = False) -> list[RankSpec]:
+    if p.placement is None:
+        raise ValueError(f"{p.trial.key} is infeasible: it has no placement to run on")
     ranks = p.placement.ranks[:1] if only_first else p.placement.ranks
     budgets = p.memory_budget_mib
     return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, budgets[r.rank]) for r in ranks]
@@ -88,7 +96,7 @@ class SweepRunner:
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
         self.backend = plan.backend.chosen
-        self.workers = self.spec.constraints.ccl_workers if self.backend == "ccl" else 0
+        self.workers = plan.ccl_workers
         self.summary = SweepSummary()
 
     # --- bookkeeping ----------------------------------------------------------------------------------
@@ -128,7 +136,7 @@ class SweepRunner:
                         timeout_s=timeout_s, ccl_workers=self.workers, on_status=progress.phase)
         return run, started
 
-    def _job(self, kind: str, p: PlannedTrial, **extra: Any) -> RankJob:
+    def _job(self, kind: rec.Kind, p: PlannedTrial, **extra: Any) -> RankJob:
         m = self.spec.measure
         return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                        backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
@@ -137,61 +145,72 @@ class SweepRunner:
                        # watchdog's, so that a hang is judged by one clock, ours, and reported as timeout.
                        init_timeout_s=2 * m.step_timeout_s + 30, **extra)
 
+    def _allreduce(self, key: str, item: PlannedTrial, progress: SweepProgress) -> tuple[TrialRun, dict[str, Any]]:
+        """One all-reduce calibration trial: every message size over this placement's ranks."""
+        m = self.spec.measure
+        link = key.split("-")[1]
+        progress.start_trial(f"{key} (all_reduce over {item.trial.ranks} ranks, {link}, "
+                             f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB)")
+        job = self._job(rec.ALLREDUCE, item, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
+        run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
+        return run, allreduce_record(key, link, item, run, topology=self.plan.topology, backend=self.backend,
+                                     started_at=started)
+
     # --- the sweep ------------------------------------------------------------------------------------
-    def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, tuple[rec.Kind, Any]]]:
         """(key, planned item) for everything still to run, in order: peaks, grid, convergence."""
         done = {r["key"] for r in existing if r["status"] == rec.OK and not self.options.rerun}
-        items: list[tuple[str, Any]] = []
+        items: list[tuple[str, tuple[rec.Kind, Any]]] = []
         feasible = self.plan.feasible
         precision = _precision(self.sweep.params)
         for threads in sorted({p.trial.threads_per_rank for p in feasible}) if self.spec.measure.peak else ():
             first = next(p for p in feasible if p.trial.threads_per_rank == threads)
-            items.append((f"peak-t{threads}-{precision}", ("peak", first)))
+            items.append((f"peak-t{threads}-{precision}", (rec.PEAK, first)))
         if self.spec.measure.allreduce:
             cons = self.spec.constraints
             counts = tuple(sorted({p.trial.ranks for p in feasible}))
-            items += [(key, ("allreduce", p)) for key, p in calibration_trials(
+            items += [(key, (rec.ALLREDUCE, p)) for key, p in calibration_trials(
                 self.plan.topology, counts, hyperthreads=cons.hyperthreads, memory_headroom=cons.memory_headroom)]
-        items += [(p.trial.key, ("throughput", p)) for p in feasible]
+        items += [(p.trial.key, (rec.THROUGHPUT, p)) for p in feasible]
         if self.options.convergence:
-            items += [(f"conv-{run.key}", ("convergence", run)) for run in self.plan.convergence]
+            items += [(f"conv-{run.key}", (rec.CONVERGENCE, run)) for run in self.plan.convergence]
         self.summary.skipped = sum(1 for key, _ in items if key in done)
         return [(key, item) for key, item in items if key not in done]
 
-    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress, todo: list[tuple[str, Any]]) -> None:
+    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress,
+                todo: list[tuple[str, tuple[rec.Kind, Any]]]) -> None:
         recorded = {r["key"]: r for r in existing}
         for p in self.plan.trials:
-            if not p.feasible and recorded.get(p.trial.key, {}).get("reason") != infeasible_record(p, self.backend)["reason"]:
-                self._record(infeasible_record(p, self.backend), progress)
+            if p.feasible:
+                continue
+            record = infeasible_record(p, self.backend)
+            if recorded.get(p.trial.key, {}).get("reason") != record["reason"]:
+                self._record(record, progress)
         m = self.spec.measure
         for key, (kind, item) in todo:
-            if kind == "peak":
+            if kind == rec.PEAK:
                 progress.start_trial(f"{key} (GEMM peak on {item.trial.threads_per_rank} pinned core(s))")
-                job = self._job("peak", item, peak_precision=_precision(self.sweep.params))
+                job = self._job(rec.PEAK, item, peak_precision=_precision(self.sweep.params))
                 run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress, only_first=True)
                 record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
-            elif kind == "allreduce":
-                link = key.split("-")[1]
-                progress.start_trial(f"{key} (all_reduce over {item.trial.ranks} ranks, {link}, "
-                                     f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB)")
-                job = self._job("allreduce", item, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
-                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
-                record = allreduce_record(key, link, item, run, topology=self.plan.topology, backend=self.backend,
-                                          started_at=started)
-            elif kind == "throughput":
+            elif kind == rec.ALLREDUCE:
+                run, record = self._allreduce(key, item, progress)
+            elif kind == rec.THROUGHPUT:
                 t = item.trial
                 progress.start_trial(f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch "
                                      f"{t.local_batch})")
-                run, started = self._run(key, item, self._job("throughput", item), m.timeout_s, m.step_timeout_s,
+                run, started = self._run(key, item, self._job(rec.THROUGHPUT, item), m.timeout_s, m.step_timeout_s,
                                          progress)
                 record = throughput_record(item, run, topology=self.plan.topology, backend=self.backend, measure=m,
                                            started_at=started)
             else:
                 conv = self.spec.convergence
+                if conv is None:
+                    raise ValueError("a convergence run was planned but the spec has no convergence section")
                 layout = item.layout
                 progress.start_trial(f"{key} (global batch {item.global_batch}, seed {item.seed}, on "
                                      f"{layout.trial.ranks}×{layout.trial.threads_per_rank})")
-                job = self._job("convergence", layout, seed=item.seed,
+                job = self._job(rec.CONVERGENCE, layout, seed=item.seed,
                                 convergence={**to_plain(conv), "global_batch": item.global_batch})
                 run, started = self._run(key, layout, job, conv.timeout_s, m.step_timeout_s, progress)
                 record = convergence_record(key, layout, item.seed, run, topology=self.plan.topology,
@@ -199,8 +218,3 @@ class SweepRunner:
             self._record(record, progress, run)
             self.summary.ran += 1
 
-
-def write_reports(results_dir: Path) -> list[Path]:
-    from orchestrator.report.build import write_report
-
-    return write_report(load_results(results_dir), results_dir / REPORT_DIR)

@@ -10,29 +10,29 @@ fail stops the others; the trial's status names the root cause, not the echo of 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from orchestrator.core.rank_end import RankStatus, first_bad, root_cause
+from orchestrator.core.records import Status
 from orchestrator.run.cluster import Cluster
 from orchestrator.run.job import RankJob
 from orchestrator.run.launcher import Outcome, RankLauncher, rank_environment
 
 RESERVE_TIMEOUT_S = 120.0
 GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before stopping them
+CLEANUP_CALL_TIMEOUT_S = 10.0  # a launcher that cannot clean up in this long is killed with its actor
+STATUS_CALL_TIMEOUT_S = 2.0   # a status ask that takes longer shows "no status" rather than stall the loop
+WAIT_POLL_S = 0.5             # how long the supervision loop waits for a rank's end before its other work
 # How often the driver asks rank 0 for its phase, for the progress display. Each ask is an actor call on
 # the machine being measured: at 0.5 s it cost ~3% of a 2-thread rank's throughput on a 2-core machine
 # (benchmarks/bench_orch_vs_direct.py); at 2 s it is lost in the noise.
 STATUS_POLL_S = 2.0
-
-# Root-cause priority when several ranks end badly: a peer that lost its partner in a collective exits
-# with an ordinary error, so a memory stop or a signal is the better explanation.
-_PRIORITY = {"oom": 0, "signal": 1, "timeout": 2, "failed": 3, "peer_lost": 4, "stopped": 5, "ok": 6}
-# What a rank's log says when it failed only because a peer vanished mid-collective.
-_PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class RankSpec:
 
 @dataclass(slots=True)
 class TrialRun:
-    status: str
+    status: str                      # a record status (core.records.Status)
     reason: str | None
     outcomes: list[Outcome | None]
     ready_s: float | None = None     # reservation → every rank built its model
@@ -62,32 +62,22 @@ class TrialRun:
     node_ids: list[str] = field(default_factory=list)
 
 
-def _cause(outcome: Outcome) -> int:
-    # A rank that lost its peer mid-collective often aborts (SIGABRT from gloo's thread) right after the
-    # peer died: its log says so, and that outranks the signal it died of.
-    if outcome.status == "failed" and any(text in outcome.log_tail for text in _PEER_LOST):
-        return _PRIORITY["peer_lost"]
-    if outcome.status == "failed" and outcome.exit_code is not None and outcome.exit_code < 0:
-        return _PRIORITY["signal"]
-    return _PRIORITY[outcome.status]
-
-
 def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir: str, step_timeout_s: float,
               timeout_s: float, ccl_workers: int = 0,
-              on_status: Callable[[dict | None], None] | None = None) -> TrialRun:
+              on_status: Callable[[dict[str, Any] | None], None] | None = None) -> TrialRun:
     started = time.time()
     deadline = started + timeout_s
     pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
                          bundle_label_selector=[{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks])
-    launchers = []
+    launchers: list[Any] = []    # Ray actor handles: their methods are called with .remote()
     try:
         try:
             ray.get(pg.ready(), timeout=RESERVE_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
-            return TrialRun("failed", f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another job "
-                                      "holds them, or the nodes have fewer CPUs than the topology says)",
+            return TrialRun(Status.FAILED, f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another "
+                                           "job holds them, or the nodes have fewer CPUs than the topology says)",
                             [None] * len(ranks), wall_s=time.time() - started)
-        actor = ray.remote(RankLauncher)
+        actor: Any = ray.remote(RankLauncher)
         for i, r in enumerate(ranks):
             launchers.append(actor.options(
                 num_cpus=float(len(r.all_cpus)), max_concurrency=4,
@@ -112,7 +102,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
     finally:
         for launcher in launchers:
             try:
-                ray.get(launcher.cleanup.remote(), timeout=10)
+                ray.get(launcher.cleanup.remote(), timeout=CLEANUP_CALL_TIMEOUT_S)
             except Exception:  # an actor that already died has nothing left to clean
                 pass
             ray.kill(launcher)
@@ -129,7 +119,10 @@ def _worker_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("RAY_")}
 
 
-def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, node_ids) -> TrialRun:
+def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, deadline: float, step_timeout_s: float,
+               on_status: Callable[[dict[str, Any] | None], None] | None, node_ids: list[str]) -> TrialRun:
+    """Wait for every rank's end; once one ends badly, give the others a grace period to report their
+    own end, then stop them. The trial's status and reason come from the root cause (core.rank_end)."""
     refs = {launcher.supervise.remote(budget_mib=r.budget_mib, step_timeout_s=step_timeout_s, deadline=deadline): i
             for i, (launcher, r) in enumerate(zip(launchers, ranks))}
     outcomes: list[Outcome | None] = [None] * len(ranks)
@@ -137,37 +130,40 @@ def _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status, n
     pending = list(refs)
     failed_at, polled_at = None, 0.0
     while pending:
-        done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+        done, pending = ray.wait(pending, num_returns=1, timeout=WAIT_POLL_S)
         for ref in done:
             i = refs[ref]
-            try:
-                outcomes[i] = ray.get(ref)
-            except ray.exceptions.RayError as err:  # the launcher itself died (node lost, actor killed)
-                outcomes[i] = Outcome("failed", f"the rank's launcher died: {type(err).__name__}", None, 0.0, None,
-                                      "", None, "", 0)
+            outcomes[i] = outcome = _outcome_of(ref)
             ended.append(i)
-            if outcomes[i].status != "ok" and failed_at is None:
+            if outcome.status != RankStatus.OK and failed_at is None:
                 failed_at = time.monotonic()
         if failed_at is not None and pending and time.monotonic() - failed_at > GRACE_AFTER_FAILURE_S:
-            bad = min((o for o in outcomes if o and o.status != "ok"), key=_cause)
+            bad = first_bad(outcomes)
             for ref in pending:
-                launchers[refs[ref]].stop.remote(f"stopped because another rank ended: {bad.reason}")
+                launchers[refs[ref]].stop.remote(f"stopped because another rank ended: {bad.reason if bad else None}")
             failed_at = float("inf")  # stop only once
         if on_status is not None and pending and time.monotonic() - polled_at >= STATUS_POLL_S:
             polled_at = time.monotonic()
             try:
-                on_status(ray.get(launchers[0].status.remote(), timeout=2))
-            except Exception:
+                on_status(ray.get(launchers[0].status.remote(), timeout=STATUS_CALL_TIMEOUT_S))
+            except Exception:  # a display detail must never end the trial
                 on_status(None)
     wall = time.time() - started
-    ready = [o.result.get("ready_at") for o in outcomes if o and o.result and o.result.get("ready_at")]
+    ready = [o.result.ready_at for o in outcomes if o and o.result and o.result.ready_at]
     ready_s = max(ready) - started if len(ready) == len(outcomes) else None
-    bad = [(i, o) for i, o in enumerate(outcomes) if o is None or o.status != "ok"]
-    if not bad:
-        notes = "; ".join(f"rank {i}: {o.reason}" for i, o in enumerate(outcomes) if o.reason)
-        return TrialRun("ok", notes or None, outcomes, ready_s, wall, None, node_ids)
-    order = {rank: position for position, rank in enumerate(ended)}
-    index, worst = min(bad, key=lambda io: (_cause(io[1]) if io[1] else 9, order.get(io[0], len(order))))
-    status = "failed" if worst is None or worst.status == "stopped" else worst.status
-    reason = f"rank {index}: {worst.reason if worst else 'no outcome'}"
+    cause = root_cause(outcomes, ended)
+    if cause is None:
+        notes = "; ".join(f"rank {i}: {o.reason}" for i, o in enumerate(outcomes) if o and o.reason)
+        return TrialRun(Status.OK, notes or None, outcomes, ready_s, wall, None, node_ids)
+    index, status, reason = cause
     return TrialRun(status, reason, outcomes, ready_s, wall, index, node_ids)
+
+
+def _outcome_of(ref: Any) -> Outcome:
+    try:
+        outcome: Outcome = ray.get(ref)
+        return outcome
+    except ray.exceptions.RayError as err:  # the launcher itself died (node lost, actor killed)
+        return Outcome(RankStatus.FAILED, f"the rank's launcher died: {type(err).__name__}", None, 0.0, None, "",
+                       None, "", 0)
+

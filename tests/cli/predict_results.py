@@ -11,7 +11,7 @@ from orchestrator.core import records as rec
 from orchestrator.core.predict import comm
 from orchestrator.core.predict.epochs import critical_batch_epochs
 from orchestrator.core.predict.step import Layout, StepModel
-from orchestrator.core.topology import build_compact, CompactTopology
+from orchestrator.core.topology import CompactTopology, build_compact
 from orchestrator.io.store import write_json
 from orchestrator.io.sweepfile import load_sweep
 

@@ -1,18 +1,27 @@
-"""The worked examples in the core modules' docstrings are true."""
+"""The worked examples in the core modules' docstrings are true.
+
+Every module of orchestrator.core is collected, so a new core module's examples run without being listed
+here; a module whose source shows an example (`>>>`) must run at least one.
+"""
 
 from __future__ import annotations
 
 import doctest
 import importlib
+import pkgutil
+from pathlib import Path
 
 import pytest
 
-MODULES = ["orchestrator.core.schema", "orchestrator.core.grid", "orchestrator.core.placement",
-           "orchestrator.core.table", "orchestrator.core.topology"]
+import orchestrator.core
+
+MODULES = sorted(f"orchestrator.core.{m.name}" for m in pkgutil.iter_modules(orchestrator.core.__path__))
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    if ">>> " in Path(module.__file__).read_text():
+        assert result.attempted > 0
     assert result.failed == 0

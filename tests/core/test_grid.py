@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from hand_topologies import (cluster_4x2s28c, emulated_2s1c, heterogeneous, one_socket_2c, xeon_2s28c,
-                             xeon_2s28c_smt, xeon_8s28c)
 from orchestrator.core.grid import Trial, expand, powers_of_two_up_to
 from orchestrator.core.spec import GridSpec
+
+from hand_topologies import (
+    cluster_4x2s28c,
+    emulated_2s1c,
+    heterogeneous,
+    one_socket_2c,
+    xeon_2s28c,
+    xeon_2s28c_smt,
+    xeon_8s28c,
+)
 
 
 @pytest.mark.parametrize("limit, expected", [

@@ -6,11 +6,21 @@ from itertools import combinations
 
 import pytest
 
-from hand_topologies import (ALL, GIB, cluster_4x2s28c, detailed, emulated_2s1c, heterogeneous, xeon_2s28c,
-                             xeon_2s28c_smt, xeon_2s28c_snc)
 from orchestrator.core.grid import powers_of_two_up_to
 from orchestrator.core.placement import Placement, node_capacity, place, socket_slots, spread
 from orchestrator.core.topology import Topology
+
+from hand_topologies import (
+    ALL,
+    GIB,
+    cluster_4x2s28c,
+    detailed,
+    emulated_2s1c,
+    heterogeneous,
+    xeon_2s28c,
+    xeon_2s28c_smt,
+    xeon_2s28c_snc,
+)
 
 
 def fewest_nodes(capacities: list[int], ranks: int) -> int:

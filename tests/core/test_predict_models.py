@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from orchestrator.core.predict import comm, epochs, step
-from orchestrator.core.predict.step import Layout, StepModel
 from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from, truth
 
+from orchestrator.core.predict import comm, epochs, step
+from orchestrator.core.predict.step import Layout
 
 # --- all-reduce ---------------------------------------------------------------------------------------
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from
 
 from orchestrator.core.predict import validate
 from orchestrator.core.predict.capacity import Prediction, mark, recommend
 from orchestrator.core.predict.epochs import BatchPoint, critical_batch_epochs
 from orchestrator.core.predict.step import Cell, Layout, StepModel
-from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from
 
 
 def test_schemes_hold_out_each_cell_and_each_largest_level():

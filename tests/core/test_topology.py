@@ -6,9 +6,18 @@ import json
 
 import pytest
 
-from hand_topologies import (ALL, GIB, cluster_4x2s28c, emulated_2s1c, heterogeneous, one_socket_2c,
-                             xeon_2s28c_smt, xeon_2s28c_snc)
 from orchestrator.core.topology import Core, cpu_ranges, topology_from_data
+
+from hand_topologies import (
+    ALL,
+    GIB,
+    cluster_4x2s28c,
+    emulated_2s1c,
+    heterogeneous,
+    one_socket_2c,
+    xeon_2s28c_smt,
+    xeon_2s28c_snc,
+)
 
 
 def problems_of(data) -> list[str]:

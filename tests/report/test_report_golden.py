@@ -146,8 +146,8 @@ def test_a_sweep_with_no_records_yet_says_no_data_yet(tmp_path):
 
 
 def test_a_partial_sweep_reports_what_it_has(tmp_path):
-    lines = [l + "\n" for l in (RESULTS / "trials.jsonl").read_text().splitlines()
-             if '"kind":"throughput"' in l and '"local_batch":32,' in l]
+    lines = [line + "\n" for line in (RESULTS / "trials.jsonl").read_text().splitlines()
+             if '"kind":"throughput"' in line and '"local_batch":32,' in line]
     results = load_results(_copy_results(tmp_path, lines, drop_convergence=True))
     assert results.errors == []
     paths = write_report(results, tmp_path / "report")

@@ -73,10 +73,10 @@ def test_rank_environment_pins_openmp_and_sets_rendezvous():
 def test_single_rank_runs_pinned_and_reports(tmp_path):
     (outcome,) = _run(tmp_path, [(_job(), [CPUS[-1]])])
     assert outcome.status == "ok", outcome.log_tail
-    assert outcome.result["affinity"]["main_thread"] == [CPUS[-1]]
+    assert outcome.result.affinity["main_thread"] == [CPUS[-1]]
     # Every thread of the process (OpenMP workers included) was born inside the rank's CPU.
-    assert outcome.result["affinity"]["threads"] == [CPUS[-1]]
-    assert len(outcome.result["throughput"]["repeat_s"]) == 2
+    assert outcome.result.affinity["threads"] == [CPUS[-1]]
+    assert len(outcome.result.throughput["repeat_s"]) == 2
     assert outcome.peak_uss_mib > 50
 
 
@@ -84,9 +84,9 @@ def test_single_rank_runs_pinned_and_reports(tmp_path):
 def test_two_ranks_allreduce_and_disjoint_affinity(tmp_path):
     outcomes = _run(tmp_path, [(_job(), [CPUS[0]]), (_job(), [CPUS[1]])])
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
-    masks = [set(o.result["affinity"]["threads"]) for o in outcomes]
+    masks = [set(o.result.affinity["threads"]) for o in outcomes]
     assert masks[0] == {CPUS[0]} and masks[1] == {CPUS[1]}
-    checks = [o.result["throughput"]["allreduce_check"] for o in outcomes]
+    checks = [o.result.throughput["allreduce_check"] for o in outcomes]
     synced = [c["synced_grad_sums"] for c in checks]
     local = [c["local_grad_sums"] for c in checks]
     # After the all-reduce both ranks hold the same gradients, the mean of their (different) local ones.

@@ -8,8 +8,13 @@ import sys
 import pytest
 
 import workloads
-from workloads.retinanet.workload import (SMALL_PARAMS, RetinaNetParams, RetinaNetWorkload, anchors_per_image,
-                                          level_sizes)
+from workloads.retinanet.workload import (
+    SMALL_PARAMS,
+    RetinaNetParams,
+    RetinaNetWorkload,
+    anchors_per_image,
+    level_sizes,
+)
 
 
 def parse(**params):

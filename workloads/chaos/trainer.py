@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from dataclasses import replace
+from typing import cast
 
 import torch
 
@@ -47,4 +48,5 @@ class ChaosTrainer(ClassifierTrainer):
     def __init__(self, p: ChaosParams, ctx: RankContext):
         super().__init__(p, ctx)
         armed = p.fault_local_batch is None or p.fault_local_batch == ctx.local_batch
-        self.module = FaultyLossModule(self.module.net, p if armed else replace(p, fault="none"), ctx.rank)
+        net = cast(torch.nn.Module, self.module.net)
+        self.module = FaultyLossModule(net, p if armed else replace(p, fault="none"), ctx.rank)

@@ -32,7 +32,8 @@ class ChaosWorkload(ClassifierWorkload):
     description = "the classifier with an injected fault (crash, kill, hang, oom) for testing failure handling"
     params_type = ChaosParams
 
-    def build(self, params: ChaosParams, ctx: RankContext) -> Trainer:
+    # The registry passes each workload its own params_type, so narrowing the parameter type is safe here.
+    def build(self, params: ChaosParams, ctx: RankContext) -> Trainer:  # type: ignore[override]
         from workloads.chaos.trainer import ChaosTrainer
 
         return ChaosTrainer(params, ctx)

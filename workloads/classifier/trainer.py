@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -60,7 +61,7 @@ class ClassifierTrainer(Trainer):
         return batches_per_epoch(len(self.y), self.ctx.world_size, self.ctx.local_batch)
 
     def evaluate(self) -> dict[str, float]:
-        net = self.module.net
+        net = cast(nn.Module, self.module.net)
         net.eval()
         with torch.no_grad():
             accuracy = (net(self.x_test).argmax(dim=1) == self.y_test).float().mean().item()

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
 
 def coco_ground_truth(targets: list[dict[str, torch.Tensor]], classes: int) -> dict:
     """A COCO instances document: image i is id i + 1, label l is category l + 1 (COCO ids start at 1)."""
-    images, annotations = [], []
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     for image_id, target in enumerate(targets, start=1):
         images.append({"id": image_id})
         for box, label in zip(target["boxes"].tolist(), target["labels"].tolist()):
@@ -73,7 +75,7 @@ def detect(detector: torch.nn.Module, batches: Iterable[torch.Tensor], *, bf16: 
     was_training = detector.training
     detector.eval()
     try:
-        detections = []
+        detections: list[dict[str, torch.Tensor]] = []
         for images in batches:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 out = detector(list(images))

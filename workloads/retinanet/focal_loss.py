@@ -21,7 +21,7 @@ only it; backward scales it.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torchvision

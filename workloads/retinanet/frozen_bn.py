@@ -14,6 +14,8 @@ a bf16 gradient and an fp32 scale it falls off the vectorized path: 4-14x slower
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch.autograd.function import once_differentiable
 from torchvision.ops.misc import FrozenBatchNorm2d
@@ -69,7 +71,7 @@ def fuse_frozen_batchnorm(module: torch.nn.Module) -> int:
         for name, child in list(parent.named_children()):
             if type(child) is not FrozenBatchNorm2d:
                 continue
-            fused = FusedFrozenBatchNorm2d(child.weight.shape[0], eps=child.eps)
+            fused = FusedFrozenBatchNorm2d(cast(torch.Tensor, child.weight).shape[0], eps=child.eps)
             for buffer_name, buffer in child.named_buffers(recurse=False):
                 setattr(fused, buffer_name, buffer.detach().clone())  # keeps the buffer's device and dtype
             fused.train(child.training)

@@ -15,8 +15,7 @@ from torch import nn
 from torchvision.models.detection import RetinaNet
 from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.models.detection.image_list import ImageList
-from torchvision.models.detection.retinanet import (RetinaNetClassificationHead, RetinaNetHead, _default_anchorgen,
-                                                    _sum)
+from torchvision.models.detection.retinanet import RetinaNetClassificationHead, RetinaNetHead, _default_anchorgen, _sum
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 from torchvision.ops.misc import FrozenBatchNorm2d
 

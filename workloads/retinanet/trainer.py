@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 
@@ -24,11 +25,11 @@ def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
                    lr: float) -> tuple[torch.optim.Optimizer, str]:
     """The optimizer and a note of the implementation used; `fused` falls back to `foreach` where this
     PyTorch has no fused CPU kernel (the constructor raises RuntimeError then)."""
-    if p.optimizer == "sgd":
-        make = lambda **impl: torch.optim.SGD(parameters, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
-                                              **impl)
-    else:
-        make = lambda **impl: torch.optim.AdamW(parameters, lr=lr, weight_decay=p.weight_decay, **impl)
+    def make(**impl: Any) -> torch.optim.Optimizer:
+        if p.optimizer == "sgd":
+            return torch.optim.SGD(parameters, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay, **impl)
+        return torch.optim.AdamW(parameters, lr=lr, weight_decay=p.weight_decay, **impl)
+
     impl = OPTIMIZER_IMPL_KWARGS[p.optimizer_impl]
     try:
         return make(**impl), f"{p.optimizer} {p.optimizer_impl}"
@@ -88,7 +89,8 @@ class RetinaNetTrainer(Trainer):
         module = RetinaNetTrainingLoss(detector, bf16=p.precision == "bf16", channels_last=channels_last)
         trained = [param for param in module.parameters() if param.requires_grad]
         optimizer, self._applied["optimizer"] = make_optimizer(trained, p, ctx.lr or p.lr)
-        module, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, p)
+        optimized, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, p)
+        module = cast(RetinaNetTrainingLoss, optimized)   # ipex.optimize returns a copy of the same class
         self._eval_bf16 = p.precision == "bf16" and self._applied["ipex"].startswith("on")  # bf16 weights then
         if p.compile:
             # The dense part only: the loss's boolean indexing would break the graph at every image.
@@ -116,7 +118,7 @@ class RetinaNetTrainer(Trainer):
                 targets.extend(batch_targets)
                 yield batch_images
 
-        detections = detect(self.module.detector, images(), bf16=self._eval_bf16)
+        detections = detect(cast(torch.nn.Module, self.module.detector), images(), bf16=self._eval_bf16)
         return mean_average_precision(targets, detections, self.p.classes)
 
     def applied(self) -> dict[str, str]:

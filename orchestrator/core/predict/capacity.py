@@ -19,8 +19,8 @@ under a deadline (fewest node-hours that meet it) or a budget (fastest within it
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
 
 from orchestrator.core.grid import powers_of_two_up_to
 from orchestrator.core.placement import Placement
@@ -53,7 +53,7 @@ class ErrorBands:
     extrapolation: Mapping[str, float] = field(default_factory=dict)   # axis → max |error| leaving its level out
 
     @staticmethod
-    def from_validation(results: Sequence[SchemeResult]) -> "ErrorBands":
+    def from_validation(results: Sequence[SchemeResult]) -> ErrorBands:
         interp, extrap = None, {}
         for r in results:
             worst = r.scores[MODEL].max_abs_pct / 100
@@ -81,7 +81,8 @@ def extrapolation_axes(lay: Layout, cells: Sequence[Cell]) -> list[tuple[str, st
     if lay.ranks > ranks:
         out.append(("largest ranks", f"{far(lay.ranks, ranks)}beyond the measured ranks (≤ {ranks})"))
     if lay.threads > threads:
-        out.append(("largest threads", f"{far(lay.threads, threads)}beyond the measured threads per rank (≤ {threads})"))
+        out.append(("largest threads",
+                    f"{far(lay.threads, threads)}beyond the measured threads per rank (≤ {threads})"))
     if lay.local_batch > max(batches) or lay.local_batch < min(batches):
         out.append(("largest local batch", f"local batch outside the measured {min(batches)}–{max(batches)}"))
     if lay.nodes > nodes:
@@ -131,7 +132,8 @@ def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
 
 
 def candidate_layouts(spec: SweepSpec, topology: Topology, nodes: int, local_batches: Sequence[int],
-                      rank_memory_mib: Callable[[int], float], ccl_available: bool) -> list[tuple[int, int, int, Placement]]:
+                      rank_memory_mib: Callable[[int], float],
+                      ccl_available: bool) -> list[tuple[int, int, int, Placement]]:
     """(ranks, threads, local batch, placement) of every feasible layout that uses exactly `nodes` nodes
     of the target, through the same plan code as `orch plan`."""
     part = Topology(topology.nodes[:nodes])
@@ -143,7 +145,7 @@ def candidate_layouts(spec: SweepSpec, topology: Topology, nodes: int, local_bat
                                                              if t <= per_socket})
     ranks = sorted({nodes * k for k in powers_of_two_up_to(per_node)} |
                    ({r for r in _listed(spec.grid.ranks)} if nodes == 1 else set()))
-    grid = GridSpec(ranks=ranks, threads_per_rank=threads, local_batch=sorted(set(local_batches)))
+    grid = GridSpec(ranks=tuple(ranks), threads_per_rank=tuple(threads), local_batch=tuple(sorted(set(local_batches))))
     plan = make_plan(replace(spec, grid=grid, convergence=None), part, rank_memory_mib=rank_memory_mib,
                      ccl_available=ccl_available)
     return [(p.trial.ranks, p.trial.threads_per_rank, p.trial.local_batch, p.placement) for p in plan.feasible

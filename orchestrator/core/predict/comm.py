@@ -20,8 +20,9 @@ communication is the sum over its buckets.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -131,7 +132,8 @@ def fit_link(link: str, samples: Sequence[Sample]) -> LinkFit:
     def residuals(theta: np.ndarray) -> np.ndarray:
         alpha, beta = np.exp(theta)
         model = 2 * (n - 1) * alpha + 2 * (n - 1) / n * m * beta
-        return np.log(model) - np.log(t)
+        out: np.ndarray = np.log(model) - np.log(t)
+        return out
 
     lower = np.log([ALPHA_BOUNDS_S[0], BETA_BOUNDS_S_PER_BYTE[0]])
     upper = np.log([ALPHA_BOUNDS_S[1], BETA_BOUNDS_S_PER_BYTE[1]])

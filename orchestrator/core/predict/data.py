@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS, ddp_buckets
 from orchestrator.core.predict.step import Cell, Layout

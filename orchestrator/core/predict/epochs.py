@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -73,8 +74,9 @@ def parse_rcp(data: Any, source: str = "RCP file") -> tuple[list[BatchPoint], st
     >>> pts, bench, errors = parse_rcp({"x_ref_8": {"Benchmark": "x", "BS": 8, "Epochs to converge": [3, 4, 5]}})
     >>> pts[0].global_batch, pts[0].mean, bench, errors
     (8, 4.0, 'x', [])
-    >>> parse_rcp({"x_ref_8": {"BS": -1}})[2]
-    ["RCP file: entry 'x_ref_8': BS must be a positive integer, got -1", "RCP file: entry 'x_ref_8': 'Epochs to converge' must be a non-empty list of positive numbers"]
+    >>> for error in parse_rcp({"x_ref_8": {"BS": -1}})[2]: print(error)
+    RCP file: entry 'x_ref_8': BS must be a positive integer, got -1
+    RCP file: entry 'x_ref_8': 'Epochs to converge' must be a non-empty list of positive numbers
     """
     if not isinstance(data, dict) or not data:
         return [], None, [f"{source}: expected a JSON object of reference entries (name → {{BS, Epochs to converge}})"]
@@ -188,7 +190,8 @@ def fit_epochs(points: Sequence[BatchPoint]) -> EpochsModel:
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         e_min, b_crit = np.exp(theta)
-        return np.log(e_min * (1 + b / b_crit)) - np.log(e)
+        out: np.ndarray = np.log(e_min * (1 + b / b_crit)) - np.log(e)
+        return out
 
     lower = np.log([E_MIN_BOUNDS[0], B_CRIT_BOUNDS[0]])
     upper = np.log([E_MIN_BOUNDS[1], B_CRIT_BOUNDS[1]])

@@ -4,8 +4,9 @@ model, and their validations. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from orchestrator.core.convergence import convergence_by_batch
 from orchestrator.core.predict import comm, data

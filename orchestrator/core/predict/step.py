@@ -27,8 +27,8 @@ multi-rank cell whose communication is modelled.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from orchestrator.core.predict.capacity import Prediction, Recommendation
 from orchestrator.core.predict.comm import link_words
@@ -114,7 +114,8 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
         lay = p.layout
         flags = [*p.extrapolated, *p.notes]
         letters = f" {notes.letters(flags)}" if flags else ""
-        measured = Cell(f"{p.measured_samples_per_s:,.1f}", p.measured_samples_per_s) if p.measured_samples_per_s else Cell(DASH)
+        measured = (Cell(f"{p.measured_samples_per_s:,.1f}", p.measured_samples_per_s) if p.measured_samples_per_s
+                    else Cell(DASH))
         e = p.epochs
         if e is None:
             epochs = Cell(DASH)
@@ -123,8 +124,10 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
         else:
             tag = "" if e.status == MEASURED else f" ({e.status}{', ' + notes.letter(e.note) if e.note else ''})"
             epochs = Cell(f"{e.epochs:.2f}{tag}", e.epochs)
-        hours = (Cell(_interval(p.hours, p.hours_low, p.hours_high, "{:.3g}") + " h", p.hours, BEST if "fastest" in p.marks else None)
-                 if p.hours is not None else Cell(DASH))
+        hours = Cell(DASH)
+        if p.hours is not None:
+            hours = Cell(_interval(p.hours, p.hours_low, p.hours_high, "{:.3g}") + " h", p.hours,
+                         BEST if "fastest" in p.marks else None)
         cells = (Cell(str(lay.nodes), lay.nodes), Cell(str(lay.global_batch), lay.global_batch),
                  Cell(_interval(p.samples_per_s, p.samples_per_s_low, p.samples_per_s_high) + letters, p.samples_per_s),
                  measured, epochs, hours,

@@ -1,4 +1,4 @@
-"""Record builders for the report tests: the smallest valid records (every key present, as
+"""Record builders shared by the core, run and report tests: the smallest valid records (every key present, as
 `orchestrator.core.records.make_record` makes them) carrying just the numbers a test computes by hand."""
 
 from __future__ import annotations
