@@ -59,7 +59,7 @@ def test_fit_link_refuses_a_class_without_points():
 def test_step_time_by_hand():
     m = truth()
     lay = Layout(2, 2, 32, 1, 2, "socket")
-    compute = (2e-3 + 1e-4 * 32) * (1 + 0.15) / 2 * (1 + 0.08)
+    compute = (2e-3 * (1 + 0.6) / 2 + 1e-4 * 32 * (1 + 0.15) / 2) * (1 + 0.08)
     comm_s = sum(comm.ring_allreduce_s(2, b, 20e-6, 1e-9) for b in BUCKETS)
     assert m.compute_s(lay) == pytest.approx(compute)
     assert m.comm(lay) == (pytest.approx(comm_s), "")
@@ -71,7 +71,7 @@ def test_step_time_by_hand():
 def test_fit_recovers_known_parameters():
     fitted = step.fit_step_model(cells_from(truth(), GRID), LINKS, BUCKETS)
     assert fitted.frozen.keys() == {"kappa"} or fitted.frozen.keys() == set()
-    for name in ("a_s", "c_s", "sigma", "mu", "gamma"):
+    for name in ("a_s", "c_s", "sigma", "sigma_a", "mu", "gamma"):
         assert fitted.params[name] == pytest.approx(TRUE[name], rel=0.02), name
     assert fitted.rms_log_error < 1e-4
 
@@ -92,6 +92,7 @@ def test_parameters_the_cells_cannot_determine_are_frozen_and_said():
     assert fitted.params["mu"] == 0.0 and "socket sharing not modelled" in fitted.frozen["mu"]
     one_batch = step.fit_step_model(cells_from(truth(), [Layout(1, 1, 16), Layout(1, 2, 16)]), LINKS, BUCKETS)
     assert one_batch.params["a_s"] == 0.0 and "one local batch only" in one_batch.frozen["a_s"]
+    assert one_batch.params["sigma_a"] == one_batch.params["sigma"] and "tied to σ" in one_batch.frozen["sigma_a"]
 
 
 def test_without_calibration_overlap_is_not_fitted():

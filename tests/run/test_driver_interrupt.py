@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs t
 SWEEP = """
 workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}
 grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [8, 16, 32]}
-measure: {warmup_steps: 2, timed_steps: 200, repeats: 2, peak: false}
+measure: {warmup_steps: 2, timed_steps: 200, repeats: 2, peak: false, allreduce: false}
 """
 
 

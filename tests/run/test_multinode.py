@@ -47,6 +47,11 @@ def test_ranks_too_big_to_share_a_node_run_one_per_node(two_nodes, tmp_path):
     for rank in spread["placement"]:
         assert set(rank["observed_cpus"]) == set(CPUS[:threads])
 
+    across = records["allreduce-nodes-n2-fp32"]   # the calibration of the network: one rank per Ray node
+    assert across["status"] == "ok", across["reason"]
+    assert sorted(r["ray_node_id"] for r in across["placement"]) == two_nodes
+    assert across["allreduce"]["link"] == "nodes" and len(across["allreduce"]["time_s"]) == 8
+
     packed = records["r2-t1-b16"]
     assert packed["status"] == "ok", packed["reason"]
     assert len({r["ray_node_id"] for r in packed["placement"]}) == 1  # fewest nodes: both ranks on one

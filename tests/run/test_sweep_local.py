@@ -116,7 +116,7 @@ grid:
   ranks: [2]
   threads_per_rank: [1]
   local_batch: [8, 16]
-measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: false, step_timeout_s: 8}
+measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: false, allreduce: false, step_timeout_s: 8}
 constraints: {memory_budget_mib: 1500, rank_memory_mib: 600}
 """
 
@@ -148,7 +148,7 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, 
 ONE_POINT = """
 workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}
 grid: {ranks: [2], threads_per_rank: [1], local_batch: [16]}
-measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: false, data: stream}
+measure: {warmup_steps: 2, timed_steps: 20, repeats: 2, peak: false, allreduce: false, data: stream}
 """
 
 

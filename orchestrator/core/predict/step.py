@@ -1,7 +1,7 @@
 """Step time of one rank, fitted to the measured cells: compute ⊕ communication.
 
-    compute(T, b, k) = (a + c·b) · U(T) · (1 + μ·(k − 1))
-    U(T)            = (1 + σ·(T − 1) + κ·T·(T − 1)) / T
+    compute(T, b, k) = (a·U(T; σ_a) + c·b·U(T; σ)) · (1 + μ·(k − 1))
+    U(T; σ)         = (1 + σ·(T − 1) + κ·T·(T − 1)) / T
     comm(R, link)   = Σ over DDP buckets of the ring all-reduce time (`comm`, from the calibration)
     step            = (compute^γ + comm^γ)^(1/γ)
 
@@ -10,7 +10,9 @@ Why each piece:
   proportional to the samples (McCandlish et al. 2018 and Pollux, OSDI'21, take per-step compute affine in
   the local batch).
 - U(T): the time factor of T threads over one, the inverse of Gunther's Universal Scalability Law speed-up
-  T / (1 + σ(T−1) + κT(T−1)); κ = 0 is Amdahl's law with serial fraction σ.
+  T / (1 + σ(T−1) + κT(T−1)); κ = 0 is Amdahl's law with serial fraction σ. The fixed part has its own
+  serial fraction σ_a: the per-sample work is large GEMMs and convolutions that split well over threads,
+  while the per-step part (optimizer update, Python dispatch, small kernels) often barely does.
 - 1 + μ·(k − 1): k ranks on one socket share its memory bandwidth and last-level cache, which slows each
   of them even when their cores are disjoint (the "ranks sharing a socket" term).
 - the γ-norm (Pollux): γ = 1 is no overlap (compute + comm), γ → ∞ is perfect overlap (the larger of the
@@ -35,10 +37,12 @@ from scipy.optimize import least_squares
 
 from orchestrator.core.predict.comm import LinkFit, link_for
 
-PARAMS = ("a_s", "c_s", "sigma", "kappa", "mu", "gamma")
+PARAMS = ("a_s", "c_s", "sigma", "sigma_a", "kappa", "mu", "gamma")
 BOUNDS: dict[str, tuple[float, float]] = {
-    "a_s": (0.0, 1e4), "c_s": (1e-12, 1e3), "sigma": (0.0, 1.0), "kappa": (0.0, 1.0),
+    "a_s": (0.0, 1e4), "c_s": (1e-12, 1e3), "sigma": (0.0, 1.0), "sigma_a": (0.0, 1.0), "kappa": (0.0, 1.0),
     "mu": (0.0, 4.0), "gamma": (1.0, 8.0)}
+# A parameter the cells cannot separate from another is tied to it rather than frozen at a number.
+TIES = {"sigma_a": "sigma"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +128,9 @@ class StepModel:
 
     def compute_s(self, lay: Layout) -> float:
         p = self.params
-        return ((p["a_s"] + p["c_s"] * lay.local_batch) * thread_factor(lay.threads, p["sigma"], p["kappa"])
-                * (1 + p["mu"] * (lay.ranks_per_socket - 1)))
+        fixed = p["a_s"] * thread_factor(lay.threads, p["sigma_a"], p["kappa"])
+        per_batch = p["c_s"] * lay.local_batch * thread_factor(lay.threads, p["sigma"], p["kappa"])
+        return (fixed + per_batch) * (1 + p["mu"] * (lay.ranks_per_socket - 1))
 
     def comm(self, lay: Layout) -> tuple[float, str]:
         """Communication seconds per step, and a note when it is not fully calibrated."""
@@ -157,6 +162,9 @@ def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Ma
         frozen["sigma"] = sigma_from_speedup(t, s)
         why["sigma"] = (f"one thread count only: thread scaling taken from the GEMM peak ({s:.2f}× on {t} threads)"
                         if t > 1 else "one thread count only and no GEMM peak: perfect thread scaling assumed")
+    if len(threads) < 2 or len(batches) < 2:
+        frozen["sigma_a"] = math.nan   # tied to σ (TIES) by the fit
+        why["sigma_a"] = "the fixed part's thread scaling needs 2 thread counts at 2 local batches: tied to σ"
     if len(threads) < 3:
         frozen["kappa"], why["kappa"] = 0.0, "fewer than 3 thread counts: USL contention κ = 0 (Amdahl)"
     if len(shared) < 2:
@@ -181,7 +189,11 @@ def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets:
     measured = np.log([c.step_s for c in cells])
 
     def model_with(theta: np.ndarray) -> StepModel:
-        return replace(skeleton, params={**skeleton.params, **dict(zip(free, (float(v) for v in theta)))})
+        params = {**skeleton.params, **dict(zip(free, (float(v) for v in theta)))}
+        for tied, to in TIES.items():
+            if math.isnan(params[tied]):
+                params[tied] = params[to]
+        return replace(skeleton, params=params)
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         m = model_with(theta)
@@ -199,5 +211,5 @@ def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets:
 def _start(param: str, cells: Sequence[Cell]) -> float:
     """A starting point inside the bounds: per-sample time from the cells, neutral values elsewhere."""
     per_sample = min(c.step_s / c.layout.local_batch for c in cells)
-    return {"a_s": per_sample, "c_s": per_sample / 2, "sigma": 0.1, "kappa": 0.0, "mu": 0.05,
+    return {"a_s": per_sample, "c_s": per_sample / 2, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05,
             "gamma": 1.5}[param]

@@ -9,12 +9,14 @@ from orchestrator.core.predict.capacity import Prediction, Recommendation
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.epochs import MEASURED
 from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.predict.step import TIES
 from orchestrator.core.predict.validate import PREDICTORS
 from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
 from orchestrator.core.time_to_train import human_duration
 
 _PARAM_WORDS = {"a_s": ("a", "s per step, fixed"), "c_s": ("c", "s per sample"),
-                "sigma": ("σ", "serial fraction over threads"), "kappa": ("κ", "USL contention"),
+                "sigma": ("σ", "serial fraction over threads (per-sample part)"),
+                "sigma_a": ("σ_a", "serial fraction over threads (fixed part)"), "kappa": ("κ", "USL contention"),
                 "mu": ("μ", "slow-down per extra rank on a socket"), "gamma": ("γ", "compute ⊕ comm overlap norm")}
 
 
@@ -24,14 +26,15 @@ def model_table(f: Fitted) -> Table:
         # a parameter at its lower bound comes out of the solver as 1e-18 or so: round such dust to 0 so that
         # the table does not depend on the machine's floating-point path
         value = round(f.model.params[name], 12)
-        how = f"frozen: {f.model.frozen[name]}" if name in f.model.frozen else "fitted"
+        why = f.model.frozen.get(name)
+        how = "fitted" if why is None else f"{'tied' if name in TIES else 'frozen'}: {why}"
         rows.append((symbol, (Cell(f"{value:.4g}", value), Cell(meaning), Cell(how))))
     if f.links and f.model.buckets:
         comm = (f"comm from the all-reduce calibration over DDP's {len(f.model.buckets)} gradient bucket(s) "
                 f"({sum(f.model.buckets) / 2**20:.2f} MiB)")
     else:
         comm = "comm not modelled (no all-reduce calibration or gradient sizes in the records)"
-    caption = (f"Step time = ((a + c·b)·U(T)·(1 + μ(k−1)))^γ ⊕ comm^γ, fitted in log space to {len(f.cells)} cells "
+    caption = (f"Step time = ((a·U(T;σ_a) + c·b·U(T;σ))·(1 + μ(k−1)))^γ ⊕ comm^γ, fitted in log space to {len(f.cells)} cells "
                f"(rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, k ranks per socket; {comm}.")
     return Table(name="prediction-model", title="Prediction: fitted step-time model", corner="parameter",
                  columns=("value", "meaning", "how"), rows=tuple(rows), caption=caption)
