@@ -124,28 +124,32 @@ def gradient_sizes(module: Any) -> dict[str, Any]:
     return {"gradient_bytes": int(grad_bytes), "ddp_bucket_bytes": buckets}
 
 
-def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.1, min_reps: int = 5,
-                     max_reps: int = 50) -> dict[str, Any]:
-    """Median time of `dist.all_reduce` for each message size, on this rank. Every rank must make the
-    same calls, so rank 0 picks each size's repeat count (enough for `min_time_s`) and broadcasts it."""
+def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.05, min_reps: int = 5,
+                     max_reps: int = 200, blocks: int = 3) -> dict[str, Any]:
+    """Time of one `dist.all_reduce` for each message size on this rank: back-to-back calls in a block
+    (as DDP issues its buckets, and as OSU and nccl-tests time collectives: a lone call pays thread wake-ups
+    that a training step does not), the block's mean per call, the median over `blocks` blocks. Every rank
+    must make the same calls, so rank 0 picks each size's calls per block and broadcasts the count."""
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
     element = torch.tensor([], dtype=dtype).element_size()
     medians = []
     for size in sizes_bytes:
         tensor = torch.ones(max(1, size // element), dtype=dtype)
-        for _ in range(2):      # warm-up: connection set-up and buffer allocation
+        for _ in range(3):      # warm-up: connection set-up and buffer allocation
             dist.all_reduce(tensor)
         t0 = time.perf_counter()
         dist.all_reduce(tensor)
-        reps = torch.tensor([min(max_reps, max(min_reps, math.ceil(min_time_s / max(time.perf_counter() - t0, 1e-9))))])
+        once_s = max(time.perf_counter() - t0, 1e-9)
+        reps = torch.tensor([min(max_reps, max(min_reps, math.ceil(min_time_s / once_s)))])
         dist.broadcast(reps, src=0)
-        times = []
-        dist.barrier()
-        for _ in range(int(reps.item())):
+        per_call = []
+        for _ in range(blocks):
+            dist.barrier()
             t0 = time.perf_counter()
-            dist.all_reduce(tensor)
-            times.append(time.perf_counter() - t0)
-        medians.append(statistics.median(times))
+            for _ in range(int(reps.item())):
+                dist.all_reduce(tensor)
+            per_call.append((time.perf_counter() - t0) / int(reps.item()))
+        medians.append(statistics.median(per_call))
     return {"sizes_bytes": list(sizes_bytes), "time_s": medians, "dtype": dtype_name}
 
 

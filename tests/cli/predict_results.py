@@ -15,7 +15,8 @@ from orchestrator.core.topology import CompactTopology, build_compact
 from orchestrator.io.store import write_json
 from orchestrator.io.sweepfile import load_sweep
 
-PARAMS = {"a_s": 1e-3, "c_s": 2e-4, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05, "gamma": 1.3}
+PARAMS = {"a_s": 1e-3, "c_s": 2e-4, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05, "rho": 1.2,
+          "gamma": 1.3}
 ALPHA_S, BETA_S_PER_BYTE = 30e-6, 0.5e-9
 GRADIENT_BYTES = 3 * 2**20
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from orchestrator.core.predict import comm
 from orchestrator.core.predict.step import Cell, Layout, StepModel
 
-TRUE = {"a_s": 2e-3, "c_s": 1e-4, "sigma": 0.15, "sigma_a": 0.6, "kappa": 0.0, "mu": 0.08, "gamma": 1.6}
+TRUE = {"a_s": 2e-3, "c_s": 1e-4, "sigma": 0.15, "sigma_a": 0.6, "kappa": 0.0, "mu": 0.08, "rho": 1.3,
+        "gamma": 1.6}
 LINKS = {"socket": comm.LinkFit("socket", 20e-6, 1e-9, 16, 0.0), "nodes": comm.LinkFit("nodes", 60e-6, 4e-9, 16, 0.0)}
 BUCKETS = tuple(comm.ddp_buckets(6 * 2**20))
 

@@ -60,7 +60,7 @@ def test_step_time_by_hand():
     m = truth()
     lay = Layout(2, 2, 32, 1, 2, "socket")
     compute = (2e-3 * (1 + 0.6) / 2 + 1e-4 * 32 * (1 + 0.15) / 2) * (1 + 0.08)
-    comm_s = sum(comm.ring_allreduce_s(2, b, 20e-6, 1e-9) for b in BUCKETS)
+    comm_s = 1.3 * sum(comm.ring_allreduce_s(2, b, 20e-6, 1e-9) for b in BUCKETS)
     assert m.compute_s(lay) == pytest.approx(compute)
     assert m.comm(lay) == (pytest.approx(comm_s), "")
     assert m.step_s(lay) == pytest.approx((compute**1.6 + comm_s**1.6) ** (1 / 1.6))
@@ -71,7 +71,7 @@ def test_step_time_by_hand():
 def test_fit_recovers_known_parameters():
     fitted = step.fit_step_model(cells_from(truth(), GRID), LINKS, BUCKETS)
     assert fitted.frozen.keys() == {"kappa"} or fitted.frozen.keys() == set()
-    for name in ("a_s", "c_s", "sigma", "sigma_a", "mu", "gamma"):
+    for name in ("a_s", "c_s", "sigma", "sigma_a", "mu", "rho", "gamma"):
         assert fitted.params[name] == pytest.approx(TRUE[name], rel=0.02), name
     assert fitted.rms_log_error < 1e-4
 
@@ -98,6 +98,7 @@ def test_parameters_the_cells_cannot_determine_are_frozen_and_said():
 def test_without_calibration_overlap_is_not_fitted():
     fitted = step.fit_step_model(cells_from(truth(), GRID), {}, BUCKETS)
     assert fitted.params["gamma"] == 1.0 and "no all-reduce calibration" in fitted.frozen["gamma"]
+    assert fitted.params["rho"] == 1.0 and "all-reduce as calibrated" in fitted.frozen["rho"]
 
 
 def test_fit_needs_a_cell():

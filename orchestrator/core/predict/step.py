@@ -2,7 +2,7 @@
 
     compute(T, b, k) = (a·U(T; σ_a) + c·b·U(T; σ)) · (1 + μ·(k − 1))
     U(T; σ)         = (1 + σ·(T − 1) + κ·T·(T − 1)) / T
-    comm(R, link)   = Σ over DDP buckets of the ring all-reduce time (`comm`, from the calibration)
+    comm(R, link)   = ρ · Σ over DDP buckets of the ring all-reduce time (`comm`, from the calibration)
     step            = (compute^γ + comm^γ)^(1/γ)
 
 Why each piece:
@@ -15,6 +15,10 @@ Why each piece:
   while the per-step part (optimizer update, Python dispatch, small kernels) often barely does.
 - 1 + μ·(k − 1): k ranks on one socket share its memory bandwidth and last-level cache, which slows each
   of them even when their cores are disjoint (the "ranks sharing a socket" term).
+- ρ: the calibration times all-reduce alone; in training Gloo's thread shares the rank's cores with the
+  backward pass (on a 1-core rank it must take turns with it), so an all-reduce costs the step more than it
+  costs alone. ρ is the ratio, fitted to the multi-rank cells (it scales with nothing but the communication,
+  so the cells at several local batches separate it from μ, which scales with the compute).
 - the γ-norm (Pollux): γ = 1 is no overlap (compute + comm), γ → ∞ is perfect overlap (the larger of the
   two). DDP overlaps bucket all-reduces with the backward pass, but on a CPU rank Gloo's thread also
   competes with the compute threads for cores, so γ is fitted, not assumed.
@@ -37,10 +41,10 @@ from scipy.optimize import least_squares
 
 from orchestrator.core.predict.comm import LinkFit, link_for
 
-PARAMS = ("a_s", "c_s", "sigma", "sigma_a", "kappa", "mu", "gamma")
+PARAMS = ("a_s", "c_s", "sigma", "sigma_a", "kappa", "mu", "rho", "gamma")
 BOUNDS: dict[str, tuple[float, float]] = {
     "a_s": (0.0, 1e4), "c_s": (1e-12, 1e3), "sigma": (0.0, 1.0), "sigma_a": (0.0, 1.0), "kappa": (0.0, 1.0),
-    "mu": (0.0, 4.0), "gamma": (1.0, 8.0)}
+    "mu": (0.0, 4.0), "rho": (0.5, 8.0), "gamma": (1.0, 8.0)}
 # A parameter the cells cannot separate from another is tied to it rather than frozen at a number.
 TIES = {"sigma_a": "sigma"}
 
@@ -137,7 +141,7 @@ class StepModel:
         if lay.ranks <= 1 or lay.link is None:
             return 0.0, ""
         fit, note = link_for(lay.link, self.links)
-        return (fit.step_s(lay.ranks, self.buckets) if fit is not None else 0.0), note
+        return (self.params["rho"] * fit.step_s(lay.ranks, self.buckets) if fit is not None else 0.0), note
 
     def step_s(self, lay: Layout) -> float:
         return combine(self.compute_s(lay), self.comm(lay)[0], self.params["gamma"])
@@ -170,6 +174,8 @@ def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Ma
     if len(shared) < 2:
         frozen["mu"], why["mu"] = 0.0, "no ranks sharing a socket at 2 local batches: socket sharing not modelled"
     if not multi or not comm_modelled:
+        frozen["rho"] = 1.0
+        why["rho"] = "no multi-rank cell with calibrated communication: all-reduce as calibrated (ρ = 1)"
         frozen["gamma"] = 1.0
         why["gamma"] = ("no multi-rank cell: no overlap assumed (γ = 1)" if not multi else
                         "no all-reduce calibration: overlap not fitted (γ = 1)")
@@ -212,4 +218,4 @@ def _start(param: str, cells: Sequence[Cell]) -> float:
     """A starting point inside the bounds: per-sample time from the cells, neutral values elsewhere."""
     per_sample = min(c.step_s / c.layout.local_batch for c in cells)
     return {"a_s": per_sample, "c_s": per_sample / 2, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05,
-            "gamma": 1.5}[param]
+            "rho": 1.0, "gamma": 1.5}[param]

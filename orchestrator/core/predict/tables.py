@@ -17,7 +17,8 @@ from orchestrator.core.time_to_train import human_duration
 _PARAM_WORDS = {"a_s": ("a", "s per step, fixed"), "c_s": ("c", "s per sample"),
                 "sigma": ("σ", "serial fraction over threads (per-sample part)"),
                 "sigma_a": ("σ_a", "serial fraction over threads (fixed part)"), "kappa": ("κ", "USL contention"),
-                "mu": ("μ", "slow-down per extra rank on a socket"), "gamma": ("γ", "compute ⊕ comm overlap norm")}
+                "mu": ("μ", "slow-down per extra rank on a socket"),
+                "rho": ("ρ", "all-reduce in training ÷ as calibrated"), "gamma": ("γ", "compute ⊕ comm overlap norm")}
 
 
 def model_table(f: Fitted) -> Table:
@@ -34,7 +35,7 @@ def model_table(f: Fitted) -> Table:
                 f"({sum(f.model.buckets) / 2**20:.2f} MiB)")
     else:
         comm = "comm not modelled (no all-reduce calibration or gradient sizes in the records)"
-    caption = (f"Step time = ((a·U(T;σ_a) + c·b·U(T;σ))·(1 + μ(k−1)))^γ ⊕ comm^γ, fitted in log space to {len(f.cells)} cells "
+    caption = (f"Step time = ((a·U(T;σ_a) + c·b·U(T;σ))·(1 + μ(k−1)))^γ ⊕ (ρ·comm)^γ, fitted in log space to {len(f.cells)} cells "
                f"(rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, k ranks per socket; {comm}.")
     return Table(name="prediction-model", title="Prediction: fitted step-time model", corner="parameter",
                  columns=("value", "meaning", "how"), rows=tuple(rows), caption=caption)
