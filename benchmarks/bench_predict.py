@@ -32,8 +32,8 @@ import contextlib, io, json, sys
 from orchestrator.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main(sys.argv[1:])
-print(json.dumps({"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in %r)}))
-""" % (HEAVY,)
+print(json.dumps({"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)}))
+""".replace("HEAVY", repr(HEAVY))
 
 
 def timed(fn, runs: int) -> tuple[float, object]:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import os
 import statistics
 import sys
 import tempfile
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,7 +115,8 @@ def main() -> int:
               f"{as_hardware:>11,.1f}  {100 * (as_hardware / measured - 1):>+6.1f}%")
     for name, column in (("as file", 1), ("as hardware", 2)):
         errors = [abs(100 * (r[column] / r[3] - 1)) for r in rows]
-        print(f"{name}: median |error| {statistics.median(errors):.1f}%, max {max(errors):.1f}% over {len(rows)} layouts")
+        print(f"{name}: median |error| {statistics.median(errors):.1f}%, max {max(errors):.1f}% "
+              f"over {len(rows)} layouts")
     print(f"records in {results}")
     return 0
 

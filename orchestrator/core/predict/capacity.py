@@ -125,8 +125,8 @@ def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
     _, comm_note = model.comm(lay)
     if comm_note:
         notes.append(comm_note)
-    relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2, "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1,
-                "gamma": lay.ranks > 1, "a_s": True}
+    relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2,
+                "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1, "gamma": lay.ranks > 1, "a_s": True}
     notes += [why for p, why in model.frozen.items() if relevant.get(p)]
     return tuple(notes)
 

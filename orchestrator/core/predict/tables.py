@@ -35,8 +35,9 @@ def model_table(f: Fitted) -> Table:
                 f"({sum(f.model.buckets) / 2**20:.2f} MiB)")
     else:
         comm = "comm not modelled (no all-reduce calibration or gradient sizes in the records)"
-    caption = (f"Step time = ((a·U(T;σ_a) + c·b·U(T;σ))·(1 + μ(k−1)))^γ ⊕ (ρ·comm)^γ, fitted in log space to {len(f.cells)} cells "
-               f"(rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, k ranks per socket; {comm}.")
+    caption = (f"Step time = ((a·U(T;σ_a) + c·b·U(T;σ))·(1 + μ(k−1)))^γ ⊕ (ρ·comm)^γ, fitted in log space to "
+               f"{len(f.cells)} cells (rms log error {f.model.rms_log_error:.3f}); b local batch, T threads, "
+               f"k ranks per socket; {comm}.")
     return Table(name="prediction-model", title="Prediction: fitted step-time model", corner="parameter",
                  columns=("value", "meaning", "how"), rows=tuple(rows), caption=caption)
 
