@@ -46,8 +46,7 @@ def powers_of_two_up_to(limit: int) -> tuple[int, ...]:
 
 
 def auto_threads(topology: Topology, hyperthreads: bool) -> tuple[int, ...]:
-    per_socket = max(len(s.cpus(hyperthreads)) for n in topology.nodes for s in n.sockets)
-    return powers_of_two_up_to(per_socket)
+    return powers_of_two_up_to(topology.largest_socket(hyperthreads))
 
 
 def auto_ranks(topology: Topology, hyperthreads: bool) -> tuple[int, ...]:

@@ -14,9 +14,11 @@ Everything is deterministic: the same topology and trial give the same placement
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from itertools import islice, repeat
 
-from orchestrator.core.topology import Node, Topology
+from orchestrator.core.topology import Node, NodeGroup, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +59,18 @@ def node_capacity(node: Node, cores_per_rank: int, hyperthreads: bool, rank_memo
                memory_slots(node, rank_memory_mib, memory_headroom))
 
 
+def group_capacity(group: NodeGroup, cores_per_rank: int, hyperthreads: bool, rank_memory_mib: float,
+                   memory_headroom: float) -> int:
+    """`node_capacity` of each node of `group` (they are alike), without walking its CPUs again."""
+    cores = sum(size // cores_per_rank for size in group.socket_sizes(hyperthreads))
+    return min(cores, memory_slots(group.node, rank_memory_mib, memory_headroom))
+
+
 def spread(count: int, capacities: list[int]) -> list[int] | None:
     """Split `count` items over bins as evenly as capacities allow (water-filling); None if impossible.
+
+    Equivalent to handing out one item per round to every bin not yet full, lowest index first: find the
+    last full round `level` by bisection, then give one more to the first bins that still have room.
 
     >>> spread(5, [2, 4, 4])
     [2, 2, 1]
@@ -67,51 +79,80 @@ def spread(count: int, capacities: list[int]) -> list[int] | None:
     """
     if count > sum(capacities):
         return None
-    shares = [0] * len(capacities)
-    left = count
-    while left:
-        open_bins = [i for i, cap in enumerate(capacities) if shares[i] < cap]
-        # Give one more to the emptiest open bins first; ties go to the lower index (determinism).
-        open_bins.sort(key=lambda i: (shares[i], i))
-        for i in open_bins[:left]:
+    low, high = 0, max(capacities, default=0)
+    while low < high:  # the largest level with sum(min(cap, level)) <= count
+        mid = (low + high + 1) // 2
+        if sum(min(cap, mid) for cap in capacities) <= count:
+            low = mid
+        else:
+            high = mid - 1
+    shares = [min(cap, low) for cap in capacities]
+    left = count - sum(shares)
+    for i, cap in enumerate(capacities):
+        if not left:
+            break
+        if cap > low:
             shares[i] += 1
             left -= 1
-            if not left:
-                break
     return shares
+
+
+def fewest_nodes(groups: tuple[NodeGroup, ...], capacities: list[int], ranks: int) -> list[tuple[int, int]] | None:
+    """(node index, group index) of the fewest nodes that hold `ranks`, in node order; None if all cannot.
+
+    The biggest nodes first, ties to the lower index: on a heterogeneous cluster, taking nodes in file order
+    could use more nodes than needed. Only the nodes taken are listed, so 10,000 alike nodes cost nothing."""
+    if sum(cap * g.count for g, cap in zip(groups, capacities)) < ranks:
+        return None
+    chosen: list[tuple[int, int]] = []
+    left = ranks
+    for cap in sorted({c for c in capacities if c > 0}, reverse=True):
+        if left <= 0:
+            break
+        same = [k for k, c in enumerate(capacities) if c == cap]
+        members = heapq.merge(*[zip(groups[k].indices, repeat(k)) for k in same])
+        taken = list(islice(members, -(-left // cap)))
+        chosen += taken
+        left -= cap * len(taken)
+    return sorted(chosen)
+
+
+def _node_template(group: NodeGroup, count: int, threads_per_rank: int, cores_per_rank: int,
+                   hyperthreads: bool) -> list[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """(socket, NUMA nodes, compute CPUs, worker CPUs) of each of `count` ranks on one node of `group`:
+    ranks spread evenly over the sockets, consecutive cores inside a socket."""
+    socket_cpus = group.cpus(hyperthreads)
+    per_socket = spread(count, [len(c) // cores_per_rank for c in socket_cpus])
+    if per_socket is None:
+        raise ValueError(f"{count} ranks of {cores_per_rank} cores do not fit node {group.node.name}")
+    template = []
+    for socket, cpus, socket_count in zip(group.node.sockets, socket_cpus, per_socket):
+        for k in range(socket_count):
+            chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
+            template.append((socket.index, group.node.numa_of_cpus(chunk), chunk[:threads_per_rank],
+                             chunk[threads_per_rank:]))
+    return template
 
 
 def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads: bool = False,
           ccl_workers: int = 0, rank_memory_mib: float = 0.0, memory_headroom: float = 1.0) -> Placement | None:
-    """Assign every rank its node, socket and CPUs; None when the ranks cannot be hosted."""
+    """Assign every rank its node, socket and CPUs; None when the ranks cannot be hosted.
+
+    Costs time in the ranks placed and the node shapes, not in the size of the cluster."""
     cores_per_rank = threads_per_rank + ccl_workers
-    capacities = [node_capacity(n, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom)
-                  for n in topology.nodes]
-    # Fewest nodes: take the biggest nodes first (ties to the lower index) until their capacity covers the
-    # ranks; on a heterogeneous cluster taking nodes in file order could use more nodes than needed.
-    chosen, total = [], 0
-    for i in sorted(range(len(capacities)), key=lambda i: (-capacities[i], i)):
-        if total >= ranks:
-            break
-        chosen.append(i)
-        total += capacities[i]
-    chosen.sort()  # ranks are numbered in node order
-    per_node = spread(ranks, [capacities[i] for i in chosen])
-    if per_node is None:
+    groups = topology.groups
+    capacities = [group_capacity(g, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom)
+                  for g in groups]
+    chosen = fewest_nodes(groups, capacities, ranks)
+    per_node = spread(ranks, [capacities[k] for _, k in chosen]) if chosen is not None else None
+    if chosen is None or per_node is None:
         return None
+    templates: dict[tuple[int, int], list[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = {}
     placed: list[RankPlacement] = []
-    for node_index, count in zip(chosen, per_node):
-        node = topology.nodes[node_index]
-        per_socket = spread(count, socket_slots(node, cores_per_rank, hyperthreads))
-        assert per_socket is not None  # capacity already covers count
-        local = 0
-        for socket, socket_count in zip(node.sockets, per_socket):
-            cpus = socket.cpus(hyperthreads)
-            for k in range(socket_count):
-                chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
-                compute, workers = chunk[:threads_per_rank], chunk[threads_per_rank:]
-                placed.append(RankPlacement(
-                    rank=len(placed), local_rank=local, node=node_index, socket=socket.index,
-                    numa_nodes=node.numa_of_cpus(chunk), cpus=tuple(compute), ccl_cpus=tuple(workers)))
-                local += 1
+    for (node_index, k), count in zip(chosen, per_node):
+        if (k, count) not in templates:  # alike nodes with the same share get the same layout
+            templates[(k, count)] = _node_template(groups[k], count, threads_per_rank, cores_per_rank, hyperthreads)
+        for local, (socket, numa, compute, workers) in enumerate(templates[(k, count)]):
+            placed.append(RankPlacement(rank=len(placed), local_rank=local, node=node_index, socket=socket,
+                                        numa_nodes=numa, cpus=compute, ccl_cpus=workers))
     return Placement(tuple(placed), sum(1 for c in per_node if c))
