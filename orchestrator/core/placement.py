@@ -129,7 +129,7 @@ def _node_template(group: NodeGroup, count: int, threads_per_rank: int, cores_pe
     for socket, cpus, socket_count in zip(group.node.sockets, socket_cpus, per_socket):
         for k in range(socket_count):
             chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
-            template.append((socket.index, group.node.numa_of_cpus(chunk), chunk[:threads_per_rank],
+            template.append((socket.index, group.numa_of_cpus(chunk), chunk[:threads_per_rank],
                              chunk[threads_per_rank:]))
     return template
 

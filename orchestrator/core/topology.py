@@ -122,11 +122,16 @@ class NodeGroup:
     indices: tuple[int, ...]                      # ascending indices into Topology.nodes
     socket_cpus: tuple[tuple[int, ...], ...]      # per socket, usable CPUs without hyperthreads
     socket_cpus_ht: tuple[tuple[int, ...], ...]   # per socket, usable CPUs with hyperthreads
+    cpu_numa: dict[int, tuple[int, ...]] = field(compare=False, repr=False)  # CPU id: the NUMA nodes holding it
 
     @staticmethod
     def of(node: Node, indices: tuple[int, ...]) -> NodeGroup:
+        cpu_numa: dict[int, tuple[int, ...]] = {}
+        for numa in node.numa_nodes:
+            for cpu in numa.cpus:
+                cpu_numa[cpu] = cpu_numa.get(cpu, ()) + (numa.index,)
         return NodeGroup(node, indices, tuple(s.cpus(False) for s in node.sockets),
-                         tuple(s.cpus(True) for s in node.sockets))
+                         tuple(s.cpus(True) for s in node.sockets), cpu_numa)
 
     @property
     def count(self) -> int:
@@ -137,6 +142,10 @@ class NodeGroup:
 
     def socket_sizes(self, hyperthreads: bool) -> tuple[int, ...]:
         return tuple(len(c) for c in self.cpus(hyperthreads))
+
+    def numa_of_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
+        """`Node.numa_of_cpus` from a lookup table instead of set operations on every NUMA node."""
+        return tuple(sorted({index for cpu in cpus for index in self.cpu_numa.get(cpu, ())}))
 
 
 def group_nodes(nodes: tuple[Node, ...]) -> tuple[NodeGroup, ...]:
@@ -188,7 +197,8 @@ class CompactTopology:
     """The compact file form: one node type repeated `nodes` times."""
 
     name: str = opt("", "a label for reports")
-    nodes: int = opt(1, "number of identical nodes", minimum=1, maximum=MAX_NODES)
+    nodes: int = opt(1, f"number of identical nodes (at most {MAX_NODES:,})", minimum=1,
+                     maximum=MAX_NODES)
     sockets: int = opt(MISSING, "sockets per node", minimum=1)
     cores_per_socket: int = opt(MISSING, "physical cores per socket", minimum=1)
     threads_per_core: int = opt(1, "hardware threads per core (2 with SMT/hyper-threading)", minimum=1)
