@@ -8,7 +8,9 @@ Kinds and their sections:
 
 - ``throughput``: one grid point. ``throughput``, ``memory`` and ``placement`` are set when status is ok.
 - ``convergence``: one seed of one global batch trained to the target. ``convergence`` is set.
-- ``peak``: the machine's measured GEMM peak for ``threads_per_rank`` pinned cores. ``peak`` is set.
+- ``peak``: a layout's measured GEMM peak: its ``ranks`` ranks of ``threads_per_rank`` cores each, all running
+  the GEMM at once, pinned as in the trial (``peak.concurrent``). Records written before that hold one
+  rank's peak for ``threads_per_rank`` cores, without ``concurrent``; readers treat them as such.
 
 Section layouts (units in the names):
 
@@ -17,7 +19,9 @@ Section layouts (units in the names):
     memory:     {peak_uss_mib[rank], budget_mib[rank], estimate_mib}
     convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
                  lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}
-    peak:       {precision, gflops, gemm_size}
+    peak:       {precision, gflops, best_gflops, gemm_size, per_rank_gflops[rank], concurrent}
+                (gflops: the sum over ranks of each one's median-matmul rate; older records: {precision,
+                gflops, gemm_size} of one rank)
     placement:  [{rank, local_rank, node, node_name, socket, numa_nodes[], cpus[], ccl_cpus[]}]
 """
 
@@ -36,7 +40,7 @@ KINDS = (THROUGHPUT, CONVERGENCE, PEAK)
 RECORD_KEYS = (
     "schema",            # SCHEMA_VERSION
     "kind",              # one of KINDS
-    "key",               # unique within a sweep: 'r2-t14-b4', 'conv-g8-s0', 'peak-t14-fp32'
+    "key",               # unique within a sweep: 'r2-t14-b4', 'conv-g8-s0', 'peak-r2-t14-fp32'
     "status",            # one of STATUSES
     "reason",            # why it is not ok (one line per reason), else null
     "reasons",           # [{code, message}] for infeasible points, else []
@@ -51,6 +55,11 @@ RECORD_KEYS = (
     "applied",           # optimizations that took effect, as the workload reports them
     "log_tail",          # last lines of the failing rank's log, for failed/oom/timeout
 )
+
+
+def peak_key(ranks: int, threads_per_rank: int, precision: str) -> str:
+    """The key of a layout's peak record, e.g. 'peak-r2-t14-fp32' (older records: 'peak-t14-fp32')."""
+    return f"peak-r{ranks}-t{threads_per_rank}-{precision}"
 
 
 def make_record(**fields: Any) -> dict[str, Any]:

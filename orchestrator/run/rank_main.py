@@ -73,9 +73,7 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
 
     if job.kind == "peak":
-        from orchestrator.run.protocol import gemm_peak
-
-        result["peak"] = gemm_peak(job.threads, job.peak_precision)
+        result["peak"] = _peak(job)
     else:
         result.update(_train(job, status))
     result["affinity"] = observed_affinity()
@@ -101,6 +99,24 @@ def _rendezvous_store(timeout: timedelta):
     listener.bind((addr, port))
     listener.listen(max(128, world))
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
+
+
+def _peak(job) -> dict:
+    """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers."""
+    import torch.distributed as dist
+
+    from orchestrator.run.protocol import gemm_peak
+
+    if int(os.environ.get("WORLD_SIZE", 1)) == 1:
+        return gemm_peak(job.threads, job.peak_precision)
+    timeout = timedelta(seconds=job.init_timeout_s)
+    # gloo for the barriers whatever the trial's backend: they carry no data, and gloo is always there
+    dist.init_process_group("gloo", store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+    try:
+        return gemm_peak(job.threads, job.peak_precision, barrier=dist.barrier)
+    finally:
+        dist.destroy_process_group()
 
 
 def _train(job, status) -> dict:

@@ -1,7 +1,7 @@
 """`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
 
-Order: the GEMM peaks (one per distinct threads-per-rank), the throughput grid, then the convergence
-runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
+Order: the GEMM peaks (one per distinct layout, ranks × threads per rank, all its ranks at once), the
+throughput grid, then the convergence runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
 record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps
 everything recorded so far.
 """
@@ -142,9 +142,12 @@ class SweepRunner:
         items: list[tuple[str, Any]] = []
         feasible = self.plan.feasible
         precision = _precision(self.sweep.params)
-        for threads in sorted({p.trial.threads_per_rank for p in feasible}) if self.spec.measure.peak else ():
-            first = next(p for p in feasible if p.trial.threads_per_rank == threads)
-            items.append((f"peak-t{threads}-{precision}", ("peak", first)))
+        # A layout's peak does not depend on the local batch: measure it once, on its first planned placement.
+        layouts: dict[tuple[int, int], PlannedTrial] = {}
+        for p in feasible if self.spec.measure.peak else ():
+            layouts.setdefault((p.trial.ranks, p.trial.threads_per_rank), p)
+        items += [(rec.peak_key(ranks, threads, precision), ("peak", p))
+                  for (ranks, threads), p in sorted(layouts.items())]
         items += [(p.trial.key, ("throughput", p)) for p in feasible]
         if self.options.convergence:
             items += [(f"conv-{run.key}", ("convergence", run)) for run in self.plan.convergence]
@@ -159,9 +162,10 @@ class SweepRunner:
         m = self.spec.measure
         for key, (kind, item) in todo:
             if kind == "peak":
-                progress.start_trial(f"{key} (GEMM peak on {item.trial.threads_per_rank} pinned core(s))")
+                progress.start_trial(f"{key} (GEMM peak on {item.trial.ranks} rank(s) × "
+                                     f"{item.trial.threads_per_rank} pinned core(s), all at once)")
                 job = self._job("peak", item, peak_precision=_precision(self.sweep.params))
-                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress, only_first=True)
+                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
                 record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
             elif kind == "throughput":
                 t = item.trial

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["orchestrator.core.schema", "orchestrator.core.grid", "orchestrator.core.placement",
-           "orchestrator.core.table", "orchestrator.core.topology"]
+           "orchestrator.core.table", "orchestrator.core.topology", "orchestrator.core.peaks"]
 
 
 @pytest.mark.parametrize("name", MODULES)
