@@ -102,7 +102,7 @@ def fewest_nodes(groups: tuple[NodeGroup, ...], capacities: list[int], ranks: in
 
     The biggest nodes first, ties to the lower index: on a heterogeneous cluster, taking nodes in file order
     could use more nodes than needed. Only the nodes taken are listed, so 10,000 alike nodes cost nothing."""
-    if sum(cap * g.count for g, cap in zip(groups, capacities)) < ranks:
+    if sum(cap * g.count for g, cap in zip(groups, capacities, strict=True)) < ranks:
         return None
     chosen: list[tuple[int, int]] = []
     left = ranks
@@ -126,7 +126,7 @@ def _node_template(group: NodeGroup, count: int, threads_per_rank: int, cores_pe
     if per_socket is None:
         raise ValueError(f"{count} ranks of {cores_per_rank} cores do not fit node {group.node.name}")
     template = []
-    for socket, cpus, socket_count in zip(group.node.sockets, socket_cpus, per_socket):
+    for socket, cpus, socket_count in zip(group.node.sockets, socket_cpus, per_socket, strict=True):
         for k in range(socket_count):
             chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
             template.append((socket.index, group.numa_of_cpus(chunk), chunk[:threads_per_rank],
@@ -149,7 +149,7 @@ def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads
         return None
     templates: dict[tuple[int, int], list[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = {}
     placed: list[RankPlacement] = []
-    for (node_index, k), count in zip(chosen, per_node):
+    for (node_index, k), count in zip(chosen, per_node, strict=True):
         if (k, count) not in templates:  # alike nodes with the same share get the same layout
             templates[(k, count)] = _node_template(groups[k], count, threads_per_rank, cores_per_rank, hyperthreads)
         for local, (socket, numa, compute, workers) in enumerate(templates[(k, count)]):

@@ -224,7 +224,8 @@ def _measurement(results: Results) -> str:
 
 def _peak_method(results: Results) -> list[str]:
     """How the peaks were measured: with all of a layout's ranks at once, or (older records) one rank alone."""
-    ok = [r["peak"] for r in results.records if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak")]
+    ok = [r["peak"] for r in results.records
+          if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak")]
     if not ok:
         return []
     kinds = sorted({(p.get("precision"), p.get("gemm_size")) for p in ok}, key=lambda k: (str(k[0]), k[1] or 0))

@@ -1,9 +1,9 @@
 """`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
 
 Order: the GEMM peaks (one per distinct layout, ranks × threads per rank, all its ranks at once), the
-throughput grid, then the convergence runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
-record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps
-everything recorded so far.
+throughput grid, then the convergence runs. Finished trials already in the results folder are skipped, so
+a rerun resumes. A failed trial is a record, never the end of the sweep; Ctrl-C stops the running trial,
+releases its cores and keeps everything recorded so far.
 """
 
 from __future__ import annotations

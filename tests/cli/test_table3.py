@@ -49,7 +49,7 @@ def test_readme_shows_the_table3_plan_as_printed(capsys):
     assert main(["plan", TABLE3, "--topology", SMT_SERVER]) == 0
     printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme.split(f"$ orch plan sweeps/retinanet-table3.yaml --topology sweeps/topologies/xeon-2s28c-smt.yaml\n",
+    block = readme.split("$ orch plan sweeps/retinanet-table3.yaml --topology sweeps/topologies/xeon-2s28c-smt.yaml\n",
                          1)[1].split("```", 1)[0].splitlines()
     start = printed.index(block[0])
     assert printed[start:start + len(block)] == block

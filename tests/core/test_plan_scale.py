@@ -72,7 +72,7 @@ def test_table3_on_10000_nodes_plans_like_a_small_cluster():
     plan_huge = make_plan(spec, huge, rank_memory_mib=lambda b: 8_192.0 * b, ccl_available=False)
     plan_four = make_plan(spec, cluster_4x2s28c(), rank_memory_mib=lambda b: 8_192.0 * b, ccl_available=False)
     # 4 nodes already hold all of table3 but 16 ranks × 28 threads; identical placements where both fit
-    for mine, theirs in zip(plan_huge.trials, plan_four.trials):
+    for mine, theirs in zip(plan_huge.trials, plan_four.trials, strict=True):
         if theirs.feasible:
             assert (mine.placement, mine.memory_budget_mib) == (theirs.placement, theirs.memory_budget_mib)
     assert plan_huge.cell(16, 28, 1).feasible and not plan_four.cell(16, 28, 1).feasible
