@@ -152,7 +152,7 @@ def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads
     for (node_index, k), count in zip(chosen, per_node, strict=True):
         if (k, count) not in templates:  # alike nodes with the same share get the same layout
             templates[(k, count)] = _node_template(groups[k], count, threads_per_rank, cores_per_rank, hyperthreads)
-        for local, (socket, numa, compute, workers) in enumerate(templates[(k, count)]):
-            placed.append(RankPlacement(rank=len(placed), local_rank=local, node=node_index, socket=socket,
-                                        numa_nodes=numa, cpus=compute, ccl_cpus=workers))
+        first = len(placed)  # positional arguments: this loop runs once per rank placed
+        placed.extend(RankPlacement(first + local, local, node_index, socket, numa, compute, workers)
+                      for local, (socket, numa, compute, workers) in enumerate(templates[(k, count)]))
     return Placement(tuple(placed), sum(1 for c in per_node if c))
