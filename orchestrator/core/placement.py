@@ -15,7 +15,7 @@ Everything is deterministic: the same topology and trial give the same placement
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice, repeat
 
 from orchestrator.core.topology import Node, NodeGroup, Topology
@@ -32,13 +32,36 @@ class RankPlacement:
     ccl_cpus: tuple[int, ...]  # oneCCL worker threads (empty unless the ccl backend is used)
 
 
+# One node's share of a placement: (socket, NUMA nodes, compute CPUs, worker CPUs) per rank, in local order.
+NodeLayout = tuple[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
-    ranks: tuple[RankPlacement, ...]
-    nodes_used: int
+    """Where every rank goes, kept per node: `ranks` (one entry per rank, with its CPU list) is built on
+    first use, so a plan that only needs the verdicts and node counts never lists a 4,096-rank trial's CPUs.
+    """
+
+    per_node: tuple[tuple[int, NodeLayout], ...]   # (node index, its ranks' layout), in node order
+    _ranks: tuple[RankPlacement, ...] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def nodes_used(self) -> int:
+        return sum(1 for _, layout in self.per_node if layout)
+
+    @property
+    def ranks(self) -> tuple[RankPlacement, ...]:
+        if self._ranks is None:
+            placed: list[RankPlacement] = []
+            for node_index, layout in self.per_node:
+                first = len(placed)  # positional arguments: this loop runs once per rank
+                placed.extend(RankPlacement(first + local, local, node_index, socket, numa, compute, workers)
+                              for local, (socket, numa, compute, workers) in enumerate(layout))
+            object.__setattr__(self, "_ranks", tuple(placed))
+        return self._ranks  # type: ignore[return-value]  # set just above
 
     def ranks_on_node(self, node: int) -> int:
-        return sum(1 for r in self.ranks if r.node == node)
+        return sum(len(layout) for index, layout in self.per_node if index == node)
 
 
 def socket_slots(node: Node, cores_per_rank: int, hyperthreads: bool) -> list[int]:
@@ -117,8 +140,8 @@ def fewest_nodes(groups: tuple[NodeGroup, ...], capacities: list[int], ranks: in
     return sorted(chosen)
 
 
-def _node_template(group: NodeGroup, count: int, threads_per_rank: int, cores_per_rank: int,
-                   hyperthreads: bool) -> list[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+def _node_layout(group: NodeGroup, count: int, threads_per_rank: int, cores_per_rank: int,
+                 hyperthreads: bool) -> NodeLayout:
     """(socket, NUMA nodes, compute CPUs, worker CPUs) of each of `count` ranks on one node of `group`:
     ranks spread evenly over the sockets, consecutive cores inside a socket."""
     socket_cpus = group.cpus(hyperthreads)
@@ -131,7 +154,7 @@ def _node_template(group: NodeGroup, count: int, threads_per_rank: int, cores_pe
             chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
             template.append((socket.index, group.numa_of_cpus(chunk), chunk[:threads_per_rank],
                              chunk[threads_per_rank:]))
-    return template
+    return tuple(template)
 
 
 def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads: bool = False,
@@ -147,12 +170,11 @@ def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads
     per_node = spread(ranks, [capacities[k] for _, k in chosen]) if chosen is not None else None
     if chosen is None or per_node is None:
         return None
-    templates: dict[tuple[int, int], list[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = {}
-    placed: list[RankPlacement] = []
+    layouts: dict[tuple[int, int], NodeLayout] = {}
+    shares = []
     for (node_index, k), count in zip(chosen, per_node, strict=True):
-        if (k, count) not in templates:  # alike nodes with the same share get the same layout
-            templates[(k, count)] = _node_template(groups[k], count, threads_per_rank, cores_per_rank, hyperthreads)
-        first = len(placed)  # positional arguments: this loop runs once per rank placed
-        placed.extend(RankPlacement(first + local, local, node_index, socket, numa, compute, workers)
-                      for local, (socket, numa, compute, workers) in enumerate(templates[(k, count)]))
-    return Placement(tuple(placed), sum(1 for c in per_node if c))
+        if (k, count) not in layouts:  # alike nodes with the same share get the same layout
+            layouts[(k, count)] = _node_layout(groups[k], count, threads_per_rank, cores_per_rank, hyperthreads)
+        if count:
+            shares.append((node_index, layouts[(k, count)]))
+    return Placement(tuple(shares))

@@ -6,7 +6,6 @@ know (the workload's memory estimate, whether oneCCL's bindings are installed).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -142,10 +141,10 @@ def _placed(trial: Trial, reasons: tuple[Reason, ...], need_mib: float, topology
         raise ValueError(f"check() passed but place() failed for {trial}")  # a bug, not bad input
     if cons.memory_budget_mib is not None:
         budgets = (cons.memory_budget_mib,) * trial.ranks
-    else:  # the node's memory × headroom, shared by the ranks on it
-        on_node = Counter(r.node for r in placement.ranks)
-        budgets = tuple(topology.nodes[r.node].memory_mib * cons.memory_headroom / on_node[r.node]
-                        for r in placement.ranks)
+    else:  # the node's memory × headroom, shared by the ranks on it; ranks are numbered node by node
+        budgets = tuple(share for node, layout in placement.per_node
+                        for share in (topology.nodes[node].memory_mib * cons.memory_headroom / len(layout),)
+                        * len(layout))
     return PlannedTrial(trial, reasons, placement, need_mib, budgets)
 
 
