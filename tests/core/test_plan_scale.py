@@ -122,12 +122,23 @@ def test_a_grid_of_too_many_points_is_refused():
 
 
 def test_a_grid_placing_too_many_ranks_is_refused():
-    huge = compact(name="n", nodes=10_000, sockets=2, cores_per_socket=56, threads_per_core=2, memory_gib=512)
+    huge = compact(name="n", nodes=100_000, sockets=2, cores_per_socket=56, threads_per_core=2, memory_gib=512)
     spec, _ = parse_spec({"name": "t", "workload": {"name": "classifier"},
-                          "grid": {"ranks": [1_000_000, 1_100_000], "threads_per_rank": [1], "local_batch": [1]}})
-    with pytest.raises(PlanTooLarge, match=f"place 2,100,000 ranks in all, each with its own CPU list, more "
-                                           f"than orch plans at once \\({MAX_PLACED_RANKS:,}\\)"):
+                          "grid": {"ranks": [10_000_000, 11_000_000], "threads_per_rank": [1], "local_batch": [1]}})
+    with pytest.raises(PlanTooLarge, match=f"place 21,000,000 ranks in all, more than orch plans at once "
+                                           f"\\({MAX_PLACED_RANKS:,}\\)"):
         make_plan(spec, huge, rank_memory_mib=lambda b: 1.0, ccl_available=False)
+
+
+def test_the_auto_grid_on_10000_nodes_plans_without_listing_every_rank():
+    huge = compact(name="n", nodes=10_000, sockets=2, cores_per_socket=56, threads_per_core=2, memory_gib=512)
+    spec, _ = parse_spec({"name": "t", "workload": {"name": "classifier"}, "grid": {"local_batch": [8]}})
+    plan = make_plan(spec, huge, rank_memory_mib=lambda b: 100.0, ccl_available=False)
+    widest = plan.cell(1_048_576, 1, 8)   # 2^20 ranks of 1 core on 1,120,000 cores
+    # the fewest nodes: ceil(2^20 ÷ 112 cores) = 9,363
+    assert widest.feasible and widest.placement.nodes_used == 9_363 and len(widest.memory_budget_mib) == 2**20
+    assert widest.placement._ranks is None   # nothing listed each rank's CPUs yet
+    assert widest.placement.ranks[-1].node == 9_362 and len(widest.placement.ranks) == 2**20
 
 
 def test_detailed_and_compact_forms_of_one_cluster_plan_alike():
