@@ -8,7 +8,13 @@ sweeps/retinanet-table3.yaml (ranks 1-16 × threads 7-56 × local batch 1, 2) on
 topologies. The retinanet workload is not loaded: the spec is parsed directly and one rank's memory is a stand-in
 (8 GiB per sample of local batch), so the numbers time the planner, not a workload's estimate.
 
-Prints one line per measurement; timings are for this machine at the time of the run, not targets.
+At scale (in process and end to end, each against its target): the table3 grid on 10,000 nodes × 2 sockets
+× 56 cores × 2 threads (< 1 s), a 585-point grid (ranks 1-4096 × 9 threads × 5 local batches) on 64 nodes ×
+2 sockets × 32 cores (< 1 s), and a 5,000-point grid on the same 64 nodes ("a few seconds": < 5 s). Planning
+groups alike nodes, so these cost time in the grid and the ranks placed, not in the cluster's size.
+
+Prints one line per measurement; timings are for this machine at the time of the run (a busy machine is
+slower: the load average is printed).
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = REPO / "sweeps"
@@ -48,6 +57,10 @@ def median_ms(samples: list[float]) -> str:
 
 
 def end_to_end(argv: list[str], runs: int) -> str:
+    return median_ms(_walls(argv, runs))
+
+
+def _walls(argv: list[str], runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -55,7 +68,7 @@ def end_to_end(argv: list[str], runs: int) -> str:
         samples.append(time.perf_counter() - start)
         if done.returncode != 0:
             raise SystemExit(f"orch {' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
-    return median_ms(samples)
+    return samples
 
 
 def heavy_imports(argv: list[str]) -> list[str]:
@@ -94,6 +107,63 @@ def in_process(runs: int) -> list[str]:
     return lines
 
 
+TABLE3_GRID = {"ranks": [1, 2, 4, 8, 16], "threads_per_rank": [7, 14, 28, 56], "local_batch": [1, 2]}
+# (label, topology in compact form, grid, target seconds)
+SCALE_CASES = [
+    ("table3, 10,000 nodes × 2 sockets × 56 cores × 2 threads",
+     {"name": "n", "nodes": 10_000, "sockets": 2, "cores_per_socket": 56, "threads_per_core": 2, "memory_gib": 512},
+     TABLE3_GRID, 1.0),
+    ("585 points (ranks 1-4096) on 64 nodes × 2 sockets × 32 cores",
+     {"name": "n", "nodes": 64, "sockets": 2, "cores_per_socket": 32, "threads_per_core": 2, "memory_gib": 256},
+     {"ranks": [2 ** k for k in range(13)], "threads_per_rank": [1, 2, 3, 4, 6, 8, 12, 16, 32],
+      "local_batch": [1, 2, 4, 8, 16]}, 1.0),
+    ("5,000 points on 64 nodes × 2 sockets × 32 cores",
+     {"name": "n", "nodes": 64, "sockets": 2, "cores_per_socket": 32, "threads_per_core": 2, "memory_gib": 256},
+     {"ranks": list(range(1, 101)), "threads_per_rank": list(range(1, 26)), "local_batch": [1, 2]}, 5.0),
+]
+
+
+def _verdict(seconds: float, target_s: float) -> str:
+    return f"target < {target_s:g} s: {'met' if seconds < target_s else 'MISSED'}"
+
+
+def at_scale(runs: int) -> list[str]:
+    """make_plan + the plan's tables in process, then `orch plan` end to end, for each SCALE_CASES entry."""
+    from orchestrator.core.plan import make_plan
+    from orchestrator.core.plan_view import plan_tables
+    from orchestrator.core.schema import load
+    from orchestrator.core.spec import parse_spec
+    from orchestrator.core.topology import CompactTopology, build_compact
+
+    lines = []
+    with tempfile.TemporaryDirectory() as folder:
+        for label, topo_fields, grid, target_s in SCALE_CASES:
+            sweep = {"name": "scale", "workload": {"name": "classifier"}, "grid": grid}
+            spec, problems = parse_spec(sweep)
+            compact, more = load(CompactTopology, topo_fields)
+            if spec is None or compact is None:
+                raise SystemExit(f"{label}: {problems + more}")
+            samples = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                plan = make_plan(spec, build_compact(compact, "bench"), rank_memory_mib=lambda batch: 512.0 * batch,
+                                 ccl_available=False)
+                plan_tables(plan)
+                samples.append(time.perf_counter() - start)
+            placed = sum(p.trial.ranks for p in plan.feasible)
+            lines.append(f"{'in process':12s}{'make_plan + tables, ' + label:78s}{median_ms(samples)}; "
+                         f"{_verdict(statistics.median(samples), target_s)}; {len(plan.feasible)}/{len(plan.trials)} "
+                         f"feasible, {placed:,} ranks placed")
+            sweep_file, topo_file = Path(folder) / "sweep.yaml", Path(folder) / "topology.yaml"
+            sweep_file.write_text(yaml.safe_dump(sweep))
+            topo_file.write_text(yaml.safe_dump(topo_fields))
+            argv = ["plan", str(sweep_file), "--topology", str(topo_file)]
+            walls = _walls(argv, runs)
+            lines.append(f"{'end to end':12s}{'orch plan, ' + label:78s}{median_ms(walls)}; "
+                         f"{_verdict(statistics.median(walls), target_s)}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="repetitions per measurement (default 7)")
@@ -112,6 +182,8 @@ def main() -> None:
     for label, argv in cases.items():
         print(f"{'end to end':12s}{'orch plan, ' + label:48s}{end_to_end(argv, args.runs)}")
     for line in in_process(args.runs):
+        print(line)
+    for line in at_scale(args.runs):
         print(line)
     for label in ("topology file", "detected topology"):
         heavy = heavy_imports(cases[label])

@@ -43,9 +43,18 @@ def peak(threads, gflops, precision="fp32"):
                            threads_per_rank=threads, peak={"precision": precision, "gflops": gflops, "gemm_size": 4096})
 
 
+def peak_at_once(ranks, threads, per_rank_gflops, precision="fp32"):
+    """A layout's peak as orch now records it: every rank's GEMM rate while all of them ran at once."""
+    return rec.make_record(kind="peak", key=f"peak-r{ranks}-t{threads}-{precision}", status="ok", ranks=ranks,
+                           threads_per_rank=threads,
+                           peak={"precision": precision, "gflops": sum(per_rank_gflops),
+                                 "best_gflops": sum(per_rank_gflops) * 1.02, "gemm_size": 2048,
+                                 "per_rank_gflops": list(per_rank_gflops), "concurrent": True})
+
+
 @pytest.fixture
 def make():
-    return SimpleNamespace(tp=tp, infeasible=infeasible, bad=bad, conv=conv, peak=peak)
+    return SimpleNamespace(tp=tp, infeasible=infeasible, bad=bad, conv=conv, peak=peak, peak_at_once=peak_at_once)
 
 
 def texts(table):

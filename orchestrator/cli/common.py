@@ -6,7 +6,8 @@ import argparse
 import signal
 import sys
 
-from orchestrator.core.plan import Plan, make_plan
+from orchestrator.core.plan import Plan, PlanTooLarge, make_plan
+from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.core.topology import Topology
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -50,4 +51,7 @@ def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Pl
         from orchestrator.io.backends import ccl_installed
 
         ccl_available = ccl_installed()
-    return make_plan(sweep.spec, topology, rank_memory_mib=sweep.rank_memory_mib, ccl_available=ccl_available)
+    try:
+        return make_plan(sweep.spec, topology, rank_memory_mib=sweep.rank_memory_mib, ccl_available=ccl_available)
+    except PlanTooLarge as err:
+        raise InvalidInput(f"sweep file {sweep.path}", [Problem("grid", str(err))]) from None

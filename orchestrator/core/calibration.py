@@ -14,7 +14,7 @@ rank's thread count, and calibrating with the fewest cores keeps the plan cheap.
 from __future__ import annotations
 
 from orchestrator.core.grid import Trial
-from orchestrator.core.placement import Placement, RankPlacement, place
+from orchestrator.core.placement import Placement, place
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS
 from orchestrator.core.topology import Node, Topology
@@ -37,21 +37,19 @@ def _in_one_socket(node_index: int, node: Node, ranks: int, hyperthreads: bool) 
     cpus = socket.cpus(hyperthreads)
     if ranks > len(cpus):
         return None
-    return Placement(tuple(RankPlacement(rank=i, local_rank=i, node=node_index, socket=socket.index,
-                                         numa_nodes=node.numa_of_cpus((cpus[i],)), cpus=(cpus[i],), ccl_cpus=())
-                           for i in range(ranks)), 1)
+    layout = tuple((socket.index, node.numa_of_cpus((cpus[i],)), (cpus[i],), ()) for i in range(ranks))
+    return Placement(((node_index, layout),))
 
 
 def _one_per_node(topology: Topology, ranks: int, hyperthreads: bool) -> Placement | None:
     if ranks > len(topology.nodes):
         return None
-    placed = []
+    per_node = []
     for i, node in enumerate(topology.nodes[:ranks]):
         socket = node.sockets[0]
         cpu = socket.cpus(hyperthreads)[0]
-        placed.append(RankPlacement(rank=i, local_rank=0, node=i, socket=socket.index,
-                                    numa_nodes=node.numa_of_cpus((cpu,)), cpus=(cpu,), ccl_cpus=()))
-    return Placement(tuple(placed), ranks)
+        per_node.append((i, ((socket.index, node.numa_of_cpus((cpu,)), (cpu,), ()),)))
+    return Placement(tuple(per_node))
 
 
 def calibration_trials(topology: Topology, rank_counts: tuple[int, ...], *, hyperthreads: bool = False,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.core.grid import Trial
-from orchestrator.core.placement import memory_slots, node_capacity, socket_slots
+from orchestrator.core.placement import group_capacity, memory_slots
 from orchestrator.core.topology import Topology
 
 SPANS_SOCKETS = "spans_sockets"
@@ -59,6 +59,8 @@ def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
     need = trial.threads_per_rank + rules.ccl_workers
     need_text = (f"{trial.threads_per_rank} threads + {rules.ccl_workers} oneCCL worker core(s) = {need} cores"
                  if rules.ccl_workers else f"{trial.threads_per_rank} threads")
+    # Every count below goes over node groups (alike nodes once, times their number), never over each node.
+    groups = topology.groups
     per_socket = topology.largest_socket(ht)
     total = topology.usable_cores(ht)
     n_nodes = len(topology.nodes)
@@ -71,9 +73,9 @@ def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
                                      f"{_core_word(ht)} on {n_nodes} node(s)",
                               f"ranks × cores per rank > {total} {_core_word(ht)} on {n_nodes} node(s)"))
     if not reasons:
-        slots = sum(sum(socket_slots(n, need, ht)) for n in topology.nodes)
+        slots = sum(g.count * sum(size // need for size in g.socket_sizes(ht)) for g in groups)
         if slots < trial.ranks:
-            sizes = sorted({len(s.cpus(ht)) for n in topology.nodes for s in n.sockets})
+            sizes = sorted({size for g in groups for size in g.socket_sizes(ht)})
             reasons.append(Reason(PACKING, (
                 f"ranks cannot be packed inside sockets: a socket of {'/'.join(map(str, sizes))} cores holds "
                 f"{'/'.join(str(sz // need) for sz in sizes)} rank(s) of {need} cores, {slots} in all, "
@@ -97,16 +99,17 @@ def _memory_reason(trial: Trial, topology: Topology, rules: Rules, need: int, co
     if per_rank <= 0:
         return None
     head = rules.memory_headroom
-    biggest = max(n.memory_mib for n in topology.nodes)
+    groups = topology.groups
+    biggest = max(g.node.memory_mib for g in groups)
     if per_rank > biggest * head:
         return Reason(MEMORY, f"one rank needs {per_rank:,.0f} MiB > {biggest:,.0f} MiB node memory × "
                               f"headroom {head:g} = {biggest * head:,.0f} MiB")
-    mem_slots = sum(memory_slots(n, per_rank, head) for n in topology.nodes)
+    mem_slots = sum(g.count * memory_slots(g.node, per_rank, head) for g in groups)
     if mem_slots < trial.ranks:
         return Reason(MEMORY, f"{trial.ranks} ranks × {per_rank:,.0f} MiB exceed memory: the node(s) hold "
                               f"{mem_slots} rank(s) within {head:g} × their memory")
     if cores_ok:
-        both = sum(node_capacity(n, need, rules.hyperthreads, per_rank, head) for n in topology.nodes)
+        both = sum(g.count * group_capacity(g, need, rules.hyperthreads, per_rank, head) for g in groups)
         if both < trial.ranks:
             return Reason(MEMORY, f"cores and memory together hold only {both} rank(s) of {need} cores and "
                                   f"{per_rank:,.0f} MiB, fewer than {trial.ranks}")

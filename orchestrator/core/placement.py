@@ -14,9 +14,11 @@ Everything is deterministic: the same topology and trial give the same placement
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, field
+from itertools import islice, repeat
 
-from orchestrator.core.topology import Node, Topology
+from orchestrator.core.topology import Node, NodeGroup, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +32,36 @@ class RankPlacement:
     ccl_cpus: tuple[int, ...]  # oneCCL worker threads (empty unless the ccl backend is used)
 
 
+# One node's share of a placement: (socket, NUMA nodes, compute CPUs, worker CPUs) per rank, in local order.
+NodeLayout = tuple[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
-    ranks: tuple[RankPlacement, ...]
-    nodes_used: int
+    """Where every rank goes, kept per node: `ranks` (one entry per rank, with its CPU list) is built on
+    first use, so a plan that only needs the verdicts and node counts never lists a 4,096-rank trial's CPUs.
+    """
+
+    per_node: tuple[tuple[int, NodeLayout], ...]   # (node index, its ranks' layout), in node order
+    _ranks: tuple[RankPlacement, ...] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def nodes_used(self) -> int:
+        return sum(1 for _, layout in self.per_node if layout)
+
+    @property
+    def ranks(self) -> tuple[RankPlacement, ...]:
+        if self._ranks is None:
+            placed: list[RankPlacement] = []
+            for node_index, layout in self.per_node:
+                first = len(placed)  # positional arguments: this loop runs once per rank
+                placed.extend(RankPlacement(first + local, local, node_index, socket, numa, compute, workers)
+                              for local, (socket, numa, compute, workers) in enumerate(layout))
+            object.__setattr__(self, "_ranks", tuple(placed))
+        return self._ranks  # type: ignore[return-value]  # set just above
 
     def ranks_on_node(self, node: int) -> int:
-        return sum(1 for r in self.ranks if r.node == node)
+        return sum(len(layout) for index, layout in self.per_node if index == node)
 
 
 def socket_slots(node: Node, cores_per_rank: int, hyperthreads: bool) -> list[int]:
@@ -57,8 +82,18 @@ def node_capacity(node: Node, cores_per_rank: int, hyperthreads: bool, rank_memo
                memory_slots(node, rank_memory_mib, memory_headroom))
 
 
+def group_capacity(group: NodeGroup, cores_per_rank: int, hyperthreads: bool, rank_memory_mib: float,
+                   memory_headroom: float) -> int:
+    """`node_capacity` of each node of `group` (they are alike), without walking its CPUs again."""
+    cores = sum(size // cores_per_rank for size in group.socket_sizes(hyperthreads))
+    return min(cores, memory_slots(group.node, rank_memory_mib, memory_headroom))
+
+
 def spread(count: int, capacities: list[int]) -> list[int] | None:
     """Split `count` items over bins as evenly as capacities allow (water-filling); None if impossible.
+
+    Equivalent to handing out one item per round to every bin not yet full, lowest index first: find the
+    last full round `level` by bisection, then give one more to the first bins that still have room.
 
     >>> spread(5, [2, 4, 4])
     [2, 2, 1]
@@ -67,51 +102,79 @@ def spread(count: int, capacities: list[int]) -> list[int] | None:
     """
     if count > sum(capacities):
         return None
-    shares = [0] * len(capacities)
-    left = count
-    while left:
-        open_bins = [i for i, cap in enumerate(capacities) if shares[i] < cap]
-        # Give one more to the emptiest open bins first; ties go to the lower index (determinism).
-        open_bins.sort(key=lambda i: (shares[i], i))
-        for i in open_bins[:left]:
+    low, high = 0, max(capacities, default=0)
+    while low < high:  # the largest level with sum(min(cap, level)) <= count
+        mid = (low + high + 1) // 2
+        if sum(min(cap, mid) for cap in capacities) <= count:
+            low = mid
+        else:
+            high = mid - 1
+    shares = [min(cap, low) for cap in capacities]
+    left = count - sum(shares)
+    for i, cap in enumerate(capacities):
+        if not left:
+            break
+        if cap > low:
             shares[i] += 1
             left -= 1
-            if not left:
-                break
     return shares
+
+
+def fewest_nodes(groups: tuple[NodeGroup, ...], capacities: list[int], ranks: int) -> list[tuple[int, int]] | None:
+    """(node index, group index) of the fewest nodes that hold `ranks`, in node order; None if all cannot.
+
+    The biggest nodes first, ties to the lower index: on a heterogeneous cluster, taking nodes in file order
+    could use more nodes than needed. Only the nodes taken are listed, so 10,000 alike nodes cost nothing."""
+    if sum(cap * g.count for g, cap in zip(groups, capacities, strict=True)) < ranks:
+        return None
+    chosen: list[tuple[int, int]] = []
+    left = ranks
+    for cap in sorted({c for c in capacities if c > 0}, reverse=True):
+        if left <= 0:
+            break
+        same = [k for k, c in enumerate(capacities) if c == cap]
+        members = heapq.merge(*[zip(groups[k].indices, repeat(k)) for k in same])
+        taken = list(islice(members, -(-left // cap)))
+        chosen += taken
+        left -= cap * len(taken)
+    return sorted(chosen)
+
+
+def _node_layout(group: NodeGroup, count: int, threads_per_rank: int, cores_per_rank: int,
+                 hyperthreads: bool) -> NodeLayout:
+    """(socket, NUMA nodes, compute CPUs, worker CPUs) of each of `count` ranks on one node of `group`:
+    ranks spread evenly over the sockets, consecutive cores inside a socket."""
+    socket_cpus = group.cpus(hyperthreads)
+    per_socket = spread(count, [len(c) // cores_per_rank for c in socket_cpus])
+    if per_socket is None:
+        raise ValueError(f"{count} ranks of {cores_per_rank} cores do not fit node {group.node.name}")
+    template = []
+    for socket, cpus, socket_count in zip(group.node.sockets, socket_cpus, per_socket, strict=True):
+        for k in range(socket_count):
+            chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
+            template.append((socket.index, group.numa_of_cpus(chunk), chunk[:threads_per_rank],
+                             chunk[threads_per_rank:]))
+    return tuple(template)
 
 
 def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads: bool = False,
           ccl_workers: int = 0, rank_memory_mib: float = 0.0, memory_headroom: float = 1.0) -> Placement | None:
-    """Assign every rank its node, socket and CPUs; None when the ranks cannot be hosted."""
+    """Assign every rank its node, socket and CPUs; None when the ranks cannot be hosted.
+
+    Costs time in the ranks placed and the node shapes, not in the size of the cluster."""
     cores_per_rank = threads_per_rank + ccl_workers
-    capacities = [node_capacity(n, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom)
-                  for n in topology.nodes]
-    # Fewest nodes: take the biggest nodes first (ties to the lower index) until their capacity covers the
-    # ranks; on a heterogeneous cluster taking nodes in file order could use more nodes than needed.
-    chosen, total = [], 0
-    for i in sorted(range(len(capacities)), key=lambda i: (-capacities[i], i)):
-        if total >= ranks:
-            break
-        chosen.append(i)
-        total += capacities[i]
-    chosen.sort()  # ranks are numbered in node order
-    per_node = spread(ranks, [capacities[i] for i in chosen])
-    if per_node is None:
+    groups = topology.groups
+    capacities = [group_capacity(g, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom)
+                  for g in groups]
+    chosen = fewest_nodes(groups, capacities, ranks)
+    per_node = spread(ranks, [capacities[k] for _, k in chosen]) if chosen is not None else None
+    if chosen is None or per_node is None:
         return None
-    placed: list[RankPlacement] = []
-    for node_index, count in zip(chosen, per_node):
-        node = topology.nodes[node_index]
-        per_socket = spread(count, socket_slots(node, cores_per_rank, hyperthreads))
-        assert per_socket is not None  # capacity already covers count
-        local = 0
-        for socket, socket_count in zip(node.sockets, per_socket):
-            cpus = socket.cpus(hyperthreads)
-            for k in range(socket_count):
-                chunk = cpus[k * cores_per_rank:(k + 1) * cores_per_rank]
-                compute, workers = chunk[:threads_per_rank], chunk[threads_per_rank:]
-                placed.append(RankPlacement(
-                    rank=len(placed), local_rank=local, node=node_index, socket=socket.index,
-                    numa_nodes=node.numa_of_cpus(chunk), cpus=tuple(compute), ccl_cpus=tuple(workers)))
-                local += 1
-    return Placement(tuple(placed), sum(1 for c in per_node if c))
+    layouts: dict[tuple[int, int], NodeLayout] = {}
+    shares = []
+    for (node_index, k), count in zip(chosen, per_node, strict=True):
+        if (k, count) not in layouts:  # alike nodes with the same share get the same layout
+            layouts[(k, count)] = _node_layout(groups[k], count, threads_per_rank, cores_per_rank, hyperthreads)
+        if count:
+            shares.append((node_index, layouts[(k, count)]))
+    return Placement(tuple(shares))

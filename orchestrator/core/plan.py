@@ -7,7 +7,7 @@ know (the workload's memory estimate, whether oneCCL's bindings are installed).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchestrator.core.constraints import Reason, Rules, check
 from orchestrator.core.grid import Trial, expand
@@ -16,6 +16,15 @@ from orchestrator.core.spec import ConstraintsSpec, SweepSpec
 from orchestrator.core.topology import Topology
 
 CCL_MODULE = "oneccl_bindings_for_pytorch"
+# Limits on the size of a plan, so that an absurd grid is refused at once rather than planned for minutes:
+# planning costs about 0.1 ms per grid point and 0.3 µs per rank placed (each rank's memory budget; CPU lists
+# are only listed on demand).
+MAX_GRID_POINTS = 50_000
+MAX_PLACED_RANKS = 20_000_000
+
+
+class PlanTooLarge(ValueError):
+    """The grid is beyond what orch plans at once; the message gives the numbers and the limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +71,17 @@ class Plan:
     local_batches: tuple[int, ...]
     trials: tuple[PlannedTrial, ...]
     convergence: tuple[ConvergenceRun, ...]
+    by_trial: dict[Trial, PlannedTrial] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_trial", {p.trial: p for p in self.trials})  # cell() is called per cell
 
     @property
     def feasible(self) -> tuple[PlannedTrial, ...]:
         return tuple(t for t in self.trials if t.feasible)
 
     def cell(self, ranks: int, threads: int, local_batch: int) -> PlannedTrial:
-        return next(t for t in self.trials if t.trial == Trial(ranks, threads, local_batch))
+        return self.by_trial[Trial(ranks, threads, local_batch)]
 
     @property
     def ccl_workers(self) -> int:
@@ -99,36 +112,59 @@ def cheapest(candidates: list[PlannedTrial]) -> PlannedTrial:
 
 def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float],
               ccl_available: bool) -> Plan:
-    """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate."""
+    """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate.
+
+    Raises PlanTooLarge (a ValueError) for a grid beyond MAX_GRID_POINTS or MAX_PLACED_RANKS."""
     cons = spec.constraints
     backend = choose_backend(spec.backend, ccl_available)
     ranks, threads, grid = expand(spec.grid, topology, cons.hyperthreads)
+    if len(grid) > MAX_GRID_POINTS:
+        raise PlanTooLarge(f"the grid has {len(ranks)} ranks × {len(threads)} threads × "
+                           f"{len(spec.grid.local_batch)} local batch values = {len(grid):,} points, more than orch "
+                           f"plans at once ({MAX_GRID_POINTS:,}); split it into several sweeps")
     workers = ccl_workers(backend, cons)
-    planned = []
+    checked = []
     for trial in grid:
         need_mib = cons.rank_memory_mib if cons.rank_memory_mib is not None else rank_memory_mib(trial.local_batch)
         rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=workers, memory_headroom=cons.memory_headroom,
                       rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
                       backend_error=backend.error)
-        reasons = check(trial, topology, rules)
-        placement: Placement | None = None
-        budgets: tuple[float, ...] = ()
-        if not reasons:
-            placement = place(topology, trial.ranks, trial.threads_per_rank, hyperthreads=cons.hyperthreads,
-                              ccl_workers=workers, rank_memory_mib=rules.reserved_rank_mib,
-                              memory_headroom=cons.memory_headroom)
-            assert placement is not None, f"check() passed but place() failed for {trial}"
-            budgets = tuple(
-                cons.memory_budget_mib if cons.memory_budget_mib is not None else
-                topology.nodes[r.node].memory_mib * cons.memory_headroom / placement.ranks_on_node(r.node)
-                for r in placement.ranks)
-        planned.append(PlannedTrial(trial, reasons, placement, need_mib, budgets))
+        checked.append((trial, check(trial, topology, rules), need_mib, rules.reserved_rank_mib))
+    placed_ranks = sum(trial.ranks for trial, reasons, _, _ in checked if not reasons)
+    if placed_ranks > MAX_PLACED_RANKS:
+        raise PlanTooLarge(f"the grid's feasible points place {placed_ranks:,} ranks in all, more than orch plans "
+                           f"at once ({MAX_PLACED_RANKS:,}); use fewer or smaller ranks values")
+    planned = tuple(_placed(trial, reasons, need_mib, reserved_mib, topology, cons, workers)
+                    for trial, reasons, need_mib, reserved_mib in checked)
+    return Plan(spec, topology, backend, ranks, threads, tuple(sorted(spec.grid.local_batch)), planned,
+                _convergence_runs(spec, planned))
 
-    runs: list[ConvergenceRun] = []
-    if spec.convergence is not None:
-        feasible = [p for p in planned if p.feasible]
-        for global_batch in sorted({p.trial.global_batch for p in feasible}):
-            layout = cheapest([p for p in feasible if p.trial.global_batch == global_batch])
-            runs += [ConvergenceRun(global_batch, seed, layout) for seed in spec.convergence.seeds]
-    return Plan(spec, topology, backend, ranks, threads, tuple(sorted(spec.grid.local_batch)), tuple(planned),
-                tuple(runs))
+
+def _placed(trial: Trial, reasons: tuple[Reason, ...], need_mib: float, reserved_mib: float, topology: Topology,
+            cons: ConstraintsSpec, workers: int) -> PlannedTrial:
+    if reasons:
+        return PlannedTrial(trial, reasons, None, need_mib, ())
+    placement = place(topology, trial.ranks, trial.threads_per_rank, hyperthreads=cons.hyperthreads,
+                      ccl_workers=workers, rank_memory_mib=reserved_mib,
+                      memory_headroom=cons.memory_headroom)
+    if placement is None:
+        raise ValueError(f"check() passed but place() failed for {trial}")  # a bug, not bad input
+    if cons.memory_budget_mib is not None:
+        budgets = (cons.memory_budget_mib,) * trial.ranks
+    else:  # the node's memory × headroom, shared by the ranks on it; ranks are numbered node by node
+        budgets = tuple(share for node, layout in placement.per_node
+                        for share in (topology.nodes[node].memory_mib * cons.memory_headroom / len(layout),)
+                        * len(layout))
+    return PlannedTrial(trial, reasons, placement, need_mib, budgets)
+
+
+def _convergence_runs(spec: SweepSpec, planned: tuple[PlannedTrial, ...]) -> tuple[ConvergenceRun, ...]:
+    """One run per seed for each global batch, on its cheapest feasible layout."""
+    if spec.convergence is None:
+        return ()
+    by_batch: dict[int, list[PlannedTrial]] = {}
+    for p in planned:
+        if p.feasible:
+            by_batch.setdefault(p.trial.global_batch, []).append(p)
+    return tuple(ConvergenceRun(global_batch, seed, cheapest(by_batch[global_batch]))
+                 for global_batch in sorted(by_batch) for seed in spec.convergence.seeds)

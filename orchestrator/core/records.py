@@ -8,7 +8,9 @@ Kinds and their sections:
 
 - ``throughput``: one grid point. ``throughput``, ``memory`` and ``placement`` are set when status is ok.
 - ``convergence``: one seed of one global batch trained to the target. ``convergence`` is set.
-- ``peak``: the machine's measured GEMM peak for ``threads_per_rank`` pinned cores. ``peak`` is set.
+- ``peak``: a layout's measured GEMM peak: its ``ranks`` ranks of ``threads_per_rank`` cores each, all running
+  the GEMM at once, pinned as in the trial (``peak.concurrent``). Records written before that hold one
+  rank's peak for ``threads_per_rank`` cores, without ``concurrent``; readers treat them as such.
 - ``allreduce``: the all-reduce calibration of ``ranks`` ranks over one link class. ``allreduce`` is set.
 
 Section layouts (units in the names):
@@ -19,7 +21,9 @@ Section layouts (units in the names):
     memory:     {peak_uss_mib[rank], budget_mib[rank], estimate_mib}
     convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
                  lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}
-    peak:       {precision, gflops, gemm_size}
+    peak:       {precision, gflops, best_gflops, gemm_size, per_rank_gflops[rank], concurrent}
+                (gflops: the sum over ranks of each one's median-matmul rate; older records: {precision,
+                gflops, gemm_size} of one rank)
     allreduce:  {link, ranks, dtype, algorithm, sizes_bytes[], time_s[size] (slowest rank's median)}
     placement:  [{rank, local_rank, node, node_name, socket, numa_nodes[], cpus[], ccl_cpus[]}]
 """
@@ -63,7 +67,7 @@ KINDS = tuple(Kind)
 RECORD_KEYS = (
     "schema",            # SCHEMA_VERSION
     "kind",              # one of KINDS
-    "key",               # unique within a sweep: 'r2-t14-b4', 'conv-g8-s0', 'peak-t14-fp32'
+    "key",               # unique within a sweep: 'r2-t14-b4', 'conv-g8-s0', 'peak-r2-t14-fp32'
     "status",            # one of STATUSES
     "reason",            # why it is not ok (one line per reason), else null
     "reasons",           # [{code, message}] for infeasible points, else []
@@ -88,6 +92,11 @@ def utc_timestamp(epoch_s: float) -> str:
     '2025-11-20T09:03:00Z'
     """
     return dt.datetime.fromtimestamp(epoch_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def peak_key(ranks: int, threads_per_rank: int, precision: str) -> str:
+    """The key of a layout's peak record, e.g. 'peak-r2-t14-fp32' (older records: 'peak-t14-fp32')."""
+    return f"peak-r{ranks}-t{threads_per_rank}-{precision}"
 
 
 def make_record(**fields: Any) -> dict[str, Any]:

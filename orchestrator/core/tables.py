@@ -18,12 +18,12 @@ from typing import Any, cast
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
+from orchestrator.core.peaks import LayoutPeak, choose_precision, peak_index
 from orchestrator.core.table import DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table, grid_table, mark_best
 
 NOT_RUN_YET = "not run yet"
 NO_REASON = "no reason recorded"
 NO_MEASUREMENT = "recorded as ok but without a throughput measurement"
-DEFAULT_PEAK_PRECISION = "fp32"   # what training runs in unless the workload says otherwise
 
 
 
@@ -267,32 +267,13 @@ def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[s
                        title="Weak-scaling efficiency, local batch {batch} (%)")
 
 
-def peak_index(records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, str], float]:
-    """Measured GEMM peak GFLOP/s by (threads, precision), from ok peak records."""
-    peaks = {}
-    for r in records:
-        if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak"):
-            peaks[(r["threads_per_rank"], r["peak"].get("precision"))] = r["peak"]["gflops"]
-    return peaks
-
-
-def choose_precision(peaks: Mapping[tuple[int, str], float], wanted: str | None = None) -> str | None:
-    """`wanted` if given, else fp32 when measured, else the first measured precision by name."""
-    if wanted:
-        return wanted
-    measured = sorted({precision for _, precision in peaks})
-    if not measured:
-        return None
-    return DEFAULT_PEAK_PRECISION if DEFAULT_PEAK_PRECISION in measured else measured[0]
-
-
 def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: str | None = None) -> Table:
     """Achieved FLOP/s of every ok layout against the measured peak of the same cores, in percent.
 
-    achieved = samples_per_s × train_flops_per_sample; peak = ranks × peak(threads), where peak(T) is the
-    GEMM GFLOP/s measured on T pinned cores of one socket (kind "peak").
-    Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample = 78.0 GFLOP/s against
-    2 × 236 GFLOP/s = 472 → '16.5%'.
+    achieved = samples_per_s × train_flops_per_sample; peak = the layout's GEMM GFLOP/s measured with all
+    of its ranks at once, pinned as in the trial (see `orchestrator.core.peaks`; older results: ranks ×
+    one rank's peak, footnoted). Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample =
+    78.0 GFLOP/s against a measured 2×2 peak of 472 GFLOP/s → '16.5%'.
     """
     peaks = peak_index(records)
     precision = choose_precision(peaks, precision)
@@ -303,24 +284,21 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
     for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
         ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
         flops = (index[point].get("throughput") or {}).get("train_flops_per_sample")
-        peak = peaks.get((threads, precision)) if precision is not None else None
         achieved = sps * flops / 1e9 if flops else None
-        layout_peak = ranks * peak if peak else None
+        layout_peak = peaks.of_layout(ranks, threads, precision)
         cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps)]
         cells.append(Cell(format_quantity(achieved), achieved) if achieved is not None else
                      Cell(f"{DASH} {notes.letter('the workload reported no train_flops_per_sample')}", None, MISSING))
-        no_peak = f"no {precision or 'GEMM'} peak measured for {threads} thread(s)"
-        cells.append(Cell(format_quantity(layout_peak), layout_peak) if layout_peak is not None else
-                     Cell(f"{DASH} {notes.letter(no_peak)}", None, MISSING))
+        cells.append(_peak_cell(layout_peak, ranks, threads, precision, notes))
         if achieved is not None and layout_peak is not None:
-            cells.append(Cell.number(100 * achieved / layout_peak, "{:.1f}%"))
+            cells.append(Cell.number(100 * achieved / layout_peak.gflops, "{:.1f}%"))
         else:
             cells.append(Cell(DASH, None, MISSING))
         rows.append((layout_label(point), cells))
     mark_best([cells for _, cells in rows], columns=(4,))
     caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as the workload counts them), against "
-               f"the measured {precision or 'GEMM'} GEMM peak of the same cores: ranks × peak(threads per rank), "
-               "where peak(T) is measured on T pinned cores of one socket.")
+               f"the measured {precision or 'GEMM'} GEMM peak of the same cores: the layout's ranks running the "
+               "GEMM all at once, each pinned as in the trial.")
     if not rows:
         caption = "No layout ran ok yet: no data yet."
     return Table(name="hardware-efficiency", title="Hardware efficiency: achieved FLOP/s ÷ measured peak",
@@ -328,3 +306,14 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
                  columns=("cores", "samples/s", "GFLOP/s", "peak GFLOP/s", "% of peak"),
                  rows=tuple((label, tuple(cells)) for label, cells in rows), footnotes=notes.lines(),
                  caption=caption)
+
+
+def _peak_cell(peak: LayoutPeak | None, ranks: int, threads: int, precision: str | None, notes: Footnotes) -> Cell:
+    if peak is None:
+        missing = f"no {precision or 'GEMM'} peak measured for {threads} thread(s)"
+        return Cell(f"{DASH} {notes.letter(missing)}", None, MISSING)
+    if peak.concurrent:
+        return Cell(format_quantity(peak.gflops), peak.gflops)
+    derived = ("ranks × the peak of one rank alone (recorded before peaks were measured with all ranks at once; "
+               "it overstates what the ranks reach together)")
+    return Cell(f"{format_quantity(peak.gflops)} {notes.letter(derived)}", peak.gflops)

@@ -21,12 +21,16 @@ planned for elsewhere): ``nodes`` is a list of node mappings, see `Node.to_dict`
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from orchestrator.core.schema import MISSING, Problem, load, opt
 
 MIB_PER_GIB = 1024
+# Limits on what a topology may describe, so that an absurd file is refused at once instead of planning for
+# minutes. The largest CPU cluster (Fugaku) has 158,976 nodes; Linux's own CPU limit (NR_CPUS) is at most 8,192.
+MAX_NODES = 200_000
+MAX_CPUS_PER_NODE = 8_192
 
 
 def cpu_ranges(cpus: Iterable[int]) -> str:
@@ -110,21 +114,78 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """Nodes that are identical but for their names: what planning asks of one answers for all of them.
+
+    A compact topology of N nodes is one group, so planning costs the same for 4 nodes or 10,000."""
+
+    node: Node                                    # the first node of the group
+    indices: tuple[int, ...]                      # ascending indices into Topology.nodes
+    socket_cpus: tuple[tuple[int, ...], ...]      # per socket, usable CPUs without hyperthreads
+    socket_cpus_ht: tuple[tuple[int, ...], ...]   # per socket, usable CPUs with hyperthreads
+    cpu_numa: dict[int, tuple[int, ...]] = field(compare=False, repr=False)  # CPU id: the NUMA nodes holding it
+
+    @staticmethod
+    def of(node: Node, indices: tuple[int, ...]) -> NodeGroup:
+        cpu_numa: dict[int, tuple[int, ...]] = {}
+        for numa in node.numa_nodes:
+            for cpu in numa.cpus:
+                cpu_numa[cpu] = cpu_numa.get(cpu, ()) + (numa.index,)
+        return NodeGroup(node, indices, tuple(s.cpus(False) for s in node.sockets),
+                         tuple(s.cpus(True) for s in node.sockets), cpu_numa)
+
+    @property
+    def count(self) -> int:
+        return len(self.indices)
+
+    def cpus(self, hyperthreads: bool) -> tuple[tuple[int, ...], ...]:
+        return self.socket_cpus_ht if hyperthreads else self.socket_cpus
+
+    def socket_sizes(self, hyperthreads: bool) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.cpus(hyperthreads))
+
+    def numa_of_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
+        """`Node.numa_of_cpus` from a lookup table instead of set operations on every NUMA node."""
+        return tuple(sorted({index for cpu in cpus for index in self.cpu_numa.get(cpu, ())}))
+
+
+def group_nodes(nodes: tuple[Node, ...]) -> tuple[NodeGroup, ...]:
+    """Nodes grouped by shape (sockets, NUMA nodes, memory), groups ordered by their first node.
+
+    Nodes built from one compact description share their socket objects, so they are grouped by identity
+    first; only one node per identity group is compared by value (which costs its CPU count)."""
+    by_identity: dict[tuple[int, int, float], list[int]] = {}
+    for i, node in enumerate(nodes):
+        by_identity.setdefault((id(node.sockets), id(node.numa_nodes), node.memory_mib), []).append(i)
+    by_value: dict[tuple[Any, ...], list[int]] = {}
+    for members in by_identity.values():
+        first = nodes[members[0]]
+        by_value.setdefault((first.sockets, first.numa_nodes, first.memory_mib), []).extend(members)
+    groups = [sorted(members) for members in by_value.values()]
+    return tuple(NodeGroup.of(nodes[m[0]], tuple(m)) for m in sorted(groups, key=lambda m: m[0]))
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
     nodes: tuple[Node, ...]
     source: str = ""
+    groups: tuple[NodeGroup, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", group_nodes(self.nodes))
 
     def usable_cores(self, hyperthreads: bool) -> int:
-        return sum(n.usable_cores(hyperthreads) for n in self.nodes)
+        return sum(g.count * sum(g.socket_sizes(hyperthreads)) for g in self.groups)
 
     def largest_socket(self, hyperthreads: bool) -> int:
-        """Usable CPUs of the largest socket on any node: the most threads one rank can have."""
-        return max(len(s.cpus(hyperthreads)) for n in self.nodes for s in n.sockets)
+        """Usable CPUs of the largest socket: no rank can have more cores than this."""
+        return max(max(g.socket_sizes(hyperthreads)) for g in self.groups)
 
     def describe(self) -> str:
         """One line, e.g. '1 node × 2 sockets × 28 cores × 2 threads, 192 GiB/node'."""
         shapes = sorted({(len(n.sockets), max((len(s.cores) for s in n.sockets), default=0),
-                          n.threads_per_core, round(n.memory_mib / MIB_PER_GIB, 1)) for n in self.nodes})
+                          n.threads_per_core, round(n.memory_mib / MIB_PER_GIB, 1))
+                         for n in (g.node for g in self.groups)})
         parts = [f"{s} socket(s) × {c} cores × {t} thread(s), {m:g} GiB" for s, c, t, m in shapes]
         return f"{len(self.nodes)} node(s): " + "; ".join(parts)
 
@@ -137,7 +198,8 @@ class CompactTopology:
     """The compact file form: one node type repeated `nodes` times."""
 
     name: str = opt("", "a label for reports")
-    nodes: int = opt(1, "number of identical nodes", minimum=1)
+    nodes: int = opt(1, f"number of identical nodes (at most {MAX_NODES:,})", minimum=1,
+                     maximum=MAX_NODES)
     sockets: int = opt(MISSING, "sockets per node", minimum=1)
     cores_per_socket: int = opt(MISSING, "physical cores per socket", minimum=1)
     threads_per_core: int = opt(1, "hardware threads per core (2 with SMT/hyper-threading)", minimum=1)
@@ -149,6 +211,12 @@ class CompactTopology:
 
     def __post_init__(self) -> None:
         errors = []
+        cpus = self.sockets * self.cores_per_socket * self.threads_per_core
+        if cpus > MAX_CPUS_PER_NODE:
+            errors.append(f"sockets({self.sockets}) × cores_per_socket({self.cores_per_socket}) × threads_per_core"
+                          f"({self.threads_per_core}) = {cpus:,} CPUs per node > {MAX_CPUS_PER_NODE:,}, the most "
+                          "Linux supports (NR_CPUS)")
+            raise ValueError("\n".join(errors))  # the checks below would walk every one of those CPUs
         if self.cores_per_socket % self.numa_per_socket:
             errors.append(f"numa_per_socket({self.numa_per_socket}) must divide "
                           f"cores_per_socket({self.cores_per_socket})")
@@ -206,7 +274,8 @@ def build_compact(spec: CompactTopology, source: str = "") -> Topology:
             cores = sock.cores[k * per_numa:(k + 1) * per_numa]
             numa.append(NumaNode(len(numa), tuple(sorted(cpu for c in cores for cpu in c.cpus)), numa_mem))
     name = spec.name or "node"
-    nodes = tuple(Node(f"{name}{i}" if spec.nodes > 1 else name, tuple(sockets), tuple(numa),
+    shared_sockets, shared_numa = tuple(sockets), tuple(numa)  # one object for all nodes: see group_nodes
+    nodes = tuple(Node(f"{name}{i}" if spec.nodes > 1 else name, shared_sockets, shared_numa,
                        spec.memory_gib * MIB_PER_GIB) for i in range(spec.nodes))
     return Topology(nodes, source)
 
@@ -280,6 +349,9 @@ def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, li
         extra = set(data) - {"nodes", "source"}
         for key in sorted(extra):
             problems.append(Problem(key, "unknown key; valid keys are: nodes, source"))
+        if len(data["nodes"]) > MAX_NODES:
+            return None, [Problem("nodes", f"lists {len(data['nodes']):,} nodes, more than orch plans for "
+                                           f"({MAX_NODES:,})")]
         nodes = [_node_from_dict(n, f"nodes[{i}]", problems) for i, n in enumerate(data["nodes"])]
         if not nodes:
             problems.append(Problem("nodes", "must list at least one node"))

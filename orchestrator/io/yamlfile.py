@@ -10,6 +10,50 @@ import yaml
 
 from orchestrator.core.schema import InvalidInput, Problem
 
+# YAML aliases let a small file stand for a huge or endless document (an anchor used inside itself, or the
+# "billion laughs" of nested aliases); refuse such files before anything walks them.
+MAX_ALIAS_EXPANSION = 100_000  # values that aliases may add to a document once expanded
+
+
+class _RecursiveAlias(Exception):
+    def __init__(self, node: yaml.Node):
+        self.node = node
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """Values in `node` with every alias expanded, counted without expanding (memoized by node identity)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise _RecursiveAlias(node)
+    open_.add(key)
+    total = 1 + sum(_expanded_size(child, sizes, open_) for child in _children(node))
+    open_.discard(key)
+    sizes[key] = total
+    return total
+
+
+def _alias_problems(root: yaml.Node) -> list[Problem]:
+    sizes: dict[int, int] = {}
+    try:
+        expanded = _expanded_size(root, sizes, set())
+    except _RecursiveAlias as err:
+        return [Problem("", "a YAML alias refers to its own anchor (a recursive structure has no end)",
+                        err.node.start_mark.line + 1)]
+    if expanded - len(sizes) > MAX_ALIAS_EXPANSION:
+        return [Problem("", f"YAML aliases expand the file from {len(sizes):,} to {expanded:,} values, more than "
+                            f"the {MAX_ALIAS_EXPANSION:,} extra values allowed")]
+    return []
+
 
 def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Problem]) -> None:
     if isinstance(node, yaml.MappingNode):
@@ -46,8 +90,17 @@ def read_yaml(path: str | Path, what: str) -> tuple[Any, dict[str, int]]:
     except (OSError, UnicodeDecodeError) as err:
         raise InvalidInput(source, [Problem("", f"cannot be read: {err}")]) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = yaml.SafeLoader(text)
+        try:  # parse once: the node graph for checks and line numbers, then the data built from it
+            node = loader.get_single_node()
+            alias_problems = _alias_problems(node) if node is not None else []
+            if alias_problems:
+                raise InvalidInput(source, alias_problems)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except RecursionError:
+        raise InvalidInput(source, [Problem("", "nested too deeply to read")]) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else None

@@ -229,15 +229,31 @@ def _measurement(results: Results) -> str:
                   f"{LR_RULE_WORDS.get(c['lr_rule'], c['lr_rule'])}, with {c['warmup_epochs']:g} warm-up epoch(s); "
                   f"the model was evaluated every {c['eval_every_epochs']:g} epoch(s), for at most "
                   f"{c['max_epochs']:g} epochs.", ""]
-    peaks = sorted({(r["peak"].get("precision"), r["peak"].get("gemm_size")) for r in results.records
-                    if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak")},
-                   key=lambda p: (str(p[0]), p[1] or 0))
-    if peaks:
-        what = ", ".join(f"{p} ({n}×{n}×{n} GEMM)" if n else str(p) for p, n in peaks)
-        lines += ["### Peak", "",
-                  f"The peak is the GFLOP/s of matrix multiplication in {what} on T cores of one socket, pinned "
-                  "as a rank's are; a layout's peak is ranks × peak(threads per rank).", ""]
+    lines += _peak_method(results)
     return "\n".join(lines)
+
+
+def _peak_method(results: Results) -> list[str]:
+    """How the peaks were measured: with all of a layout's ranks at once, or (older records) one rank alone."""
+    ok = [r["peak"] for r in results.records
+          if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak")]
+    if not ok:
+        return []
+    kinds = sorted({(p.get("precision"), p.get("gemm_size")) for p in ok}, key=lambda k: (str(k[0]), k[1] or 0))
+    what = ", ".join(f"{p} ({n}×{n}×{n} GEMM)" if n else str(p) for p, n in kinds)
+    text = []
+    if any(p.get("concurrent") for p in ok):
+        text.append(f"A layout's peak is the GFLOP/s of matrix multiplication in {what} with all of its ranks "
+                    "multiplying at once, each rank pinned to its cores as in the trial, between two barriers: each "
+                    "rank's rate comes from its median matmul time over a 2-second window, and the layout's peak is "
+                    "the sum over its ranks. Neighbouring ranks share memory bandwidth, caches and the power budget "
+                    "as they do in training.")
+    if not all(p.get("concurrent") for p in ok):
+        text.append(f"Some peaks were recorded by an earlier orch, on one rank alone: the GFLOP/s of matrix "
+                    f"multiplication in {what} on T pinned cores of one socket. For the layouts that have no "
+                    "peak of their own, the peak is ranks × peak(threads per rank), footnoted in the table: it "
+                    "overstates what the ranks reach together.")
+    return ["### Peak", "", " ".join(text), ""]
 
 
 def _spec(results: Results) -> str:

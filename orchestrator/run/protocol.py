@@ -221,20 +221,31 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
     }
 
 
-def gemm_peak(threads: int, precision: str, size: int = 2048, seconds: float = 2.0) -> dict[str, Any]:
-    """The machine's practical peak for these cores: the best of repeated square matmuls (MKL/oneDNN
-    GEMM is as close to peak as PyTorch gets on CPU)."""
+def gemm_peak(threads: int, precision: str, size: int = 2048, seconds: float = 2.0,
+              barrier: Callable[[], None] | None = None) -> dict[str, Any]:
+    """This rank's GEMM rate on its cores: square matmuls (MKL/oneDNN GEMM is as close to peak as PyTorch gets
+    on CPU) timed for `seconds`.
+
+    With `barrier` (all ranks of a layout at once), the timed window starts and ends with it, so every rank
+    multiplies while its neighbours do: memory bandwidth, caches and the power budget are shared as in the
+    trial. `gflops` comes from the median matmul time, which a rank's last matmul (run after the others
+    stopped) cannot move; `best_gflops` from the fastest one.
+    """
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a = torch.randn(size, size, dtype=dtype)
     b = torch.randn(size, size, dtype=dtype)
     for _ in range(2):
         torch.mm(a, b)
-    best = math.inf
+    if barrier:
+        barrier()
+    times: list[float] = []
     deadline = time.perf_counter() + seconds
-    runs = 0
-    while runs < 3 or time.perf_counter() < deadline:
+    while len(times) < 3 or time.perf_counter() < deadline:
         t0 = time.perf_counter()
         torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-        runs += 1
-    return {"precision": precision, "gflops": 2 * size**3 / best / 1e9, "gemm_size": size, "threads": threads}
+        times.append(time.perf_counter() - t0)
+    if barrier:
+        barrier()
+    flop = 2 * size**3
+    return {"precision": precision, "gflops": flop / statistics.median(times) / 1e9,
+            "best_gflops": flop / min(times) / 1e9, "gemm_size": size, "threads": threads, "matmuls": len(times)}

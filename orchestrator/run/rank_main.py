@@ -78,9 +78,7 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     sections: dict[str, Any]
     if job.kind == Kind.PEAK:
-        from orchestrator.run.protocol import gemm_peak
-
-        sections = {"peak": gemm_peak(job.threads, job.peak_precision)}
+        sections = {"peak": _peak(job)}
     elif job.kind == Kind.ALLREDUCE:
         sections = {"allreduce": _allreduce(job, status)}
     else:
@@ -106,6 +104,27 @@ def _rendezvous_store(timeout: timedelta):
     listener.bind((addr, port))
     listener.listen(max(128, world))
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
+
+
+def _peak(job: RankJob) -> dict[str, Any]:
+    """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers."""
+    import torch.distributed as dist
+
+    from orchestrator.run.protocol import gemm_peak
+
+    if int(os.environ.get("WORLD_SIZE", 1)) == 1:
+        return gemm_peak(job.threads, job.peak_precision)
+    timeout = timedelta(seconds=job.init_timeout_s)
+    # gloo for the barriers whatever the trial's backend: they carry no data, and gloo is always there
+    dist.init_process_group("gloo", store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+    try:
+        def barrier() -> None:
+            dist.barrier()
+
+        return gemm_peak(job.threads, job.peak_precision, barrier=barrier)
+    finally:
+        dist.destroy_process_group()
 
 
 def _init_process_group(job: RankJob) -> None:

@@ -102,15 +102,19 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
 
 
 def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
-    placement = placement_to_list(p.placement, topology)[:1]
-    first = run.outcomes[0]
-    fields: dict[str, Any] = dict(status=run.status, reason=run.reason, placement=placement,
+    """The layout's peak: the sum of what its ranks multiplied while all of them ran the GEMM at once."""
+    failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
+    fields: dict[str, Any] = dict(status=run.status, reason=run.reason, placement=_placement(p, topology, run),
                                   started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s,
-                                  log_tail=first.log_tail if first and run.status != rec.OK else None)
+                                  startup_s=run.ready_s, log_tail=failing.log_tail if failing else None)
     if run.status == rec.OK:
-        peak = _section(run.outcomes[0], "peak")
-        fields["peak"] = {k: peak[k] for k in ("precision", "gflops", "gemm_size")}
-    return rec.make_record(kind=rec.PEAK, key=key, threads_per_rank=p.trial.threads_per_rank, **fields)
+        reports = [_section(o, "peak") for o in run.outcomes]
+        fields["peak"] = {"precision": reports[0]["precision"], "gemm_size": reports[0]["gemm_size"],
+                          "gflops": sum(r["gflops"] for r in reports),
+                          "best_gflops": sum(r["best_gflops"] for r in reports),
+                          "per_rank_gflops": [r["gflops"] for r in reports], "concurrent": True}
+    return rec.make_record(kind=rec.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
+                           **fields)
 
 
 def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str,

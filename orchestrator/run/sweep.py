@@ -1,10 +1,10 @@
 """`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
 
-Order: the GEMM peaks (one per distinct threads-per-rank), the all-reduce calibration (one per link
-class × multi-rank count), the throughput grid, then the convergence runs. Finished trials already in
-the results folder are skipped, so a rerun resumes. A failed trial is a
-record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps
-everything recorded so far.
+Order: the GEMM peaks (one per distinct layout, ranks × threads per rank, all its ranks at once), the
+all-reduce calibration (one per link class × multi-rank count), the throughput grid, then the convergence
+runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
+record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps everything
+recorded so far.
 """
 
 from __future__ import annotations
@@ -163,9 +163,12 @@ class SweepRunner:
         items: list[tuple[str, tuple[rec.Kind, Any]]] = []
         feasible = self.plan.feasible
         precision = _precision(self.sweep.params)
-        for threads in sorted({p.trial.threads_per_rank for p in feasible}) if self.spec.measure.peak else ():
-            first = next(p for p in feasible if p.trial.threads_per_rank == threads)
-            items.append((f"peak-t{threads}-{precision}", (rec.PEAK, first)))
+        # A layout's peak does not depend on the local batch: measure it once, on its first planned placement.
+        layouts: dict[tuple[int, int], PlannedTrial] = {}
+        for p in feasible if self.spec.measure.peak else ():
+            layouts.setdefault((p.trial.ranks, p.trial.threads_per_rank), p)
+        items += [(rec.peak_key(ranks, threads, precision), (rec.PEAK, p))
+                  for (ranks, threads), p in sorted(layouts.items())]
         if self.spec.measure.allreduce:
             cons = self.spec.constraints
             counts = tuple(sorted({p.trial.ranks for p in feasible}))
@@ -189,9 +192,10 @@ class SweepRunner:
         m = self.spec.measure
         for key, (kind, item) in todo:
             if kind == rec.PEAK:
-                progress.start_trial(f"{key} (GEMM peak on {item.trial.threads_per_rank} pinned core(s))")
+                progress.start_trial(f"{key} (GEMM peak on {item.trial.ranks} rank(s) × "
+                                     f"{item.trial.threads_per_rank} pinned core(s), all at once)")
                 job = self._job(rec.PEAK, item, peak_precision=_precision(self.sweep.params))
-                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress, only_first=True)
+                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
                 record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
             elif kind == rec.ALLREDUCE:
                 run, record = self._allreduce(key, item, progress)

@@ -198,3 +198,37 @@ def test_usage_errors_exit_2(capsys, argv, expected):
     err = capsys.readouterr().err
     assert rc == 2
     assert expected in err and "Traceback" not in err
+
+
+# --- absurd inputs: refused at once with the numbers, not planned for minutes --------------------------------
+
+LAUGHS = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: &n [*n]\n", "<top> (line 1): a YAML alias refers to its own anchor"),
+    ("name: x\nworkload: &w {name: classifier, params: {x: *w}}\n", "<top> (line 2): a YAML alias refers to its own"),
+    (LAUGHS, "YAML aliases expand the file from 28 to 490,329,064 values, more than the 100,000 extra values"),
+    ("a: " + "[" * 3000 + "]" * 3000 + "\n", "<top>: nested too deeply to read"),
+], ids=["recursive-alias", "recursive-alias-in-mapping", "alias-bomb", "deep-nesting"])
+@pytest.mark.parametrize("what", ["sweep", "topology"])
+def test_yaml_that_never_ends_is_refused(tmp_path, capsys, text, expected, what):
+    bad = write(tmp_path, "bad.yaml", text)
+    argv = ["plan", bad, "--topology", EMULATED] if what == "sweep" else ["topology", "--topology", bad]
+    assert expected in run_bad(capsys, argv)
+
+
+def test_a_million_nodes_is_refused(tmp_path, capsys):
+    topology = write(tmp_path, "t.yaml", "nodes: 1000000\nsockets: 2\ncores_per_socket: 28\nmemory_gib: 192\n")
+    err = run_bad(capsys, ["plan", write(tmp_path, "s.yaml", SWEEP), "--topology", topology])
+    assert "nodes (line 1): must be <= 200000, got 1000000" in err
+
+
+def test_a_grid_too_large_to_plan_is_refused(tmp_path, capsys):
+    values = ", ".join(map(str, range(1, 301)))
+    sweep = sweep_with(tmp_path, "  ranks: [1, 2]\n  threads_per_rank: [1]\n  local_batch: [32]",
+                       f"  ranks: [{values}]\n  threads_per_rank: [{values}]\n  local_batch: [32]")
+    err = run_bad(capsys, ["plan", sweep, "--topology", EMULATED])
+    assert "grid: the grid has 300 ranks × 300 threads × 1 local batch values = 90,000 points, more than orch " \
+           "plans at once (50,000)" in err

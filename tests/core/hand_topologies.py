@@ -67,6 +67,15 @@ def heterogeneous() -> Topology:
     ])
 
 
+def heterogeneous_repeated() -> Topology:
+    """Alike nodes interleaved with unlike ones (two shapes, five nodes), so that placement, which works on
+    groups of alike nodes, must still pick the fewest nodes with ties to the lower index across groups."""
+    small = {"memory_mib": 12 * GIB, "sockets": [[0, 1], [2, 3]]}
+    big = {"memory_mib": 16 * GIB, "sockets": [[0, 1, 2, 3], [4, 5, 6, 7]]}
+    return detailed([{"name": "s0", **small}, {"name": "b1", **big}, {"name": "s2", **small},
+                     {"name": "b3", **big}, {"name": "s4", **small}])
+
+
 # (id, builder, hyperthreads) for whole-grid property tests.
 ALL = [
     ("1s2c", one_socket_2c, False),
@@ -80,4 +89,5 @@ ALL = [
     ("emulated-2s1c", emulated_2s1c, False),
     ("heterogeneous", heterogeneous, False),
     ("heterogeneous-smt-on", heterogeneous, True),
+    ("heterogeneous-repeated", heterogeneous_repeated, False),
 ]

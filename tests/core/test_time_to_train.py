@@ -87,21 +87,42 @@ def test_empty_time_to_train_table():
 def test_hardware_efficiency_arithmetic(make, cell_texts):
     records = [make.tp(1, 1, 32, 4000.0, flops=6.3e6), make.tp(2, 2, 32, 13000.0, flops=6.3e6),
                make.tp(4, 1, 32, 14000.0), make.tp(1, 4, 32, 11000.0, flops=6.3e6),
-               make.peak(1, 150.0), make.peak(2, 296.0)]
+               make.peak_at_once(1, 1, [150.0]), make.peak_at_once(2, 2, [260.0, 250.0])]
     table = tables.hardware_efficiency_table(records)
     cells = cell_texts(table)
     rows = {label: row for label, row in table.rows}
-    # 13,000 samples/s × 6.3 MFLOP = 81.9 GFLOP/s; peak 2 ranks × 296 = 592 GFLOP/s; 81.9 / 592 = 13.83 %
-    assert cells[("2×2×32", "GFLOP/s")] == "81.9" and cells[("2×2×32", "peak GFLOP/s")] == "592"
-    assert rows["2×2×32"][4].value == pytest.approx(100 * 81.9 / 592)
-    assert cells[("2×2×32", "% of peak")] == "13.8%"
+    # 13,000 samples/s × 6.3 MFLOP = 81.9 GFLOP/s; the 2×2 layout's own peak 260 + 250 = 510; 81.9 / 510 = 16.06 %
+    assert cells[("2×2×32", "GFLOP/s")] == "81.9" and cells[("2×2×32", "peak GFLOP/s")] == "510"
+    assert rows["2×2×32"][4].value == pytest.approx(100 * 81.9 / 510)
+    assert cells[("2×2×32", "% of peak")] == "16.1%"
     # 4,000 × 6.3 MFLOP = 25.2 GFLOP/s of 150 = 16.8 %, the best
     assert rows["1×1×32"][4].value == pytest.approx(16.8) and rows["1×1×32"][4].mark == BEST
     assert cells[("1×4×32", "peak GFLOP/s")] == "– a" and cells[("1×4×32", "% of peak")] == "–"
     assert cells[("4×1×32", "GFLOP/s")] == "– b" and cells[("4×1×32", "% of peak")] == "–"
+    # 4×1 has no peak of its own: 4 × the 1-rank peak, footnoted as an overstatement
+    assert cells[("4×1×32", "peak GFLOP/s")] == "600 c"
     assert table.footnotes == ("a: no fp32 peak measured for 4 thread(s)",
-                               "b: the workload reported no train_flops_per_sample")
+                               "b: the workload reported no train_flops_per_sample",
+                               "c: ranks × the peak of one rank alone (recorded before peaks were measured with all "
+                               "ranks at once; it overstates what the ranks reach together)")
     assert [label for label, _ in table.rows] == ["1×1×32", "1×4×32", "2×2×32", "4×1×32"]   # by cores, then ranks
+
+
+def test_old_one_rank_peaks_stay_readable_as_ranks_times_peak(make, cell_texts):
+    records = [make.tp(2, 2, 32, 13000.0, flops=6.3e6), make.peak(2, 296.0)]   # recorded before concurrent peaks
+    table = tables.hardware_efficiency_table(records)
+    cells = cell_texts(table)
+    assert cells[("2×2×32", "peak GFLOP/s")] == "592 a" and cells[("2×2×32", "% of peak")] == "13.8%"
+    assert table.footnotes[0].startswith("a: ranks × the peak of one rank alone")
+
+
+def test_a_layout_measured_at_once_wins_over_ranks_times_one_rank(make, cell_texts):
+    # the 2-core machine: 2 ranks at once 288 GFLOP/s, while 2 × one rank alone would say 427
+    records = [make.tp(2, 1, 32, 7600.0, flops=6.3e6), make.peak(1, 213.5), make.peak_at_once(2, 1, [145.0, 143.0])]
+    table = tables.hardware_efficiency_table(records)
+    cells = cell_texts(table)
+    assert cells[("2×1×32", "peak GFLOP/s")] == "288" and table.footnotes == ()
+    assert table.rows[0][1][4].value == pytest.approx(100 * 7600 * 6.3e6 / 1e9 / 288)
 
 
 def test_peak_precision_defaults_to_fp32_else_the_one_measured(make):

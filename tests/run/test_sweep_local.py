@@ -78,14 +78,22 @@ def test_measurements_are_recorded_with_their_spread(emulated_sweep):
     # global batch × timed steps ÷ slowest rank's time
     t = two["throughput"]
     assert t["samples_per_s_repeats"][0] == pytest.approx(32 * 20 / t["timed_s_repeats"][0])
-    peaks = [r for r in records.values() if r["kind"] == "peak"]
-    assert [p["threads_per_rank"] for p in peaks] == [1] and peaks[0]["peak"]["gflops"] > 1
+    # one peak per layout, measured with all of its ranks at once, each pinned to its own CPU as in the trial
+    peaks = {(r["ranks"], r["threads_per_rank"]): r for r in records.values() if r["kind"] == "peak"}
+    assert sorted(peaks) == [(1, 1), (2, 1)] and all(p["status"] == "ok" for p in peaks.values())
+    both = peaks[(2, 1)]
+    assert both["key"] == "peak-r2-t1-fp32" and both["peak"]["concurrent"] is True
+    assert len(both["peak"]["per_rank_gflops"]) == 2 and all(g > 1 for g in both["peak"]["per_rank_gflops"])
+    assert both["peak"]["gflops"] == pytest.approx(sum(both["peak"]["per_rank_gflops"]))
+    assert [r["observed_cpus"] for r in both["placement"]] == [[0], [1]]
+    assert [r["observed_cpus"] for r in peaks[(1, 1)]["placement"]] == [[0]]
 
 
 def test_report_is_written_at_the_end(emulated_sweep):
     report = emulated_sweep[1] / "report"
     assert (report / "report.md").is_file()
     assert "Scalability" in (report / "report.md").read_text()
+    assert "with all of its ranks multiplying at once" in (report / "report.md").read_text()
     assert list(report.glob("*.png"))
 
 

@@ -37,8 +37,9 @@ HOURS_PER_DAY = 24.0
 
 def layout_from_placement(ranks: int, threads: int, local_batch: int, placement: Placement) -> Layout:
     per_socket: dict[tuple[int, int], int] = {}
-    for r in placement.ranks:
-        per_socket[(r.node, r.socket)] = per_socket.get((r.node, r.socket), 0) + 1
+    for node, layout in placement.per_node:   # per node, not per rank: a 4,096-rank layout stays cheap
+        for socket, *_ in layout:
+            per_socket[(node, socket)] = per_socket.get((node, socket), 0) + 1
     link = None
     if ranks > 1:
         link = NODES if placement.nodes_used > 1 else SOCKETS if len(per_socket) > 1 else SOCKET

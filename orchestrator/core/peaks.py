@@ -1,0 +1,78 @@
+"""The measured GEMM peak of a layout, from the peak records.
+
+A layout's peak is measured with all of its ranks running the GEMM at once, pinned as in the trial
+(records with ``peak.concurrent``): neighbours share memory bandwidth, caches and the power budget, so
+ranks × the peak of one rank alone overstates it. Results recorded before such peaks existed hold one
+rank's peak per threads count; for them the layout's peak is still ranks × peak(threads), and the table
+says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.core import records as rec
+
+DEFAULT_PEAK_PRECISION = "fp32"   # what training runs in unless the workload says otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutPeak:
+    gflops: float
+    concurrent: bool   # measured with all ranks at once; False: ranks × one rank's peak
+
+
+@dataclass(frozen=True, slots=True)
+class Peaks:
+    """GFLOP/s by (ranks, threads, precision) measured at once, and by (threads, precision) for one rank."""
+
+    layouts: dict[tuple[int, int, str], float] = field(default_factory=dict)
+    one_rank: dict[tuple[int, str], float] = field(default_factory=dict)
+
+    def precisions(self) -> list[str]:
+        return sorted({p for _, _, p in self.layouts} | {p for _, p in self.one_rank})
+
+    def of_layout(self, ranks: int, threads: int, precision: str | None) -> LayoutPeak | None:
+        """The layout's own measurement when there is one, else ranks × one rank's peak, else None.
+
+        >>> peaks = Peaks({(2, 1, "fp32"): 288.0}, {(1, "fp32"): 213.5})
+        >>> peaks.of_layout(2, 1, "fp32"), peaks.of_layout(4, 1, "fp32")
+        (LayoutPeak(gflops=288.0, concurrent=True), LayoutPeak(gflops=854.0, concurrent=False))
+        """
+        if precision is None:
+            return None
+        measured = self.layouts.get((ranks, threads, precision))
+        if measured is not None:
+            return LayoutPeak(measured, True)
+        alone = self.one_rank.get((threads, precision))
+        return LayoutPeak(ranks * alone, ranks == 1) if alone is not None else None
+
+
+def peak_index(records: Iterable[Mapping[str, Any]]) -> Peaks:
+    """Peaks from the ok peak records. A concurrent 1-rank measurement also serves as one rank's peak."""
+    layouts: dict[tuple[int, int, str], float] = {}
+    one_rank: dict[tuple[int, str], float] = {}
+    for r in records:
+        if r.get("kind") != rec.PEAK or r.get("status") != rec.OK or not r.get("peak"):
+            continue
+        peak, threads = r["peak"], r["threads_per_rank"]
+        precision = peak.get("precision")
+        if peak.get("concurrent"):
+            layouts[(r["ranks"], threads, precision)] = peak["gflops"]
+            if r["ranks"] == 1:
+                one_rank.setdefault((threads, precision), peak["gflops"])
+        else:  # an older record: one rank alone per threads count, which wins over a derived one
+            one_rank[(threads, precision)] = peak["gflops"]
+    return Peaks(layouts, one_rank)
+
+
+def choose_precision(peaks: Peaks, wanted: str | None = None) -> str | None:
+    """`wanted` if given, else fp32 when measured, else the first measured precision by name."""
+    if wanted:
+        return wanted
+    measured = peaks.precisions()
+    if not measured:
+        return None
+    return DEFAULT_PEAK_PRECISION if DEFAULT_PEAK_PRECISION in measured else measured[0]
