@@ -22,7 +22,7 @@ STARTING, BUILDING, WARMUP, TIMING, TRAINING, EVALUATING, DONE = (
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: str                      # throughput | convergence | peak
+    kind: str                      # throughput | convergence | peak | profile
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -38,6 +38,7 @@ class RankJob:
     status_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
+    profile: dict[str, Any] | None = None       # kind profile: steps, out_dir, replay (orchestrator.run.profiling)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -141,6 +141,10 @@ def _train(job, status) -> dict:
         out["ready_at"] = time.time()
         if job.kind == "throughput":
             out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
+        elif job.kind == "profile":
+            from orchestrator.run.profiling import profile_rank
+
+            out["profile"] = profile_rank(job, trainer, module, status)
         else:
             out["convergence"] = protocol.train_to_target(job, trainer, module, status)
         dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts
