@@ -21,7 +21,7 @@ from typing import Iterable
 
 MODULE_PREFIX = "module::"
 REGION_PREFIX = "region::"
-STEP_PREFIX = "ProfilerStep#"
+STEP_PREFIX = "ProfilerStep"   # torch names them ProfilerStep#N; its event list shows ProfilerStep*
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 UNATTRIBUTED_BACKWARD = "(backward of no recorded forward op)"
 

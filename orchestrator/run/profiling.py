@@ -129,10 +129,18 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
                    trace_path: Path, status: StatusWriter) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, schedule
 
+    captured: dict[str, Any] = {}
+
+    def ready(prof: Any) -> None:
+        # Read everything here: the profiler clears its events when a cycle ends.
+        prof.export_chrome_trace(str(trace_path))
+        captured.update(events=_events(prof), ops=_op_table(prof, steps))
+
     dist.barrier()
     step_ms = []
     with _module_ranges(root), profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True,
-                                       schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+                                       schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+                                       on_trace_ready=ready) as prof:
         for i in range(steps + 1):   # one profiler warm-up step: the profiler's own start-up is not measured
             t0 = time.perf_counter()
             step(next(batches))
@@ -141,11 +149,12 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
             prof.step()
             status.step()
     dist.barrier()
-    prof.export_chrome_trace(str(trace_path))
-    events = _events(prof)
+    if "events" not in captured:
+        raise RuntimeError("torch.profiler delivered no trace for the profiled steps")
+    events = captured["events"]
     cov = pe.coverage(events)
     layers = pe.layer_times(events, steps)
-    return {"step_ms": step_ms, "ops": _op_table(prof, steps),
+    return {"step_ms": step_ms, "ops": captured["ops"],
             "coverage": {"step_ms": cov.step_ms, "named_ms": cov.named_ms, "other_ms": cov.other_ms},
             "layers": [{"layer": r.name, "forward_ms": r.forward_ms, "backward_ms": r.backward_ms} for r in layers],
             "trace": trace_path.name}
