@@ -52,11 +52,12 @@ class StepSummary:
 
 
 def _rank0(target: Target) -> Mapping[str, Any]:
-    return target["results"][0]
+    first: Mapping[str, Any] = target["results"][0]
+    return first
 
 
 def _slowest_median(target: Target, key: str) -> float:
-    return max(statistics.median(r[key]) for r in target["results"])
+    return float(max(statistics.median(r[key]) for r in target["results"]))
 
 
 def summary(target: Target) -> StepSummary:

@@ -104,3 +104,22 @@ def stream_triad_gbs(elements: int = TRIAD_ELEMENTS, runs: int = 10) -> float:
         torch.add(b, c, alpha=3.0, out=a)
         best = min(best, time.perf_counter() - t0)
     return 3 * 4 * elements / best / 1e9
+
+
+def conv_peak_gflops(precision: str, seconds: float = 1.0) -> float:
+    """Best rate of a large 3×3 convolution (8 × 256 channels, 16×16, channels-last) on these cores. On
+    CPUs with bf16 dot-product instructions oneDNN's convolutions can outrun torch.mm, so a GEMM alone
+    would understate what the cores can do."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    x = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(256, 256, 3, 3, dtype=dtype).to(memory_format=torch.channels_last)
+    flops = 2 * 8 * 256 * 256 * 16 * 16 * 9
+    best, runs = float("inf"), 0
+    deadline = time.perf_counter() + seconds
+    F.conv2d(x, w, padding=1)
+    while runs < 3 or time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        F.conv2d(x, w, padding=1)
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return flops / best / 1e9

@@ -113,6 +113,9 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
         "placement": [{"rank": r.rank, "cpus": list(r.cpus)} for r in target.planned.placement.ranks]
         if target.planned.placement else [],
         "applied": next((o.result.get("applied") for o in run.outcomes if o and o.result), None),
+        # CPU masks read inside each rank process: the evidence that the profiled ranks were pinned.
+        "observed_cpus": [o.result.get("affinity", {}).get("threads") if o and o.result else None
+                          for o in run.outcomes],
         "results": [o.result["profile"] for o in run.outcomes if o and o.result and "profile" in o.result]
         if run.status == "ok" else [],
     }
