@@ -119,7 +119,7 @@ def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]]) ->
             row[t["label"]] = round(v.get(name, 0.0), 3)
         for t, v in list(zip(targets, values))[1:]:
             now, before = v.get(name, 0.0), base.get(name, 0.0)
-            speedup = before / now if now > 0 else None
+            speedup = before / now if now > 0 and before > 0 else None
             ideal = t["threads"] / base_t["threads"]
             row[f"speed-up {t['label']}"] = round(speedup, 2) if speedup else None
             row[f"verdict {t['label']}"] = _verdict(speedup, ideal)

@@ -81,7 +81,7 @@ def roofline_plot(t: Mapping[str, Any], path: Path) -> Path | None:
     lo, hi = min(xs + [peak / bw]) / 4, max(xs + [peak / bw]) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(peak, x * bw) for x in grid], color="black", linewidth=1.2,
-            label=f"roof: GEMM peak {peak:.0f} GFLOP/s, triad {bw:.1f} GB/s")
+            label=f"roof: peak {peak:.0f} GFLOP/s (best of GEMM, conv), triad {bw:.1f} GB/s")
     kinds = sorted({(p["kind"], p["direction"]) for p in flop_points})
     for kind in kinds:
         sel = [p for p in flop_points if (p["kind"], p["direction"]) == kind]

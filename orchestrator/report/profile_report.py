@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -46,6 +47,20 @@ def _write_rows(out: Path, name: str, rows: Rows) -> list[Path]:
     return [csv_path, json_path]
 
 
+def profile_links(results_dir: Path, report_dir: Path) -> str:
+    """A "Profiles" section for report.md when `orch profile` wrote into the results folder (its default
+    output, RESULTS/<sweep>/profile/): a link to each profile.md found there, else nothing."""
+    found = sorted(Path(results_dir).glob(f"profile/**/{PROFILE_FILE}"))
+    if not found:
+        return ""
+    lines = ["", "## Profiles", "", "Where the step time goes (`orch profile`): oneDNN primitives, layers, operators, "
+             "roofline; profiled steps are not throughput figures.", ""]
+    for path in found:
+        rel = os.path.relpath(path.resolve(), Path(report_dir).resolve())
+        lines.append(f"- [{path.parent.relative_to(results_dir).as_posix()}]({Path(rel).as_posix()})")
+    return "\n".join(lines) + "\n"
+
+
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
@@ -56,7 +71,9 @@ def summary_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         s = pa.summary(t)
         e = pa.efficiency(t)
         rows.append({"target": t["label"], "ranks": t["ranks"], "threads": t["threads"], "local_batch": t["local_batch"],
-                     "step_ms": s.plain_step_ms, "onednn_ms_per_step": s.onednn_ms,
+                     "step_ms": s.plain_step_ms, "cpu_share": _pct(min((r.get("plain_cpu_share") or 0.0)
+                                                                       for r in t["results"])),
+                     "onednn_ms_per_step": s.onednn_ms,
                      "named_share": _pct(s.named_share), "verbose_overhead": _pct(s.verbose_overhead),
                      "profiler_overhead": _pct(s.profiler_overhead),
                      "peak_gflops": t["results"][0]["peak"]["gflops"],
@@ -112,7 +129,9 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
     cats = [pa.categories(t) for t in ok]
     return [
         ("Summary", "summary", summary_rows(ok),
-         "`named_share`: share of the profiled step inside named ops (ATen ops, autograd nodes, collectives); "
+         "`cpu_share`: CPU time the rank process got during the plain steps ÷ (wall time × its threads), "
+         "the lowest over ranks: well below 100% means other processes took the rank's cores, and the step "
+         "times measure that contention rather than the layout. `named_share`: share of the profiled step inside named ops (ATen ops, autograd nodes, collectives); "
          "the rest is Python and framework time between ops, shown as \"other\". `efficiency_ratio`: "
          "Σ(isolated time × calls) of the replayed convolution and matmul problems ÷ the plain step time; "
          "`isolated_vs_logged`: the same sum ÷ what those primitives took inside the step."),

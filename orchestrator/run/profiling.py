@@ -38,14 +38,19 @@ OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self t
 
 
 def _timed_steps(step: Callable[[tuple], Any], batches: Iterator[tuple], steps: int,
-                 status: StatusWriter) -> list[float]:
+                 status: StatusWriter, cpu: dict[str, float] | None = None) -> list[float]:
+    """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
+    shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
     dist.barrier()
     out = []
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(steps):
         t0 = time.perf_counter()
         step(next(batches))
         out.append((time.perf_counter() - t0) * 1e3)
         status.step()
+    if cpu is not None:
+        cpu.update(cpu_s=time.process_time() - cpu0, wall_s=time.perf_counter() - wall0)
     dist.barrier()
     return out
 
@@ -182,7 +187,8 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
         step(next(batches))
         status.step()
     status.update(phase=TIMING, repeat=1, force=True)
-    plain_ms = _timed_steps(step, batches, steps, status)
+    usage: dict[str, float] = {}
+    plain_ms = _timed_steps(step, batches, steps, status, usage)
 
     status.update(phase=TIMING, repeat=2, force=True)
     log_path = out_dir / f"onednn-rank{rank}.log"
@@ -205,6 +211,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
     replay = replay_shapes(ov.by_shape(executions), budget_s=float(cfg.get("replay_budget_s", 60.0))) if cfg.get("replay") else []
     dist.barrier()
     return {"plain_step_ms": plain_ms, "verbose_step_ms": verbose_ms, "steps": steps,
+            "plain_cpu_share": usage["cpu_s"] / (usage["wall_s"] * job.threads) if usage["wall_s"] else None,
             "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),
                        "totals": [_kind_total(t) for t in ov.aggregate(executions)],
                        "shapes": [_shape_total(t) for t in ov.by_shape(executions)]},

@@ -98,3 +98,8 @@ def test_efficiency_ratio():
                                      ("aten::copy_", "memory (copy, fill, reorder)"), ("aten::sigmoid", pa.ELEMENTWISE)])
 def test_categories_of_ops(op, cat):
     assert pa.category(op) == cat
+
+
+def test_a_category_absent_from_one_target_has_no_verdict():
+    rows = pa.scaling([ONE, TWO_THREADS], [{"convolution": 0.0}, {"convolution": 3.0, "communication": 1.0}])
+    assert {r["category"]: r["verdict 1x2x8"] for r in rows} == {"convolution": "–", "communication": "–"}
