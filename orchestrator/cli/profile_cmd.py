@@ -8,8 +8,13 @@ import shlex
 from pathlib import Path
 
 from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console, fail_input, plan_for
-from orchestrator.constants import (DEFAULT_RESULTS_ROOT, EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR,
-                                   RAY_LOOPBACK_VALUE, RESULTS_ROOT_ENV_VAR)
+from orchestrator.constants import (
+    DEFAULT_RESULTS_ROOT,
+    EMBEDDED_RAY_ENV,
+    RAY_LOOPBACK_ENV_VAR,
+    RAY_LOOPBACK_VALUE,
+    RESULTS_ROOT_ENV_VAR,
+)
 from orchestrator.core.profile_layout import parse_layout
 from orchestrator.core.spec import ProfileSpec
 from orchestrator.io.sweepfile import load_sweep

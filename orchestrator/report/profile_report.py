@@ -16,6 +16,7 @@ from orchestrator.core import profile_analysis as pa
 from orchestrator.report import profile_plots as pp
 
 PROFILE_FILE = "profile.md"
+NAMED_TARGET = 0.9     # the share of a profiled step that should sit inside named ops
 Rows = Sequence[Mapping[str, Any]]
 
 
@@ -102,6 +103,11 @@ def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header
     if not ok:
         (out / PROFILE_FILE).write_text("\n".join(md) + "\n")
         return [out / PROFILE_FILE]
+    low = [f"{t['label']} ({100 * pa.summary(t).named_share:.1f}%)" for t in ok if pa.summary(t).named_share < NAMED_TARGET]
+    if low:
+        md += [f"**Below {NAMED_TARGET:.0%} of the profiled step in named ops:** {', '.join(low)}. The rest is shown "
+               "as \"other (between ops)\" in the categories table: Python and framework time, and waits that no "
+               "op records (a rank waiting for its peers' gradients at the end of backward).", ""]
     sections = _sections(ok)
     for title, name, rows, note in sections:
         md += [f"## {title}", "", note, "", md_table(rows), f"Data: [{name}.csv]({name}.csv), [{name}.json]({name}.json)", ""]
@@ -139,6 +145,9 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
          f"From oneDNN's verbose log of the profiled steps (rank 0). `{pa.OUTSIDE_ONEDNN}`: the rest of the "
          "verbose pass's step — work oneDNN never saw (fp32 linear layers go to BLAS, elementwise ops and losses "
          "are ATen) and Python."),
+        ("How each oneDNN kind scales (ms per step, verbose pass)", "onednn_scaling",
+         pa.scaling(ok, [pa.onednn_breakdown(t) for t in ok]) if len(ok) > 1 else [],
+         "The primitive breakdown above, each kind against the first target, with the verdicts explained below."),
         ("Operator categories side by side (ms per step, profiler self time)", "categories",
          pa.scaling(ok, cats),
          "Speed-up against the first target; the verdict compares it with the threads ratio (same local batch "

@@ -1,6 +1,5 @@
 """`orch report` links the profiles `orch profile` wrote into the results folder, and only then."""
 
-from pathlib import Path
 
 from orchestrator.report.profile_report import md_table, profile_links
 

@@ -3,6 +3,7 @@ pinned launcher and rank process as a throughput trial; and the bad-input paths 
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -61,9 +62,9 @@ def test_outputs_are_written(profiled):
     for heading in ("## Summary", "## oneDNN primitives", "## Operator categories", "### Top layers"):
         assert heading in md
     for name in ("summary.csv", "summary.json", "categories.csv", "onednn-breakdown.png", "layers.png",
-                 "layers-1x1x32.png", "ops-1x1x32.csv", "1x1x32/onednn-rank0.log"):
+                 "layers-1x1x32.png", "ops-1x1x32.csv", "1x1x32/onednn-rank0.log.gz"):
         assert (out / name).is_file(), name
-    trace = json.loads((out / "1x1x32" / "trace-rank0.json").read_text())
+    trace = json.loads(gzip.decompress((out / "1x1x32" / "trace-rank0.json.gz").read_bytes()))
     assert any(e.get("name", "").startswith("ProfilerStep#") for e in trace["traceEvents"])
 
 
