@@ -181,7 +181,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
     step = make_step(module, trainer.optimizer)
     batches = _batches(trainer, job.warmup_steps + steps)
 
-    status.update(phase=WARMUP, of=3)
+    status.update(phase=WARMUP, of=4)
     for _ in range(job.warmup_steps):
         step(next(batches))
         status.step()
@@ -201,6 +201,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
 
     # Alone on the pinned cores, after training: peak, bandwidth, isolated primitives (ranks in step, so
     # the ranks of one node share memory bandwidth as they do in training).
+    status.update(phase=TIMING, repeat=4, force=True)   # progress for the watchdog: peak, bandwidth, replay
     dist.barrier()
     precision = "bf16" if any(e.dtype == "bf16" for e in executions) else "fp32"
     peak = gemm_peak(job.threads, precision, seconds=1.5)
