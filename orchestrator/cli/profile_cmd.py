@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 from pathlib import Path
@@ -18,6 +19,8 @@ from orchestrator.constants import (
 from orchestrator.core.profile_layout import parse_layout
 from orchestrator.core.spec import ProfileSpec
 from orchestrator.io.sweepfile import load_sweep
+
+HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
 
 
 def add_parser(sub) -> None:
@@ -39,6 +42,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--steps", type=int, metavar="N", help="profiled steps per pass (default: profile.steps, 3)")
     parser.add_argument("--out", metavar="DIR", help="output folder; default: the sweep's results folder "
                                                      f"(${RESULTS_ROOT_ENV_VAR} or '{DEFAULT_RESULTS_ROOT}')/<name>/profile")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: rewrite profile.md, the tables and the plots from the results already in "
+                             "the output folder (after a report change, or to restore an edited file)")
     parser.add_argument("--no-replay", dest="replay", action="store_false", default=None,
                         help="skip replaying primitives alone (no efficiency ratio)")
     add_topology_option(parser)
@@ -68,13 +74,15 @@ def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list, int]
 def run(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     profile = sweep.spec.profile or ProfileSpec()
+    out = Path(args.out) if args.out else Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / \
+        sweep.spec.name / "profile"
+    if args.report_only:
+        return _report_only(out, console(stderr=True))
     chosen = _options(args, profile)
     if isinstance(chosen, str):
         return fail_input(chosen)
     layouts, steps = chosen
     replay = profile.replay if args.replay is None else args.replay
-    out = Path(args.out) if args.out else Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / \
-        sweep.spec.name / "profile"
     from orchestrator.run.profile_run import plan_targets, variant_params
 
     variants = variant_params(sweep, profile.variants)
@@ -126,15 +134,32 @@ def _command_line(sweep, results, steps) -> str:
     """The command that reproduces this profile (layouts as run, not as typed)."""
     layouts = dict.fromkeys(f"{r['ranks']}x{r['threads']}x{r['local_batch']}" for r in results)
     parts = ["orch", "profile", str(sweep.path), *(f"--layout {lay}" for lay in layouts), f"--steps {steps}"]
-    return " ".join(shlex.quote(p) if " " not in p else p for p in parts)
+    return " ".join(p if " " in p else shlex.quote(p) for p in parts)
 
 
 def _report(results, sweep, plan, out, steps, profile, err) -> int:
-    from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
-
     header = {"sweep": sweep.spec.name, "workload": sweep.spec.workload.name, "steps": steps,
               "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
               "command": _command_line(sweep, results, steps)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / HEADER_FILE).write_text(json.dumps({**header, "targets": [r["label"] for r in results]}, indent=1) + "\n")
+    return _write(results, header, out, err)
+
+
+def _report_only(out: Path, err) -> int:
+    from orchestrator.run.profile_run import RESULT_FILE
+
+    try:
+        header = json.loads((out / HEADER_FILE).read_text())
+        results = [json.loads((out / label / RESULT_FILE).read_text()) for label in header["targets"]]
+    except (OSError, ValueError, KeyError) as exc:
+        return fail_input(f"{out} holds no complete `orch profile` output to report from ({exc})")
+    return _write(results, header, out, err)
+
+
+def _write(results: list[dict], header: dict, out: Path, err) -> int:
+    from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
+
     paths = write_profile_report(results, out, header)
     err.print(f"profile: {out / PROFILE_FILE} and {len(paths) - 1} more file(s)")
     failed = [r for r in results if r["status"] != "ok"]

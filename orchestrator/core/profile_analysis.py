@@ -17,6 +17,7 @@ from orchestrator.core import roofline as rl
 
 Target = Mapping[str, Any]
 OTHER = "other (between ops)"
+CONTENDED = 0.8   # below this share of its cores, a rank's times say more about its neighbours than itself
 OUTSIDE_ONEDNN = "outside oneDNN (ATen, BLAS, Python)"
 
 # Operator categories for the side-by-side view, first match wins (lower-cased substring of the op name).
@@ -106,10 +107,18 @@ def categories(target: Target) -> dict[str, float]:
     return out
 
 
+def cpu_share(target: Target) -> float | None:
+    """The lowest share of its cores any rank got during the plain steps (None when not measured)."""
+    shares = [r.get("plain_cpu_share") for r in target["results"]]
+    return min(shares) if shares and all(x is not None for x in shares) else None
+
+
 def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]]) -> list[dict[str, Any]]:
     """Each category's time per step in every target, and against the first target: the speed-up and
     the speed-up that threads alone would give (threads ratio; same local batch per rank). A category
-    whose speed-up stays near 1 while threads double does not scale with threads."""
+    whose speed-up stays near 1 while threads double does not scale with threads. No verdict is given
+    when a rank of either target got less than CONTENDED of its cores: then the times measure the other
+    processes on the machine, not the layout."""
     base_t, base = targets[0], values[0]
     names = sorted({k for v in values for k in v}, key=lambda k: -max(v.get(k, 0.0) for v in values))
     rows = []
@@ -122,7 +131,9 @@ def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]]) ->
             speedup = before / now if now > 0 and before > 0 else None
             ideal = t["threads"] / base_t["threads"]
             row[f"speed-up {t['label']}"] = round(speedup, 2) if speedup else None
-            row[f"verdict {t['label']}"] = _verdict(speedup, ideal)
+            starved = [x for x in (cpu_share(base_t), cpu_share(t)) if x is not None and x < CONTENDED]
+            row[f"verdict {t['label']}"] = (f"not judged: a rank got {min(starved):.0%} of its cores" if starved
+                                            else _verdict(speedup, ideal))
         rows.append(row)
     return rows
 

@@ -72,8 +72,7 @@ def summary_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         s = pa.summary(t)
         e = pa.efficiency(t)
         rows.append({"target": t["label"], "ranks": t["ranks"], "threads": t["threads"], "local_batch": t["local_batch"],
-                     "step_ms": s.plain_step_ms, "cpu_share": _pct(min((r.get("plain_cpu_share") or 0.0)
-                                                                       for r in t["results"])),
+                     "step_ms": s.plain_step_ms, "cpu_share": _pct(pa.cpu_share(t)),
                      "onednn_ms_per_step": s.onednn_ms,
                      "named_share": _pct(s.named_share), "verbose_overhead": _pct(s.verbose_overhead),
                      "profiler_overhead": _pct(s.profiler_overhead),
@@ -89,6 +88,12 @@ def _breakdown_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     return [{"primitive": k, **{f"{t['label']} ms": v.get(k, 0.0) for t, v in zip(targets, values)},
              **{f"{t['label']} share": _pct(v.get(k, 0.0) / sum(v.values())) for t, v in zip(targets, values)}}
             for k in keys]
+
+
+def _layer_share_rows(targets: Sequence[Mapping[str, Any]], top: int = 8) -> list[dict[str, Any]]:
+    names = list(dict.fromkeys(r["layer"] for t in targets for r in pa.layers(t, top)))
+    rows = [{"layer": n, **{t["label"]: _pct(pa.layer_share(t, n)) for t in targets}} for n in names]
+    return sorted(rows, key=lambda r: -max(pa.layer_share(t, r["layer"]) for t in targets))
 
 
 def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header: Mapping[str, Any]) -> list[Path]:
@@ -148,6 +153,10 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
         ("How each oneDNN kind scales (ms per step, verbose pass)", "onednn_scaling",
          pa.scaling(ok, [pa.onednn_breakdown(t) for t in ok]) if len(ok) > 1 else [],
          "The primitive breakdown above, each kind against the first target, with the verdicts explained below."),
+        ("Layers side by side (share of the profiled step, forward + backward)", "layer_shares",
+         _layer_share_rows(ok),
+         "The largest layers of any target, each with its share of the profiler pass's step in every target "
+         "(workload regions such as `focal_loss` included)."),
         ("Operator categories side by side (ms per step, profiler self time)", "categories",
          pa.scaling(ok, cats),
          "Speed-up against the first target; the verdict compares it with the threads ratio (same local batch "

@@ -103,3 +103,11 @@ def test_categories_of_ops(op, cat):
 def test_a_category_absent_from_one_target_has_no_verdict():
     rows = pa.scaling([ONE, TWO_THREADS], [{"convolution": 0.0}, {"convolution": 3.0, "communication": 1.0}])
     assert {r["category"]: r["verdict 1x2x8"] for r in rows} == {"convolution": "–", "communication": "–"}
+
+
+def test_no_verdict_when_a_rank_was_starved_of_its_cores():
+    starved = _target("1x2x8", 1, 2, 21.0, 5.0, 60.0)
+    starved["results"][0]["plain_cpu_share"] = 0.35
+    rows = pa.scaling([ONE, starved], [pa.categories(ONE), pa.categories(starved)])
+    assert {r["verdict 1x2x8"] for r in rows} == {"not judged: a rank got 35% of its cores"}
+    assert pa.cpu_share(starved) == 0.35 and pa.cpu_share(ONE) is None
