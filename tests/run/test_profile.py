@@ -120,3 +120,14 @@ def test_bad_profile_section_is_reported_with_its_line(tmp_path, capsys):
     assert main(["profile", str(sweep)]) == 2
     err = capsys.readouterr().err
     assert "'2by2' is not RxTxB" in err
+
+
+def test_report_only_rewrites_the_report_from_saved_results(profiled, tmp_path, capsys):
+    sweep, out, _ = profiled
+    (out / "profile.md").unlink()
+    (out / "summary.csv").unlink()
+    assert main(["profile", str(sweep), "--out", str(out), "--report-only"]) == 0
+    assert "## Summary" in (out / "profile.md").read_text()
+    assert (out / "summary.csv").is_file()
+    assert main(["profile", str(sweep), "--out", str(tmp_path / "empty"), "--report-only"]) == 2
+    assert "holds no complete `orch profile` output" in capsys.readouterr().err
