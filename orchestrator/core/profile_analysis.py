@@ -114,28 +114,36 @@ def cpu_share(target: Target) -> float | None:
 
 
 def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]]) -> list[dict[str, Any]]:
-    """Each category's time per step in every target, and against the first target: the speed-up and
-    the speed-up that threads alone would give (threads ratio; same local batch per rank). A category
-    whose speed-up stays near 1 while threads double does not scale with threads. No verdict is given
-    when a rank of either target got less than CONTENDED of its cores: then the times measure the other
-    processes on the machine, not the layout."""
-    base_t, base = targets[0], values[0]
+    """Each category's time per step in every target, and against the first target of the same variant
+    (layouts are compared, not variants): the speed-up and the speed-up that threads alone would give
+    (threads ratio; same local batch per rank). A category whose speed-up stays near 1 while threads
+    double does not scale with threads. No verdict is given when a rank of either target got less than
+    CONTENDED of its cores: then the times measure the other processes on the machine, not the layout."""
+    bases: dict[str, int] = {}
+    for i, t in enumerate(targets):
+        bases.setdefault(t.get("variant", ""), i)
     names = sorted({k for v in values for k in v}, key=lambda k: -max(v.get(k, 0.0) for v in values))
     rows = []
     for name in names:
         row: dict[str, Any] = {"category": name}
         for t, v in zip(targets, values):
             row[t["label"]] = round(v.get(name, 0.0), 3)
-        for t, v in list(zip(targets, values))[1:]:
-            now, before = v.get(name, 0.0), base.get(name, 0.0)
-            speedup = before / now if now > 0 and before > 0 else None
-            ideal = t["threads"] / base_t["threads"]
-            row[f"speed-up {t['label']}"] = round(speedup, 2) if speedup else None
-            starved = [x for x in (cpu_share(base_t), cpu_share(t)) if x is not None and x < CONTENDED]
-            row[f"verdict {t['label']}"] = (f"not judged: a rank got {min(starved):.0%} of its cores" if starved
-                                            else _verdict(speedup, ideal))
+        for i, (t, v) in enumerate(zip(targets, values)):
+            b = bases[t.get("variant", "")]
+            if b != i:
+                row.update(_compare(name, targets[b], values[b], t, v))
         rows.append(row)
     return rows
+
+
+def _compare(name: str, base_t: Target, base: Mapping[str, float], t: Target,
+             v: Mapping[str, float]) -> dict[str, Any]:
+    now, before = v.get(name, 0.0), base.get(name, 0.0)
+    speedup = before / now if now > 0 and before > 0 else None
+    starved = [x for x in (cpu_share(base_t), cpu_share(t)) if x is not None and x < CONTENDED]
+    verdict = (f"not judged: a rank got {min(starved):.0%} of its cores" if starved
+               else _verdict(speedup, t["threads"] / base_t["threads"]))
+    return {f"speed-up {t['label']}": round(speedup, 2) if speedup else None, f"verdict {t['label']}": verdict}
 
 
 def _verdict(speedup: float | None, ideal: float) -> str:

@@ -29,14 +29,15 @@ def _stacked(values: Sequence[Mapping[str, float]], labels: Sequence[str], title
     merged = [{**{k: v.get(k, 0.0) for k in keep + list(last)},
                "rest": sum(x for k, x in v.items() if k not in keep and k not in last)} for v in values]
     keys = keep + (["rest"] if any(m["rest"] > 0 for m in merged) else []) + [k for k in last if k in totals]
+    labels_for = {"rest": "rest (smaller segments)"}
     fig = _figure(max(5.0, 1.3 * len(values) + 4.5), 4.8)
     ax = fig.add_subplot()
     cmap = __import__("matplotlib").colormaps["tab20"]
     bottoms = [0.0] * len(values)
     for i, k in enumerate(keys):
         heights = [m.get(k, 0.0) for m in merged]
-        color = "#bbbbbb" if k in last or k == "rest" else cmap(i % 20)
-        ax.bar(range(len(values)), heights, bottom=bottoms, label=k, color=color, edgecolor="white", linewidth=0.5)
+        color = "#999999" if k in last else "#dddddd" if k == "rest" else cmap(i % 20)
+        ax.bar(range(len(values)), heights, bottom=bottoms, label=labels_for.get(k, k), color=color, edgecolor="white", linewidth=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     ax.set_xticks(range(len(values)), labels, rotation=20 if len(values) > 3 else 0)
     ax.set_ylabel(ylabel)

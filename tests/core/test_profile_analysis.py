@@ -111,3 +111,14 @@ def test_no_verdict_when_a_rank_was_starved_of_its_cores():
     rows = pa.scaling([ONE, starved], [pa.categories(ONE), pa.categories(starved)])
     assert {r["verdict 1x2x8"] for r in rows} == {"not judged: a rank got 35% of its cores"}
     assert pa.cpu_share(starved) == 0.35 and pa.cpu_share(ONE) is None
+
+
+def test_variants_are_compared_layout_against_layout_not_with_each_other():
+    ref1, ker1 = dict(ONE, label="ref-1x1x8", variant="ref"), dict(ONE, label="ker-1x1x8", variant="ker")
+    ref2 = dict(TWO_THREADS, label="ref-1x2x8", variant="ref")
+    ker2 = dict(TWO_THREADS, label="ker-1x2x8", variant="ker")
+    targets = [ref1, ker1, ref2, ker2]
+    (row, *_) = pa.scaling(targets, [pa.categories(t) for t in targets])
+    assert set(row) == {"category", "ref-1x1x8", "ker-1x1x8", "ref-1x2x8", "ker-1x2x8", "speed-up ref-1x2x8",
+                        "verdict ref-1x2x8", "speed-up ker-1x2x8", "verdict ker-1x2x8"}
+    assert row["verdict ker-1x2x8"] == "scales with threads"
