@@ -152,14 +152,14 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
          "are ATen) and Python."),
         ("How each oneDNN kind scales (ms per step, verbose pass)", "onednn_scaling",
          pa.scaling(ok, [pa.onednn_breakdown(t) for t in ok]) if len(ok) > 1 else [],
-         "The primitive breakdown above, each kind against the first target, with the verdicts explained below."),
+         "The primitive breakdown above, each kind against the first layout of the same variant, with the verdicts explained below."),
         ("Layers side by side (share of the profiled step, forward + backward)", "layer_shares",
          _layer_share_rows(ok),
          "The largest layers of any target, each with its share of the profiler pass's step in every target "
          "(workload regions such as `focal_loss` included)."),
         ("Operator categories side by side (ms per step, profiler self time)", "categories",
          pa.scaling(ok, cats),
-         "Speed-up against the first target; the verdict compares it with the threads ratio (same local batch "
+         "Speed-up against the first layout of the same variant; the verdict compares it with the threads ratio (same local batch "
          "per rank): `scales with threads` ≥ 60% of the ideal gain, `does not scale` < 25%. With the same "
          "threads per rank (more ranks), a category that slows down is contending for shared resources."),
     ]
