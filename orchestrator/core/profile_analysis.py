@@ -17,6 +17,7 @@ from orchestrator.core import roofline as rl
 
 Target = Mapping[str, Any]
 OTHER = "other (between ops)"
+ALLREDUCE_WAIT = "communication: all-reduce wait (inferred)"
 CONTENDED = 0.8   # below this share of its cores, a rank's times say more about its neighbours than itself
 OUTSIDE_ONEDNN = "outside oneDNN (ATen, BLAS, Python)"
 
@@ -69,8 +70,9 @@ def summary(target: Target) -> StepSummary:
     cov = r0["profiler"]["coverage"]
     steps = r0["steps"]
     onednn = sum(t["time_ms"] for t in r0["onednn"]["totals"]) / steps
+    attributed = cov["named_ms"] + cov.get("allreduce_wait_ms", 0.0)
     return StepSummary(target["label"], plain, verbose / plain - 1, prof / plain - 1,
-                       cov["named_ms"] / cov["step_ms"] if cov["step_ms"] else 0.0, onednn, verbose)
+                       attributed / cov["step_ms"] if cov["step_ms"] else 0.0, onednn, verbose)
 
 
 def onednn_breakdown(target: Target) -> dict[str, float]:
@@ -104,6 +106,9 @@ def categories(target: Target) -> dict[str, float]:
         name = category(row["op"])
         out[name] = out.get(name, 0.0) + row["self_ms_per_step"]
     out[OTHER] = r0["profiler"]["coverage"]["other_ms"]
+    wait = r0["profiler"]["coverage"].get("allreduce_wait_ms", 0.0)
+    if wait:
+        out[ALLREDUCE_WAIT] = wait
     return out
 
 

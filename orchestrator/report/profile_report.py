@@ -108,7 +108,8 @@ def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header
     if not ok:
         (out / PROFILE_FILE).write_text("\n".join(md) + "\n")
         return [out / PROFILE_FILE]
-    low = [f"{t['label']} ({100 * pa.summary(t).named_share:.1f}%)" for t in ok if pa.summary(t).named_share < NAMED_TARGET]
+    low = [f"{t['label']} ({100 * pa.summary(t).named_share:.1f}%)" for t in ok
+           if pa.summary(t).named_share < NAMED_TARGET]
     if low:
         md += [f"**Below {NAMED_TARGET:.0%} of the profiled step in named ops:** {', '.join(low)}. The rest is shown "
                "as \"other (between ops)\" in the categories table: Python and framework time, and waits that no "
@@ -142,7 +143,8 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
         ("Summary", "summary", summary_rows(ok),
          "`cpu_share`: CPU time the rank process got during the plain steps ÷ (wall time × its threads), "
          "the lowest over ranks: well below 100% means other processes took the rank's cores, and the step "
-         "times measure that contention rather than the layout. `named_share`: share of the profiled step inside named ops (ATen ops, autograd nodes, collectives); "
+         "times measure that contention rather than the layout. `named_share`: share of the profiled step inside named ops (ATen ops, autograd nodes, collectives) "
+         "plus DDP's all-reduce wait, identified by its place between DDP's bucket copies; "
          "the rest is Python and framework time between ops, shown as \"other\". `efficiency_ratio`: "
          "Σ(isolated time × calls) of the replayed convolution and matmul problems ÷ the plain step time; "
          "`isolated_vs_logged`: the same sum ÷ what those primitives took inside the step."),

@@ -159,7 +159,8 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
     cov = pe.coverage(events)
     layers = pe.layer_times(events, steps)
     return {"step_ms": step_ms, "ops": captured["ops"],
-            "coverage": {"step_ms": cov.step_ms, "named_ms": cov.named_ms, "other_ms": cov.other_ms},
+            "coverage": {"step_ms": cov.step_ms, "named_ms": cov.named_ms, "other_ms": cov.other_ms,
+                         "allreduce_wait_ms": cov.wait_ms},
             "layers": [{"layer": r.name, "forward_ms": r.forward_ms, "backward_ms": r.backward_ms} for r in layers],
             "trace": trace_path.name}
 

@@ -67,3 +67,15 @@ def test_layouts():
         parse_layout("1x2")
     with pytest.raises(ValueError, match=r"'0x2x8': ranks must be >= 1"):
         parse_layout("0x2x8")
+
+
+def test_the_gap_after_a_ddp_bucket_copy_is_the_allreduce_wait():
+    evs = [Event(0, "ProfilerStep#1", 0, 1000, None, -1),
+           Event(1, "aten::conv2d", 0, 500, 0, 1),
+           Event(2, "torch.distributed.ddp.reducer::copy_bucket_to_grad", 500, 520, 0, -1),
+           Event(3, "aten::as_strided", 820, 830, 0, -1),      # 300 µs waited for the next bucket
+           Event(4, "Optimizer.step#AdamW.step", 900, 990, 0, -1)]  # 70 µs of Python before it
+    cov = coverage(evs)
+    assert cov.wait_ms == pytest.approx(0.3)
+    assert cov.other_ms == pytest.approx(0.08)                    # 70 + the 10 µs at the end
+    assert cov.named_share == pytest.approx(0.92)
