@@ -48,9 +48,7 @@ def connect(address: str | None) -> bool:
         ray.init(address=address, **common)
     else:
         # Loopback-only serving is arranged by the caller before Ray is imported (RAY_LOOPBACK_ENV_VAR).
-        # address="local": a new private instance. Without it Ray joins whatever cluster was last started on
-        # this machine (/tmp/ray/ray_current_cluster), e.g. another user's `ray start` or test cluster.
-        ray.init(address="local", include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
+        ray.init(include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
     return True
 
 

@@ -26,6 +26,7 @@ from orchestrator.run.sweep import WORK_ROOT, _rank_specs
 from orchestrator.run.trial import run_ranks
 
 RESULT_FILE = "profile-result.json"
+PROFILE_SLACK = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +105,11 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     workers = sweep.spec.constraints.ccl_workers if backend == "ccl" else 0
     started = time.time()
     workdir = f"{WORK_ROOT}/{sweep.spec.name}/profile-{target.label}-{int(started * 1000)}"
-    run = run_ranks(cluster, _rank_specs(target.planned), job, workdir=workdir, step_timeout_s=m.step_timeout_s,
-                    timeout_s=m.timeout_s, ccl_workers=workers, on_status=on_status)
+    # Profiled steps are slower than training steps (verbose logging, the profiler) and the trace export
+    # happens between two of them: the watchdog gets PROFILE_SLACK times the sweep's limits.
+    run = run_ranks(cluster, _rank_specs(target.planned), job, workdir=workdir,
+                    step_timeout_s=PROFILE_SLACK * m.step_timeout_s, timeout_s=PROFILE_SLACK * m.timeout_s,
+                    ccl_workers=workers, on_status=on_status)
     result: dict[str, Any] = {
         "label": target.label, "variant": target.variant, "ranks": target.trial.ranks,
         "threads": target.trial.threads_per_rank, "local_batch": target.trial.local_batch, "status": run.status,

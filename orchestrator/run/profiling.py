@@ -136,9 +136,15 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
     captured: dict[str, Any] = {}
 
     def ready(prof: Any) -> None:
-        # Read everything here: the profiler clears its events when a cycle ends.
+        # Read everything here: the profiler clears its events when a cycle ends. Each stage tells the
+        # watchdog it is alive: on a busy machine exporting a large trace takes minutes.
+        status.update(phase=TIMING, repeat=5, force=True)
         prof.export_chrome_trace(str(trace_path))
-        captured.update(events=_events(prof), ops=_op_table(prof, steps))
+        status.update(phase=TIMING, repeat=6, force=True)
+        events = _events(prof)
+        status.update(phase=TIMING, repeat=7, force=True)
+        captured.update(events=events, ops=_op_table(prof, steps))
+        status.update(phase=TIMING, repeat=8, force=True)
 
     dist.barrier()
     step_ms = []
