@@ -107,6 +107,30 @@ class ConstraintsSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ProfileSpec:
+    layouts: tuple[str, ...] = opt((), "layouts `orch profile` runs when no --layout is given: RxTxB strings "
+                                       "(ranks x threads per rank x local batch), e.g. 1x2x8")
+    warmup_steps: int = opt(3, "training steps before profiling, excluded from every profile", minimum=1)
+    steps: int = opt(3, "training steps per profiling pass (timed, oneDNN verbose, torch.profiler)", minimum=1)
+    variants: dict[str, Any] = opt(factory=dict, help="named workload-parameter overrides profiled side by "
+                                                      "side, e.g. {reference: {focal_loss: reference}}")
+    replay: bool = opt(True, "replay each distinct convolution and matmul shape alone, pinned like the rank, "
+                             "for the efficiency ratio")
+
+    def __post_init__(self) -> None:
+        from orchestrator.core.profile_layout import parse_layout
+
+        errors = []
+        for text in self.layouts:
+            try:
+                parse_layout(text)
+            except ValueError as err:
+                errors.append(f"profile.layouts: {err}")
+        if errors:
+            raise ValueError("\n".join(errors))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SweepSpec:
     name: str = opt(MISSING, "sweep name; results go to results/<name>/")
     workload: WorkloadSpec = opt(MISSING, "the workload to train")
@@ -116,6 +140,7 @@ class SweepSpec:
     measure: MeasureSpec = opt(factory=MeasureSpec, help="throughput measurement protocol")
     convergence: ConvergenceSpec | None = opt(None, "epochs-to-target runs per global batch (optional)")
     constraints: ConstraintsSpec = opt(factory=ConstraintsSpec, help="hardware rules")
+    profile: ProfileSpec | None = opt(None, "what `orch profile` runs when its options do not say (optional)")
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -125,7 +150,7 @@ class SweepSpec:
 
 SECTIONS: dict[str, type] = {
     "": SweepSpec, "workload": WorkloadSpec, "grid": GridSpec, "measure": MeasureSpec,
-    "convergence": ConvergenceSpec, "constraints": ConstraintsSpec,
+    "convergence": ConvergenceSpec, "constraints": ConstraintsSpec, "profile": ProfileSpec,
 }
 
 

@@ -172,7 +172,10 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
             figures.setdefault(section, []).append(name)
     if "md" in formats:
         files = [p.name for p in written]
-        put(REPORT_FILE, markdown.render(results, data, figures=figures, files=files))
+        from orchestrator.report.profile_report import profile_links
+
+        text = markdown.render(results, data, figures=figures, files=files)
+        put(REPORT_FILE, text + profile_links(results.path, out_dir))
     return written
 
 

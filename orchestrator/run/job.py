@@ -29,11 +29,22 @@ class Phase(StrEnum):
     DONE = "done"
 
 
+class JobKind(StrEnum):
+    """What a rank process is asked to do: one of the record kinds, or a profile (`orch profile`, whose
+    output is a profile folder, not a trial record). Values equal the record `Kind`'s where they share one."""
+
+    THROUGHPUT = Kind.THROUGHPUT.value
+    CONVERGENCE = Kind.CONVERGENCE.value
+    PEAK = Kind.PEAK.value
+    ALLREDUCE = Kind.ALLREDUCE.value
+    PROFILE = "profile"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: Kind                     # the record kind this job feeds
+    kind: JobKind                  # the record kind this job feeds, or a profile
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -50,6 +61,7 @@ class RankJob:
     status_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
+    profile: dict[str, Any] | None = None       # kind profile: steps, out_dir, replay (orchestrator.run.profiling)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -63,7 +75,7 @@ class RankJob:
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)
-        return RankJob(**{**data, "kind": Kind(data["kind"])})
+        return RankJob(**{**data, "kind": JobKind(data["kind"])})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,6 +96,7 @@ class RankResult:
     convergence: dict[str, Any] | None = None  # kind convergence: protocol.train_to_target's report
     peak: dict[str, Any] | None = None        # kind peak: protocol.gemm_peak's report
     allreduce: dict[str, Any] | None = None   # kind allreduce: protocol.allreduce_timing's report
+    profile: dict[str, Any] | None = None     # kind profile: profiling.profile_rank's report
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

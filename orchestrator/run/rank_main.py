@@ -161,6 +161,7 @@ def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
 
     import workloads
     from orchestrator.run import protocol
+    from orchestrator.run.job import JobKind
     from workloads.base import RankContext
 
     _init_process_group(job)
@@ -188,6 +189,10 @@ def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
         out["ready_at"] = time.time()
         if job.kind == Kind.THROUGHPUT:
             out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
+        elif job.kind == JobKind.PROFILE:
+            from orchestrator.run.profiling import profile_rank
+
+            out["profile"] = profile_rank(job, trainer, module, status)
         else:
             out["convergence"] = protocol.train_to_target(job, trainer, module, status)
         dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts

@@ -25,7 +25,7 @@ from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import JobKind, RankJob
 from orchestrator.run.progress import SweepProgress
 from orchestrator.run.recording import (
     allreduce_record,
@@ -138,7 +138,7 @@ class SweepRunner:
 
     def _job(self, kind: rec.Kind, p: PlannedTrial, **extra: Any) -> RankJob:
         m = self.spec.measure
-        return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
+        return RankJob(kind=JobKind(kind), workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                        backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
                        warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
                        # torch.distributed's own timeout (rendezvous and collectives) is kept well above the

@@ -43,8 +43,12 @@ class FocalLossClassificationHead(RetinaNetClassificationHead):
             gt_classes_target = torch.zeros_like(cls_logits_per_image)
             gt_classes_target[foreground, targets_per_image["labels"][matched_idxs_per_image[foreground]]] = 1.0
             valid = matched_idxs_per_image != self.BETWEEN_THRESHOLDS
-            losses.append(self.focal_loss(cls_logits_per_image[valid], gt_classes_target[valid], reduction="sum")
-                          / max(1, num_foreground))
+            logits, target = cls_logits_per_image[valid], gt_classes_target[valid]
+            # A named profiler range around the loss alone (`orch profile` reports it as a layer, forward and
+            # backward); ~1 µs when no profiler runs.
+            with torch.profiler.record_function("region::focal_loss"):
+                loss = self.focal_loss(logits, target, reduction="sum")
+            losses.append(loss / max(1, num_foreground))
         return _sum(losses) / len(targets)
 
 

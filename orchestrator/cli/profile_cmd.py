@@ -1,0 +1,171 @@
+"""`orch profile`: where a training step's time goes, for one or more layouts side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+from pathlib import Path
+
+from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console, fail_input, plan_for
+from orchestrator.constants import (
+    DEFAULT_RESULTS_ROOT,
+    EMBEDDED_RAY_ENV,
+    RAY_LOOPBACK_ENV_VAR,
+    RAY_LOOPBACK_VALUE,
+    RESULTS_ROOT_ENV_VAR,
+)
+from orchestrator.core.profile_layout import parse_layout
+from orchestrator.core.spec import ProfileSpec
+from orchestrator.io.sweepfile import load_sweep
+
+HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "profile", help="profile training steps on one or more layouts: oneDNN primitives, layers, ops, roofline",
+        description="Run the sweep's workload on each layout exactly as a throughput trial runs (Ray placement "
+                    "group, one pinned process per rank, the same launcher) and profile a few steps after warm-up: "
+                    "oneDNN's primitive breakdown from its verbose log, layer-wise forward/backward time, "
+                    "torch.profiler's operator table and a Chrome trace per rank, a roofline against the GEMM peak "
+                    "and a STREAM-triad bandwidth measured on the same cores, and the efficiency ratio from "
+                    "replaying each convolution and matmul problem alone. Layouts (and the sweep file's profile "
+                    "variants) are compared side by side. Writes profile.md, CSV/JSON tables and PNGs. "
+                    "Exit status: 0 all profiled, 1 some target failed to run, 2 bad input.")
+    parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML): its workload, backend, constraints "
+                                                       "and profile section are used; its grid is not")
+    parser.add_argument("--layout", action="append", metavar="RxTxB", dest="layouts",
+                        help="ranks x threads per rank x local batch, e.g. 1x2x8; repeatable; default: the sweep "
+                             "file's profile.layouts")
+    parser.add_argument("--steps", type=int, metavar="N", help="profiled steps per pass (default: profile.steps, 3)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="output folder; default: the sweep's results folder "
+                             f"(${RESULTS_ROOT_ENV_VAR} or '{DEFAULT_RESULTS_ROOT}')/<name>/profile")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: rewrite profile.md, the tables and the plots from the results already in "
+                             "the output folder (after a report change, or to restore an edited file)")
+    parser.add_argument("--no-replay", dest="replay", action="store_false", default=None,
+                        help="skip replaying primitives alone (no efficiency ratio)")
+    add_topology_option(parser)
+    parser.add_argument("--address", metavar="ADDR", help="join an existing Ray cluster (as in orch sweep)")
+    parser.set_defaults(run=run)
+
+
+def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list, int] | str:
+    """(layouts, steps), or the bad-input message."""
+    texts = args.layouts or list(profile.layouts)
+    if not texts:
+        return ("no layout to profile: give --layout RxTxB (e.g. --layout 1x2x8) or list profile.layouts in the "
+                "sweep file")
+    layouts, errors = [], []
+    for text in texts:
+        try:
+            layouts.append(parse_layout(text))
+        except ValueError as err:
+            errors.append(str(err))
+    if len(set(layouts)) != len(layouts):
+        errors.append(f"a layout is listed twice: {', '.join(texts)}")
+    steps = args.steps if args.steps is not None else profile.steps
+    if steps < 1:
+        errors.append(f"--steps must be >= 1, got {steps}")
+    return "; ".join(errors) if errors else (layouts, steps)
+
+
+def run(args: argparse.Namespace) -> int:
+    sweep = load_sweep(args.sweep)
+    profile = sweep.spec.profile or ProfileSpec()
+    out = Path(args.out) if args.out else Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / \
+        sweep.spec.name / "profile"
+    if args.report_only:
+        return _report_only(out, console(stderr=True))
+    chosen = _options(args, profile)
+    if isinstance(chosen, str):
+        return fail_input(chosen)
+    layouts, steps = chosen
+    replay = profile.replay if args.replay is None else args.replay
+    from orchestrator.run.profile_run import plan_targets, variant_params
+
+    variants = variant_params(sweep, profile.variants)
+    file_topology = None
+    if args.topology:
+        from orchestrator.io.topofile import load_topology
+
+        file_topology = load_topology(args.topology)
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
+            os.environ.setdefault(name, value)
+    import ray
+
+    from orchestrator.run import cluster as ray_cluster
+
+    err = console(stderr=True)
+    started_ray = ray_cluster.connect(args.address)
+    try:
+        cluster = ray_cluster.discover()
+        if file_topology is not None:
+            ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
+        topology = file_topology or ray_cluster.detected_topology(cluster)
+        ccl = all(n.ccl_installed for n in cluster.nodes[:len(topology.nodes)])
+        targets, plan = plan_targets(sweep, layouts, variants, lambda s: plan_for(s, topology, ccl_available=ccl))
+        if plan.backend.error:
+            return fail_input(plan.backend.error)
+        results = _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    return _report(results, sweep, plan, out, steps, profile, err)
+
+
+def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err) -> list[dict]:
+    from orchestrator.run.profile_run import run_target
+
+    results = []
+    for i, target in enumerate(targets, 1):
+        err.print(f"[bold]profile {i}/{len(targets)}[/]: {target.label} ({target.trial.ranks} rank(s) × "
+                  f"{target.trial.threads_per_rank} thread(s), local batch {target.trial.local_batch})")
+        result = run_target(target, sweep, plan, cluster, out, steps=steps, warmup_steps=profile.warmup_steps,
+                            replay=replay)
+        reason = f": {result['reason']}" if result["reason"] else ""
+        err.print(f"  {result['status']} in {result['wall_s']:.0f} s{reason}")
+        results.append(result)
+    return results
+
+
+def _command_line(sweep, results, steps) -> str:
+    """The command that reproduces this profile (layouts as run, not as typed)."""
+    layouts = dict.fromkeys(f"{r['ranks']}x{r['threads']}x{r['local_batch']}" for r in results)
+    parts = ["orch", "profile", str(sweep.path), *(f"--layout {lay}" for lay in layouts), f"--steps {steps}"]
+    return " ".join(p if " " in p else shlex.quote(p) for p in parts)
+
+
+def _report(results, sweep, plan, out, steps, profile, err) -> int:
+    header = {"sweep": sweep.spec.name, "workload": sweep.spec.workload.name, "steps": steps,
+              "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
+              "command": _command_line(sweep, results, steps)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / HEADER_FILE).write_text(json.dumps({**header, "targets": [r["label"] for r in results]}, indent=1) + "\n")
+    return _write(results, header, out, err)
+
+
+def _report_only(out: Path, err) -> int:
+    from orchestrator.run.profile_run import RESULT_FILE
+
+    try:
+        header = json.loads((out / HEADER_FILE).read_text())
+        results = [json.loads((out / label / RESULT_FILE).read_text()) for label in header["targets"]]
+    except (OSError, ValueError, KeyError) as exc:
+        return fail_input(f"{out} holds no complete `orch profile` output to report from ({exc})")
+    return _write(results, header, out, err)
+
+
+def _write(results: list[dict], header: dict, out: Path, err) -> int:
+    from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
+
+    paths = write_profile_report(results, out, header)
+    err.print(f"profile: {out / PROFILE_FILE} and {len(paths) - 1} more file(s)")
+    failed = [r for r in results if r["status"] != "ok"]
+    for r in failed:
+        err.print(f"[bold red]{r['label']}: {r['status']}[/] — {r['reason']}")
+    return EXIT_RUN_FAILED if failed else EXIT_OK

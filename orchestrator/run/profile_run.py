@@ -1,0 +1,130 @@
+"""`orch profile`: plan each requested layout exactly as `orch plan` would, then run it on Ray exactly as a
+throughput trial runs (placement group, pinned rank processes, the same launcher), with the rank asked to
+profile instead of to measure throughput.
+
+Targets (variant × layout) are checked before anything starts, so a layout that cannot run is bad input
+(exit 2), never a failed run half-way through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import workloads
+from orchestrator.core.grid import Trial
+from orchestrator.core.plan import Plan, PlannedTrial
+from orchestrator.core.profile_layout import layout_label
+from orchestrator.core.schema import InvalidInput, Problem, to_plain
+from orchestrator.core.spec import GridSpec
+from orchestrator.io.sweepfile import Sweep
+from orchestrator.run.job import JobKind, RankJob
+from orchestrator.run.sweep import WORK_ROOT, _rank_specs
+from orchestrator.run.trial import run_ranks
+
+RESULT_FILE = "profile-result.json"
+PROFILE_SLACK = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileTarget:
+    variant: str                 # "" when the sweep file has no variants
+    trial: Trial
+    planned: PlannedTrial
+    params: dict[str, Any]       # the workload parameters this target runs with (defaults filled in)
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant}-{layout_label(self.trial)}" if self.variant else layout_label(self.trial)
+
+
+def variant_params(sweep: Sweep, variants: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Workload parameters per variant, each checked strictly like the sweep file's own; every problem is
+    reported at once."""
+    if not variants:
+        return {"": to_plain(sweep.params)}
+    out, problems = {}, []
+    for name, overrides in variants.items():
+        if not isinstance(overrides, dict):
+            problems.append(Problem(f"profile.variants.{name}", f"must be a mapping of workload parameters, "
+                                                                f"got {overrides!r}"))
+            continue
+        merged = {**sweep.spec.workload.params, **overrides}
+        params, found = workloads.parse_params(sweep.workload, merged, f"profile.variants.{name}")
+        problems += found
+        if params is not None:
+            out[name] = to_plain(params)
+    if problems:
+        raise InvalidInput(f"sweep file {sweep.path}", problems)
+    return out
+
+
+def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[str, Any]],
+                 plan_for: Any) -> tuple[list[ProfileTarget], Plan]:
+    """Plan every layout through the sweep's own planning code (`plan_for(sweep) -> Plan`); raise
+    InvalidInput naming every layout that cannot run and why."""
+    problems: list[Problem] = []
+    targets: list[ProfileTarget] = []
+    samples = sweep.workload.samples_per_epoch(sweep.params)
+    plan = None
+    for trial in layouts:
+        where = f"layout {layout_label(trial)}"
+        grid = GridSpec(ranks=(trial.ranks,), threads_per_rank=(trial.threads_per_rank,),
+                        local_batch=(trial.local_batch,))
+        plan = plan_for(dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, grid=grid, convergence=None)))
+        planned = plan.trials[0]
+        if not planned.feasible:
+            problems += [Problem(where, f"cannot run on {plan.topology.describe()}: {r.message}")
+                         for r in planned.reasons]
+            continue
+        if trial.global_batch > samples:
+            problems.append(Problem(where, f"workload {sweep.workload.name} has {samples} training samples per epoch: "
+                                           f"a global batch of {trial.global_batch} ({trial.ranks} rank(s) × "
+                                           f"{trial.local_batch}) has no full batch"))
+            continue
+        targets += [ProfileTarget(v, trial, planned, params) for v, params in variants.items()]
+    if problems:
+        raise InvalidInput("orch profile", problems)
+    assert plan is not None
+    return targets, plan
+
+
+def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, out_dir: Path, *, steps: int,
+               warmup_steps: int, replay: bool, on_status: Any = None) -> dict[str, Any]:
+    """Run one target; write and return its result (every rank's profile, or the failure)."""
+    folder = out_dir / target.label
+    folder.mkdir(parents=True, exist_ok=True)
+    m = sweep.spec.measure
+    backend = plan.backend.chosen
+    job = RankJob(kind=JobKind.PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
+                  local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
+                  warmup_steps=warmup_steps, init_timeout_s=2 * m.step_timeout_s + 30,
+                  profile={"steps": steps, "out_dir": str(folder.resolve()), "replay": replay})
+    workers = sweep.spec.constraints.ccl_workers if backend == "ccl" else 0
+    started = time.time()
+    workdir = f"{WORK_ROOT}/{sweep.spec.name}/profile-{target.label}-{int(started * 1000)}"
+    # Profiled steps are slower than training steps (verbose logging, the profiler) and the trace export
+    # happens between two of them: the watchdog gets PROFILE_SLACK times the sweep's limits.
+    run = run_ranks(cluster, _rank_specs(target.planned), job, workdir=workdir,
+                    step_timeout_s=PROFILE_SLACK * m.step_timeout_s, timeout_s=PROFILE_SLACK * m.timeout_s,
+                    ccl_workers=workers, on_status=on_status)
+    result: dict[str, Any] = {
+        "label": target.label, "variant": target.variant, "ranks": target.trial.ranks,
+        "threads": target.trial.threads_per_rank, "local_batch": target.trial.local_batch, "status": run.status,
+        "reason": run.reason, "wall_s": run.wall_s, "backend": backend, "params": target.params,
+        "placement": [{"rank": r.rank, "cpus": list(r.cpus)} for r in target.planned.placement.ranks]
+        if target.planned.placement else [],
+        "applied": next((o.result.applied for o in run.outcomes if o and o.result), None),
+        # CPU masks read inside each rank process: the evidence that the profiled ranks were pinned.
+        "observed_cpus": [o.result.affinity.get("threads") if o and o.result else None for o in run.outcomes],
+        "results": [o.result.profile for o in run.outcomes if o and o.result and o.result.profile is not None]
+        if run.status == "ok" else [],
+    }
+    if run.status != "ok":
+        result["log_tail"] = next((o.log_tail for o in run.outcomes if o and o.status != "ok"), "")
+    (folder / RESULT_FILE).write_text(json.dumps(result, indent=1))
+    return result

@@ -1,0 +1,250 @@
+"""Profiling inside a rank process (`RankJob.kind == "profile"`), after the same build and warm-up as a
+throughput trial. Three passes over the same batches, each `steps` long and barrier-synchronised:
+
+1. plain: timed like a throughput repeat, profiling off: the reference for the overhead of the others;
+2. oneDNN verbose: `torch.backends.mkldnn.verbose` on for these steps only, the process's stdout
+   redirected to a file so the primitive log is not mixed with the rank's own log;
+3. torch.profiler: operator table (self time, calls, input shapes, FLOPs), a Chrome trace, and the
+   events that give layer-wise forward/backward time (every module's forward is wrapped in a
+   `module::<path>` range for this pass only).
+
+Then, alone on the same pinned cores: the GEMM peak, a STREAM-triad bandwidth, and each distinct
+convolution/matmul shape of the oneDNN log replayed through torch (benchdnn ships in no package).
+None of these steps feed a throughput figure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from orchestrator.core import onednn_verbose as ov
+from orchestrator.core import profile_events as pe
+from orchestrator.run.job import Phase, RankJob, StatusWriter
+from orchestrator.run.profile_replay import conv_peak_gflops, replay_shapes, stream_triad_gbs
+from orchestrator.run.protocol import gemm_peak, make_step
+
+OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
+
+
+def _timed_steps(step: Callable[[tuple], Any], batches: Iterator[tuple], steps: int,
+                 status: StatusWriter, cpu: dict[str, float] | None = None) -> list[float]:
+    """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
+    shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
+    dist.barrier()
+    out = []
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step(next(batches))
+        out.append((time.perf_counter() - t0) * 1e3)
+        status.step()
+    if cpu is not None:
+        cpu.update(cpu_s=time.process_time() - cpu0, wall_s=time.perf_counter() - wall0)
+    dist.barrier()
+    return out
+
+
+@contextmanager
+def _stdout_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 1 (where oneDNN's C code prints) at `path`, flushing C's buffers on both
+    sides so no line lands in the wrong file."""
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(fd)
+        os.close(saved)
+
+
+@contextmanager
+def _module_ranges(root: torch.nn.Module) -> Iterator[None]:
+    """Every module's forward inside a `module::<path>` profiler range, for the profiler pass only."""
+    from torch.autograd.profiler import record_function
+
+    handles = []
+    for path, mod in root.named_modules():
+        name = pe.MODULE_PREFIX + (path or type(mod).__name__)
+        stack: list[Any] = []
+
+        def pre(_m: Any, _i: Any, name: str = name, stack: list[Any] = stack) -> None:
+            rf = record_function(name)
+            rf.__enter__()
+            stack.append(rf)
+
+        def post(_m: Any, _i: Any, _o: Any, stack: list[Any] = stack) -> None:
+            if stack:
+                stack.pop().__exit__(None, None, None)
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _events(prof: Any) -> list[pe.Event]:
+    """The training thread's ranges as plain data (the thread that ran the ProfilerStep# ranges)."""
+    evs = list(prof.events())
+    main = next((e.thread for e in evs if e.name.startswith(pe.STEP_PREFIX)), None)
+    ids = {id(e): i for i, e in enumerate(evs)}
+    out = []
+    for i, e in enumerate(evs):
+        if e.thread != main:
+            continue
+        parent = ids.get(id(e.cpu_parent)) if e.cpu_parent is not None else None
+        out.append(pe.Event(i, e.name, float(e.time_range.start), float(e.time_range.end), parent,
+                            int(e.sequence_nr) if e.sequence_nr is not None else -1))
+    return out
+
+
+def _op_table(prof: Any, steps: int) -> list[dict[str, Any]]:
+    skip = (pe.MODULE_PREFIX, pe.REGION_PREFIX, pe.STEP_PREFIX)
+    rows = []
+    for a in prof.key_averages(group_by_input_shape=True):
+        if a.key.startswith(skip):
+            continue
+        rows.append({"op": a.key, "calls_per_step": a.count / steps,
+                     "self_ms_per_step": a.self_cpu_time_total / 1e3 / steps,
+                     "total_ms_per_step": a.cpu_time_total / 1e3 / steps, "input_shapes": str(a.input_shapes),
+                     "gflop_per_step": (a.flops or 0) / 1e9 / steps})
+    rows.sort(key=lambda r: -r["self_ms_per_step"])
+    return rows[:OP_TABLE_ROWS]
+
+
+def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root: torch.nn.Module, steps: int,
+                   trace_path: Path, status: StatusWriter) -> dict[str, Any]:
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    captured: dict[str, Any] = {}
+
+    def ready(prof: Any) -> None:
+        # Read everything here: the profiler clears its events when a cycle ends. Each stage tells the
+        # watchdog it is alive: on a busy machine exporting a large trace takes minutes.
+        status.update(phase=Phase.TIMING, repeat=5, force=True)
+        prof.export_chrome_trace(str(trace_path))
+        status.update(phase=Phase.TIMING, repeat=6, force=True)
+        events = _events(prof)
+        status.update(phase=Phase.TIMING, repeat=7, force=True)
+        captured.update(events=events, ops=_op_table(prof, steps))
+        status.update(phase=Phase.TIMING, repeat=8, force=True)
+
+    dist.barrier()
+    step_ms = []
+    with _module_ranges(root), profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True,
+                                       schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+                                       on_trace_ready=ready) as prof:
+        for i in range(steps + 1):   # one profiler warm-up step: the profiler's own start-up is not measured
+            t0 = time.perf_counter()
+            step(next(batches))
+            if i:
+                step_ms.append((time.perf_counter() - t0) * 1e3)
+            prof.step()
+            status.step()
+    dist.barrier()
+    if "events" not in captured:
+        raise RuntimeError("torch.profiler delivered no trace for the profiled steps")
+    events = captured["events"]
+    cov = pe.coverage(events)
+    layers = pe.layer_times(events, steps)
+    return {"step_ms": step_ms, "ops": captured["ops"],
+            "coverage": {"step_ms": cov.step_ms, "named_ms": cov.named_ms, "other_ms": cov.other_ms,
+                         "allreduce_wait_ms": cov.wait_ms},
+            "layers": [{"layer": r.name, "forward_ms": r.forward_ms, "backward_ms": r.backward_ms} for r in layers],
+            "trace": trace_path.name}
+
+
+def _batches(trainer: Any, count: int) -> Iterator[tuple]:
+    def epochs() -> Iterator[tuple]:
+        for epoch in itertools.count():
+            yield from trainer.batches(epoch)
+
+    return itertools.cycle(list(itertools.islice(epochs(), max(1, min(16, count)))))
+
+
+def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) -> dict[str, Any]:
+    cfg = job.profile or {}
+    steps = int(cfg["steps"])
+    out_dir = Path(cfg["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rank = dist.get_rank()
+    step = make_step(module, trainer.optimizer)
+    batches = _batches(trainer, job.warmup_steps + steps)
+
+    status.update(phase=Phase.WARMUP, of=4)
+    for _ in range(job.warmup_steps):
+        step(next(batches))
+        status.step()
+    status.update(phase=Phase.TIMING, repeat=1, force=True)
+    usage: dict[str, float] = {}
+    plain_ms = _timed_steps(step, batches, steps, status, usage)
+
+    status.update(phase=Phase.TIMING, repeat=2, force=True)
+    log_path = out_dir / f"onednn-rank{rank}.log"
+    with _stdout_to(log_path), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+        verbose_ms = _timed_steps(step, batches, steps, status)
+    executions, problems = ov.parse_lines(log_path.read_text(errors="replace").splitlines())
+    log_path = _gzip(log_path)   # ~30× smaller; read it with zcat
+
+    status.update(phase=Phase.TIMING, repeat=3, force=True)
+    prof = _profiler_pass(step, batches, trainer.module, steps, out_dir / f"trace-rank{rank}.json.gz", status)
+
+    # Alone on the pinned cores, after training: peak, bandwidth, isolated primitives (ranks in step, so
+    # the ranks of one node share memory bandwidth as they do in training).
+    status.update(phase=Phase.TIMING, repeat=4, force=True)   # progress for the watchdog: peak, bandwidth, replay
+    dist.barrier()
+    precision = "bf16" if any(e.dtype == "bf16" for e in executions) else "fp32"
+    peak = gemm_peak(job.threads, precision, seconds=1.5)
+    peak["gemm_gflops"] = peak["gflops"]
+    peak["conv_gflops"] = conv_peak_gflops(precision)
+    peak["gflops"] = max(peak["gemm_gflops"], peak["conv_gflops"])   # the roof: the best either reached
+    bandwidth = stream_triad_gbs()
+    replay = (replay_shapes(ov.by_shape(executions), budget_s=float(cfg.get("replay_budget_s", 60.0)))
+              if cfg.get("replay") else [])
+    dist.barrier()
+    return {"plain_step_ms": plain_ms, "verbose_step_ms": verbose_ms, "steps": steps,
+            "plain_cpu_share": usage["cpu_s"] / (usage["wall_s"] * job.threads) if usage["wall_s"] else None,
+            "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),
+                       "totals": [_kind_total(t) for t in ov.aggregate(executions)],
+                       "shapes": [_shape_total(t) for t in ov.by_shape(executions)]},
+            "profiler": prof, "peak": peak, "stream_triad_gbs": bandwidth, "replay": replay}
+
+
+def _gzip(path: Path) -> Path:
+    import gzip
+    import shutil
+
+    target = path.with_name(path.name + ".gz")
+    with path.open("rb") as src, gzip.open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+    return target
+
+
+def _kind_total(t: ov.KindTotal) -> dict[str, Any]:
+    return {"kind": t.kind, "direction": t.direction, "implementation": t.implementation, "calls": t.calls,
+            "time_ms": t.time_ms}
+
+
+def _shape_total(t: ov.ShapeTotal) -> dict[str, Any]:
+    return {"kind": t.kind, "direction": t.direction, "problem": t.problem, "dtype": t.dtype, "layout": t.layout,
+            "calls": t.calls, "time_ms": t.time_ms}

@@ -1,0 +1,133 @@
+"""`orch profile` end to end on a real local Ray: the classifier at 1×1 through the same placement,
+pinned launcher and rank process as a throughput trial; and the bad-input paths (exit 2)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import CPUS, write_sweep
+
+from orchestrator.cli import main
+
+pytestmark = [pytest.mark.ray]
+
+CLASSIFIER = """
+workload:
+  name: classifier
+  params: {hidden: 64, train_samples: 2048}
+grid:
+  ranks: [1]
+  threads_per_rank: [1]
+  local_batch: [32]
+profile:
+  layouts: [1x1x32]
+  warmup_steps: 2
+  steps: 2
+"""
+
+
+@pytest.fixture(scope="module")
+def profiled(ray_local, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("profile")
+    sweep = write_sweep(folder, "prof", CLASSIFIER)
+    out = folder / "out"
+    code = main(["profile", str(sweep), "--out", str(out)])
+    return sweep, out, code
+
+
+def test_classifier_1x1_is_profiled_through_ray(profiled):
+    _, out, code = profiled
+    assert code == 0
+    result = json.loads((out / "1x1x32" / "profile-result.json").read_text())
+    assert result["status"] == "ok", result.get("reason")
+    assert len(result["results"]) == 1
+    # Pinned like a throughput trial: the rank's threads could only run on its one planned CPU.
+    assert result["observed_cpus"] == [result["placement"][0]["cpus"]]
+    rank0 = result["results"][0]
+    assert len(rank0["plain_step_ms"]) == 2 and len(rank0["verbose_step_ms"]) == 2
+    assert len(rank0["profiler"]["step_ms"]) == 2
+    ops = {row["op"] for row in rank0["profiler"]["ops"]}
+    assert "aten::addmm" in ops                       # the fp32 linear layers, seen by the profiler
+    assert any(r["gflop_per_step"] > 0 for r in rank0["profiler"]["ops"])
+    layers = {row["layer"] for row in rank0["profiler"]["layers"]}
+    assert {"net.0", "net.2"} <= layers               # the MLP's Linear layers
+    assert rank0["peak"]["gflops"] > 0 and rank0["stream_triad_gbs"] > 0
+
+
+def test_outputs_are_written(profiled):
+    _, out, _ = profiled
+    md = (out / "profile.md").read_text()
+    for heading in ("## Summary", "## oneDNN primitives", "## Operator categories", "### Top layers"):
+        assert heading in md
+    for name in ("summary.csv", "summary.json", "categories.csv", "onednn-breakdown.png", "layers.png",
+                 "layers-1x1x32.png", "ops-1x1x32.csv", "1x1x32/onednn-rank0.log.gz"):
+        assert (out / name).is_file(), name
+    trace = json.loads(gzip.decompress((out / "1x1x32" / "trace-rank0.json.gz").read_bytes()))
+    assert any(e.get("name", "").startswith("ProfilerStep#") for e in trace["traceEvents"])
+
+
+def test_fp32_linear_layers_do_not_reach_onednn(profiled):
+    """On this CPU torch sends fp32 matmuls to BLAS (MKL), not oneDNN: the verbose log has no primitive,
+    so the whole step is 'outside oneDNN' and the operator table is what explains it."""
+    _, out, _ = profiled
+    rank0 = json.loads((out / "1x1x32" / "profile-result.json").read_text())["results"][0]
+    assert rank0["onednn"]["executions"] == 0
+    summary = json.loads((out / "summary.json").read_text())[0]
+    assert summary["onednn_ms_per_step"] == 0
+
+
+@pytest.mark.skipif(len(CPUS) > 2, reason="the layout must not fit this machine")
+def test_a_layout_that_cannot_run_is_bad_input(ray_local, tmp_path, capsys):
+    sweep = write_sweep(tmp_path, "prof", CLASSIFIER)
+    assert main(["profile", str(sweep), "--layout", "4x1x32", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "layout 4x1x32: cannot run on" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_layout_the_workload_has_no_batch_for_is_bad_input(ray_local, tmp_path, capsys):
+    sweep = write_sweep(tmp_path, "prof", CLASSIFIER)
+    assert main(["profile", str(sweep), "--layout", "1x1x4096"]) == 2
+    err = capsys.readouterr().err
+    assert "workload classifier has 2048 training samples per epoch" in err
+    assert "global batch of 4096" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--layout", "1x1"], "'1x1' is not RxTxB"),
+    (["--layout", "0x1x8"], "ranks must be >= 1"),
+    (["--layout", "1x1x8", "--layout", "1x1x8"], "listed twice"),
+    (["--layout", "1x1x8", "--steps", "0"], "--steps must be >= 1"),
+])
+def test_bad_options_exit_2_before_anything_starts(tmp_path, capsys, args, message):
+    sweep = write_sweep(tmp_path, "prof", CLASSIFIER)
+    assert main(["profile", str(sweep), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_no_layout_anywhere_is_bad_input(tmp_path, capsys):
+    sweep = write_sweep(tmp_path, "prof", CLASSIFIER.replace("  layouts: [1x1x32]\n", ""))
+    assert main(["profile", str(sweep)]) == 2
+    assert "no layout to profile" in capsys.readouterr().err
+
+
+def test_bad_profile_section_is_reported_with_its_line(tmp_path, capsys):
+    sweep = write_sweep(tmp_path, "prof", CLASSIFIER.replace("[1x1x32]", "[1x1x32, 2by2]")
+                        + "  variants: {wide: {hidden: 0}}\n")
+    assert main(["profile", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "'2by2' is not RxTxB" in err
+
+
+def test_report_only_rewrites_the_report_from_saved_results(profiled, tmp_path, capsys):
+    sweep, out, _ = profiled
+    (out / "profile.md").unlink()
+    (out / "summary.csv").unlink()
+    assert main(["profile", str(sweep), "--out", str(out), "--report-only"]) == 0
+    assert "## Summary" in (out / "profile.md").read_text()
+    assert (out / "summary.csv").is_file()
+    assert main(["profile", str(sweep), "--out", str(tmp_path / "empty"), "--report-only"]) == 2
+    assert "holds no complete `orch profile` output" in capsys.readouterr().err
