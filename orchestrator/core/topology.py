@@ -27,6 +27,7 @@ from typing import Any, cast
 from orchestrator.core.schema import MISSING, Problem, load, opt
 
 MIB_PER_GIB = 1024
+BYTES_PER_MIB = 2**20
 
 
 def cpu_ranges(cpus: Iterable[int]) -> str:

@@ -22,7 +22,7 @@ def _layout(p: PlannedTrial) -> dict[str, Any]:
 def infeasible_record(p: PlannedTrial, backend: str) -> dict[str, Any]:
     return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, status=rec.INFEASIBLE, backend=backend,
                            reason="\n".join(r.message for r in p.reasons),
-                           reasons=[{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],
+                           reasons=[r.to_dict() for r in p.reasons],
                            **_layout(p))
 
 
