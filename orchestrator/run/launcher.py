@@ -277,7 +277,7 @@ class RankLauncher:
                 if key != progress:
                     progress, progress_at = key, now
                 elif now - progress_at > step_timeout_s:
-                    where = "starting" if s is None else f"{s.phase}, step {s.step}"
+                    where = str(Phase.STARTING) if s is None else f"{s.phase}, step {s.step}"
                     ended = RankStatus.TIMEOUT, (f"no progress for {step_timeout_s:g} s ({where}): a hung "
                                                  "collective or a stuck step")
                 if ended is None and time.time() > deadline:
