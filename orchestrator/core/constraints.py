@@ -29,6 +29,10 @@ class Reason:
     def note(self) -> str:
         return self.summary or self.message
 
+    def to_dict(self) -> dict[str, str]:
+        """As a record's `reasons` entry and `orch plan --json` write it."""
+        return {"code": self.code, "message": self.message, "summary": self.note}
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Rules:

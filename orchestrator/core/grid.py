@@ -36,6 +36,11 @@ class Trial(NamedTuple):
         """Stable identifier used in the results file, e.g. 'r2-t14-b4'."""
         return f"r{self.ranks}-t{self.threads_per_rank}-b{self.local_batch}"
 
+    def layout(self) -> dict[str, int]:
+        """The point's fields as records and `orch plan --json` write them."""
+        return {"ranks": self.ranks, "threads_per_rank": self.threads_per_rank, "local_batch": self.local_batch,
+                "global_batch": self.global_batch}
+
     @property
     def cost(self) -> tuple[int, int, int]:
         """The order in which layouts count as cheaper: fewest cores, then fewest ranks (least

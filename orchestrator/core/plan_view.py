@@ -42,9 +42,8 @@ def plan_tables(plan: Plan) -> list[Table]:
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     def trial_dict(p: PlannedTrial) -> dict[str, Any]:
-        return {"key": p.trial.key, "ranks": p.trial.ranks, "threads_per_rank": p.trial.threads_per_rank,
-                "local_batch": p.trial.local_batch, "global_batch": p.trial.global_batch, "feasible": p.feasible,
-                "reasons": [{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],
+        return {"key": p.trial.key, **p.trial.layout(), "feasible": p.feasible,
+                "reasons": [r.to_dict() for r in p.reasons],
                 "rank_memory_mib": p.rank_memory_mib, "memory_budget_mib": list(p.memory_budget_mib),
                 "placement": placement_to_list(p.placement, plan.topology)}
 

@@ -27,6 +27,7 @@ from typing import Any, cast
 from orchestrator.core.schema import MISSING, Problem, load, opt
 
 MIB_PER_GIB = 1024
+BYTES_PER_MIB = 2**20
 # Limits on what a topology may describe, so that an absurd file is refused at once instead of planning for
 # minutes. The largest CPU cluster (Fugaku) has 158,976 nodes; Linux's own CPU limit (NR_CPUS) is at most 8,192.
 MAX_NODES = 200_000

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.core.topology import Core, Node, NumaNode, Socket, Topology
+from orchestrator.core.topology import BYTES_PER_MIB, Core, Node, NumaNode, Socket, Topology
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 CGROUP_MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
-MIB = 2**20
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
@@ -45,10 +44,10 @@ def _usable_memory_mib(notes: list[str]) -> float:
     total = psutil.virtual_memory().total
     limit_text = _read(CGROUP_MEMORY_MAX)
     if limit_text and limit_text != "max" and int(limit_text) < total:
-        notes.append(f"memory limited by cgroup to {int(limit_text) / MIB:,.0f} MiB "
-                     f"(machine has {total / MIB:,.0f} MiB)")
-        return int(limit_text) / MIB
-    return total / MIB
+        notes.append(f"memory limited by cgroup to {int(limit_text) / BYTES_PER_MIB:,.0f} MiB "
+                     f"(machine has {total / BYTES_PER_MIB:,.0f} MiB)")
+        return int(limit_text) / BYTES_PER_MIB
+    return total / BYTES_PER_MIB
 
 
 def detect_local(sys_cpu: Path = SYS_CPU, sys_node: Path = SYS_NODE) -> Topology:

@@ -25,10 +25,9 @@ import psutil
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import RankStatus, classify_exit
-from orchestrator.core.topology import cpu_ranges
+from orchestrator.core.topology import BYTES_PER_MIB, cpu_ranges
 from orchestrator.run.job import Phase, RankJob, RankResult, read_status
 
-MIB = 2**20
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
 # exit status, progress, and resident memory from /proc/<pid>/statm. The exact unique set size comes from
 # smaps_rollup, which walks every mapping under the rank's mmap lock (read every second it cost a RetinaNet
@@ -114,7 +113,7 @@ def _resident_mib(procs: list[psutil.Process]) -> tuple[float, float]:
             files += info.shared
         except psutil.Error:
             continue
-    return anon / MIB, files / MIB
+    return anon / BYTES_PER_MIB, files / BYTES_PER_MIB
 
 
 def _uss_mib(procs: list[psutil.Process]) -> float:
@@ -124,7 +123,7 @@ def _uss_mib(procs: list[psutil.Process]) -> float:
             total += p.memory_full_info().uss
         except psutil.Error:
             continue
-    return total / MIB
+    return total / BYTES_PER_MIB
 
 
 @dataclass(slots=True)
@@ -278,7 +277,7 @@ class RankLauncher:
                 if key != progress:
                     progress, progress_at = key, now
                 elif now - progress_at > step_timeout_s:
-                    where = "starting" if s is None else f"{s.phase}, step {s.step}"
+                    where = str(Phase.STARTING) if s is None else f"{s.phase}, step {s.step}"
                     ended = RankStatus.TIMEOUT, (f"no progress for {step_timeout_s:g} s ({where}): a hung "
                                                  "collective or a stuck step")
                 if ended is None and time.time() > deadline:

@@ -13,17 +13,11 @@ from orchestrator.run.launcher import Outcome
 from orchestrator.run.trial import TrialRun
 
 
-def _layout(p: PlannedTrial) -> dict[str, Any]:
-    t = p.trial
-    return {"ranks": t.ranks, "threads_per_rank": t.threads_per_rank, "local_batch": t.local_batch,
-            "global_batch": t.global_batch}
-
-
 def infeasible_record(p: PlannedTrial, backend: str) -> dict[str, Any]:
     return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, status=rec.INFEASIBLE, backend=backend,
                            reason="\n".join(r.message for r in p.reasons),
-                           reasons=[{"code": r.code, "message": r.message, "summary": r.note} for r in p.reasons],
-                           **_layout(p))
+                           reasons=[r.to_dict() for r in p.reasons],
+                           **p.trial.layout())
 
 
 def _section(outcome: Outcome | None, name: str) -> dict[str, Any]:
@@ -83,7 +77,7 @@ def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, bac
             "gradient_bytes": reports[0].get("gradient_bytes"),
             "ddp_bucket_bytes": reports[0].get("ddp_bucket_bytes"),
         }
-    return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, **_layout(p), **fields)
+    return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, **p.trial.layout(), **fields)
 
 
 def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, topology: Topology, backend: str,
@@ -98,7 +92,7 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
         section.update({k: report[k] for k in ("converged", "epochs_to_target", "epochs_run", "curve", "lr",
                                                "train_s", "steps_per_epoch")})
     fields["convergence"] = section
-    return rec.make_record(kind=rec.CONVERGENCE, key=key, seed=seed, **_layout(p), **fields)
+    return rec.make_record(kind=rec.CONVERGENCE, key=key, seed=seed, **p.trial.layout(), **fields)
 
 
 def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
