@@ -260,10 +260,7 @@ def _spec(results: Results) -> str:
     spec = results.spec.get("spec")
     if not spec:
         return "## Sweep specification\n\nspec.json holds no spec.\n"
-    fingerprint = results.spec.get("fingerprint")
     lines = ["## Sweep specification", ""]
-    if fingerprint:
-        lines += [f"Fingerprint `{fingerprint}`.", ""]
     text = yaml.dump(spec, Dumper=_SpecDumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
     lines += ["As stored in spec.json, workload parameters resolved:", "", "```yaml", text.rstrip(), "```", ""]
     return "\n".join(lines)
