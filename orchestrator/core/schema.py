@@ -14,6 +14,7 @@ metadata so that `--help`, the README's schema table and the error messages shar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -178,18 +179,25 @@ def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> 
 
 
 def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: list[Problem]) -> None:
+    """A field's bounds hold for its number, or for every number in its (possibly nested) lists."""
     meta = f.metadata
-    numbers = value if isinstance(value, tuple) else (value,)
-    for i, number in enumerate(numbers):
-        if not isinstance(number, (int, float)) or isinstance(number, bool):
-            continue
-        where = f"{path}[{i}]" if isinstance(value, tuple) else path
-        if meta.get("minimum") is not None and number < meta["minimum"]:
-            problems.append(Problem(where, f"must be >= {meta['minimum']}, got {number}"))
-        if meta.get("exclusive_minimum") is not None and number <= meta["exclusive_minimum"]:
-            problems.append(Problem(where, f"must be > {meta['exclusive_minimum']}, got {number}"))
-        if meta.get("maximum") is not None and number > meta["maximum"]:
-            problems.append(Problem(where, f"must be <= {meta['maximum']}, got {number}"))
+    if isinstance(value, tuple):
+        for i, item in enumerate(value):
+            _check_bounds(f, item, f"{path}[{i}]", problems)
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    if meta.get("minimum") is not None and value < meta["minimum"]:
+        problems.append(Problem(path, f"must be >= {meta['minimum']}, got {value}"))
+    if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
+        problems.append(Problem(path, f"must be > {meta['exclusive_minimum']}, got {value}"))
+    if meta.get("maximum") is not None and value > meta["maximum"]:
+        problems.append(Problem(path, f"must be <= {meta['maximum']}, got {value}"))
+
+
+# A document may hold thousands of mappings of one class (the nodes of a detailed topology): resolve each
+# class's string annotations once, not once per mapping.
+_type_hints = functools.cache(typing.get_type_hints)
 
 
 def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
@@ -200,7 +208,7 @@ def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
     if not isinstance(data, Mapping):
         return None, [Problem(path, f"must be a mapping, got {_show(data)}")]
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     unknown = [k for k in data if k not in fields]
     for key in unknown:
         valid = ", ".join(sorted(fields))
