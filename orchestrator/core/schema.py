@@ -231,12 +231,17 @@ def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
         return None, problems
     try:
         return cls(**kwargs), []
+    except InvalidInput as err:  # cross-field checks that name the keys at fault, relative to this mapping
+        return None, [Problem(_join(path, p.path), p.message, p.line) for p in err.problems]
     except ValueError as err:  # cross-field checks in __post_init__, one message per line
         return None, [Problem(path, line) for line in str(err).splitlines() if line.strip()]
 
 
 def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+    """`path.key`; `path[i]` for a list index and `path` itself for no key."""
+    if not path or not key:
+        return path or key
+    return f"{path}{key}" if key.startswith("[") else f"{path}.{key}"
 
 
 def to_plain(obj: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.core.schema import load, opt
+from orchestrator.core.schema import InvalidInput, Problem, load, opt
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,4 +44,31 @@ def test_lists_of_mappings_are_loaded_strictly_with_every_problem_and_its_path()
         "parts[0].index: must be >= 0, got -1",
         "parts[1]: must be a mapping, got 'p'",
         "parts[2].sizes[0]: must be >= 0, got -1.0",
+    ]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pair:
+    first: tuple[int, ...] = opt((), "ids")
+    second: tuple[int, ...] = opt((), "ids")
+
+    def __post_init__(self) -> None:
+        shared = sorted(set(self.first) & set(self.second))
+        if shared:
+            raise InvalidInput("Pair", [Problem(f"second[{self.second.index(i)}]", f"{i} is also in first")
+                                        for i in shared] + [Problem("", "first and second overlap")])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pairs:
+    pairs: tuple[Pair, ...] = opt((), "pairs")
+
+
+def test_cross_field_problems_keep_the_key_paths_they_name_under_the_mapping_path():
+    _, problems = load(Pairs, {"pairs": [{"first": [1]}, {"first": [1, 2], "second": [3, 2, 1]}, {"x": 1}]})
+    assert [str(p) for p in problems] == [
+        "pairs[1].second[2]: 1 is also in first",
+        "pairs[1].second[1]: 2 is also in first",
+        "pairs[1]: first and second overlap",
+        "pairs[2].x: unknown key; valid keys are: first, second",
     ]
