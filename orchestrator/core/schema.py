@@ -14,6 +14,7 @@ metadata so that `--help`, the README's schema table and the error messages shar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -98,8 +99,15 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+# Scalars taken as they are when of exactly this type. A detailed topology holds a million CPU ids: the
+# fast paths below keep loading it in seconds, not minutes.
+_EXACT_SCALARS = (bool, int, float, str)
+
+
 def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
     """Check `value` against the annotation `tp`; return the converted value or MISSING."""
+    if tp in _EXACT_SCALARS and type(value) is tp:
+        return value
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
@@ -121,6 +129,8 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
         if not isinstance(value, (list, tuple)):
             problems.append(Problem(path, f"must be a list, got {_show(value)}"))
             return MISSING
+        if item_tp in _EXACT_SCALARS and all(type(item) is item_tp for item in value):
+            return tuple(value)
         items = []
         before = len(problems)
         for i, item in enumerate(value):
@@ -149,12 +159,22 @@ def _convert_union(tp: Any, value: Any, path: str, problems: list[Problem]) -> A
         # not a bare "must be mapping or null".
         return _convert(real[0], value, path, problems)
     for option in options:
+        if not _may_take(option, value):
+            continue
         trial: list[Problem] = []
         converted = _convert(option, value, path, trial)
         if not trial:
             return converted
     problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
     return MISSING
+
+
+def _may_take(option: Any, value: Any) -> bool:
+    """False when `value` being a list or not rules `option` out: no trial conversion bound to fail."""
+    wants_list = typing.get_origin(option) in (tuple, list)
+    if wants_list or option in _EXACT_SCALARS:
+        return wants_list == isinstance(value, (list, tuple))
+    return True
 
 
 def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
@@ -178,18 +198,37 @@ def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> 
 
 
 def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: list[Problem]) -> None:
+    """A field's bounds hold for its number, or for every number in its (possibly nested) lists."""
     meta = f.metadata
-    numbers = value if isinstance(value, tuple) else (value,)
-    for i, number in enumerate(numbers):
-        if not isinstance(number, (int, float)) or isinstance(number, bool):
-            continue
-        where = f"{path}[{i}]" if isinstance(value, tuple) else path
-        if meta.get("minimum") is not None and number < meta["minimum"]:
-            problems.append(Problem(where, f"must be >= {meta['minimum']}, got {number}"))
-        if meta.get("exclusive_minimum") is not None and number <= meta["exclusive_minimum"]:
-            problems.append(Problem(where, f"must be > {meta['exclusive_minimum']}, got {number}"))
-        if meta.get("maximum") is not None and number > meta["maximum"]:
-            problems.append(Problem(where, f"must be <= {meta['maximum']}, got {number}"))
+    if isinstance(value, tuple):
+        if _all_within(meta, value):  # the usual case, without a key path built for every item
+            return
+        for i, item in enumerate(value):
+            _check_bounds(f, item, f"{path}[{i}]", problems)
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    if meta.get("minimum") is not None and value < meta["minimum"]:
+        problems.append(Problem(path, f"must be >= {meta['minimum']}, got {value}"))
+    if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
+        problems.append(Problem(path, f"must be > {meta['exclusive_minimum']}, got {value}"))
+    if meta.get("maximum") is not None and value > meta["maximum"]:
+        problems.append(Problem(path, f"must be <= {meta['maximum']}, got {value}"))
+
+
+def _all_within(meta: Mapping[str, Any], items: tuple[Any, ...]) -> bool:
+    """True when `items` are plain numbers all within the bounds in `meta`."""
+    if not items or not all(type(item) in (int, float) for item in items):
+        return False
+    low, high = min(items), max(items)
+    return ((meta.get("minimum") is None or low >= meta["minimum"])
+            and (meta.get("exclusive_minimum") is None or low > meta["exclusive_minimum"])
+            and (meta.get("maximum") is None or high <= meta["maximum"]))
+
+
+# A document may hold thousands of mappings of one class (the nodes of a detailed topology): resolve each
+# class's string annotations once, not once per mapping.
+_type_hints = functools.cache(typing.get_type_hints)
 
 
 def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
@@ -200,7 +239,7 @@ def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
     if not isinstance(data, Mapping):
         return None, [Problem(path, f"must be a mapping, got {_show(data)}")]
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     unknown = [k for k in data if k not in fields]
     for key in unknown:
         valid = ", ".join(sorted(fields))
@@ -223,12 +262,17 @@ def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
         return None, problems
     try:
         return cls(**kwargs), []
+    except InvalidInput as err:  # cross-field checks that name the keys at fault, relative to this mapping
+        return None, [Problem(_join(path, p.path), p.message, p.line) for p in err.problems]
     except ValueError as err:  # cross-field checks in __post_init__, one message per line
         return None, [Problem(path, line) for line in str(err).splitlines() if line.strip()]
 
 
 def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+    """`path.key`; `path[i]` for a list index and `path` itself for no key."""
+    if not path or not key:
+        return path or key
+    return f"{path}{key}" if key.startswith("[") else f"{path}.{key}"
 
 
 def to_plain(obj: Any) -> Any:

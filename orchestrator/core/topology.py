@@ -15,16 +15,16 @@ Compact form (one node type and a count)::
       - [1]
 
 Detailed form (what `orch topology --json` prints, so a machine can be described where it stands and
-planned for elsewhere): ``nodes`` is a list of node mappings, see `Node.to_dict`.
+planned for elsewhere): ``nodes`` is a list of node mappings, see `DetailedTopology` and `Node.to_dict`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from orchestrator.core.schema import MISSING, Problem, load, opt
+from orchestrator.core.schema import MISSING, InvalidInput, Problem, load, opt
 
 MIB_PER_GIB = 1024
 BYTES_PER_MIB = 2**20
@@ -281,64 +281,94 @@ def build_compact(spec: CompactTopology, source: str = "") -> Topology:
     return Topology(nodes, source)
 
 
-def _node_from_dict(data: Any, path: str, problems: list[Problem]) -> Node | None:
-    if not isinstance(data, dict):
-        problems.append(Problem(path, f"must be a mapping, got {data!r}"))
-        return None
-    valid = {"name", "memory_mib", "sockets", "numa_nodes", "notes"}
-    for key in data:
-        if key not in valid:
-            problems.append(Problem(f"{path}.{key}", f"unknown key; valid keys are: {', '.join(sorted(valid))}"))
-    start = len(problems)
-    memory = data.get("memory_mib")
-    if not isinstance(memory, (int, float)) or isinstance(memory, bool) or memory <= 0:
-        problems.append(Problem(f"{path}.memory_mib", f"must be a positive number, got {memory!r}"))
-    sockets_raw = data.get("sockets")
-    if not isinstance(sockets_raw, list) or not sockets_raw:
-        problems.append(Problem(f"{path}.sockets", "must be a non-empty list of sockets (lists of cores)"))
-        sockets_raw = []
-    sockets: list[Socket] = []
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DetailedNuma:
+    """One NUMA node of a detailed node, as `Node.to_dict` writes it."""
+
+    index: int | None = opt(None, "the NUMA node's number (its position in the list when not given)",
+                            minimum=0)
+    cpus: tuple[int, ...] = opt(MISSING, "the CPU ids of this NUMA node", minimum=0)
+    memory_mib: float = opt(0.0, "memory of this NUMA node in MiB", minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DetailedNode:
+    """One node of the detailed file form, as `Node.to_dict` writes it."""
+
+    name: str | None = opt(None, "the node's name (its key path, e.g. nodes[0], when not given)")
+    memory_mib: float = opt(MISSING, "memory of the node in MiB", exclusive_minimum=0)
+    sockets: tuple[tuple[int | tuple[int, ...], ...], ...] = opt(
+        MISSING, "per socket, a list of cores, each a CPU id or a list of sibling CPU ids", minimum=0)
+    # null (an empty `numa_nodes:` in YAML) means not given, as it did before these fields had a schema
+    numa_nodes: tuple[DetailedNuma, ...] | None = opt(None, "NUMA nodes (one per socket when not given)")
+    notes: tuple[str, ...] | None = opt(None, "what detection could not see, for the report")
+
+    def __post_init__(self) -> None:
+        if problems := _node_cpu_problems(self):
+            raise InvalidInput("node", problems)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DetailedTopology:
+    """The detailed file form: what `orch topology --json` prints."""
+
+    nodes: tuple[DetailedNode, ...] = opt(MISSING, f"the nodes, each described in full (at most {MAX_NODES:,})")
+    source: str = opt("", "where the description came from")
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise InvalidInput("topology", [Problem("nodes", "must list at least one node")])
+
+
+def _node_cpu_problems(node: DetailedNode) -> list[Problem]:
+    """What the schema cannot say about a node's CPUs: at least one socket, every core with a CPU id,
+    no CPU id twice, at most MAX_CPUS_PER_NODE, and NUMA CPUs only from the node's sockets.
+
+    Key paths are relative to the node: the loader puts them under the node's own path."""
+    if not node.sockets:
+        return [Problem("sockets", "must list at least one socket (a list of cores)")]
+    cpu_count = sum(len(_core_cpus(core)) for cores in node.sockets for core in cores)
+    if cpu_count > MAX_CPUS_PER_NODE:  # refused before the checks below walk every one of them
+        return [Problem("sockets", f"lists {cpu_count:,} CPUs, more than Linux supports per node "
+                                   f"(NR_CPUS, {MAX_CPUS_PER_NODE:,})")]
+    problems: list[Problem] = []
     seen: set[int] = set()
-    for s, cores_raw in enumerate(sockets_raw):
-        cores = []
-        for c, core in enumerate(cores_raw if isinstance(cores_raw, list) else [None]):
-            ids = [core] if isinstance(core, int) else core
-            if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
-                problems.append(Problem(f"{path}.sockets[{s}][{c}]", "must be a CPU id or a list of CPU ids"))
-                continue
-            if seen & set(ids):
-                problems.append(Problem(f"{path}.sockets[{s}][{c}]", f"CPU id(s) {sorted(seen & set(ids))} "
-                                                                      "appear twice"))
-            seen |= set(ids)
-            cores.append(Core(tuple(ids)))
-        sockets.append(Socket(s, tuple(cores)))
-    numa = []
-    for k, entry in enumerate(data.get("numa_nodes") or []):
-        where = f"{path}.numa_nodes[{k}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("cpus"), list):
-            problems.append(Problem(where, "must be a mapping with cpus and memory_mib"))
-            continue
-        for key in sorted(set(entry) - {"index", "cpus", "memory_mib"}, key=str):
-            problems.append(Problem(f"{where}.{key}", "unknown key; valid keys are: cpus, index, memory_mib"))
-        index, numa_memory, numa_cpus = entry.get("index", k), entry.get("memory_mib") or 0, entry["cpus"]
-        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-            problems.append(Problem(f"{where}.index", f"must be a non-negative integer, got {index!r}"))
-        if not isinstance(numa_memory, (int, float)) or isinstance(numa_memory, bool) or numa_memory < 0:
-            problems.append(Problem(f"{where}.memory_mib", f"must be a non-negative number, got {numa_memory!r}"))
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in numa_cpus):
-            problems.append(Problem(f"{where}.cpus", f"must be a list of CPU ids, got {numa_cpus!r}"))
-        elif set(numa_cpus) - seen:
-            problems.append(Problem(f"{where}.cpus", f"CPU id(s) {sorted(set(numa_cpus) - seen)} are in no socket "
-                                                     "of this node"))
-        if len(problems) == start:
-            numa.append(NumaNode(index, tuple(numa_cpus), float(numa_memory)))
-    if not numa and sockets:  # one NUMA node per socket when the file does not say
-        share = float(memory or 0) / len(sockets)
-        numa = [NumaNode(s.index, tuple(sorted(s.cpus(True))), share) for s in sockets]
-    if len(problems) > start:
-        return None
-    return Node(str(data.get("name", path)), tuple(sockets), tuple(numa), float(cast(float, memory)),
-                tuple(str(n) for n in data.get("notes") or ()))
+    for s, cores in enumerate(node.sockets):
+        for c, core in enumerate(cores):
+            ids = set(_core_cpus(core))
+            if not ids:
+                problems.append(Problem(f"sockets[{s}][{c}]", "must list at least one CPU id"))
+            if seen & ids:
+                problems.append(Problem(f"sockets[{s}][{c}]", f"CPU id(s) {sorted(seen & ids)} appear twice"))
+            seen |= ids
+    for k, numa in enumerate(node.numa_nodes or ()):
+        if stray := set(numa.cpus) - seen:
+            problems.append(Problem(f"numa_nodes[{k}].cpus", f"CPU id(s) {sorted(stray)} are in no socket "
+                                                             "of this node"))
+    return problems
+
+
+def _build_node(node: DetailedNode, path: str) -> Node:
+    """A `Node` from a checked detailed node; one NUMA node per socket, sharing the memory, when none is given."""
+    sockets = tuple(Socket(s, tuple(Core(_core_cpus(core)) for core in cores))
+                    for s, cores in enumerate(node.sockets))
+    numa = tuple(NumaNode(k if n.index is None else n.index, n.cpus, n.memory_mib)
+                 for k, n in enumerate(node.numa_nodes or ()))
+    if not numa:
+        share_mib = node.memory_mib / len(sockets)
+        numa = tuple(NumaNode(s.index, tuple(sorted(s.cpus(True))), share_mib) for s in sockets)
+    return Node(path if node.name is None else node.name, sockets, numa, node.memory_mib, node.notes or ())
+
+
+def _detailed_topology(data: dict[str, Any], source: str) -> tuple[Topology | None, list[Problem]]:
+    if len(data["nodes"]) > MAX_NODES:  # refused before loading them, which would take minutes
+        return None, [Problem("nodes", f"lists {len(data['nodes']):,} nodes, more than orch plans for "
+                                       f"({MAX_NODES:,})")]
+    spec, problems = load(DetailedTopology, data)
+    if spec is None:
+        return None, problems
+    nodes = tuple(_build_node(node, f"nodes[{i}]") for i, node in enumerate(spec.nodes))
+    return Topology(nodes, source or spec.source), []
 
 
 def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, list[Problem]]:
@@ -346,19 +376,7 @@ def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, li
     if not isinstance(data, dict):
         return None, [Problem("", f"a topology must be a mapping, got {type(data).__name__}")]
     if isinstance(data.get("nodes"), list):
-        problems: list[Problem] = []
-        extra = set(data) - {"nodes", "source"}
-        for key in sorted(extra):
-            problems.append(Problem(key, "unknown key; valid keys are: nodes, source"))
-        if len(data["nodes"]) > MAX_NODES:
-            return None, [Problem("nodes", f"lists {len(data['nodes']):,} nodes, more than orch plans for "
-                                           f"({MAX_NODES:,})")]
-        nodes = [_node_from_dict(n, f"nodes[{i}]", problems) for i, n in enumerate(data["nodes"])]
-        if not nodes:
-            problems.append(Problem("nodes", "must list at least one node"))
-        if problems:
-            return None, problems
-        return Topology(tuple(n for n in nodes if n is not None), source or str(data.get("source", ""))), []
+        return _detailed_topology(data, source)
     spec, problems = load(CompactTopology, data)
     if spec is None:
         return None, problems

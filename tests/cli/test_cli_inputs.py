@@ -161,7 +161,7 @@ def test_null_sections_are_defaults_not_crashes(tmp_path, capsys):
     ("", "the file is empty"),
     ("nodes:\n  - name: a\n    memory_mib: 1024\n    sockets: [[0, 1]]\n    numa_nodes:\n"
      "      - {cpus: [0, 1], memory_mib: lots}\n",
-     "nodes[0].numa_nodes[0].memory_mib (line 6): must be a non-negative number, got 'lots'"),
+     "nodes[0].numa_nodes[0].memory_mib (line 6): must be float, got 'lots'"),
     ("nodes:\n  - name: a\n    memory_mib: 1024\n    sockets: [[0, 1], [1]]\n",
      "nodes[0].sockets[1][0] (line 4): CPU id(s) [1] appear twice"),
 ], ids=["unknown-key", "wrong-type", "negative", "yaml-syntax", "duplicate", "cpus-count", "cpus-duplicate", "empty",
@@ -174,6 +174,15 @@ def test_malformed_topology_file(tmp_path, capsys, text, expected, command):
     err = run_bad(capsys, argv)
     assert f"topology file {topology}" in err
     assert expected in err
+
+
+def test_detailed_topology_type_and_cpu_problems_are_reported_together_with_lines(tmp_path, capsys):
+    text = ("nodes:\n  - name: a\n    memory_mib: lots\n    sockets: [[0]]\n"
+            "  - name: b\n    memory_mib: 1024\n    sockets: [[0, 1], [1]]\n")
+    err = run_bad(capsys, ["topology", "--topology", write(tmp_path, "topo.yaml", text)])
+    assert "2 problem(s)" in err
+    assert "nodes[0].memory_mib (line 3): must be float, got 'lots'" in err
+    assert "nodes[1].sockets[1][0] (line 7): CPU id(s) [1] appear twice" in err
 
 
 @pytest.mark.parametrize("command", ["plan", "topology"])

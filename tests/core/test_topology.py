@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.core.topology import Core, cpu_ranges, topology_from_data
+from orchestrator.core.topology import MAX_CPUS_PER_NODE, Core, NumaNode, cpu_ranges, topology_from_data
 
 from hand_topologies import (
     ALL,
@@ -166,19 +166,54 @@ def test_detailed_problems_are_all_reported_with_paths():
         {"memory_mib": 1024},
         {"memory_mib": 1024, "sockets": [[0]],
          "numa_nodes": [{"cpus": [0, 7], "memory_mib": "lots", "size": 1}, "n1"]},
+        {"memory_mib": 1024, "sockets": [[0, 1], [1]], "numa_nodes": [{"cpus": [0, 7]}]},
+        {"memory_mib": 1024, "sockets": []},
     ], "extra": 1})
     assert got == [
         "extra: unknown key; valid keys are: nodes, source",
         "nodes[0].cores: unknown key; valid keys are: memory_mib, name, notes, numa_nodes, sockets",
-        "nodes[0].memory_mib: must be a positive number, got 0",
-        "nodes[0].sockets[1][0]: CPU id(s) [1] appear twice",
-        "nodes[0].sockets[1][1]: must be a CPU id or a list of CPU ids",
-        "nodes[1].sockets: must be a non-empty list of sockets (lists of cores)",
+        "nodes[0].memory_mib: must be > 0, got 0.0",
+        "nodes[0].sockets[1][1]: must be int or list of int, got 'x'",
+        "nodes[1].sockets: required (per socket, a list of cores, each a CPU id or a list of sibling CPU ids)",
         "nodes[2].numa_nodes[0].size: unknown key; valid keys are: cpus, index, memory_mib",
-        "nodes[2].numa_nodes[0].memory_mib: must be a non-negative number, got 'lots'",
-        "nodes[2].numa_nodes[0].cpus: CPU id(s) [7] are in no socket of this node",
-        "nodes[2].numa_nodes[1]: must be a mapping with cpus and memory_mib",
+        "nodes[2].numa_nodes[0].memory_mib: must be float, got 'lots'",
+        "nodes[2].numa_nodes[1]: must be a mapping, got 'n1'",
+        # what the schema cannot say (a CPU twice, NUMA CPUs in no socket, no socket) is checked for every
+        # node whose types are right, and reported with the type problems of the others
+        "nodes[3].sockets[1][0]: CPU id(s) [1] appear twice",
+        "nodes[3].numa_nodes[0].cpus: CPU id(s) [7] are in no socket of this node",
+        "nodes[4].sockets: must list at least one socket (a list of cores)",
     ]
+
+
+def test_detailed_cpu_ids_are_non_negative_and_a_core_has_at_least_one():
+    got = problems_of({"nodes": [{"memory_mib": 1024, "sockets": [[0, [1, -2], -3]],
+                                  "numa_nodes": [{"index": -1, "cpus": [-4], "memory_mib": -1}]}]})
+    assert got == ["nodes[0].sockets[0][1][1]: must be >= 0, got -2",
+                   "nodes[0].sockets[0][2]: must be >= 0, got -3",
+                   "nodes[0].numa_nodes[0].index: must be >= 0, got -1",
+                   "nodes[0].numa_nodes[0].cpus[0]: must be >= 0, got -4",
+                   "nodes[0].numa_nodes[0].memory_mib: must be >= 0, got -1.0"]
+    assert problems_of({"nodes": [{"memory_mib": 1024, "sockets": [[0, []]]}]}) == [
+        "nodes[0].sockets[0][1]: must list at least one CPU id"]
+
+
+def test_detailed_node_with_more_cpus_than_linux_allows_is_refused():
+    got = problems_of({"nodes": [{"memory_mib": 1024, "sockets": [list(range(MAX_CPUS_PER_NODE + 1))]}]})
+    assert got == [f"nodes[0].sockets: lists {MAX_CPUS_PER_NODE + 1:,} CPUs, more than Linux supports per node "
+                   f"(NR_CPUS, {MAX_CPUS_PER_NODE:,})"]
+
+
+def test_detailed_node_without_a_name_is_named_by_its_path():
+    topology, problems = topology_from_data({"nodes": [{"memory_mib": 1024, "sockets": [[0]]}], "source": "s"})
+    assert problems == [] and topology.nodes[0].name == "nodes[0]" and topology.source == "s"
+
+
+def test_detailed_null_numa_nodes_and_notes_mean_not_given():
+    topology, problems = topology_from_data({"nodes": [{"memory_mib": 1024, "sockets": [[0]], "numa_nodes": None,
+                                                        "notes": None}]})
+    assert problems == [] and topology.nodes[0].numa_nodes == (NumaNode(0, (0,), 1024.0),)
+    assert topology.nodes[0].notes == ()
 
 
 def test_detailed_empty_node_list_rejected():

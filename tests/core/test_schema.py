@@ -1,0 +1,74 @@
+"""The strict loader's general features: nested lists, unions of a number and a list, lists of mappings."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from orchestrator.core.schema import InvalidInput, Problem, load, opt
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Part:
+    index: int = opt(0, "position", minimum=0)
+    sizes: tuple[float, ...] = opt((), "sizes", minimum=0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Whole:
+    groups: tuple[tuple[int | tuple[int, ...], ...], ...] = opt((), "groups of ids", minimum=0)
+    parts: tuple[Part, ...] = opt((), "parts")
+
+
+def messages(data: object) -> list[str]:
+    _, problems = load(Whole, data)
+    return [str(p) for p in problems]
+
+
+def test_bounds_hold_for_every_number_in_nested_lists_with_its_path():
+    assert messages({"groups": [[0, [1, -2]], [-3]]}) == ["groups[0][1][1]: must be >= 0, got -2",
+                                                          "groups[1][0]: must be >= 0, got -3"]
+
+
+def test_a_number_or_a_list_of_numbers_is_taken_as_given():
+    whole, problems = load(Whole, {"groups": [[0, [1, 2]], []]})
+    assert problems == [] and whole.groups == ((0, (1, 2)), ())
+    assert messages({"groups": [["a", [1, True]]]}) == ["groups[0][0]: must be int or list of int, got 'a'",
+                                                        "groups[0][1]: must be int or list of int, got [1, True]"]
+
+
+def test_lists_of_mappings_are_loaded_strictly_with_every_problem_and_its_path():
+    whole, problems = load(Whole, {"parts": [{"index": 2, "sizes": [1, 2.5]}, {}]})
+    assert problems == [] and whole.parts == (Part(index=2, sizes=(1.0, 2.5)), Part())
+    assert messages({"parts": [{"index": -1, "size": 1}, "p", {"sizes": [-1]}]}) == [
+        "parts[0].size: unknown key; valid keys are: index, sizes",
+        "parts[0].index: must be >= 0, got -1",
+        "parts[1]: must be a mapping, got 'p'",
+        "parts[2].sizes[0]: must be >= 0, got -1.0",
+    ]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pair:
+    first: tuple[int, ...] = opt((), "ids")
+    second: tuple[int, ...] = opt((), "ids")
+
+    def __post_init__(self) -> None:
+        shared = sorted(set(self.first) & set(self.second))
+        if shared:
+            raise InvalidInput("Pair", [Problem(f"second[{self.second.index(i)}]", f"{i} is also in first")
+                                        for i in shared] + [Problem("", "first and second overlap")])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pairs:
+    pairs: tuple[Pair, ...] = opt((), "pairs")
+
+
+def test_cross_field_problems_keep_the_key_paths_they_name_under_the_mapping_path():
+    _, problems = load(Pairs, {"pairs": [{"first": [1]}, {"first": [1, 2], "second": [3, 2, 1]}, {"x": 1}]})
+    assert [str(p) for p in problems] == [
+        "pairs[1].second[2]: 1 is also in first",
+        "pairs[1].second[1]: 2 is also in first",
+        "pairs[1]: first and second overlap",
+        "pairs[2].x: unknown key; valid keys are: first, second",
+    ]
