@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from
 
@@ -87,3 +89,5 @@ def test_recommendation_under_a_deadline_and_a_budget():
     assert budget.prediction is preds[0]
     assert recommend(preds, deadline_h=1.0).why.startswith("no layout meets it; the fastest, 8×1×8 on 4 nodes")
     assert recommend(preds) is None
+    untimed = [replace(p, hours=None, node_hours=None) for p in preds]
+    assert recommend(untimed, deadline_h=7.0).why.startswith("no time-to-train to compare: no convergence data")

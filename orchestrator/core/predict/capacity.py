@@ -244,6 +244,10 @@ def recommend(predictions: Sequence[Prediction], *, deadline_h: float | None = N
     """Fewest node-hours that meet the deadline, or the fastest within the node-hour budget (on the
     central estimate; the interval's pessimistic end is reported beside it)."""
     timed = [p for p in predictions if p.hours is not None]
+    if (deadline_h is not None or budget_node_h is not None) and not timed:
+        rule = (f"deadline {deadline_h:g} h" if deadline_h is not None else f"budget {budget_node_h:g} node-hours")
+        return Recommendation(None, rule, "no time-to-train to compare: no convergence data (run the sweep with a "
+                                          "convergence section, or give --rcp) or no samples per epoch")
     if deadline_h is not None:
         rule = f"deadline {deadline_h:g} h: fewest node-hours that finish in time"
         ok = [p for p in timed if _h(p) <= deadline_h]
