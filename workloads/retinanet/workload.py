@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from orchestrator.core.schema import opt
 from workloads.base import RankContext, Trainer, Workload
+from workloads.ipex import IPEX_OPTION_HELP, IpexMode
 
 Backbone = Literal["resnext50_32x4d", "resnet50", "resnet18"]
 
@@ -92,9 +93,7 @@ class RetinaNetParams:
     memory_format: Literal["contiguous", "channels_last"] = opt(
         "contiguous", "channels_last: NHWC weights and images, oneDNN's native convolution layout")
     compile: bool = opt(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
-    ipex: Literal["auto", "off"] = opt(
-        "auto", "auto: ipex.optimize(model, optimizer) when intel_extension_for_pytorch is installed for this torch "
-                "release, else a note says why not; off: never")
+    ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
 
     def __post_init__(self) -> None:
         problems = []
