@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 
 IPEX_MODULE = "intel_extension_for_pytorch"
 IpexMode = Literal["auto", "off"]
+# Unique memory per rank that ipex.optimize adds (IPEX's runtime, its oneDNN primitive and prepacked-weight
+# caches), measured in .venv-ipex (torch 2.8.0, IPEX 2.8.0) with `benchmarks/calibrate_memory.py --quick --ipex
+# auto` against `--ipex off`: +57/+72 MiB (classifier, batch 64/1024), +106/+81 (small RetinaNet fp32, batch
+# 2/8), +66 (bf16), +2 (SGD, reference loss and frozen BN). Rounded up from the mean; the estimates add it
+# where IPEX will apply, which leaves them 0-9% above the measured peaks.
+IPEX_USS_MIB = 80.0
 # The `ipex` parameter's meaning, the same in every workload that offers it.
 IPEX_OPTION_HELP = ("auto: ipex.optimize(model, optimizer) when intel_extension_for_pytorch is installed for this "
                     "torch release, else a note says why not; off: never")
@@ -41,17 +47,20 @@ def release(version: str) -> str:
 
 
 def ipex_unavailable_reason() -> str | None:
-    """Why IPEX cannot be used here, or None when it can. Checked from package metadata before importing:
-    an IPEX built for another torch release exits the process on import."""
-    import torch
-
+    """Why IPEX cannot be used here, or None when it can. Read from package metadata, importing neither
+    (so the planner may ask, and an IPEX built for another torch release, which exits the process on
+    import, is never imported)."""
     if importlib.util.find_spec(IPEX_MODULE) is None:
         return f"{IPEX_MODULE} is not installed"
-    ipex_version = importlib.metadata.version(IPEX_MODULE)
-    if release(ipex_version) != release(torch.__version__):
-        return (f"{IPEX_MODULE} {ipex_version} is built for torch {release(ipex_version)}, "
-                f"this is torch {torch.__version__}")
+    ipex_version, torch_version = importlib.metadata.version(IPEX_MODULE), importlib.metadata.version("torch")
+    if release(ipex_version) != release(torch_version):
+        return f"{IPEX_MODULE} {ipex_version} is built for torch {release(ipex_version)}, this is torch {torch_version}"
     return None
+
+
+def ipex_applies(mode: IpexMode) -> bool:
+    """Whether `ipex: mode` will apply ipex.optimize in this environment (for memory estimates)."""
+    return mode == "auto" and ipex_unavailable_reason() is None
 
 
 def _what_took_effect(module: "torch.nn.Module", optimizer: "torch.optim.Optimizer", dtype_name: str) -> str:

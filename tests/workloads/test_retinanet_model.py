@@ -167,7 +167,8 @@ def test_ipex_falls_back_with_a_note_when_not_installed():
 
 def test_ipex_built_for_another_torch_is_not_imported(monkeypatch):
     monkeypatch.setattr(ipex_module.importlib.util, "find_spec", lambda name: object())
-    monkeypatch.setattr(ipex_module.importlib.metadata, "version", lambda name: "2.6.10+cpu")
+    versions = {"intel_extension_for_pytorch": "2.6.10+cpu", "torch": torch.__version__}
+    monkeypatch.setattr(ipex_module.importlib.metadata, "version", versions.__getitem__)
     reason = ipex_module.ipex_unavailable_reason()
     assert reason.startswith("intel_extension_for_pytorch 2.6.10+cpu is built for torch 2.6, this is torch 2.")
 
