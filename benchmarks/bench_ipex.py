@@ -16,10 +16,10 @@ import sys
 import time
 
 import torch
-
-import workloads
 from bench_retinanet_step import step_case
 from common import environment_line, format_ms, format_table, set_threads, speedup, time_interleaved
+
+import workloads
 from workloads.base import RankContext
 from workloads.ipex import ipex_unavailable_reason
 from workloads.retinanet.workload import SMALL_PARAMS

@@ -63,7 +63,7 @@ def ipex_applies(mode: IpexMode) -> bool:
     return mode == "auto" and ipex_unavailable_reason() is None
 
 
-def _what_took_effect(module: "torch.nn.Module", optimizer: "torch.optim.Optimizer", dtype_name: str) -> str:
+def _what_took_effect(module: torch.nn.Module, optimizer: torch.optim.Optimizer, dtype_name: str) -> str:
     """Read back from the optimized objects: which modules IPEX replaced (prepacked weights), the conv
     weights' layout where they were not prepacked, and which update step the optimizer now runs."""
     import torch
@@ -83,9 +83,9 @@ def _what_took_effect(module: "torch.nn.Module", optimizer: "torch.optim.Optimiz
     return f"{layout}, {step}"
 
 
-def apply_ipex(module: "torch.nn.Module", optimizer: "torch.optim.Optimizer", *, mode: IpexMode,
-               dtype: "torch.dtype", weights_prepack: bool = True
-               ) -> tuple["torch.nn.Module", "torch.optim.Optimizer", str]:
+def apply_ipex(module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, mode: IpexMode,
+               dtype: torch.dtype, weights_prepack: bool = True
+               ) -> tuple[torch.nn.Module, torch.optim.Optimizer, str]:
     """`ipex.optimize` for training when `mode` is auto and IPEX imports here; else the inputs unchanged.
     The note starts with `on:` or `off:` and says why or what took effect, e.g.
     'on: ipex 2.8.0+cpu optimize(dtype=float32): 38 modules prepacked (oneDNN-blocked weights), IPEX fused
@@ -102,5 +102,6 @@ def apply_ipex(module: "torch.nn.Module", optimizer: "torch.optim.Optimizer", *,
                                       weights_prepack=weights_prepack)
     dtype_name = str(dtype).removeprefix("torch.")
     prepack_note = "" if weights_prepack else ", weights_prepack=False"
-    return (module, optimizer, f"on: ipex {ipex.__version__} optimize(dtype={dtype_name}{prepack_note}): "
-                               f"{_what_took_effect(module, optimizer, dtype_name)}")
+    note = (f"on: ipex {ipex.__version__} optimize(dtype={dtype_name}{prepack_note}): "
+            f"{_what_took_effect(module, optimizer, dtype_name)}")
+    return module, optimizer, note
