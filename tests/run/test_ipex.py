@@ -17,15 +17,16 @@ from conftest import CPUS, by_key, read_records, write_sweep
 
 from workloads.ipex import IPEX_MODULE, ipex_unavailable_reason
 
-pytestmark = pytest.mark.ipex
+REQUIRED = os.environ.get("ORCH_REQUIRE_IPEX") == "1"
+# Decided at collection, so that where IPEX is absent not even the module's Ray instance is started.
+pytestmark = [pytest.mark.ipex, pytest.mark.skipif(
+    importlib.util.find_spec(IPEX_MODULE) is None and not REQUIRED,
+    reason=f"{IPEX_MODULE} is not installed (bash scripts/setup.sh --ipex makes .venv-ipex with it)")]
 
 
 @pytest.fixture(autouse=True)
 def ipex_here():
-    """Skip where IPEX is simply not installed; fail where it should work and does not."""
-    must = os.environ.get("ORCH_REQUIRE_IPEX") == "1"
-    if importlib.util.find_spec(IPEX_MODULE) is None and not must:
-        pytest.skip(f"{IPEX_MODULE} is not installed (bash scripts/setup.sh --ipex makes .venv-ipex with it)")
+    """Fail where IPEX should work and does not (installed for another torch, or required and absent)."""
     reason = ipex_unavailable_reason()
     if reason is not None:
         pytest.fail(f"IPEX must work in this environment: {reason}")
