@@ -20,7 +20,8 @@ src=${1:?usage: bash scripts/build_torch_ccl.sh /path/to/torch-ccl (a checkout o
 [ -f "$src/setup.py" ] && [ -f "$src/CMakeLists.txt" ] || { echo "build_torch_ccl: $src is not a torch-ccl tree" >&2; exit 2; }
 venv=$(pwd)/.venv-ipex
 [ -x "$venv/bin/python" ] || { echo "build_torch_ccl: run 'bash scripts/setup.sh --ipex' first" >&2; exit 2; }
-ONECCL_PINS="oneccl==2021.16.1 oneccl-devel==2021.16.1 impi-rt==2021.16.1 impi-devel==2021.16.1"
+# intel-sycl-rt below 2026: libccl.so.1 of oneccl 2021.16.1 needs libsycl.so.8, and 2026.x ships libsycl.so.9.
+ONECCL_PINS="oneccl==2021.16.1 oneccl-devel==2021.16.1 impi-rt==2021.16.1 impi-devel==2021.16.1 intel-sycl-rt<2026"
 
 echo "build_torch_ccl: installing $ONECCL_PINS and cmake into $venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $ONECCL_PINS cmake
