@@ -33,8 +33,8 @@ IpexMode = Literal["auto", "off"]
 # Unique memory per rank that ipex.optimize adds (IPEX's runtime, its oneDNN primitive and prepacked-weight
 # caches), measured in .venv-ipex (torch 2.8.0, IPEX 2.8.0) with `benchmarks/calibrate_memory.py --quick --ipex
 # auto` against `--ipex off`: +57/+72 MiB (classifier, batch 64/1024), +106/+81 (small RetinaNet fp32, batch
-# 2/8), +66 (bf16), +2 (SGD, reference loss and frozen BN). Rounded up from the mean; the estimates add it
-# where IPEX will apply, which leaves them 0-9% above the measured peaks.
+# 2/8), +66 (bf16), +86 (SGD, reference loss and frozen BN). Rounded up from the mean (78); the estimates add it
+# where IPEX will apply, which leaves them -0.2% to +9% off the measured peaks.
 IPEX_USS_MIB = 80.0
 # The `ipex` parameter's meaning, the same in every workload that offers it.
 IPEX_OPTION_HELP = ("auto: ipex.optimize(model, optimizer) when intel_extension_for_pytorch is installed for this "
