@@ -12,6 +12,7 @@ rank's private dirty memory (heap, relocated data) from /proc/self/smaps_rollup,
     python benchmarks/calibrate_memory.py --quick          # classifier and small RetinaNet (~2 min)
     python benchmarks/calibrate_memory.py                  # + the full MLPerf RetinaNet (many minutes)
     python benchmarks/calibrate_memory.py --only full      # configurations whose name starts with "full"
+    .venv-ipex/bin/python benchmarks/calibrate_memory.py --quick --ipex auto   # with ipex.optimize applied
 """
 
 from __future__ import annotations
@@ -138,7 +139,8 @@ def measure(name: str, workload: str, params: dict, local_batch: int, args: argp
     steps = 3 if name.startswith("full") else args.steps
     world_size = 2
     # enough samples that every rank gets `steps` batches
-    params = {**params, "train_samples": max(params.get("train_samples", 0), world_size * local_batch * steps)}
+    params = {**params, "train_samples": max(params.get("train_samples", 0), world_size * local_batch * steps),
+              "ipex": args.ipex}
     with tempfile.TemporaryDirectory() as tmp:
         spec = {"workload": workload, "params": params, "local_batch": local_batch, "threads": args.threads,
                 "steps": steps, "interval_s": 0.1 if name.startswith("full") else 0.02,
@@ -161,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", help="configurations whose name starts with one of these")
     parser.add_argument("--threads", type=int, default=1, help="threads per rank (2 ranks)")
     parser.add_argument("--steps", type=int, default=4, help="training steps per configuration (full: 3)")
+    parser.add_argument("--ipex", choices=("auto", "off"), default="off",
+                        help="the workloads' ipex switch (auto applies ipex.optimize where IPEX is installed)")
     args = parser.parse_args(argv)
     if args.rank:
         print(json.dumps(rank_main(json.loads(args.rank))))
@@ -178,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         step = sorted(r["step_s"])[len(r["step_s"]) // 2]
         print(f"{name:<20} {local_batch:>5} {r['uss_ready_mib']:>7.0f} {r['uss_built_mib']:>7.0f} "
               f"{r['uss_peak_mib']:>9.0f} {r['anon_peak_mib']:>7.0f} {r['estimate_mib']:>9.0f} "
-              f"{error:>+7.1%} {step:>7.2f}", flush=True)
+              f"{error:>+7.1%} {step:>7.2f}  ipex {r['applied'].get('ipex', 'n/a').split(':')[0]}", flush=True)
     print("\nMiB per rank. ready: USS with torch imported and the group up; built: after build + DDP; anon: peak "
           "private dirty memory; error: (estimate - peak_uss) / peak_uss; step_s: median step time.")
     return 0

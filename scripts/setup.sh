@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Set up orch on a fresh machine: a virtual environment in .venv with orch and its pinned dependencies
 # (torch and torchvision as a matching pair), plus numactl when the system package manager allows it.
-# Idempotent: a second run only checks. `--dev` adds the test tools.
+# Idempotent: a second run only checks. `--dev` adds the test tools. `--ipex` sets up the optional Intel
+# stack instead, in .venv-ipex (see ipex_env below); .venv is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+ipex=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extras="[dev]" ;;
+    --ipex) ipex=1 ;;
+    *) echo "setup: unknown option '$arg' (valid: --dev, --ipex)" >&2; exit 2 ;;
+  esac
+done
 
 # numactl binds each rank's memory to its socket's NUMA node; without it ranks are pinned with taskset.
 if ! command -v numactl >/dev/null 2>&1; then
@@ -20,6 +28,40 @@ if ! command -v numactl >/dev/null 2>&1; then
 fi
 
 python=${PYTHON:-python3}
+
+# The Intel stack: Intel Extension for PyTorch 2.8 imports only with torch 2.8.x, and torchvision 0.23.0 is
+# the torchvision built for torch 2.8.0. pyproject.toml pins the main pair (torch 2.14.1), so this venv gets
+# orch's other dependencies read from pyproject.toml (one source of truth) with the torch pair swapped, and
+# then orch itself with --no-deps, which keeps pip from "fixing" torch back to 2.14.1.
+IPEX_PINS="torch==2.8.0 torchvision==0.23.0 intel-extension-for-pytorch==2.8.0"
+ipex_env() {
+  local venv=.venv-ipex requirements
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "setup: creating $venv with $($python --version)" >&2
+    "$python" -m venv "$venv"
+  fi
+  requirements=$(mktemp)
+  trap 'rm -f "$requirements"' RETURN
+  "$venv/bin/python" - "$extras" "$IPEX_PINS" >"$requirements" <<'PY'
+import sys, tomllib
+extras, pins = sys.argv[1], sys.argv[2].split()
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = project["dependencies"] + (project["optional-dependencies"]["dev"] if extras else [])
+swapped = {pin.split("==")[0] for pin in pins}
+print("\n".join([d for d in deps if d.split("=")[0].split(">")[0].strip() not in swapped] + pins))
+PY
+  echo "setup: installing $IPEX_PINS and orch's other dependencies into $venv (the first run downloads ~4 GB)" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  "$venv/bin/python" -c "import torch, intel_extension_for_pytorch as ipex; \
+print(f'setup: ready: $venv: torch {torch.__version__}, intel_extension_for_pytorch {ipex.__version__}')" >&2
+}
+
+if [ "$ipex" = 1 ]; then
+  ipex_env
+  exit 0
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($python --version)" >&2
   "$python" -m venv .venv

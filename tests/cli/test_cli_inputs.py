@@ -86,7 +86,7 @@ def test_the_base_files_are_valid(tmp_path, capsys):
     ("name: classifier", "name: classifer",
      "workload.name (line 3): unknown workload 'classifer'; known workloads: chaos, classifier, retinanet"),
     ("hidden: 64", "hidden: 64\n    depth: 3",
-     "workload.params.depth (line 6): unknown key; valid keys are: classes, data_seed, features, hidden, lr, "),
+     "workload.params.depth (line 6): unknown key; valid keys are: classes, data_seed, features, hidden, ipex, lr, "),
     ("hidden: 64", "hidden: 0", "workload.params.hidden (line 5): must be >= 1, got 0"),
     ("metric: accuracy", "metric: map",
      "convergence.metric (line 13): 'map' is not a metric of workload classifier; it reports: accuracy"),

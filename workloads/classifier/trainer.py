@@ -10,6 +10,7 @@ from torch import nn
 
 from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.classifier.workload import ClassifierParams
+from workloads.ipex import apply_ipex
 from workloads.sharding import batches_per_epoch, shard_batches
 
 
@@ -47,10 +48,12 @@ class ClassifierTrainer(Trainer):
         torch.manual_seed(ctx.seed)
         self.x, self.y = make_data(p, "train")
         self.x_test, self.y_test = make_data(p, "test")
-        net = nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), nn.Linear(p.hidden, p.hidden), nn.ReLU(),
-                            nn.Linear(p.hidden, p.classes))
-        self.module = LossModule(net)
-        self.optimizer = make_optimizer(net.parameters(), p, ctx.lr or p.lr)
+        net: nn.Module = nn.Sequential(nn.Linear(p.features, p.hidden), nn.ReLU(), nn.Linear(p.hidden, p.hidden),
+                                       nn.ReLU(), nn.Linear(p.hidden, p.classes))
+        optimizer = make_optimizer(net.parameters(), p, ctx.lr or p.lr)
+        net, optimizer, ipex_note = apply_ipex(net, optimizer, mode=p.ipex, dtype=torch.float32)
+        self._applied = {"optimizer": f"sgd {p.optimizer_impl}", "ipex": ipex_note}
+        self.module, self.optimizer = LossModule(net), optimizer
 
     def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
         for idx in shard_batches(len(self.y), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
@@ -67,3 +70,6 @@ class ClassifierTrainer(Trainer):
             accuracy = (net(self.x_test).argmax(dim=1) == self.y_test).float().mean().item()
         net.train()
         return {"accuracy": accuracy}
+
+    def applied(self) -> dict[str, str]:
+        return dict(self._applied)

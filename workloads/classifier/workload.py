@@ -12,6 +12,7 @@ from typing import Literal
 
 from orchestrator.core.schema import opt
 from workloads.base import RankContext, Trainer, Workload
+from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
 # Calibration of memory_estimate_mib: `python benchmarks/calibrate_memory.py` measured 364-374 MiB of peak USS
 # per rank (2 ranks, gloo, 1 thread each, torch 2.14.1) at local batch 64 and 1024. Nearly all of it is the
@@ -32,6 +33,7 @@ class ClassifierParams:
     lr: float = opt(0.05, "learning rate when the sweep gives none", exclusive_minimum=0)
     momentum: float = opt(0.9, "SGD momentum", minimum=0, maximum=1)
     optimizer_impl: Literal["loop", "foreach", "fused"] = opt("foreach", "torch.optim implementation")
+    ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
 
 
 class ClassifierWorkload(Workload):
@@ -47,7 +49,8 @@ class ClassifierWorkload(Workload):
         model_mib = 4 * weights * BYTES_PER_FLOAT / 2**20
         data_mib = (p.train_samples + p.test_samples) * (p.features + 2) * BYTES_PER_FLOAT / 2**20
         activations_mib = 4 * local_batch * (2 * p.hidden + p.classes) * BYTES_PER_FLOAT / 2**20
-        return BASE_USS_MIB + model_mib + data_mib + activations_mib
+        ipex_mib = IPEX_USS_MIB if ipex_applies(p.ipex) else 0.0
+        return BASE_USS_MIB + ipex_mib + model_mib + data_mib + activations_mib
 
     def samples_per_epoch(self, params: ClassifierParams) -> int:
         return params.train_samples

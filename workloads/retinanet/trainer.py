@@ -4,21 +4,18 @@ IPEX, which rewrites both, then torch.compile on the result). `applied()` says w
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
 
 from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
+from workloads.ipex import apply_ipex
 from workloads.retinanet.data import collate, make_dataset
 from workloads.retinanet.evaluate import detect, mean_average_precision
 from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
 from workloads.retinanet.workload import RetinaNetParams
 from workloads.sharding import batches_per_epoch, shard_batches
-
-IPEX_MODULE = "intel_extension_for_pytorch"
 
 
 def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
@@ -37,33 +34,6 @@ def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
         if p.optimizer_impl != "fused":
             raise
         return make(foreach=True), f"{p.optimizer} foreach: fused unavailable on CPU ({err})"
-
-
-def ipex_unavailable_reason() -> str | None:
-    """Why Intel Extension for PyTorch cannot be used here, or None when it can. Checked from package
-    metadata before importing: an IPEX built for another torch release exits the process on import."""
-    if importlib.util.find_spec(IPEX_MODULE) is None:
-        return f"{IPEX_MODULE} is not installed"
-    ipex_version = importlib.metadata.version(IPEX_MODULE)
-    torch_release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    ipex_release = ".".join(ipex_version.split("+")[0].split(".")[:2])
-    if ipex_release != torch_release:
-        return f"{IPEX_MODULE} {ipex_version} is built for torch {ipex_release}, this is torch {torch.__version__}"
-    return None
-
-
-def apply_ipex(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               p: RetinaNetParams) -> tuple[torch.nn.Module, torch.optim.Optimizer, str]:
-    if p.ipex == "off":
-        return module, optimizer, "off: ipex=off"
-    reason = ipex_unavailable_reason()
-    if reason is not None:
-        return module, optimizer, f"off: {reason}"
-    import intel_extension_for_pytorch as ipex
-
-    dtype = torch.bfloat16 if p.precision == "bf16" else torch.float32
-    module, optimizer = ipex.optimize(module, optimizer=optimizer, dtype=dtype)
-    return module, optimizer, f"on: ipex {ipex.__version__} optimize(dtype={dtype})"
 
 
 class RetinaNetTrainer(Trainer):
@@ -89,7 +59,10 @@ class RetinaNetTrainer(Trainer):
         module = RetinaNetTrainingLoss(detector, bf16=p.precision == "bf16", channels_last=channels_last)
         trained = [param for param in module.parameters() if param.requires_grad]
         optimizer, self._applied["optimizer"] = make_optimizer(trained, p, ctx.lr or p.lr)
-        optimized, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, p)
+        # IPEX's prepacked convolutions are opaque custom ops to torch.compile: keep plain ones for it.
+        dtype = torch.bfloat16 if p.precision == "bf16" else torch.float32
+        optimized, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, mode=p.ipex, dtype=dtype,
+                                                                 weights_prepack=not p.compile)
         module = cast(RetinaNetTrainingLoss, optimized)   # ipex.optimize returns a copy of the same class
         self._eval_bf16 = p.precision == "bf16" and self._applied["ipex"].startswith("on")  # bf16 weights then
         if p.compile:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from orchestrator.core.schema import opt
 from workloads.base import RankContext, Trainer, Workload
+from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
 Backbone = Literal["resnext50_32x4d", "resnet50", "resnet18"]
 
@@ -92,9 +93,7 @@ class RetinaNetParams:
     memory_format: Literal["contiguous", "channels_last"] = opt(
         "contiguous", "channels_last: NHWC weights and images, oneDNN's native convolution layout")
     compile: bool = opt(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
-    ipex: Literal["auto", "off"] = opt(
-        "auto", "auto: ipex.optimize(model, optimizer) when intel_extension_for_pytorch is installed for this torch "
-                "release, else a note says why not; off: never")
+    ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
 
     def __post_init__(self) -> None:
         problems = []
@@ -173,7 +172,8 @@ class RetinaNetWorkload(Workload):
             model_mib += total * 2 / 2**20   # autocast's cache of bf16 weight copies
             activation_mib *= BF16_ACTIVATION_FACTOR
         logits_mib = anchors_per_image(p.image_size) * p.classes * BYTES_FP32 / 2**20
-        return (BASE_USS_MIB + model_mib + FOCAL_TRANSIENT_COPIES[p.focal_loss] * logits_mib
+        ipex_mib = IPEX_USS_MIB if ipex_applies(p.ipex) else 0.0
+        return (BASE_USS_MIB + ipex_mib + model_mib + FOCAL_TRANSIENT_COPIES[p.focal_loss] * logits_mib
                 + local_batch * (activation_mib + FOCAL_SAVED_COPIES[p.focal_loss] * logits_mib))
 
     def samples_per_epoch(self, params: RetinaNetParams) -> int:
