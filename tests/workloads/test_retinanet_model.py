@@ -10,8 +10,8 @@ import torch
 from torchvision.models.detection.image_list import ImageList
 
 import workloads
-from workloads.base import RankContext
 from workloads import ipex as ipex_module
+from workloads.base import RankContext
 from workloads.retinanet.data import SyntheticShapes, collate
 from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
 from workloads.retinanet.workload import parameter_counts
