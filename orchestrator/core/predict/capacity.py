@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from orchestrator.core.grid import powers_of_two_up_to
 from orchestrator.core.placement import Placement
 from orchestrator.core.plan import make_plan
-from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS
+from orchestrator.core.predict.data import layout_on_sockets
 from orchestrator.core.predict.epochs import NOT_CONVERGED, EpochsModel, EpochsPrediction
 from orchestrator.core.predict.step import Cell, Layout, StepModel
 from orchestrator.core.predict.validate import MODEL, SchemeResult
@@ -36,14 +36,9 @@ HOURS_PER_DAY = 24.0
 
 
 def layout_from_placement(ranks: int, threads: int, local_batch: int, placement: Placement) -> Layout:
-    per_socket: dict[tuple[int, int], int] = {}
-    for node, layout in placement.per_node:   # per node, not per rank: a 4,096-rank layout stays cheap
-        for socket, *_ in layout:
-            per_socket[(node, socket)] = per_socket.get((node, socket), 0) + 1
-    link = None
-    if ranks > 1:
-        link = NODES if placement.nodes_used > 1 else SOCKETS if len(per_socket) > 1 else SOCKET
-    return Layout(ranks, threads, local_batch, placement.nodes_used, max(per_socket.values()), link)
+    """The layout of a planned placement, read per node (not per rank: a 4,096-rank layout stays cheap)."""
+    return layout_on_sockets(ranks, threads, local_batch,
+                             ((node, socket) for node, layout in placement.per_node for socket, *_ in layout))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,17 +10,26 @@ from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS, ddp_buckets
 from orchestrator.core.predict.step import Cell, Layout
 
 
-def layout_of(ranks: int, threads: int, local_batch: int, placement: Sequence[Mapping[str, Any]] | None) -> Layout:
-    """The model's view of a placement (the `placement` list of a record, or of `orch plan --json`):
-    nodes used, the most ranks on one socket, and the slowest link class the ring crosses."""
-    if not placement:
+def layout_on_sockets(ranks: int, threads: int, local_batch: int, sockets: Iterable[tuple[int, int]]) -> Layout:
+    """The model's view of where the ranks sit, given each rank's (node, socket): nodes used, the most ranks
+    on one socket, and the slowest link class the ring crosses.
+
+    >>> layout_on_sockets(4, 1, 8, [(0, 0), (0, 0), (0, 1), (1, 0)])
+    Layout(ranks=4, threads=1, local_batch=8, nodes=2, ranks_per_socket=2, link='nodes')
+    """
+    per_socket = Counter(sockets)
+    if not per_socket:
         return Layout(ranks, threads, local_batch)
-    per_socket = Counter((r["node"], r["socket"]) for r in placement)
-    nodes = len({r["node"] for r in placement})
+    nodes = len({node for node, _ in per_socket})
     link = None
     if ranks > 1:
         link = NODES if nodes > 1 else SOCKETS if len(per_socket) > 1 else SOCKET
     return Layout(ranks, threads, local_batch, nodes, max(per_socket.values()), link)
+
+
+def layout_of(ranks: int, threads: int, local_batch: int, placement: Sequence[Mapping[str, Any]] | None) -> Layout:
+    """The layout of a record's `placement` list (or `orch plan --json`'s)."""
+    return layout_on_sockets(ranks, threads, local_batch, ((r["node"], r["socket"]) for r in placement or ()))
 
 
 def cells_from_records(records: Iterable[Mapping[str, Any]]) -> list[Cell]:
