@@ -15,7 +15,8 @@ import pytest
 
 import orchestrator.core
 
-MODULES = sorted(f"orchestrator.core.{m.name}" for m in pkgutil.iter_modules(orchestrator.core.__path__))
+# Subpackages too (orchestrator.core.predict): walk_packages, not iter_modules.
+MODULES = sorted(m.name for m in pkgutil.walk_packages(orchestrator.core.__path__, prefix="orchestrator.core."))
 
 
 @pytest.mark.parametrize("name", MODULES)
