@@ -79,12 +79,12 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-def _rank_specs(p: PlannedTrial, only_first: bool = False) -> list[RankSpec]:
+def _rank_specs(p: PlannedTrial) -> list[RankSpec]:
     if p.placement is None:
         raise ValueError(f"{p.trial.key} is infeasible: it has no placement to run on")
-    ranks = p.placement.ranks[:1] if only_first else p.placement.ranks
     budgets = p.memory_budget_mib
-    return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, budgets[r.rank]) for r in ranks]
+    return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, budgets[r.rank])
+            for r in p.placement.ranks]
 
 
 def _precision(params: Any) -> str:
@@ -129,10 +129,10 @@ class SweepRunner:
                 (folder / f"{key}-rank{i}.log").write_text(outcome.log)
 
     def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, step_timeout_s: float,
-             progress: SweepProgress, only_first: bool = False) -> tuple[TrialRun, float]:
+             progress: SweepProgress) -> tuple[TrialRun, float]:
         started = time.time()
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
-        run = run_ranks(self.cluster, _rank_specs(p, only_first), job, workdir=workdir, step_timeout_s=step_timeout_s,
+        run = run_ranks(self.cluster, _rank_specs(p), job, workdir=workdir, step_timeout_s=step_timeout_s,
                         timeout_s=timeout_s, ccl_workers=self.workers, on_status=progress.phase)
         return run, started
 
