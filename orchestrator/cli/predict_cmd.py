@@ -22,6 +22,13 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    value = _positive(text)
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive whole number")
+    return int(value)
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -52,7 +59,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--rcp", metavar="FILE",
                         help="MLPerf RCP JSON (rcps_<benchmark>.json, as MLCommons publishes and `orch report` "
                              "exports) as the convergence data, instead of the sweep's convergence runs")
-    parser.add_argument("--samples-per-epoch", type=int, metavar="N", dest="samples_per_epoch",
+    parser.add_argument("--samples-per-epoch", type=_positive_int, metavar="N", dest="samples_per_epoch",
                         help="samples in one epoch of the training you plan; default: the sweep workload's")
     parser.add_argument("--calibration", action="append", metavar="DIR", default=[],
                         help="also use the all-reduce calibration of another results folder (e.g. a sweep run on "

@@ -104,6 +104,9 @@ def test_bad_options_are_exit_2(results, capsys):
     assert main(["predict", str(results), "--nodes", "8"]) == 2
     assert "the target has 1 node(s)" in capsys.readouterr().err
     assert main(["predict", str(results), "--deadline-h", "1", "--budget-node-h", "2"]) == 2
+    for bad in ("0", "-5", "1.5"):
+        assert main(["predict", str(results), "--samples-per-epoch", bad]) == 2
+        assert "--samples-per-epoch" in capsys.readouterr().err
     assert main(["predict", "/nonexistent/results"]) == 2
     assert "not a results folder" in capsys.readouterr().err
 
