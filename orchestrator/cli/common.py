@@ -55,3 +55,22 @@ def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Pl
         return make_plan(sweep.spec, topology, rank_memory_mib=sweep.rank_memory_mib, ccl_available=ccl_available)
     except PlanTooLarge as err:
         raise InvalidInput(f"sweep file {sweep.path}", [Problem("grid", str(err))]) from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number > 0, with a one-line error naming the input."""
+    value = positive_number(text)
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive whole number")
+    return int(value)
+
+
+def positive_number(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
+    return value

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import EXIT_OK, console, fail_input
+from orchestrator.cli.common import EXIT_OK, console, fail_input, positive_int, positive_number
 
 PIPED_WIDTH = 160
 
@@ -20,23 +20,6 @@ def _int_list(text: str) -> list[int]:
     if not values or any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,2,4")
     return values
-
-
-def _positive_int(text: str) -> int:
-    value = _positive(text)
-    if not value.is_integer():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive whole number")
-    return int(value)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
-    return value
 
 
 def add_parser(sub) -> None:
@@ -59,15 +42,15 @@ def add_parser(sub) -> None:
     parser.add_argument("--rcp", metavar="FILE",
                         help="MLPerf RCP JSON (rcps_<benchmark>.json, as MLCommons publishes and `orch report` "
                              "exports) as the convergence data, instead of the sweep's convergence runs")
-    parser.add_argument("--samples-per-epoch", type=_positive_int, metavar="N", dest="samples_per_epoch",
+    parser.add_argument("--samples-per-epoch", type=positive_int, metavar="N", dest="samples_per_epoch",
                         help="samples in one epoch of the training you plan; default: the sweep workload's")
     parser.add_argument("--calibration", action="append", metavar="DIR", default=[],
                         help="also use the all-reduce calibration of another results folder (e.g. a sweep run on "
                              "the target cluster); repeatable")
     limits = parser.add_mutually_exclusive_group()
-    limits.add_argument("--deadline-h", type=_positive, metavar="H", dest="deadline_h",
+    limits.add_argument("--deadline-h", type=positive_number, metavar="H", dest="deadline_h",
                         help="recommend the fewest node-hours that train within H hours")
-    limits.add_argument("--budget-node-h", type=_positive, metavar="N", dest="budget_node_h",
+    limits.add_argument("--budget-node-h", type=positive_number, metavar="N", dest="budget_node_h",
                         help="recommend the fastest layout within N node-hours")
     parser.add_argument("--validate", action="store_true",
                         help="print the held-out validation in full (leave one cell out, leave the largest level "

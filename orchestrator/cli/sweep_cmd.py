@@ -15,6 +15,7 @@ from orchestrator.cli.common import (
     console,
     fail_input,
     plan_for,
+    positive_int,
 )
 from orchestrator.constants import (
     DEFAULT_RESULTS_ROOT,
@@ -51,6 +52,10 @@ def add_parser(sub) -> None:
                         help="run again trials already recorded as ok (default: skip them, i.e. resume)")
     parser.add_argument("--no-convergence", dest="convergence", action="store_false",
                         help="skip the convergence runs even if the sweep has a convergence section")
+    parser.add_argument("--max-concurrent", metavar="N", type=positive_int, default=None,
+                        help="at most N trials in flight at once (1: one after another); default: as many as the "
+                             "isolation rules allow (a timing trial keeps its nodes to itself under "
+                             "measure.isolation: node; convergence runs pack onto free cores)")
     parser.add_argument("--no-report", dest="report", action="store_false",
                         help="do not write the report at the end (`orch report` can write it later)")
     parser.add_argument("--json", action="store_true",
@@ -109,7 +114,8 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology 
     plan = plan_for(sweep, topology, ccl_available=all(n.ccl_installed for n in used))
     if plan.backend.error:
         return fail_input(plan.backend.error)
-    options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json)
+    options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json,
+                           max_concurrent=args.max_concurrent)
     runner = SweepRunner(sweep, plan, cluster, options)
     existing = runner.prepare()
     todo = runner.work(existing)
@@ -121,7 +127,7 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology 
         with SweepProgress(len(todo), json_mode=args.json) as progress:
             runner.execute(existing, progress, todo)
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted:[/] the running trial was stopped and its cores released; "
+        err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "
                   f"{runner.summary.ran} trial(s) finished and recorded in {results}. Rerun to resume.")
         return EXIT_INTERRUPTED
     return runner.summary

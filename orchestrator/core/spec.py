@@ -58,6 +58,13 @@ class MeasureSpec:
                            "as in the trial, for the hardware-efficiency table")
     allreduce: bool = opt(True, "time all_reduce at sweep start (4 KiB to 64 MiB, each multi-rank count of the "
                                 "grid, within a socket, across sockets and across nodes), for orch predict")
+    isolation: Literal["node", "socket", "none"] = opt(
+        "node", "what a timing trial (throughput, GEMM peak, all-reduce) keeps to itself while trials run "
+                "concurrently: node (default: nothing else runs on its nodes, so its figure is as if alone; only "
+                "trials on disjoint nodes overlap), socket (other trials may use its nodes' other sockets: a faster "
+                "sweep, but they share the inter-socket link, the network and the node's memory), none (only its "
+                "own cores: fastest, and its figures are disturbed by its neighbours' memory and cache traffic). "
+                "Convergence runs measure epochs, not time: they always pack onto free cores")
     timeout_s: float = opt(900.0, "wall-clock limit for one throughput trial, start-up included",
                            exclusive_minimum=0)
     step_timeout_s: float = opt(

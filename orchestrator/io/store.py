@@ -100,6 +100,9 @@ def _ends_with_newline(path: Path) -> bool:
 RESULT_AFFECTING = ("workload", "backend", "measure", "convergence", "constraints")
 # Switches that only add calibration trials (GEMM peak, all-reduce timing) leave every other trial as it was.
 CALIBRATION_SWITCHES = ("measure.peak", "measure.allreduce")
+# Settings added after results were first written, with the value that older folders were measured under
+# (before concurrency, every trial ran alone: node isolation).
+ADDED_SETTINGS = {"measure.isolation": "node"}
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -120,6 +123,8 @@ def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topolog
     """What changed in a way that changes results, as 'path: old → new' lines (empty: safe to resume)."""
     changes = []
     old = _flatten({k: old_spec.get(k) for k in RESULT_AFFECTING})
+    if old_spec:
+        old = {**ADDED_SETTINGS, **old}
     new = _flatten({k: new_spec.get(k) for k in RESULT_AFFECTING})
     for path in sorted(set(old) | set(new)):
         if old.get(path) != new.get(path) and path not in CALIBRATION_SWITCHES:

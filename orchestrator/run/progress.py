@@ -1,4 +1,4 @@
-"""What the user sees while a sweep runs: trials done / total, the running trial and its phase, elapsed and
+"""What the user sees while a sweep runs: trials done / total, every running trial and its phase, elapsed and
 estimated remaining time, and a running table of finished results. `--json` replaces all of it with one
 JSON record per line on stdout."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from typing import Any
 
@@ -43,6 +44,8 @@ def describe(record: dict[str, Any]) -> str:
 
 
 class SweepProgress:
+    """Thread-safe: trials run concurrently, and each one's supervising thread reports its phase."""
+
     def __init__(self, total: int, *, json_mode: bool, console: Console | None = None):
         self.json_mode = json_mode
         self.console = console or Console(stderr=True, highlight=False)
@@ -50,10 +53,11 @@ class SweepProgress:
                             TimeElapsedColumn(), TextColumn("remaining"), TimeRemainingColumn(),
                             console=self.console)
         self.task = self.bar.add_task("trials", total=total)
-        self.current = Text("")
         self.recent: list[dict[str, Any]] = []
-        self.trial_label, self.trial_started = "", 0.0
-        self.total, self.done = total, 0
+        # Running trials, in start order: key -> (label, monotonic start, what it is doing now).
+        self.running: dict[str, tuple[str, float, str]] = {}
+        self.total, self.done, self.started = total, 0, 0
+        self._lock = threading.RLock()
         # A live display only redraws on a terminal; piped to a file or a CI log it would show nothing until
         # the end, so there each trial's start and end is printed as a plain line instead.
         self.lines = not json_mode and not self.console.is_terminal
@@ -67,8 +71,9 @@ class SweepProgress:
 
     def __exit__(self, *exc) -> None:
         if self.live:
-            self.current = Text("")
-            self.live.update(self._render())
+            with self._lock:
+                self.running.clear()
+                self.live.update(self._render())
             self.live.__exit__(*exc)
 
     def _render(self):
@@ -79,7 +84,10 @@ class SweepProgress:
             layout = (f"{r['ranks']}×{r['threads_per_rank']} thr, b{r['local_batch']}" if r.get("ranks") is not None
                       else f"{r['threads_per_rank']} thr")
             table.add_row(r["key"], layout, Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")), describe(r))
-        parts: list[RenderableType] = [self.bar, self.current]
+        now = time.monotonic()
+        running = [Text(f"▶ {label}: {what} ({now - t0:,.0f} s)", style="cyan")
+                   for label, t0, what in self.running.values()]
+        parts: list[RenderableType] = [self.bar, *running]
         if self.recent:
             parts.append(table)
         return Group(*parts)
@@ -94,15 +102,15 @@ class SweepProgress:
         else:
             self.console.print(message)
 
-    def start_trial(self, label: str) -> None:
-        self.trial_label, self.trial_started = label, time.monotonic()
-        if self.lines:
-            self.console.print(f"[{self.done + 1}/{self.total}] {label}: starting")
-        self.current = Text(f"▶ {label}: starting", style="cyan")
-        self._refresh()
+    def start_trial(self, key: str, label: str) -> None:
+        with self._lock:
+            self.started += 1
+            self.running[key] = (label, time.monotonic(), "starting")
+            if self.lines:
+                self.console.print(f"[{self.started}/{self.total}] {label}: starting")
+            self._refresh()
 
-    def phase(self, status: dict[str, Any] | None) -> None:
-        elapsed = time.monotonic() - self.trial_started
+    def phase(self, key: str, status: dict[str, Any] | None) -> None:
         if status is None:
             what = str(Phase.STARTING)
         elif status["phase"] == Phase.TIMING:
@@ -112,21 +120,31 @@ class SweepProgress:
             what = f"{status['phase']} epoch {status['repeat']}/{status['of']}{metric}"
         else:
             what = status["phase"]
-        self.current = Text(f"▶ {self.trial_label}: {what} ({elapsed:,.0f} s)", style="cyan")
-        self._refresh()
+        with self._lock:
+            if key in self.running:
+                label, t0, _ = self.running[key]
+                self.running[key] = (label, t0, what)
+                self._refresh()
+
+    def forget(self, key: str) -> None:
+        """A trial that ended without a record (interrupted): it leaves the display, it is not counted."""
+        with self._lock:
+            self.running.pop(key, None)
+            self._refresh()
 
     def finished(self, record: dict[str, Any], *, counts: bool = True) -> None:
-        if self.json_mode:
-            print(rec.dumps(record), flush=True)
-        self.recent.append(record)
-        if counts:
-            self.done += 1
-            self.bar.advance(self.task)
-        if self.lines:
-            # Infeasible points are recorded without running, so they have no count and no duration.
-            head = f"[{self.done}/{self.total}] " if counts else ""
-            took = f" in {time.monotonic() - self.trial_started:,.0f} s" if counts else ""
-            what = describe(record)
-            self.console.print(f"{head}{record['key']}: {record['status']}{took}{': ' + what if what else ''}")
-        self.current = Text("")
-        self._refresh()
+        with self._lock:
+            if self.json_mode:
+                print(rec.dumps(record), flush=True)
+            self.recent.append(record)
+            _, t0, _ = self.running.pop(record["key"], ("", time.monotonic(), ""))
+            if counts:
+                self.done += 1
+                self.bar.advance(self.task)
+            if self.lines:
+                # Infeasible points are recorded without running, so they have no count and no duration.
+                head = f"[{self.done}/{self.total}] " if counts else ""
+                took = f" in {time.monotonic() - t0:,.0f} s" if counts else ""
+                what = describe(record)
+                self.console.print(f"{head}{record['key']}: {record['status']}{took}{': ' + what if what else ''}")
+            self._refresh()

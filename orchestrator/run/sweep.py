@@ -1,10 +1,14 @@
-"""`orch sweep`: execute a plan on Ray, trial by trial, recording each as it ends.
+"""`orch sweep`: execute a plan on Ray, running trials concurrently where they cannot disturb each other,
+recording each as it ends.
 
-Order: the GEMM peaks (one per distinct layout, ranks × threads per rank, all its ranks at once), the
-all-reduce calibration (one per link class × multi-rank count), the throughput grid, then the convergence
-runs. Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a
-record, never the end of the sweep; Ctrl-C stops the running trial, releases its cores and keeps everything
-recorded so far.
+Order of admission: the GEMM peaks (one per distinct layout, ranks × threads per rank, all its ranks at
+once), the all-reduce calibration (one per link class × multi-rank count), the throughput grid, then the
+convergence runs. Which trials may overlap, and where they go, is `orchestrator.core.schedule`'s rule: a
+timing trial keeps its nodes (or sockets) to itself, a convergence run packs onto free cores. Each running
+trial is supervised by its own driver thread; records are written by the main thread only, as trials end.
+Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a record,
+never the end of the sweep; Ctrl-C stops every running trial, releases its cores and keeps everything
+recorded so far (an interrupted trial leaves no record and runs again on resume).
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import threading
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,7 @@ from orchestrator import __version__
 from orchestrator.core import records as rec
 from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
 from orchestrator.core.plan import Plan, PlannedTrial
+from orchestrator.core.schedule import Admission, Region, admit_convergence, admit_timing
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
@@ -37,6 +44,8 @@ from orchestrator.run.recording import (
 from orchestrator.run.trial import RankSpec, TrialRun, run_ranks
 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
+ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials and room for waiting ones
+Item = tuple[rec.Kind, Any]   # (kind, PlannedTrial or ConvergenceRun)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,6 +54,7 @@ class SweepOptions:
     rerun: bool = False
     convergence: bool = True
     json_mode: bool = False
+    max_concurrent: int | None = None   # trials in flight at once; None: as many as the rules allow
 
 
 @dataclass(slots=True)
@@ -128,12 +138,13 @@ class SweepRunner:
             if outcome is not None and outcome.log is not None:  # an empty log is news too: the rank said nothing
                 (folder / f"{key}-rank{i}.log").write_text(outcome.log)
 
-    def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, step_timeout_s: float,
-             progress: SweepProgress) -> tuple[TrialRun, float]:
+    def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, progress: SweepProgress,
+             stop: threading.Event) -> tuple[TrialRun, float]:
         started = time.time()
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
-        run = run_ranks(self.cluster, _rank_specs(p), job, workdir=workdir, step_timeout_s=step_timeout_s,
-                        timeout_s=timeout_s, ccl_workers=self.workers, on_status=progress.phase)
+        run = run_ranks(self.cluster, _rank_specs(p), job, workdir=workdir,
+                        step_timeout_s=self.spec.measure.step_timeout_s, timeout_s=timeout_s,
+                        ccl_workers=self.workers, on_status=lambda status: progress.phase(key, status), stop=stop)
         return run, started
 
     def _job(self, kind: rec.Kind, p: PlannedTrial, **extra: Any) -> RankJob:
@@ -145,16 +156,51 @@ class SweepRunner:
                        # watchdog's, so that a hang is judged by one clock, ours, and reported as timeout.
                        init_timeout_s=2 * m.step_timeout_s + 30, **extra)
 
-    def _allreduce(self, key: str, item: PlannedTrial, progress: SweepProgress) -> tuple[TrialRun, dict[str, Any]]:
-        """One all-reduce calibration trial: every message size over this placement's ranks."""
-        m = self.spec.measure
-        link = key.split("-")[1]
-        progress.start_trial(f"{key} (all_reduce over {item.trial.ranks} ranks, {link}, "
-                             f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB)")
-        job = self._job(rec.ALLREDUCE, item, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
-        run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
-        return run, allreduce_record(key, link, item, run, topology=self.plan.topology, backend=self.backend,
-                                     started_at=started)
+    def _label(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial) -> str:
+        t = p.trial
+        where = f" on node(s) {', '.join(str(n) for n, _ in p.placement.per_node)}" if (
+            p.placement is not None and len(self.cluster.nodes) > 1) else ""
+        if kind == rec.PEAK:
+            return f"{key} (GEMM peak on {t.ranks} rank(s) × {t.threads_per_rank} pinned core(s), all at once{where})"
+        if kind == rec.ALLREDUCE:
+            return (f"{key} (all_reduce over {t.ranks} ranks, {key.split('-')[1]}, "
+                    f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB{where})")
+        if kind == rec.THROUGHPUT:
+            return f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch {t.local_batch}{where})"
+        return f"{key} (global batch {item.global_batch}, seed {item.seed}, on {t.ranks}×{t.threads_per_rank}{where})"
+
+    def _trial(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial, progress: SweepProgress,
+               stop: threading.Event) -> tuple[TrialRun, dict[str, Any] | None]:
+        """Run one trial on `p` (its admitted placement) and build its record; None when interrupted.
+        Runs in a worker thread: it touches no shared state but the progress display."""
+        m, topology, backend = self.spec.measure, self.plan.topology, self.backend
+        timeout_s = m.timeout_s
+        if kind == rec.PEAK:
+            job = self._job(rec.PEAK, p, peak_precision=_precision(self.sweep.params))
+        elif kind == rec.ALLREDUCE:
+            job = self._job(rec.ALLREDUCE, p, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
+        elif kind == rec.THROUGHPUT:
+            job = self._job(rec.THROUGHPUT, p)
+        else:
+            conv = self.spec.convergence
+            if conv is None:
+                raise ValueError("a convergence run was planned but the spec has no convergence section")
+            job = self._job(rec.CONVERGENCE, p, seed=item.seed,
+                            convergence={**to_plain(conv), "global_batch": item.global_batch})
+            timeout_s = conv.timeout_s
+        run, started = self._run(key, p, job, timeout_s, progress, stop)
+        if run.interrupted:
+            return run, None
+        if kind == rec.PEAK:
+            return run, peak_record(key, p, run, topology=topology, started_at=started)
+        if kind == rec.ALLREDUCE:
+            return run, allreduce_record(key, key.split("-")[1], p, run, topology=topology, backend=backend,
+                                         started_at=started)
+        if kind == rec.THROUGHPUT:
+            return run, throughput_record(p, run, topology=topology, backend=backend, measure=m, started_at=started)
+        assert self.spec.convergence is not None  # checked above, before the run
+        return run, convergence_record(key, p, item.seed, run, topology=topology, backend=backend,
+                                       spec_convergence=self.spec.convergence, started_at=started)
 
     # --- the sweep ------------------------------------------------------------------------------------
     def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, tuple[rec.Kind, Any]]]:
@@ -180,8 +226,21 @@ class SweepRunner:
         self.summary.skipped = sum(1 for key, _ in items if key in done)
         return [(key, item) for key, item in items if key not in done]
 
-    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress,
-                todo: list[tuple[str, tuple[rec.Kind, Any]]]) -> None:
+    def _admit(self, kind: rec.Kind, item: Any, taken: Region) -> Admission | None:
+        """Where this trial can run now, given the regions held by running (and earlier waiting) trials."""
+        if kind == rec.CONVERGENCE:
+            p: PlannedTrial = item.layout
+            cons = self.spec.constraints
+            assert p.placement is not None  # planned trials are feasible ones
+            return admit_convergence(self.plan.topology, p.placement, p.memory_budget_mib, p.trial.ranks,
+                                     p.trial.threads_per_rank, taken, hyperthreads=cons.hyperthreads,
+                                     ccl_workers=self.workers, rank_memory_mib=p.rank_memory_mib,
+                                     memory_headroom=cons.memory_headroom)
+        assert item.placement is not None
+        return admit_timing(self.plan.topology, item.placement, item.memory_budget_mib, self.spec.measure.isolation,
+                            taken)
+
+    def _record_infeasible(self, existing: list[dict[str, Any]], progress: SweepProgress) -> None:
         recorded = {r["key"]: r for r in existing}
         for p in self.plan.trials:
             if p.feasible:
@@ -189,36 +248,69 @@ class SweepRunner:
             record = infeasible_record(p, self.backend)
             if recorded.get(p.trial.key, {}).get("reason") != record["reason"]:
                 self._record(record, progress)
-        m = self.spec.measure
-        for key, (kind, item) in todo:
-            if kind == rec.PEAK:
-                progress.start_trial(f"{key} (GEMM peak on {item.trial.ranks} rank(s) × "
-                                     f"{item.trial.threads_per_rank} pinned core(s), all at once)")
-                job = self._job(rec.PEAK, item, peak_precision=_precision(self.sweep.params))
-                run, started = self._run(key, item, job, m.timeout_s, m.step_timeout_s, progress)
-                record = peak_record(key, item, run, topology=self.plan.topology, started_at=started)
-            elif kind == rec.ALLREDUCE:
-                run, record = self._allreduce(key, item, progress)
-            elif kind == rec.THROUGHPUT:
-                t = item.trial
-                progress.start_trial(f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch "
-                                     f"{t.local_batch})")
-                run, started = self._run(key, item, self._job(rec.THROUGHPUT, item), m.timeout_s, m.step_timeout_s,
-                                         progress)
-                record = throughput_record(item, run, topology=self.plan.topology, backend=self.backend, measure=m,
-                                           started_at=started)
-            else:
-                conv = self.spec.convergence
-                if conv is None:
-                    raise ValueError("a convergence run was planned but the spec has no convergence section")
-                layout = item.layout
-                progress.start_trial(f"{key} (global batch {item.global_batch}, seed {item.seed}, on "
-                                     f"{layout.trial.ranks}×{layout.trial.threads_per_rank})")
-                job = self._job(rec.CONVERGENCE, layout, seed=item.seed,
-                                convergence={**to_plain(conv), "global_batch": item.global_batch})
-                run, started = self._run(key, layout, job, conv.timeout_s, m.step_timeout_s, progress)
-                record = convergence_record(key, layout, item.seed, run, topology=self.plan.topology,
-                                            backend=self.backend, spec_convergence=conv, started_at=started)
-            self._record(record, progress, run)
-            self.summary.ran += 1
 
+    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress,
+                todo: list[tuple[str, Item]]) -> None:
+        """Run `todo`, admitting each trial as soon as the rules give it room, in order (a waiting trial's
+        planned region is kept from later ones, so that small trials cannot starve it). Ctrl-C stops every
+        running trial and re-raises once they have released their cores."""
+        self._record_infeasible(existing, progress)
+        pending = list(todo)
+        running: dict[Future, tuple[str, Item, Region]] = {}
+        stop = threading.Event()
+        limit = self.options.max_concurrent or max(1, self.plan.topology.usable_cores(True))
+        pool = ThreadPoolExecutor(max_workers=min(limit, len(todo) or 1), thread_name_prefix="trial")
+        try:
+            while pending or running:
+                self._start_admitted(pending, running, limit, pool, progress, stop)
+                done, _ = wait(list(running), timeout=ADMIT_POLL_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    key, _item, _region = running.pop(future)
+                    self._finish(key, future, progress)
+        except BaseException:
+            stop.set()   # Ctrl-C (or a bug): stop every running trial; each releases its cores and ranks
+            for future in list(running):
+                key, _item, _region = running.pop(future)
+                try:
+                    self._finish(key, future, progress)
+                except Exception:  # the first error is the one raised
+                    pass
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def _start_admitted(self, pending: list[tuple[str, Item]], running: dict[Future, tuple[str, Item, Region]],
+                        limit: int, pool: ThreadPoolExecutor, progress: SweepProgress, stop: threading.Event) -> None:
+        """Start every waiting trial that fits now, in order, up to `limit` in flight."""
+        taken: set[tuple[int, int]] = {cell for _k, _i, region in running.values() for cell in region}
+        for entry in list(pending):
+            if len(running) >= limit:
+                return
+            key, (kind, item) = entry
+            admission = self._admit(kind, item, frozenset(taken))
+            if admission is None:
+                if kind != rec.CONVERGENCE:  # keep its planned region from later trials: it goes first there
+                    idle = self._admit(kind, item, frozenset())
+                    taken |= idle.region if idle is not None else set()
+                continue
+            pending.remove(entry)
+            taken |= admission.region
+            p = _admitted(kind, item, admission)
+            progress.start_trial(key, self._label(key, kind, item, p))
+            future = pool.submit(self._trial, key, kind, item, p, progress, stop)
+            running[future] = (key, (kind, item), admission.region)
+
+    def _finish(self, key: str, future: Future, progress: SweepProgress) -> None:
+        """Record an ended trial (the main thread is the only writer of the results file)."""
+        run, record = future.result()
+        if record is None:
+            progress.forget(key)
+            return
+        self._record(record, progress, run)
+        self.summary.ran += 1
+
+
+def _admitted(kind: rec.Kind, item: Any, admission: Admission) -> PlannedTrial:
+    """The planned trial as it will really run: on the admitted placement, with the admitted budgets."""
+    planned: PlannedTrial = item.layout if kind == rec.CONVERGENCE else item
+    return replace(planned, placement=admission.placement, memory_budget_mib=admission.memory_budget_mib)

@@ -9,6 +9,7 @@ fail stops the others; the trial's status names the root cause, not the echo of 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,20 +61,25 @@ class TrialRun:
     wall_s: float = 0.0
     failing_rank: int | None = None
     node_ids: list[str] = field(default_factory=list)
+    interrupted: bool = False        # stopped by the driver (Ctrl-C): not a result, the trial is run again
 
 
 def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir: str, step_timeout_s: float,
               timeout_s: float, ccl_workers: int = 0,
-              on_status: Callable[[dict[str, Any] | None], None] | None = None) -> TrialRun:
+              on_status: Callable[[dict[str, Any] | None], None] | None = None,
+              stop: threading.Event | None = None) -> TrialRun:
+    """Run the ranks to their end. `stop`, when set (from another thread: the sweep's Ctrl-C), stops them
+    and returns a run marked interrupted; their cores are released as for any other end."""
     started = time.time()
+    stop = stop or threading.Event()
     deadline = started + timeout_s
     pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
                          bundle_label_selector=[{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks])
     launchers: list[Any] = []    # Ray actor handles: their methods are called with .remote()
     try:
-        try:
-            ray.get(pg.ready(), timeout=RESERVE_TIMEOUT_S)
-        except ray.exceptions.GetTimeoutError:
+        if not _reserved(pg, stop):
+            if stop.is_set():
+                return TrialRun(Status.FAILED, "interrupted", [None] * len(ranks), interrupted=True)
             return TrialRun(Status.FAILED, f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another "
                                            "job holds them, or the nodes have fewer CPUs than the topology says)",
                             [None] * len(ranks), wall_s=time.time() - started)
@@ -98,7 +104,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
             starts.append(launcher.start.remote(job, env, r.all_cpus, list(r.numa_nodes)))
         ray.get(starts)
         return _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status,
-                          [info["node_id"] for info in infos])
+                          [info["node_id"] for info in infos], stop)
     finally:
         for launcher in launchers:
             try:
@@ -107,6 +113,18 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
                 pass
             ray.kill(launcher)
         remove_placement_group(pg)
+
+
+def _reserved(pg: Any, stop: threading.Event) -> bool:
+    """Wait for the placement group, in short slices so that `stop` is seen; False if it never came."""
+    waited_until = time.monotonic() + RESERVE_TIMEOUT_S
+    while not stop.is_set() and time.monotonic() < waited_until:
+        try:
+            ray.get(pg.ready(), timeout=WAIT_POLL_S)
+            return True
+        except ray.exceptions.GetTimeoutError:
+            continue
+    return False
 
 
 def _worker_env() -> dict[str, str]:
@@ -120,7 +138,8 @@ def _worker_env() -> dict[str, str]:
 
 
 def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, deadline: float, step_timeout_s: float,
-               on_status: Callable[[dict[str, Any] | None], None] | None, node_ids: list[str]) -> TrialRun:
+               on_status: Callable[[dict[str, Any] | None], None] | None, node_ids: list[str],
+               stop: threading.Event) -> TrialRun:
     """Wait for every rank's end; once one ends badly, give the others a grace period to report their
     own end, then stop them. The trial's status and reason come from the root cause (core.rank_end)."""
     refs = {launcher.supervise.remote(budget_mib=r.budget_mib, step_timeout_s=step_timeout_s, deadline=deadline): i
@@ -129,7 +148,12 @@ def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, dead
     ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause
     pending = list(refs)
     failed_at, polled_at = None, 0.0
+    interrupted = False
     while pending:
+        if stop.is_set() and not interrupted:
+            interrupted = True
+            for ref in pending:
+                launchers[refs[ref]].stop.remote("interrupted by the user (Ctrl-C)")
         done, pending = ray.wait(pending, num_returns=1, timeout=WAIT_POLL_S)
         for ref in done:
             i = refs[ref]
@@ -149,6 +173,8 @@ def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, dead
             except Exception:  # a display detail must never end the trial
                 on_status(None)
     wall = time.time() - started
+    if interrupted:
+        return TrialRun(Status.FAILED, "interrupted", outcomes, None, wall, None, node_ids, interrupted=True)
     ready = [o.result.ready_at for o in outcomes if o and o.result and o.result.ready_at]
     ready_s = max(ready) - started if len(ready) == len(outcomes) else None
     cause = root_cause(outcomes, ended)

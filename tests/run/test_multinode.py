@@ -69,3 +69,25 @@ def test_topology_file_naming_cpus_a_node_lacks_is_refused(two_nodes, tmp_path, 
     err = capsys.readouterr().err
     assert code == 2
     assert "cannot use" in err and "Traceback" not in err
+
+
+def test_node_sized_trials_run_concurrently_one_per_node(two_nodes, tmp_path):
+    """measure.isolation: node (the default): each throughput trial has a node to itself, and trials planned on
+    the same node move to the other, alike one, so the two run at the same time."""
+    from datetime import datetime
+
+    threads = len(CPUS)
+    sweep = write_sweep(tmp_path, "concurrent", f"""
+        workload: {{name: classifier, params: {{hidden: 64, train_samples: 2048}}}}
+        grid: {{ranks: [1], threads_per_rank: [{threads}], local_batch: [16, 32]}}
+        measure: {{warmup_steps: 2, timed_steps: 200, repeats: 2, peak: false, allreduce: false}}
+        """)
+    results = tmp_path / "results"
+    assert main(["sweep", str(sweep), "--results", str(results), "--no-report"]) == 0
+    trials = [r for r in read_records(results) if r["kind"] == "throughput"]
+    assert len(trials) == 2 and all(t["status"] == "ok" for t in trials), trials
+    assert sorted(t["placement"][0]["ray_node_id"] for t in trials) == two_nodes
+    assert sorted(t["placement"][0]["node"] for t in trials) == [0, 1]
+    spans = [(start, start + t["wall_s"]) for t in trials
+             for start in (datetime.fromisoformat(t["started_at"].replace("Z", "+00:00")).timestamp(),)]
+    assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], f"not concurrent: {spans}"

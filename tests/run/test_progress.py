@@ -20,10 +20,10 @@ def test_piped_output_has_a_line_per_trial_start_and_end(make):
     progress, out = _progress(2)
     with progress:
         progress.finished(make.infeasible(2, 2, 8, "4 cores needed, 2 available"), counts=False)
-        progress.start_trial("r1-t1-b8 (1 rank(s) × 1 thread(s), local batch 8)")
-        progress.phase({"phase": "timing", "step": 3, "repeat": 1, "of": 3})
+        progress.start_trial("r1-t1-b8", "r1-t1-b8 (1 rank(s) × 1 thread(s), local batch 8)")
+        progress.phase("r1-t1-b8", {"phase": "timing", "step": 3, "repeat": 1, "of": 3})
         progress.finished(make.tp(1, 1, 8, 123.4, cv=0.02))
-        progress.start_trial("r1-t2-b8 (1 rank(s) × 2 thread(s), local batch 8)")
+        progress.start_trial("r1-t2-b8", "r1-t2-b8 (1 rank(s) × 2 thread(s), local batch 8)")
         progress.finished(make.bad(1, 2, 8, "oom", "unique memory 900 MiB exceeded the rank's budget 800 MiB"))
     lines = out.getvalue().splitlines()
     assert lines[0] == "r2-t2-b8: infeasible"
@@ -39,7 +39,7 @@ def test_json_mode_prints_records_not_lines(make, capsys):
     out = io.StringIO()
     progress = SweepProgress(1, json_mode=True, console=Console(file=out, width=200))
     with progress:
-        progress.start_trial("r1-t1-b8")
+        progress.start_trial("r1-t1-b8", "r1-t1-b8")
         progress.finished(make.tp(1, 1, 8, 50.0))
     assert out.getvalue() == ""
     assert [json.loads(line)["key"] for line in capsys.readouterr().out.splitlines()] == ["r1-t1-b8"]
