@@ -122,10 +122,8 @@ def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topolog
                  new_topology: dict[str, Any]) -> list[str]:
     """What changed in a way that changes results, as 'path: old → new' lines (empty: safe to resume)."""
     changes = []
-    old = _flatten({k: old_spec.get(k) for k in RESULT_AFFECTING})
-    if old_spec:
-        old = {**ADDED_SETTINGS, **old}
-    new = _flatten({k: new_spec.get(k) for k in RESULT_AFFECTING})
+    old, new = ({**ADDED_SETTINGS, **_flatten({k: spec.get(k) for k in RESULT_AFFECTING})}
+                for spec in (old_spec, new_spec))
     for path in sorted(set(old) | set(new)):
         if old.get(path) != new.get(path) and path not in CALIBRATION_SWITCHES:
             changes.append(f"{path}: {old.get(path)!r} → {new.get(path)!r}")

@@ -43,3 +43,31 @@ def test_json_mode_prints_records_not_lines(make, capsys):
         progress.finished(make.tp(1, 1, 8, 50.0))
     assert out.getvalue() == ""
     assert [json.loads(line)["key"] for line in capsys.readouterr().out.splitlines()] == ["r1-t1-b8"]
+
+
+def test_every_running_trial_is_shown_and_each_end_is_timed_from_its_own_start(make):
+    out = io.StringIO()
+    progress = SweepProgress(2, json_mode=False, console=Console(file=out, width=200, force_terminal=True))
+    progress.start_trial("conv-g8-s0", "conv-g8-s0 (global batch 8, seed 0, on 1×1)")
+    progress.start_trial("conv-g8-s1", "conv-g8-s1 (global batch 8, seed 1, on 1×1)")
+    progress.phase("conv-g8-s1", {"phase": "training", "step": 3, "repeat": 2, "of": 10, "metric": 0.125})
+    frame = Console(file=io.StringIO(), width=200)
+    frame.print(progress._render())
+    shown = frame.file.getvalue()
+    assert "▶ conv-g8-s0 (global batch 8, seed 0, on 1×1): starting" in shown
+    assert "▶ conv-g8-s1 (global batch 8, seed 1, on 1×1): training epoch 2/10, last eval 0.125" in shown
+    progress.forget("conv-g8-s0")   # interrupted: not counted, no longer shown
+    assert list(progress.running) == ["conv-g8-s1"] and progress.done == 0
+
+
+def test_piped_lines_of_overlapping_trials_number_starts_and_ends_apart(make):
+    progress, out = _progress(2)
+    with progress:
+        progress.start_trial("r1-t1-b8", "r1-t1-b8 (first)")
+        progress.start_trial("r1-t1-b16", "r1-t1-b16 (second)")
+        progress.finished(make.tp(1, 1, 16, 10.0))
+        progress.finished(make.tp(1, 1, 8, 20.0))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[1/2] r1-t1-b8 (first): starting"
+    assert lines[1] == "[2/2] r1-t1-b16 (second): starting"
+    assert lines[2].startswith("[1/2] r1-t1-b16: ok in ") and lines[3].startswith("[2/2] r1-t1-b8: ok in ")
