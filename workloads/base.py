@@ -68,6 +68,17 @@ class Trainer(abc.ABC):
     def evaluate(self) -> dict[str, float]:
         """Metrics on the held-out split (module in eval mode, restored to train mode after)."""
 
+    # Optional: evaluation shared by the ranks. A trainer whose evaluation is costly (a detector's inference)
+    # lets every rank infer its share of the held-out split, and rank 0 scores the shares together, instead
+    # of rank 0 inferring it all while the others wait. Both or neither must be overridden.
+    def evaluate_shard(self, rank: int, world_size: int) -> Any:
+        """This rank's part of the evaluation (picklable: it travels to rank 0); None: not supported."""
+        return None
+
+    def score_shards(self, shards: list[Any]) -> dict[str, float]:
+        """The metrics of `evaluate`, from every rank's `evaluate_shard` in rank order."""
+        raise NotImplementedError(f"{type(self).__name__} has no sharded evaluation")
+
     def applied(self) -> dict[str, str]:
         """What optimizations actually took effect (e.g. {'ipex': 'off: not installed'}), for the record."""
         return {}

@@ -173,9 +173,25 @@ def allreduce_check(module, trainer, batch: tuple) -> dict[str, list[float]]:
     return {"local_grad_sums": local, "synced_grad_sums": synced}
 
 
+def _evaluate(trainer, metric: str) -> float:
+    """The metric, the same on every rank: shared by the ranks where the trainer supports it (each infers its
+    share, rank 0 scores them together), else computed by rank 0 alone; rank 0 broadcasts the verdict."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    shard = trainer.evaluate_shard(rank, world_size) if world_size > 1 else None
+    if shard is not None:
+        shards: list[Any] | None = [None] * world_size if rank == 0 else None
+        dist.gather_object(shard, shards, dst=0)
+        value = trainer.score_shards(shards)[metric] if rank == 0 else 0.0
+    else:
+        value = trainer.evaluate()[metric] if rank == 0 else 0.0
+    verdict = torch.tensor([value], dtype=torch.float64)
+    dist.broadcast(verdict, src=0)
+    return float(verdict.item())
+
+
 def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
-    """Train from scratch until the metric reaches the target (rank 0 evaluates and broadcasts the
-    verdict, so every rank stops at the same step) or until max_epochs."""
+    """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
+    every rank stops at the same step) or until max_epochs."""
     conv = job.convergence_section()
     step = make_step(module, trainer.optimizer)
     steps_per_epoch = trainer.steps_per_epoch()
@@ -197,10 +213,7 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
             status.step(repeat=epoch + 1)
             if steps_done % eval_every_steps == 0 or steps_done == max_steps:
                 status.update(phase=Phase.EVALUATING)
-                value = trainer.evaluate()[conv["metric"]] if dist.get_rank() == 0 else 0.0
-                verdict = torch.tensor([value], dtype=torch.float64)
-                dist.broadcast(verdict, src=0)
-                value = float(verdict.item())
+                value = _evaluate(trainer, conv["metric"])
                 epochs = steps_done / steps_per_epoch
                 curve.append([round(epochs, 6), value])
                 status.update(phase=Phase.TRAINING, metric=value)

@@ -186,3 +186,20 @@ def test_module_works_under_distributed_data_parallel(tmp_path):
         assert all(p.grad is not None for p in trainer.module.parameters() if p.requires_grad)
     finally:
         dist.destroy_process_group()
+
+
+def test_sharded_evaluation_covers_the_test_split_once_and_scores_as_one():
+    """Each rank infers test images rank, rank + world, ...; rank 0 scores the shares together."""
+    trainer = build(test_samples=5)
+    trainer.module.detector.score_thresh = 0.0   # an untrained detector scores below the default 0.05
+    whole = trainer.evaluate()
+    shards = [trainer.evaluate_shard(rank, 2) for rank in range(2)]
+    assert [len(t) for t, _ in shards] == [3, 2] and [len(d) for _, d in shards] == [3, 2]
+    assert sum(len(d["boxes"]) for _, ds in shards for d in ds) > 0, "no detections: the check would be vacuous"
+    every = [t for rank in (0, 1) for t in shards[rank][0]]
+    expected = [trainer.test_data[i][1] for i in (0, 2, 4, 1, 3)]
+    assert all(torch.equal(a["boxes"], b["boxes"]) for a, b in zip(every, expected, strict=True))
+    scored = trainer.score_shards(shards)
+    assert whole["map50"] > 0, "random boxes at threshold 0 overlap some objects: a zero would prove nothing"
+    assert scored["map50"] == pytest.approx(whole["map50"], abs=1e-6) and scored["map"] == pytest.approx(
+        whole["map"], abs=1e-6)

@@ -81,8 +81,14 @@ class RetinaNetTrainer(Trainer):
         return batches_per_epoch(len(self.train_data), self.ctx.world_size, self.ctx.local_batch)
 
     def evaluate(self) -> dict[str, float]:
-        size = self.ctx.local_batch   # no larger than a training batch, so within the memory estimate
-        chunks = [range(start, min(start + size, len(self.test_data))) for start in range(0, len(self.test_data), size)]
+        return self.score_shards([self.evaluate_shard(0, 1)])
+
+    def evaluate_shard(self, rank: int, world_size: int) -> tuple[list[dict], list[dict]]:
+        """(targets, detections) of test images rank, rank + world_size, ...; in batches no larger than a
+        training batch, so within the memory estimate."""
+        mine = list(range(rank, len(self.test_data), world_size))
+        size = self.ctx.local_batch
+        chunks = [mine[start:start + size] for start in range(0, len(mine), size)]
         targets: list[dict[str, torch.Tensor]] = []
 
         def images():
@@ -92,6 +98,11 @@ class RetinaNetTrainer(Trainer):
                 yield batch_images
 
         detections = detect(cast(torch.nn.Module, self.module.detector), images(), bf16=self._eval_bf16)
+        return targets, detections
+
+    def score_shards(self, shards: list[tuple[list[dict], list[dict]]]) -> dict[str, float]:
+        targets = [t for shard_targets, _ in shards for t in shard_targets]
+        detections = [d for _, shard_detections in shards for d in shard_detections]
         return mean_average_precision(targets, detections, self.p.classes)
 
     def applied(self) -> dict[str, str]:
