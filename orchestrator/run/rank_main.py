@@ -234,9 +234,7 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         clock.lap("build")
         module = trainer.module
         if world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            module = DistributedDataParallel(module)
+            module = protocol.wrap_ddp(module)
             clock.lap("ddp")
         out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
         dist.barrier()  # start-up ends when every rank has its model

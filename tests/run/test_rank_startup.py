@@ -1,5 +1,5 @@
-"""A rank's start-up: what it imports for each job kind and its phase breakdown. Real rank processes (no
-Ray): `rank_main.main` in a subprocess."""
+"""A rank's start-up: what it imports for each job kind, its phase breakdown, and DDP's start-up broadcast
+skipped only when the ranks already agree. Real rank processes (no Ray): `rank_main.main` in a subprocess."""
 
 from __future__ import annotations
 
@@ -97,3 +97,39 @@ def test_startup_clock_without_a_start_time_leaves_the_first_phase_out():
     clock.lap("interpreter")
     clock.ready("import_torch")
     assert list(clock.laps_s) == ["import_torch"] and clock.ready_at is not None
+
+
+DDP_RANK = textwrap.dedent("""
+    import json, sys, torch, torch.distributed as dist
+    import torch.nn.parallel.distributed as ddp_module
+    from orchestrator.run import protocol
+    broadcasts = []
+    sync = ddp_module._sync_module_states   # DDP's start-up broadcast: count its calls
+    ddp_module._sync_module_states = lambda *args, **kwargs: (broadcasts.append(1), sync(*args, **kwargs))[1]
+    rank = int(sys.argv[1])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0 if sys.argv[2] == "same" else rank)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8))
+    if sys.argv[2] == "permuted" and rank == 1:   # same values, other places
+        with torch.no_grad():
+            net[0].weight.copy_(net[0].weight.flatten().flip(0).view(8, 8))
+    same = protocol.same_on_every_rank(net)
+    ddp = protocol.wrap_ddp(net)
+    sums = [float(p.detach().double().sum()) for p in ddp.module.parameters()]
+    dist.destroy_process_group()
+    print(json.dumps({"same": same, "sums": sums, "broadcast": bool(broadcasts)}))
+    """)
+
+
+@pytest.mark.parametrize("case, agree", [("same", True), ("different", False), ("permuted", False)])
+def test_ddp_skips_its_start_up_broadcast_only_when_every_rank_holds_the_same_weights(case, agree):
+    env = _env(world=2)
+    procs = [subprocess.Popen([sys.executable, "-c", DDP_RANK, str(rank), case], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**env, "RANK": str(rank)}) for rank in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert [r["same"] for r in reports] == [agree, agree]
+    assert [r["broadcast"] for r in reports] == [not agree, not agree]
+    # whichever way DDP started, every rank steps from the same weights (rank 0's when they differed)
+    assert reports[0]["sums"] == reports[1]["sums"]
