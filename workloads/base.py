@@ -91,6 +91,9 @@ class Workload(abc.ABC):
     description: ClassVar[str]
     params_type: ClassVar[type]          # a frozen kw_only dataclass; fields use orchestrator.core.schema.opt
     metrics: ClassVar[tuple[str, ...]]   # names `Trainer.evaluate` returns, usable as convergence targets
+    # The torch-side modules `build` imports (its trainer's). A rank imports them before it builds, so that
+    # its start-up breakdown tells importing (torch, torchvision, ...) from building; empty: `build` imports.
+    rank_modules: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def memory_estimate_mib(self, params: Any, local_batch: int) -> float:

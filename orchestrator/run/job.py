@@ -91,7 +91,11 @@ class RankResult:
     run_s: float                              # from the job's start in the rank to its result
     build_s: float | None = None              # building the model and optimizer (training jobs)
     applied: dict[str, Any] | None = None     # optimizations that took effect, as the workload says
-    ready_at: float | None = None             # time.time() when every rank had built its model
+    ready_at: float | None = None             # time.time() when every rank was ready to step (see rank_main)
+    started_at: float | None = None           # time.time() when the rank's process was created (/proc, 10 ms)
+    # Where this rank's start-up went, in order: seconds per phase from its process's creation to ready_at
+    # (rank_main.StartupClock names the phases). The driver's share is what precedes started_at.
+    startup_breakdown_s: dict[str, float] | None = None
     throughput: dict[str, Any] | None = None  # kind throughput: protocol.measure_throughput's report
     convergence: dict[str, Any] | None = None  # kind convergence: protocol.train_to_target's report
     peak: dict[str, Any] | None = None        # kind peak: protocol.gemm_peak's report

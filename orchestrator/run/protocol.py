@@ -38,6 +38,42 @@ def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Call
     return step
 
 
+def wrap_ddp(module: torch.nn.Module) -> torch.nn.Module:
+    """`DistributedDataParallel(module)`, without DDP's start-up broadcast of every parameter and buffer
+    from rank 0 when `same_on_every_rank` shows the ranks hold the same values already (every workload
+    builds its model from the run's seed). Otherwise DDP checks the shapes and broadcasts, as by default.
+    The broadcast is a start-up cost only: what DDP does from the first step on is the same either way."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(module, init_sync=not same_on_every_rank(module))
+
+
+def same_on_every_rank(module: torch.nn.Module) -> bool:
+    """Whether every rank of the default group holds the same parameters and buffers: the tensor count and
+    total size first, then two float64 checksums per tensor (its sum, and its dot product with its element
+    positions, which a permutation changes), compared by a MIN and a MAX all-reduce. A NaN anywhere
+    counts as a difference."""
+    tensors = [t.detach() for t in itertools.chain(module.parameters(), module.buffers())]
+    sizes = torch.tensor([len(tensors), sum(t.numel() for t in tensors)], dtype=torch.float64)
+    if not _equal_everywhere(sizes):
+        return False
+    if not tensors:
+        return True
+    positions = torch.arange(max(t.numel() for t in tensors), dtype=torch.float64)
+    sums = []
+    for t in tensors:
+        flat = t.reshape(-1).double()
+        sums += [flat.sum(), flat.dot(positions[:flat.numel()])]
+    return _equal_everywhere(torch.stack(sums))
+
+
+def _equal_everywhere(values: torch.Tensor) -> bool:
+    low, high = values.clone(), values.clone()
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    return torch.equal(low, high)
+
+
 def _cycle_epochs(batches: Callable[[int], Iterator[tuple]]) -> Iterator[tuple]:
     for epoch in itertools.count():
         yield from batches(epoch)

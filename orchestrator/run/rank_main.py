@@ -9,6 +9,7 @@ its result to the result file; a non-zero exit status (with the traceback in its
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import os
 import signal
 import socket
@@ -57,7 +58,44 @@ def observed_affinity() -> dict[str, list[int]]:
     return {"threads": sorted(threads), "main_thread": sorted(os.sched_getaffinity(0))}
 
 
+def process_started_at(stat: str | None = None) -> float | None:
+    """time.time() when this process was created (the launcher's fork: numactl execs the interpreter in the
+    same process), from the start time in /proc/self/stat (clock ticks since boot, 10 ms); None without /proc."""
+    try:
+        text = stat if stat is not None else Path("/proc/self/stat").read_text()
+        start_ticks = int(text.rsplit(")", 1)[1].split()[19])   # field 22; the name (field 2) may hold spaces
+        age_s = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time() - age_s
+
+
+class StartupClock:
+    """Where a rank's start-up goes: `lap(phase)` ends a phase now, `ready()` ends the last one. The first
+    phase starts at the process's creation, so the laps add up to ready_at - started_at. A few clock reads
+    in all: cheap enough to keep on in every run."""
+
+    def __init__(self, started_at: float | None):
+        self.started_at = started_at
+        self.ready_at: float | None = None
+        self.laps_s: dict[str, float] = {}
+        self._last = started_at
+
+    def lap(self, phase: str) -> None:
+        now = time.time()
+        if self._last is not None:   # without a process start time the first phase is unknown: left out
+            self.laps_s[phase] = round(self.laps_s.get(phase, 0.0) + now - self._last, 4)
+        self._last = now
+
+    def ready(self, phase: str) -> None:
+        """End `phase`: from now on the rank is stepping (or timing), which is no longer start-up."""
+        self.lap(phase)
+        self.ready_at = self._last
+
+
 def main(argv: list[str]) -> int:
+    clock = StartupClock(process_started_at())
+    clock.lap("interpreter")   # numactl, the interpreter's own start, this module's imports
     _exit_when_orphaned()
     # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
     # goes to the log, so a hang's record says where it hung.
@@ -75,16 +113,19 @@ def main(argv: list[str]) -> int:
         torch.set_num_interop_threads(1)  # inter-op parallelism would add threads beyond one per core
     except RuntimeError:
         pass
+    clock.lap("import_torch")
     started = time.perf_counter()
     sections: dict[str, Any]
     if job.kind == Kind.PEAK:
-        sections = {"peak": _peak(job)}
+        sections = {"peak": _peak(job, clock)}
     elif job.kind == Kind.ALLREDUCE:
-        sections = {"allreduce": _allreduce(job, status)}
+        sections = {"allreduce": _allreduce(job, status, clock)}
     else:
-        sections = _train(job, status)
+        sections = _train(job, status, clock)
     result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
-                        affinity=observed_affinity(), run_s=time.perf_counter() - started, **sections)
+                        affinity=observed_affinity(), run_s=time.perf_counter() - started,
+                        ready_at=clock.ready_at, started_at=clock.started_at, startup_breakdown_s=clock.laps_s,
+                        **sections)
     write_atomic(job.result_path, result.to_json())
     status.update(phase=Phase.DONE, force=True)
     return 0
@@ -106,18 +147,21 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
-def _peak(job: RankJob) -> dict[str, Any]:
+def _peak(job: RankJob, clock: StartupClock) -> dict[str, Any]:
     """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers."""
     import torch.distributed as dist
 
     from orchestrator.run.protocol import gemm_peak
 
     if int(os.environ.get("WORLD_SIZE", 1)) == 1:
+        clock.ready("import_protocol")
         return gemm_peak(job.threads, job.peak_precision)
+    clock.lap("import_protocol")
     timeout = timedelta(seconds=job.init_timeout_s)
     # gloo for the barriers whatever the trial's backend: they carry no data, and gloo is always there
     dist.init_process_group("gloo", store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+    clock.ready("rendezvous")   # every rank has joined the group: all of them are ready to multiply
     try:
         def barrier() -> None:
             dist.barrier()
@@ -137,16 +181,19 @@ def _init_process_group(job: RankJob) -> None:
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
 
 
-def _allreduce(job: RankJob, status: StatusWriter) -> dict[str, Any]:
+def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
     """The all-reduce calibration: message sizes × repeats, timed on every rank."""
     import torch.distributed as dist
 
     from orchestrator.run.job import Phase
     from orchestrator.run.protocol import allreduce_timing
 
+    clock.lap("import_protocol")
     _init_process_group(job)
+    clock.lap("rendezvous")
     try:
         dist.barrier()
+        clock.ready("barrier")
         status.update(phase=Phase.TIMING, force=True)
         out = allreduce_timing(job.message_bytes, job.peak_precision)
         dist.barrier()  # leave together (see _train)
@@ -155,7 +202,7 @@ def _allreduce(job: RankJob, status: StatusWriter) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
-def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
+def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
     """Build the model in a process group and run the job's protocol: the result's training sections."""
     import torch.distributed as dist
 
@@ -164,29 +211,34 @@ def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
     from orchestrator.run.job import JobKind
     from workloads.base import RankContext
 
+    clock.lap("import_protocol")
     _init_process_group(job)
+    clock.lap("rendezvous")
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         workload = workloads.get(job.workload)
         params, problems = workloads.parse_params(workload, job.params)
         if problems:
             raise ValueError("; ".join(map(str, problems)))
+        for module_name in workload.rank_modules:
+            importlib.import_module(module_name)
         lr = None
         if job.kind == Kind.CONVERGENCE:
             from orchestrator.core.lr import learning_rate_at
 
             lr = learning_rate_at(job.convergence_section(), epoch=0.0)
+        clock.lap("import_workload")
         built = time.perf_counter()
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))
+        clock.lap("build")
         module = trainer.module
         if world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            module = DistributedDataParallel(module)
+            module = protocol.wrap_ddp(module)
+            clock.lap("ddp")
         out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
         dist.barrier()  # start-up ends when every rank has its model
-        out["ready_at"] = time.time()
+        clock.ready("barrier")
         if job.kind == Kind.THROUGHPUT:
             out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
         elif job.kind == JobKind.PROFILE:

@@ -31,6 +31,7 @@ class ChaosWorkload(ClassifierWorkload):
     name = "chaos"
     description = "the classifier with an injected fault (crash, kill, hang, oom) for testing failure handling"
     params_type = ChaosParams
+    rank_modules = ("workloads.chaos.trainer",)
 
     # The registry passes each workload its own params_type, so narrowing the parameter type is safe here.
     def build(self, params: ChaosParams, ctx: RankContext) -> Trainer:  # type: ignore[override]

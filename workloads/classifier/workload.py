@@ -41,6 +41,7 @@ class ClassifierWorkload(Workload):
     description = "MLP on a synthetic Gaussian-mixture task; reaches 90% accuracy in seconds on one core"
     params_type = ClassifierParams
     metrics = ("accuracy",)
+    rank_modules = ("workloads.classifier.trainer",)
 
     def memory_estimate_mib(self, params: ClassifierParams, local_batch: int) -> float:
         p = params

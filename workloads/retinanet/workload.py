@@ -160,6 +160,7 @@ class RetinaNetWorkload(Workload):
     description = "torchvision RetinaNet (MLPerf: ResNeXt50-32x4d FPN, 800 px, 264 classes) on synthetic shapes or COCO"
     params_type = RetinaNetParams
     metrics = ("map", "map50")
+    rank_modules = ("workloads.retinanet.trainer",)
 
     def memory_estimate_mib(self, params: RetinaNetParams, local_batch: int) -> float:
         p = params

@@ -1,0 +1,253 @@
+"""Where a trial's start-up goes, per trial kind of the default sweep, and before/after a change side by side.
+
+Start-up is a record's `startup_s`: from the trial's start (the placement group's reservation) until every
+rank is ready to step. Each trial of `sweeps/retinanet.yaml`'s kinds (GEMM peak per layout, all-reduce
+calibration, throughput per layout, a convergence run per layout) runs through the sweep's own
+`run_ranks` with the fewest steps its protocol allows (start-up does not depend on them), and is split into:
+
+- driver: trial start → the rank's process created (placement group, launcher actors = new Ray worker
+  processes importing orch, node_info/free_port calls, Popen), from the rank's /proc start time (10 ms);
+- the rank's own phases from its result's `startup_breakdown_s` (rank_main.StartupClock): interpreter
+  (numactl, Python, rank_main's imports), import_torch, import_protocol, rendezvous
+  (init_process_group), import_workload (the workload's torch side: torchvision, its modules), build
+  (model, optimizer, data), ddp (DDP wrap), barrier (waiting for the slowest rank).
+
+Columns are rank 0's view; they add up to its ready time. `--driver-probe` also times the driver's Ray
+calls one by one, as `run_ranks` makes them (a copy of its sequence; the ranks are not started).
+
+With `--baseline REF` the same trials also run with the rank code (orchestrator/, workloads/) of git REF,
+interleaved with the working tree's in every round (order alternating), so both see the same machine load.
+
+    python benchmarks/bench_startup.py --rounds 3 --baseline <commit>
+    python benchmarks/bench_startup.py --rounds 1 --kinds peak --driver-probe 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from orchestrator.constants import EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE  # noqa: E402
+
+PHASES = ("driver", "interpreter", "import_torch", "import_protocol", "rendezvous", "import_workload", "build",
+          "ddp", "barrier")
+SWEEP = REPO / "sweeps" / "retinanet.yaml"
+
+
+def trial_cases(sweep: Any, plan: Any) -> list[tuple[str, Any, Any]]:
+    """(label, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order."""
+    from orchestrator.core import records as rec
+    from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
+    from orchestrator.core.schema import to_plain
+    from orchestrator.run.job import JobKind, RankJob
+
+    spec, params = sweep.spec, to_plain(sweep.params)
+    precision = getattr(sweep.params, "precision", "fp32")
+
+    def job(kind: Any, p: Any, **extra: Any) -> Any:
+        return RankJob(kind=JobKind(kind), workload=spec.workload.name, params=params, backend=plan.backend.chosen,
+                       local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank, warmup_steps=1,
+                       timed_steps=1, repeats=1, init_timeout_s=120.0, **extra)
+
+    layouts: dict[tuple[int, int], Any] = {}
+    for p in plan.feasible:
+        layouts.setdefault((p.trial.ranks, p.trial.threads_per_rank), p)
+    cases = [(f"peak {r}x{t}", p, job(rec.PEAK, p, peak_precision=precision)) for (r, t), p in sorted(layouts.items())]
+    counts = tuple(sorted({p.trial.ranks for p in plan.feasible}))
+    cases += [(f"allreduce {key.split('-')[1]} {p.trial.ranks}", p,
+               job(rec.ALLREDUCE, p, peak_precision=GRADIENT_DTYPE, message_bytes=[MESSAGE_BYTES[0]]))
+              for key, p in calibration_trials(plan.topology, counts)]
+    cases += [(f"throughput {p.trial.key}", p, job(rec.THROUGHPUT, p)) for p in plan.feasible]
+    seen: set[str] = set()
+    for run in plan.convergence if spec.convergence else ():
+        if run.layout.trial.key in seen:
+            continue
+        seen.add(run.layout.trial.key)
+        # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
+        steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // run.global_batch
+        conv = {**to_plain(spec.convergence), "global_batch": run.global_batch, "max_epochs": 1 / steps_per_epoch,
+                "warmup_epochs": 0.0}
+        cases.append((f"convergence {run.layout.trial.key}", run.layout,
+                      job(rec.CONVERGENCE, run.layout, seed=run.seed, convergence=conv)))
+    return cases
+
+
+def rank_specs(p: Any) -> list[Any]:
+    from orchestrator.run.trial import RankSpec
+
+    return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, p.memory_budget_mib[r.rank])
+            for r in p.placement.ranks]
+
+
+def run_case(cluster: Any, p: Any, job: Any, workdir: str) -> dict[str, float]:
+    """One trial through the sweep's run_ranks: its start-up, wall time and rank 0's phases."""
+    from orchestrator.run.trial import run_ranks
+
+    started = time.time()
+    run = run_ranks(cluster, rank_specs(p), job, workdir=workdir, step_timeout_s=120.0, timeout_s=600.0)
+    if run.status != "ok":
+        raise RuntimeError(f"{job.kind} trial failed: {run.status}: {run.reason}\n"
+                           f"{next((o.log_tail for o in run.outcomes if o and o.status != 'ok'), '')}")
+    result = run.outcomes[0].result
+    out = {"startup": run.ready_s if run.ready_s is not None else float("nan"), "wall": run.wall_s}
+    if result.started_at is not None and result.startup_breakdown_s:
+        out["driver"] = result.started_at - started
+        out.update(result.startup_breakdown_s)
+    return out
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The rank code (orchestrator/, workloads/) of git `ref`, extracted without touching the checkout."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "orchestrator", "workloads"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def driver_probe(cluster: Any, p: Any, rounds: int) -> dict[str, list[float]]:
+    """The driver's Ray calls of run_ranks, one by one (a copy of its sequence; no rank is started): reserve
+    right after the previous trial's release (as between trials) and after 1.5 s idle; the launcher actors
+    up (a new Ray worker each, importing orch's launcher) with their node_info; free_port; and, for
+    comparison, the same calls on launchers that already run (what a long-lived launcher would cost)."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from orchestrator.run.launcher import RankLauncher
+
+    ranks = rank_specs(p)
+    selector = [{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks]
+    times: dict[str, list[float]] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.time()
+        times.setdefault(name, []).append(now - since)
+        return now
+
+    def reserve(name: str) -> Any:
+        t0 = time.time()
+        pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
+                             bundle_label_selector=selector)
+        ray.get(pg.ready())
+        lap(name, t0)
+        return pg
+
+    actor: Any = ray.remote(RankLauncher)
+    warm = [actor.options(num_cpus=0).remote(f"{tempfile.gettempdir()}/bench-startup-warm-{os.getpid()}-{j}")
+            for j in range(len(ranks))]
+    ray.get([w.node_info.remote() for w in warm])
+    for i in range(rounds):
+        remove_placement_group(reserve("reserve (first, or 1.5 s after a release)"))
+        pg = reserve("reserve right after a release")
+        t = time.time()
+        launchers = [actor.options(num_cpus=float(len(r.all_cpus)), max_concurrency=4,
+                                   scheduling_strategy=PlacementGroupSchedulingStrategy(pg, j)
+                                   ).remote(f"{tempfile.gettempdir()}/bench-startup-probe-{os.getpid()}-{i}-{j}")
+                     for j, r in enumerate(ranks)]
+        ray.get([launcher.node_info.remote() for launcher in launchers])
+        t = lap("launcher actors up + node_info", t)
+        ray.get(launchers[0].free_port.remote())
+        t = lap("free_port", t)
+        ray.get([w.node_info.remote() for w in warm])
+        ray.get(warm[0].free_port.remote())
+        t = lap("node_info + free_port on running launchers", t)
+        for launcher in launchers:
+            ray.get(launcher.cleanup.remote())
+            ray.kill(launcher)
+        remove_placement_group(pg)
+        lap("cleanup + kill + release", t)
+        time.sleep(1.5)
+    for w in warm:
+        ray.get(w.cleanup.remote())
+        ray.kill(w)
+    return times
+
+
+def print_table(title: str, rows: dict[str, dict[str, list[dict[str, float]]]]) -> None:
+    """Medians per case and side: start-up, wall and each phase."""
+    sides = sorted({side for per in rows.values() for side in per}, key=lambda s: s != "before")
+    print(f"\n{title} (medians, seconds; n = trials per cell)")
+    header = f"{'case':26} {'side':6} {'n':>2} {'startup':>8} {'wall':>6} " + " ".join(f"{p[:10]:>10}" for p in PHASES)
+    print(header)
+    for case, per in rows.items():
+        for side in sides:
+            runs = per.get(side, [])
+            if not runs:
+                continue
+
+            def med(key: str, runs: list[dict[str, float]] = runs) -> str:
+                values = [r[key] for r in runs if key in r]
+                return f"{statistics.median(values):.2f}" if values else "–"
+
+            print(f"{case:26} {side:6} {len(runs):>2} {med('startup'):>8} {med('wall'):>6} "
+                  + " ".join(f"{med(p):>10}" for p in PHASES))
+
+
+def connect_and_plan() -> tuple[Any, Any, Any]:
+    for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
+        os.environ.setdefault(name, value)
+    from orchestrator.cli.common import plan_for
+    from orchestrator.io.sweepfile import load_sweep
+    from orchestrator.run import cluster as ray_cluster
+
+    ray_cluster.connect(None)
+    cluster = ray_cluster.discover()
+    sweep = load_sweep(str(SWEEP))
+    plan = plan_for(sweep, ray_cluster.detected_topology(cluster),
+                    ccl_available=all(n.ccl_installed for n in cluster.nodes))
+    return sweep, plan, cluster
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every case once per side")
+    parser.add_argument("--baseline", metavar="REF", help="git ref whose rank code runs as 'before'")
+    parser.add_argument("--kinds", nargs="*", default=["peak", "allreduce", "throughput", "convergence"])
+    parser.add_argument("--driver-probe", type=int, default=0, metavar="N", help="also time the driver's Ray calls")
+    args = parser.parse_args()
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "?")
+    print(f"start-up of {SWEEP.relative_to(REPO)}'s trial kinds: {os.cpu_count()} CPUs ({cpu}), load average "
+          f"{os.getloadavg()[0]:.2f} at start")
+    sweep, plan, cluster = connect_and_plan()
+    cases = [c for c in trial_cases(sweep, plan) if c[0].split()[0] in args.kinds]
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {label: {} for label, _, _ in cases}
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        # The rank processes import orch from PYTHONPATH (run_ranks passes the driver's environment on).
+        sides = {"after": str(REPO)}
+        if args.baseline:
+            sides = {"before": str(baseline_tree(args.baseline, Path(tmp) / "baseline")), **sides}
+        for r in range(args.rounds):
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for label, p, job in cases:
+                for side in order:
+                    os.environ["PYTHONPATH"] = sides[side]
+                    out = run_case(cluster, p, job, f"{tmp}/{side}-{label.replace(' ', '_')}-{r}")
+                    rows[label].setdefault(side, []).append(out)
+                    print(f"round {r + 1} {label:26} {side:6} startup {out['startup']:.2f} s  wall {out['wall']:.2f} s",
+                          flush=True)
+        os.environ["PYTHONPATH"] = sides["after"]
+        print_table("start-up per trial kind", rows)
+        if args.driver_probe:
+            p = next(p for label, p, _ in cases if label.startswith(("peak 2", "throughput r2")))
+            probe = driver_probe(cluster, p, args.driver_probe)
+            print(f"\ndriver's Ray calls for a {p.trial.ranks}-rank trial, {args.driver_probe} rounds "
+                  "(median, min, max s)")
+            for name, values in probe.items():
+                print(f"  {name:45} {statistics.median(values):6.2f} {min(values):6.2f} {max(values):6.2f}")
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
