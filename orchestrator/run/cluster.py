@@ -28,6 +28,7 @@ class RayNode:
     cpus: tuple[int, ...]        # CPUs the node's processes may use
     ccl_installed: bool
     topology: Topology           # detected there, one node
+    ray_cpus: float = 0.0        # the node's Ray "CPU" resource (logical; may differ from len(cpus))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ def discover() -> Cluster:
     nodes = []
     for n, info in zip(alive, ray.get(refs, timeout=DISCOVER_TIMEOUT_S)):
         nodes.append(RayNode(n["NodeID"], info["ip"], info["hostname"], tuple(info["cpus"]), info["ccl"],
-                             info["topology"]))
+                             info["topology"], float(n.get("Resources", {}).get("CPU", 0.0))))
     return Cluster(tuple(nodes))
 
 

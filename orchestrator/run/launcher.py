@@ -96,6 +96,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def node_info() -> dict[str, Any]:
+    """Where this process runs: its Ray node id and address (None and loopback outside Ray)."""
+    try:
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id()
+        ip = ray.util.get_node_ip_address()
+    except Exception:  # plain-Python use (tests without Ray)
+        node_id, ip = None, "127.0.0.1"
+    return {"node_id": node_id, "ip": ip, "hostname": socket.gethostname(), "pid": os.getpid()}
+
+
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
     try:
         return [proc, *proc.children(recursive=True)]
@@ -195,14 +207,7 @@ class RankLauncher:
 
     # --- facts about where we run -------------------------------------------------------------------
     def node_info(self) -> dict[str, Any]:
-        try:
-            import ray
-
-            node_id = ray.get_runtime_context().get_node_id()
-            ip = ray.util.get_node_ip_address()
-        except Exception:  # plain-Python use (tests without Ray)
-            node_id, ip = None, "127.0.0.1"
-        return {"node_id": node_id, "ip": ip, "hostname": socket.gethostname(), "pid": os.getpid()}
+        return node_info()
 
     def free_port(self) -> int:
         return free_port()
@@ -318,3 +323,50 @@ class RankLauncher:
         self._kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+
+
+class NodeLaunchers:
+    """Every rank launcher of one node, for a whole sweep: the driver starts one of these as a Ray actor per
+    node, once, instead of one actor per rank and trial (a new actor is a new Ray worker process: about
+    1 s of start-up idle, 3 s under load, per trial). Each running rank has its `RankLauncher`, under a key
+    the driver chooses; calls for different keys run concurrently (the actor's max_concurrency)."""
+
+    def __init__(self) -> None:
+        self._ranks: dict[str, RankLauncher] = {}
+        self._lock = threading.Lock()
+
+    def node_info(self) -> dict[str, Any]:
+        return node_info()
+
+    def free_port(self) -> int:
+        return free_port()
+
+    def start(self, key: str, workdir: str, job: RankJob, env: dict[str, str], cpus: list[int],
+              numa_nodes: list[int]) -> int:
+        launcher = RankLauncher(workdir)
+        with self._lock:
+            if key in self._ranks:
+                raise ValueError(f"rank {key} is already running on this node")
+            self._ranks[key] = launcher
+        return launcher.start(job, env, cpus, numa_nodes)
+
+    def supervise(self, key: str, **limits: Any) -> Outcome:
+        return self._ranks[key].supervise(**limits)
+
+    def status(self, key: str) -> dict[str, Any] | None:
+        launcher = self._ranks.get(key)
+        return launcher.status() if launcher is not None else None
+
+    def stop(self, key: str, reason: str = "stopped by the driver") -> None:
+        launcher = self._ranks.get(key)
+        if launcher is not None:
+            launcher.stop(reason)
+
+    def cleanup(self, key: str) -> None:
+        with self._lock:
+            launcher = self._ranks.pop(key, None)
+        if launcher is not None:
+            launcher.cleanup()
+
+    def running(self) -> list[str]:
+        return sorted(self._ranks)

@@ -41,7 +41,7 @@ from orchestrator.run.recording import (
     peak_record,
     throughput_record,
 )
-from orchestrator.run.trial import RankSpec, TrialRun, run_ranks
+from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials and room for waiting ones
@@ -108,6 +108,7 @@ class SweepRunner:
         self.backend = plan.backend.chosen
         self.workers = plan.ccl_workers
         self.summary = SweepSummary()
+        self.pool: NodePool | None = None   # held while trials run (execute)
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def prepare(self) -> list[dict[str, Any]]:
@@ -144,8 +145,19 @@ class SweepRunner:
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
         run = run_ranks(self.cluster, _rank_specs(p), job, workdir=workdir,
                         step_timeout_s=self.spec.measure.step_timeout_s, timeout_s=timeout_s,
-                        ccl_workers=self.workers, on_status=lambda status: progress.phase(key, status), stop=stop)
+                        ccl_workers=self.workers, on_status=lambda status: progress.phase(key, status), stop=stop,
+                        pool=self.pool)
         return run, started
+
+    def _sweep_cpus(self) -> dict[int, float]:
+        """What the sweep reserves on each Ray node: every CPU the topology gives that node (SMT siblings too,
+        as a rank holds whole cores), or as many as Ray offers there if fewer."""
+        cpus = {}
+        for index, node in enumerate(self.plan.topology.nodes):
+            offered = self.cluster.nodes[index].ray_cpus
+            count = float(sum(len(c.cpus) for s in node.sockets for c in s.cores))
+            cpus[index] = min(offered, count) if offered > 0 else count
+        return cpus
 
     def _job(self, kind: rec.Kind, p: PlannedTrial, **extra: Any) -> RankJob:
         m = self.spec.measure
@@ -255,9 +267,22 @@ class SweepRunner:
         planned region is kept from later ones, so that small trials cannot starve it). Ctrl-C stops every
         running trial and re-raises once they have released their cores."""
         self._record_infeasible(existing, progress)
+        if not todo:
+            return
+        stop = threading.Event()
+        self.pool = NodePool(self.cluster)
+        try:
+            problem = self.pool.reserve(self._sweep_cpus(), stop)
+            if problem is not None:
+                raise InvalidInput("the cluster", [Problem("", problem)])
+            self._execute(todo, progress, stop)
+        finally:
+            self.pool.close()
+            self.pool = None
+
+    def _execute(self, todo: list[tuple[str, Item]], progress: SweepProgress, stop: threading.Event) -> None:
         pending = list(todo)
         running: dict[Future, tuple[str, Item, Region]] = {}
-        stop = threading.Event()
         limit = self.options.max_concurrent or max(1, self.plan.topology.usable_cores(True))
         pool = ThreadPoolExecutor(max_workers=min(limit, len(todo) or 1), thread_name_prefix="trial")
         try:

@@ -1,10 +1,12 @@
-"""Run one trial's ranks on Ray: reserve their CPUs, start one pinned process per rank, supervise, and
-release everything however it ends.
+"""Run one trial's ranks on Ray: start one pinned process per rank, supervise, and release everything
+however it ends.
 
-Each trial gets a placement group with one bundle per rank, each bundle pinned to the node the placement
-chose (`ray.io/node-id` label selector), so Ray's accounting matches our pinning and two trials never
-share cores. One `RankLauncher` actor per bundle starts and watches its rank process. The first rank to
-fail stops the others; the trial's status names the root cause, not the echo of it in the other ranks.
+A sweep holds its nodes through a `NodePool`: one launcher actor per node for the whole sweep (which starts
+and watches every rank process on that node) and one reservation of the CPUs it may use, so that Ray's
+accounting matches our pinning. Which cores each trial gets inside it is the sweep's rule
+(orchestrator.core.schedule). A trial run on its own (a benchmark) reserves and releases its own. The
+first rank to fail stops the others; the trial's status names the root cause, not the echo of it in the
+other ranks.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from typing import Any
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.core.rank_end import RankStatus, first_bad, root_cause
 from orchestrator.core.records import Status
 from orchestrator.run.cluster import Cluster
 from orchestrator.run.job import RankJob
-from orchestrator.run.launcher import Outcome, RankLauncher, rank_environment
+from orchestrator.run.launcher import NodeLaunchers, Outcome, rank_environment
 
 RESERVE_TIMEOUT_S = 120.0
 GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before stopping them
@@ -64,55 +66,114 @@ class TrialRun:
     interrupted: bool = False        # stopped by the driver (Ctrl-C): not a result, the trial is run again
 
 
+class NodePool:
+    """A sweep's hold on its Ray nodes: one `NodeLaunchers` actor per node, started on first use and kept for
+    the whole sweep, and one reservation (a placement group, one bundle per node, pinned to it by the
+    `ray.io/node-id` label) of the CPUs the sweep may use, so that Ray schedules nothing else on them while
+    it runs. Which trial uses which cores inside the reservation is the sweep's own rule
+    (orchestrator.core.schedule); reserving per trial instead cost about 1 s per trial (Ray frees a removed
+    group's CPUs for the next one only after a delay). Thread-safe: trials start from several threads."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self._actors: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._pg: Any = None
+
+    def reserve(self, cpus_per_node: dict[int, float], stop: threading.Event) -> str | None:
+        """Reserve CPUs on nodes (index into cluster.nodes); None when held, else why it could not be."""
+        nodes = sorted(n for n, cpus in cpus_per_node.items() if cpus > 0)
+        self._pg = placement_group([{"CPU": cpus_per_node[n]} for n in nodes], strategy="PACK",
+                                   bundle_label_selector=[{"ray.io/node-id": self.cluster.nodes[n].node_id}
+                                                          for n in nodes])
+        if _reserved(self._pg, stop):
+            return None
+        if stop.is_set():
+            return "interrupted"
+        return (f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another job holds them, or the "
+                "nodes have fewer CPUs than the topology says)")
+
+    def launchers(self, node: int) -> Any:
+        """The node's launcher actor (a Ray actor handle: its methods are called with .remote())."""
+        with self._lock:
+            if node not in self._actors:
+                actor: Any = ray.remote(NodeLaunchers)
+                cpus = max(1, len(self.cluster.nodes[node].cpus))
+                self._actors[node] = actor.options(
+                    num_cpus=0, max_concurrency=2 * cpus + 8,   # a supervising thread per rank, plus calls
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(self.cluster.nodes[node].node_id, soft=False),
+                ).remote()
+            return self._actors[node]
+
+    def close(self) -> None:
+        for actor in self._actors.values():
+            ray.kill(actor)   # its rank processes notice their launcher is gone and exit
+        self._actors.clear()
+        if self._pg is not None:
+            remove_placement_group(self._pg)
+            self._pg = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Rank:
+    """One rank of a trial, as its node's launcher actor knows it."""
+
+    actor: Any
+    key: str
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.actor, method).remote(self.key, *args, **kwargs)
+
+
 def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir: str, step_timeout_s: float,
               timeout_s: float, ccl_workers: int = 0,
               on_status: Callable[[dict[str, Any] | None], None] | None = None,
-              stop: threading.Event | None = None) -> TrialRun:
+              stop: threading.Event | None = None, pool: NodePool | None = None) -> TrialRun:
     """Run the ranks to their end. `stop`, when set (from another thread: the sweep's Ctrl-C), stops them
-    and returns a run marked interrupted; their cores are released as for any other end."""
+    and returns a run marked interrupted. `pool`: the sweep's nodes and reservation; without one, the trial
+    reserves its own CPUs and starts its own launchers, and releases both at its end."""
     started = time.time()
     stop = stop or threading.Event()
-    deadline = started + timeout_s
-    pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
-                         bundle_label_selector=[{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks])
-    launchers: list[Any] = []    # Ray actor handles: their methods are called with .remote()
+    own = pool is None
+    pool = pool or NodePool(cluster)
+    handles: list[_Rank] = []
     try:
-        if not _reserved(pg, stop):
-            if stop.is_set():
-                return TrialRun(Status.FAILED, "interrupted", [None] * len(ranks), interrupted=True)
-            return TrialRun(Status.FAILED, f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another "
-                                           "job holds them, or the nodes have fewer CPUs than the topology says)",
-                            [None] * len(ranks), wall_s=time.time() - started)
-        actor: Any = ray.remote(RankLauncher)
-        for i, r in enumerate(ranks):
-            launchers.append(actor.options(
-                num_cpus=float(len(r.all_cpus)), max_concurrency=4,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
-            ).remote(f"{workdir}/rank{r.rank}"))
-        infos = ray.get([launcher.node_info.remote() for launcher in launchers])
-        port = ray.get(launchers[0].free_port.remote())
-        ccl_by_node: dict[int, list[int]] = {}
-        for r in sorted(ranks, key=lambda r: r.local_rank):
-            ccl_by_node.setdefault(r.node, []).extend(r.ccl_cpus)
-        local_sizes = {n: sum(1 for r in ranks if r.node == n) for n in {r.node for r in ranks}}
-        starts = []
-        for launcher, r in zip(launchers, ranks):
-            env = rank_environment(_worker_env(), cpus=list(r.cpus), ccl_cpus_on_node=ccl_by_node[r.node],
-                                   ccl_workers=ccl_workers, rank=r.rank, local_rank=r.local_rank,
-                                   world_size=len(ranks), local_world_size=local_sizes[r.node],
-                                   master_addr=infos[0]["ip"], master_port=port)
-            starts.append(launcher.start.remote(job, env, r.all_cpus, list(r.numa_nodes)))
-        ray.get(starts)
-        return _supervise(launchers, ranks, started, deadline, step_timeout_s, on_status,
+        if own:
+            cpus: dict[int, float] = {}
+            for r in ranks:
+                cpus[r.node] = cpus.get(r.node, 0.0) + len(r.all_cpus)
+            problem = pool.reserve(cpus, stop)
+            if problem is not None:
+                return TrialRun(Status.FAILED, problem, [None] * len(ranks), wall_s=time.time() - started,
+                                interrupted=stop.is_set())
+        # A rank's key on its node is its work folder: unique, since the trial's folder names its start time.
+        handles = [_Rank(pool.launchers(r.node), f"{workdir}/rank{r.rank}") for r in ranks]
+        infos = ray.get([h.actor.node_info.remote() for h in handles])
+        port = ray.get(handles[0].actor.free_port.remote())
+        ray.get([h.call("start", h.key, job, env, r.all_cpus, list(r.numa_nodes))   # key, then its work folder
+                 for h, r, env in zip(handles, ranks, _environments(ranks, infos[0]["ip"], port, ccl_workers))])
+        return _supervise(handles, ranks, started, started + timeout_s, step_timeout_s, on_status,
                           [info["node_id"] for info in infos], stop)
     finally:
-        for launcher in launchers:
+        for handle in handles:
             try:
-                ray.get(launcher.cleanup.remote(), timeout=CLEANUP_CALL_TIMEOUT_S)
+                ray.get(handle.call("cleanup"), timeout=CLEANUP_CALL_TIMEOUT_S)
             except Exception:  # an actor that already died has nothing left to clean
                 pass
-            ray.kill(launcher)
-        remove_placement_group(pg)
+        if own:
+            pool.close()
+
+
+def _environments(ranks: list[RankSpec], master_addr: str, port: int, ccl_workers: int) -> list[dict[str, str]]:
+    """Each rank's environment: its pinning, its place in the world, the rendezvous."""
+    ccl_by_node: dict[int, list[int]] = {}
+    for r in sorted(ranks, key=lambda r: r.local_rank):
+        ccl_by_node.setdefault(r.node, []).extend(r.ccl_cpus)
+    local_sizes = {n: sum(1 for r in ranks if r.node == n) for n in {r.node for r in ranks}}
+    return [rank_environment(_worker_env(), cpus=list(r.cpus), ccl_cpus_on_node=ccl_by_node[r.node],
+                             ccl_workers=ccl_workers, rank=r.rank, local_rank=r.local_rank, world_size=len(ranks),
+                             local_world_size=local_sizes[r.node], master_addr=master_addr, master_port=port)
+            for r in ranks]
 
 
 def _reserved(pg: Any, stop: threading.Event) -> bool:
@@ -137,13 +198,13 @@ def _worker_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("RAY_")}
 
 
-def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, deadline: float, step_timeout_s: float,
+def _supervise(handles: list[_Rank], ranks: list[RankSpec], started: float, deadline: float, step_timeout_s: float,
                on_status: Callable[[dict[str, Any] | None], None] | None, node_ids: list[str],
                stop: threading.Event) -> TrialRun:
     """Wait for every rank's end; once one ends badly, give the others a grace period to report their
     own end, then stop them. The trial's status and reason come from the root cause (core.rank_end)."""
-    refs = {launcher.supervise.remote(budget_mib=r.budget_mib, step_timeout_s=step_timeout_s, deadline=deadline): i
-            for i, (launcher, r) in enumerate(zip(launchers, ranks))}
+    refs = {h.call("supervise", budget_mib=r.budget_mib, step_timeout_s=step_timeout_s, deadline=deadline): i
+            for i, (h, r) in enumerate(zip(handles, ranks))}
     outcomes: list[Outcome | None] = [None] * len(ranks)
     ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause
     pending = list(refs)
@@ -153,7 +214,7 @@ def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, dead
         if stop.is_set() and not interrupted:
             interrupted = True
             for ref in pending:
-                launchers[refs[ref]].stop.remote("interrupted by the user (Ctrl-C)")
+                handles[refs[ref]].call("stop", "interrupted by the user (Ctrl-C)")
         done, pending = ray.wait(pending, num_returns=1, timeout=WAIT_POLL_S)
         for ref in done:
             i = refs[ref]
@@ -164,12 +225,12 @@ def _supervise(launchers: list[Any], ranks: list[RankSpec], started: float, dead
         if failed_at is not None and pending and time.monotonic() - failed_at > GRACE_AFTER_FAILURE_S:
             bad = first_bad(outcomes)
             for ref in pending:
-                launchers[refs[ref]].stop.remote(f"stopped because another rank ended: {bad.reason if bad else None}")
+                handles[refs[ref]].call("stop", f"stopped because another rank ended: {bad.reason if bad else None}")
             failed_at = float("inf")  # stop only once
         if on_status is not None and pending and time.monotonic() - polled_at >= STATUS_POLL_S:
             polled_at = time.monotonic()
             try:
-                on_status(ray.get(launchers[0].status.remote(), timeout=STATUS_CALL_TIMEOUT_S))
+                on_status(ray.get(handles[0].call("status"), timeout=STATUS_CALL_TIMEOUT_S))
             except Exception:  # a display detail must never end the trial
                 on_status(None)
     wall = time.time() - started
