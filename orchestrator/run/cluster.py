@@ -50,7 +50,9 @@ def connect(address: str | None) -> bool:
         ray.init(address=address, **common)
     else:
         # Loopback-only serving is arranged by the caller before Ray is imported (RAY_LOOPBACK_ENV_VAR).
-        ray.init(include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
+        # "local": a new instance even when another one on this machine (another user's `ray start`, a test's
+        # cluster) is recorded in /tmp/ray/ray_current_cluster, which ray.init() would otherwise join.
+        ray.init(address="local", include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
     return True
 
 
