@@ -176,13 +176,14 @@ def _alive(proc: psutil.Process) -> bool:
 
 def watch(driver_pid: int, session: Session, lifeline: int, poll_s: float = POLL_S) -> str:
     """Wait until the driver dies (end of file on `lifeline`: seen at once) or the session ends normally
-    (seen within `poll_s`); return which: "driver died" or "session ended"."""
+    (seen within `poll_s`); return which: "driver gone" (killed, or exited before the end of its session was
+    seen: either way whatever is left of the session is stopped) or "session ended"."""
     try:
         driver = psutil.Process(driver_pid)
         started = [child for child in driver.children()   # gcs_server, raylet, ...: not this watchdog
                    if child.pid != os.getpid() and _owned(child.pid, session)]
     except psutil.Error:   # the driver died before we looked
-        return "driver died"
+        return "driver gone"
     waiting_on = [lifeline]
     while True:
         ready, _, _ = select.select(waiting_on, [], [], poll_s)
@@ -192,7 +193,7 @@ def watch(driver_pid: int, session: Session, lifeline: int, poll_s: float = POLL
             while _alive(driver) and time.monotonic() < deadline:
                 time.sleep(0.02)
         if not _alive(driver):
-            return "driver died"
+            return "driver gone"
         if started and not any(_alive(p) for p in started):
             return "session ended"
 
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     session = Session(args.token, args.session_dir)
     outcome = watch(args.driver_pid, session, sys.stdin.fileno())
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {outcome} (driver pid {args.driver_pid})", flush=True)
-    if outcome == "driver died":
+    if outcome == "driver gone":
         for line in reap(session, keep=[os.getpid()]):
             print(f"stopped {line}", flush=True)
     return 0
