@@ -180,10 +180,13 @@ def watch(driver_pid: int, session: Session, lifeline: int, poll_s: float = POLL
     seen: either way whatever is left of the session is stopped) or "session ended"."""
     try:
         driver = psutil.Process(driver_pid)
+    except psutil.NoSuchProcess:   # the driver died before we looked
+        return "driver gone"
+    try:
         started = [child for child in driver.children()   # gcs_server, raylet, ...: not this watchdog
                    if child.pid != os.getpid() and _owned(child.pid, session)]
-    except psutil.Error:   # the driver died before we looked
-        return "driver gone"
+    except psutil.Error:   # then only the driver's end tells
+        started = []
     waiting_on = [lifeline]
     while True:
         ready, _, _ = select.select(waiting_on, [], [], poll_s)

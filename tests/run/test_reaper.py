@@ -93,8 +93,20 @@ SHUTDOWN_SCRIPT = """
 import os, sys, time, psutil, ray
 from orchestrator.run import cluster
 assert cluster.connect(None)
-watchdogs = [p for p in psutil.Process().children() if "orchestrator.run.reaper" in " ".join(p.cmdline())]
-assert len(watchdogs) == 1, watchdogs
+def watchdogs():
+    found = []
+    for p in psutil.Process().children():
+        try:
+            if "orchestrator.run.reaper" in " ".join(p.cmdline()):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+start = time.monotonic()
+while not watchdogs() and time.monotonic() - start < 5:
+    time.sleep(0.1)
+watchdogs = watchdogs()
+assert len(watchdogs) == 1, [(p.pid, p.status(), p.cmdline()) for p in psutil.Process().children()]
 log = os.path.join(ray._private.worker.global_worker.node.get_session_dir_path(), "logs", "orch_reaper.log")
 ray.shutdown()
 start = time.monotonic()
