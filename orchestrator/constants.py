@@ -6,6 +6,11 @@ DEFAULT_RESULTS_ROOT = "results"
 # Set by the launcher in each rank's environment: the rank exits if this process is no longer its parent.
 LAUNCHER_PID_ENV_VAR = "ORCH_LAUNCHER_PID"
 
+# Put in the driver's environment before it starts an embedded Ray, so that every process of that Ray
+# session (and every rank it launches) inherits it: how orchestrator.run.reaper finds them after a driver
+# SIGKILL. Not RAY_-prefixed: the ranks' environment drops those.
+RAY_SESSION_TOKEN_ENV_VAR = "ORCH_RAY_SESSION_TOKEN"
+
 # Ray reads this when it is imported: "0" makes an embedded Ray use 127.0.0.1 as its node address, so every
 # one of its servers (GCS, raylet, workers, agents) listens on loopback only.
 RAY_LOOPBACK_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

@@ -15,6 +15,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.core.topology import Topology
+from orchestrator.run.reaper import reaped_on_driver_death
 
 # Describing a node imports orch there and reads /sys: seconds normally; a node that takes longer is broken.
 DISCOVER_TIMEOUT_S = 120.0
@@ -51,7 +52,10 @@ def connect(address: str | None) -> bool:
         ray.init(address=address, **common)
     else:
         # Loopback-only serving is arranged by the caller before Ray is imported (RAY_LOOPBACK_ENV_VAR).
-        ray.init(include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
+        # "local": a new instance even when another one on this machine (another user's `ray start`, a test's
+        # cluster) is recorded in /tmp/ray/ray_current_cluster, which ray.init() would otherwise join.
+        with reaped_on_driver_death():   # a SIGKILLed driver must not leave Ray's agents or ranks behind
+            ray.init(address="local", include_dashboard=False, num_cpus=len(os.sched_getaffinity(0)), **common)
     return True
 
 

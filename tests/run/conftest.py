@@ -21,7 +21,9 @@ def ray_local():
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=len(CPUS), include_dashboard=False, log_to_driver=False,
+    # "local": our own instance, not one another test or user started (ray.init() joins the instance
+    # /tmp/ray/ray_current_cluster records, e.g. a running 2-node test cluster, and refuses num_cpus then).
+    ray.init(address="local", num_cpus=len(CPUS), include_dashboard=False, log_to_driver=False,
              logging_level="ERROR")
     yield ray
     ray.shutdown()
