@@ -110,9 +110,12 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
 
 
 def gradient_sizes(module: Any) -> dict[str, Any]:
-    """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes, and DDP's
-    own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild)."""
-    grad_bytes = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+    """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes and dtype, and
+    DDP's own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild;
+    in the gradients' dtype: `orchestrator.run.ddp.wire_sizes` gives what a 16-bit hook puts on the wire)."""
+    trained = [p for p in module.parameters() if p.requires_grad]
+    grad_bytes = sum(p.numel() * p.element_size() for p in trained)
+    gradient_dtype = str(trained[0].dtype).removeprefix("torch.") if trained else None
     buckets: list[int] | None = None
     if hasattr(module, "_get_ddp_logging_data"):
         try:  # a private API: best effort, the gradient bytes alone suffice
@@ -121,7 +124,7 @@ def gradient_sizes(module: Any) -> dict[str, Any]:
             buckets = [int(x) for x in str(text).replace(" ", "").split(",") if x] or None
         except Exception:
             buckets = None
-    return {"gradient_bytes": int(grad_bytes), "ddp_bucket_bytes": buckets}
+    return {"gradient_bytes": int(grad_bytes), "gradient_dtype": gradient_dtype, "ddp_bucket_bytes": buckets}
 
 
 def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.05, min_reps: int = 5,

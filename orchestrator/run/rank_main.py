@@ -160,7 +160,7 @@ def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
     import torch.distributed as dist
 
     import workloads
-    from orchestrator.run import protocol
+    from orchestrator.run import ddp, protocol
     from orchestrator.run.job import JobKind
     from workloads.base import RankContext
 
@@ -179,16 +179,15 @@ def _train(job: RankJob, status: StatusWriter) -> dict[str, Any]:
         built = time.perf_counter()
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))
-        module = trainer.module
-        if world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            module = DistributedDataParallel(module)
-        out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
+        options = trainer.ddp_options()
+        module = ddp.wrap(trainer.module, options) if world > 1 else trainer.module
+        out = {"build_s": time.perf_counter() - built,
+               "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}
         dist.barrier()  # start-up ends when every rank has its model
         out["ready_at"] = time.time()
         if job.kind == Kind.THROUGHPUT:
-            out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
+            report = protocol.measure_throughput(job, trainer, module, status)
+            out["throughput"] = {**report, **ddp.wire_sizes(report, options if world > 1 else None)}
         elif job.kind == JobKind.PROFILE:
             from orchestrator.run.profiling import profile_rank
 
