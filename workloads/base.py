@@ -8,7 +8,7 @@ The orchestrator owns the training step (so that every workload is timed the sam
 launch benchmark can reuse it)::
 
     trainer = workload.build(params, ctx)
-    module = DistributedDataParallel(trainer.module)      # when world_size > 1
+    module = DistributedDataParallel(trainer.module, ...)  # when world_size > 1, with trainer.ddp_options()
     for batch in trainer.batches(epoch):
         optimizer.zero_grad(set_to_none=True)
         loss = module(*batch)                              # the module returns the scalar training loss
@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:  # torch is imported only inside rank processes
     import torch
@@ -31,6 +31,44 @@ if TYPE_CHECKING:  # torch is imported only inside rank processes
 # multi-tensor foreach kernels, or one fused kernel.
 OPTIMIZER_IMPL_KWARGS: dict[str, dict[str, bool]] = {
     "loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
+# How DDP all-reduces the gradients, the same switches in every workload (the orchestrator owns the DDP
+# wrapper: orchestrator/run/ddp.py applies them, and records what took effect in `applied`). They act only with
+# two ranks or more. A workload declares them as parameters with these help texts and returns them from
+# `Trainer.ddp_options`.
+DdpCommHook = Literal["none", "bf16", "fp16"]
+DDP_COMM_HOOK_HELP = ("none: DDP all-reduces the gradients in their own dtype (fp32); bf16 / fp16: DDP's "
+                      "bf16_compress_hook / fp16_compress_hook cast each gradient bucket to 16 bits for the all-reduce "
+                      "and back (half the bytes on the wire, less precise sums); 2 ranks or more")
+DDP_BUCKET_MB_HELP = ("DDP's bucket_cap_mb: gradients are all-reduced in buckets of about this many MiB (fewer, larger "
+                      "all-reduces above 25, less overlap with the backward pass); 2 ranks or more")
+DDP_GRAD_AS_BUCKET_VIEW_HELP = ("DDP's gradient_as_bucket_view: the gradients are views into the all-reduce buckets "
+                                "(no copy into and out of them, less memory); 2 ranks or more")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DdpOptions:
+    """A workload's DDP switches, as `Trainer.ddp_options` returns them (defaults: DDP's own)."""
+
+    comm_hook: DdpCommHook = "none"
+    bucket_mb: float = 25.0
+    grad_as_bucket_view: bool = False
+
+    def __post_init__(self) -> None:
+        if self.comm_hook not in ("none", "bf16", "fp16"):
+            raise ValueError(f"ddp_comm_hook({self.comm_hook!r}) must be one of 'none', 'bf16', 'fp16'")
+        if not self.bucket_mb > 0:
+            raise ValueError(f"ddp_bucket_mb({self.bucket_mb}) must be > 0")
+
+
+def ddp_options_of(params: Any) -> DdpOptions:
+    """The DDP switches of a workload's parameters (fields `ddp_comm_hook`, `ddp_bucket_mb`,
+    `ddp_grad_as_bucket_view`; DDP's defaults for those it does not declare)."""
+    default = DdpOptions()
+    return DdpOptions(comm_hook=getattr(params, "ddp_comm_hook", default.comm_hook),
+                      bucket_mb=getattr(params, "ddp_bucket_mb", default.bucket_mb),
+                      grad_as_bucket_view=getattr(params, "ddp_grad_as_bucket_view", default.grad_as_bucket_view))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,6 +120,10 @@ class Trainer(abc.ABC):
     def applied(self) -> dict[str, str]:
         """What optimizations actually took effect (e.g. {'ipex': 'off: not installed'}), for the record."""
         return {}
+
+    def ddp_options(self) -> DdpOptions:
+        """How the orchestrator's DDP wrapper should all-reduce this trainer's gradients (with 2 ranks or more)."""
+        return DdpOptions()
 
 
 class Workload(abc.ABC):

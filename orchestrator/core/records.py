@@ -17,7 +17,9 @@ Section layouts (units in the names):
 
     throughput: {samples_per_s, samples_per_s_repeats[], cv, timed_s_repeats[], warmup_steps, timed_steps,
                  repeats, step_ms_median[rank], step_ms_p90[rank], data_wait_share, train_flops_per_sample,
-                 gradient_bytes, ddp_bucket_bytes[] (null for one rank)}
+                 gradient_bytes, ddp_bucket_bytes[] (null for one rank; in the gradients' dtype),
+                 ddp_wire_dtype, ddp_wire_bucket_bytes[] (what each bucket's all-reduce moves: half of it with
+                 a 16-bit ddp_comm_hook; null for one rank and in records older than the fields)}
     memory:     {peak_uss_mib[rank], budget_mib[rank], estimate_mib}
     convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
                  lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}

@@ -101,8 +101,9 @@ RESULT_AFFECTING = ("workload", "backend", "measure", "convergence", "constraint
 # Switches that only add calibration trials (GEMM peak, all-reduce timing) leave every other trial as it was.
 CALIBRATION_SWITCHES = ("measure.peak", "measure.allreduce")
 # Settings added after results were first written, with the value that older folders were measured under
-# (before concurrency, every trial ran alone: node isolation).
-ADDED_SETTINGS = {"measure.isolation": "node"}
+# (before concurrency, every trial ran alone: node isolation; before the DDP switches, DDP's own defaults).
+ADDED_SETTINGS = {"measure.isolation": "node", "workload.params.ddp_comm_hook": "none",
+                  "workload.params.ddp_bucket_mb": 25.0, "workload.params.ddp_grad_as_bucket_view": False}
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from orchestrator.core.lr import learning_rate_at
 from orchestrator.run.job import Phase, RankJob, StatusWriter
+from workloads.base import DdpOptions
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -38,14 +39,15 @@ def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Call
     return step
 
 
-def wrap_ddp(module: torch.nn.Module) -> torch.nn.Module:
-    """`DistributedDataParallel(module)`, without DDP's start-up broadcast of every parameter and buffer
-    from rank 0 when `same_on_every_rank` shows the ranks hold the same values already (every workload
-    builds its model from the run's seed). Otherwise DDP checks the shapes and broadcasts, as by default.
-    The broadcast is a start-up cost only: what DDP does from the first step on is the same either way."""
-    from torch.nn.parallel import DistributedDataParallel
+def wrap_ddp(module: torch.nn.Module, options: DdpOptions | None = None) -> torch.nn.Module:
+    """`module` in DistributedDataParallel with the workload's switches (`ddp.wrap`), without DDP's start-up
+    broadcast of every parameter and buffer from rank 0 when `same_on_every_rank` shows the ranks hold the
+    same values already (every workload builds its model from the run's seed). Otherwise DDP checks the
+    shapes and broadcasts, as by default. The broadcast is a start-up cost only: what DDP does from the
+    first step on is the same either way."""
+    from orchestrator.run import ddp
 
-    return DistributedDataParallel(module, init_sync=not same_on_every_rank(module))
+    return ddp.wrap(module, options or DdpOptions(), init_sync=not same_on_every_rank(module))
 
 
 def same_on_every_rank(module: torch.nn.Module) -> bool:
@@ -146,9 +148,12 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
 
 
 def gradient_sizes(module: Any) -> dict[str, Any]:
-    """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes, and DDP's
-    own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild)."""
-    grad_bytes = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+    """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes and dtype, and
+    DDP's own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild;
+    in the gradients' dtype: `orchestrator.run.ddp.wire_sizes` gives what a 16-bit hook puts on the wire)."""
+    trained = [p for p in module.parameters() if p.requires_grad]
+    grad_bytes = sum(p.numel() * p.element_size() for p in trained)
+    gradient_dtype = str(trained[0].dtype).removeprefix("torch.") if trained else None
     buckets: list[int] | None = None
     if hasattr(module, "_get_ddp_logging_data"):
         try:  # a private API: best effort, the gradient bytes alone suffice
@@ -157,7 +162,7 @@ def gradient_sizes(module: Any) -> dict[str, Any]:
             buckets = [int(x) for x in str(text).replace(" ", "").split(",") if x] or None
         except Exception:
             buckets = None
-    return {"gradient_bytes": int(grad_bytes), "ddp_bucket_bytes": buckets}
+    return {"gradient_bytes": int(grad_bytes), "gradient_dtype": gradient_dtype, "ddp_bucket_bytes": buckets}
 
 
 def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.05, min_reps: int = 5,

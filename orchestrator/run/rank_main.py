@@ -207,7 +207,7 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
     import torch.distributed as dist
 
     import workloads
-    from orchestrator.run import protocol
+    from orchestrator.run import ddp, protocol
     from orchestrator.run.job import JobKind
     from workloads.base import RankContext
 
@@ -232,15 +232,17 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))
         clock.lap("build")
-        module = trainer.module
+        options = trainer.ddp_options()
+        module = protocol.wrap_ddp(trainer.module, options) if world > 1 else trainer.module
         if world > 1:
-            module = protocol.wrap_ddp(module)
             clock.lap("ddp")
-        out = {"build_s": time.perf_counter() - built, "applied": trainer.applied()}
+        out = {"build_s": time.perf_counter() - built,
+               "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}
         dist.barrier()  # start-up ends when every rank has its model
         clock.ready("barrier")
         if job.kind == Kind.THROUGHPUT:
-            out["throughput"] = protocol.measure_throughput(job, trainer, module, status)
+            report = protocol.measure_throughput(job, trainer, module, status)
+            out["throughput"] = {**report, **ddp.wire_sizes(report, options if world > 1 else None)}
         elif job.kind == JobKind.PROFILE:
             from orchestrator.run.profiling import profile_rank
 

@@ -76,6 +76,9 @@ def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, bac
             # what the gradient all-reduce moves, for orch predict
             "gradient_bytes": reports[0].get("gradient_bytes"),
             "ddp_bucket_bytes": reports[0].get("ddp_bucket_bytes"),
+            # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes
+            "ddp_wire_dtype": reports[0].get("ddp_wire_dtype"),
+            "ddp_wire_bucket_bytes": reports[0].get("ddp_wire_bucket_bytes"),
         }
     return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, **p.trial.layout(), **fields)
 

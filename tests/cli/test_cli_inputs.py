@@ -86,14 +86,18 @@ def test_the_base_files_are_valid(tmp_path, capsys):
     ("name: classifier", "name: classifer",
      "workload.name (line 3): unknown workload 'classifer'; known workloads: chaos, classifier, retinanet"),
     ("hidden: 64", "hidden: 64\n    depth: 3",
-     "workload.params.depth (line 6): unknown key; valid keys are: classes, data_seed, features, hidden, ipex, lr, "),
+     "workload.params.depth (line 6): unknown key; valid keys are: classes, data_seed, ddp_bucket_mb, ddp_comm_hook, "
+     "ddp_grad_as_bucket_view, features, hidden, ipex, lr, "),
     ("hidden: 64", "hidden: 0", "workload.params.hidden (line 5): must be >= 1, got 0"),
+    ("hidden: 64", "hidden: 64\n    ddp_comm_hook: int8",
+     "workload.params.ddp_comm_hook (line 6): must be one of 'none', 'bf16', 'fp16'; got 'int8'"),
     ("metric: accuracy", "metric: map",
      "convergence.metric (line 13): 'map' is not a metric of workload classifier; it reports: accuracy"),
     ("  target: 0.9\n", "", "convergence.target (line 12): required (value of the metric that counts as converged)"),
     ("convergence:\n", "backend: mpi\nconvergence:\n", "backend (line 12): must be one of 'auto', 'ccl', 'gloo'"),
 ], ids=["unknown-nested-key", "unknown-key", "wrong-type", "negative", "zero-ranks", "empty-list", "duplicate",
-        "yaml-syntax", "unknown-workload", "unknown-param", "bad-param", "bad-metric", "missing-key", "bad-enum"])
+        "yaml-syntax", "unknown-workload", "unknown-param", "bad-param", "bad-ddp-switch", "bad-metric", "missing-key",
+        "bad-enum"])
 def test_malformed_sweep_file(tmp_path, capsys, old, new, expected):
     err = run_bad(capsys, ["plan", sweep_with(tmp_path, old, new), "--topology", EMULATED])
     assert expected in err

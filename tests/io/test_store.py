@@ -24,6 +24,16 @@ def test_a_setting_added_later_compares_as_the_value_older_results_were_measured
     assert spec_changes(old, _spec(isolation="none"), {}, {}) == ["measure.isolation: 'node' → 'none'"]
 
 
+def test_results_from_before_the_ddp_switches_compare_as_ddps_defaults():
+    def spec(**params) -> dict:
+        return {**_spec(isolation="node"), "workload": {"name": "w", "params": params}}
+
+    defaults = {"ddp_comm_hook": "none", "ddp_bucket_mb": 25.0, "ddp_grad_as_bucket_view": False}
+    assert spec_changes(spec(), spec(**defaults), {}, {}) == []
+    assert spec_changes(spec(), spec(**{**defaults, "ddp_comm_hook": "bf16"}), {}, {}) == [
+        "workload.params.ddp_comm_hook: 'none' → 'bf16'"]
+
+
 def test_the_calibration_switches_may_change_but_a_measurement_setting_may_not():
     assert spec_changes(_spec(peak=True), _spec(peak=False), {}, {}) == []
     assert spec_changes(_spec(), _spec(repeats=5), {}, {}) == ["measure.repeats: 3 → 5"]

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.core.schema import opt
-from workloads.base import RankContext, Trainer, Workload
+from workloads.base import (
+    DDP_BUCKET_MB_HELP,
+    DDP_COMM_HOOK_HELP,
+    DDP_GRAD_AS_BUCKET_VIEW_HELP,
+    DdpCommHook,
+    RankContext,
+    Trainer,
+    Workload,
+)
 from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
 # Calibration of memory_estimate_mib: `python benchmarks/calibrate_memory.py` measured 364-374 MiB of peak USS
@@ -34,6 +42,10 @@ class ClassifierParams:
     momentum: float = opt(0.9, "SGD momentum", minimum=0, maximum=1)
     optimizer_impl: Literal["loop", "foreach", "fused"] = opt("foreach", "torch.optim implementation")
     ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
+    # Gradient all-reduce (DDP), with 2 ranks or more
+    ddp_comm_hook: DdpCommHook = opt("none", DDP_COMM_HOOK_HELP)
+    ddp_bucket_mb: float = opt(25.0, DDP_BUCKET_MB_HELP, exclusive_minimum=0)
+    ddp_grad_as_bucket_view: bool = opt(False, DDP_GRAD_AS_BUCKET_VIEW_HELP)
 
 
 class ClassifierWorkload(Workload):

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.core.schema import opt
-from workloads.base import RankContext, Trainer, Workload
+from workloads.base import (
+    DDP_BUCKET_MB_HELP,
+    DDP_COMM_HOOK_HELP,
+    DDP_GRAD_AS_BUCKET_VIEW_HELP,
+    DdpCommHook,
+    RankContext,
+    Trainer,
+    Workload,
+)
 from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
 Backbone = Literal["resnext50_32x4d", "resnet50", "resnet18"]
@@ -94,6 +102,10 @@ class RetinaNetParams:
         "contiguous", "channels_last: NHWC weights and images, oneDNN's native convolution layout")
     compile: bool = opt(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
     ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
+    # Gradient all-reduce (DDP), with 2 ranks or more
+    ddp_comm_hook: DdpCommHook = opt("none", DDP_COMM_HOOK_HELP)
+    ddp_bucket_mb: float = opt(25.0, DDP_BUCKET_MB_HELP, exclusive_minimum=0)
+    ddp_grad_as_bucket_view: bool = opt(False, DDP_GRAD_AS_BUCKET_VIEW_HELP)
 
     def __post_init__(self) -> None:
         problems = []

@@ -44,13 +44,16 @@ def cells_from_records(records: Iterable[Mapping[str, Any]]) -> list[Cell]:
 
 
 def gradient_buckets(records: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
-    """DDP's bucket sizes as a multi-rank trial reported them, else derived from the gradient bytes any
-    trial reported (`comm.ddp_buckets`); empty when no record says (records older than the field)."""
+    """DDP's bucket sizes as a multi-rank trial reported them (the bytes on the wire, which a 16-bit
+    communication hook halves, where the record says), else derived from the gradient bytes any trial reported
+    (`comm.ddp_buckets`); empty when no record says (records older than the field)."""
     gradient_bytes = None
     for r in records:
         t = r.get("throughput") or {}
         if r.get("status") != "ok":
             continue
+        if t.get("ddp_wire_bucket_bytes"):
+            return tuple(int(b) for b in t["ddp_wire_bucket_bytes"])
         if t.get("ddp_bucket_bytes"):
             return tuple(int(b) for b in t["ddp_bucket_bytes"])
         gradient_bytes = t.get("gradient_bytes") or gradient_bytes

@@ -1,0 +1,129 @@
+"""The workloads' DDP switches (ddp_comm_hook, ddp_bucket_mb, ddp_grad_as_bucket_view): validated, applied by
+the rank's DDP wrapper, recorded in `applied` and in what the throughput section says goes on the wire.
+The 2-rank tests run real rank processes (gloo) through the launcher, without Ray."""
+
+from __future__ import annotations
+
+import doctest
+import os
+import threading
+import time
+
+import pytest
+
+import workloads
+from orchestrator.core.predict.data import gradient_buckets
+from orchestrator.run import ddp
+from orchestrator.run.job import RankJob
+from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
+from workloads.base import DdpOptions, ddp_options_of
+
+CPUS = sorted(os.sched_getaffinity(0))
+SWITCHES = {"ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True, "ddp_bucket_mb": 0.05}
+
+
+@pytest.mark.parametrize("name", ["classifier", "chaos", "retinanet"])
+@pytest.mark.parametrize("params, message", [
+    ({"ddp_comm_hook": "int8"}, "ddp_comm_hook: must be one of 'none', 'bf16', 'fp16'; got 'int8'"),
+    ({"ddp_bucket_mb": 0}, "ddp_bucket_mb"),
+    ({"ddp_bucket_mb": "big"}, "ddp_bucket_mb: must be float, got 'big'"),
+    ({"ddp_grad_as_bucket_view": "yes"}, "ddp_grad_as_bucket_view: must be bool, got 'yes'"),
+])
+def test_bad_switch_values_are_rejected_with_the_allowed_ones(name, params, message):
+    parsed, problems = workloads.parse_params(workloads.get(name), params)
+    assert parsed is None and len(problems) == 1
+    assert message in str(problems[0])
+
+
+def test_switches_default_to_ddps_own_and_reach_the_trainer_options():
+    parsed, problems = workloads.parse_params(workloads.get("retinanet"), {})
+    assert not problems
+    assert (parsed.ddp_comm_hook, parsed.ddp_bucket_mb, parsed.ddp_grad_as_bucket_view) == ("none", 25.0, False)
+    parsed, _ = workloads.parse_params(workloads.get("classifier"), {**SWITCHES, "ddp_bucket_mb": 100})
+    assert ddp_options_of(parsed) == DdpOptions(comm_hook="bf16", bucket_mb=100.0,
+                                                               grad_as_bucket_view=True)
+    with pytest.raises(ValueError, match=r"ddp_bucket_mb\(-1\) must be > 0"):
+        DdpOptions(bucket_mb=-1)
+
+
+def test_ddp_module_examples():
+    assert doctest.testmod(ddp).failed == 0
+
+
+def test_one_rank_records_the_switches_as_inactive():
+    notes = ddp.applied(DdpOptions(comm_hook="fp16"), world_size=1)
+    assert notes["ddp_comm_hook"] == "fp16 (inactive: 1 rank, no DDP)"
+    assert ddp.wire_sizes({"gradient_dtype": "float32", "ddp_bucket_bytes": None}, None) == {
+        "ddp_wire_dtype": None, "ddp_wire_bucket_bytes": None}
+
+
+def test_predictor_costs_the_bytes_on_the_wire():
+    record = {"kind": "throughput", "status": "ok",
+              "throughput": {"gradient_bytes": 8000, "ddp_bucket_bytes": [6000, 2000], "ddp_wire_dtype": "bfloat16",
+                             "ddp_wire_bucket_bytes": [3000, 1000]}}
+    assert gradient_buckets([record]) == (3000, 1000)
+    older = {**record, "throughput": {"gradient_bytes": 8000, "ddp_bucket_bytes": [6000, 2000]}}
+    assert gradient_buckets([older]) == (6000, 2000)
+
+
+def _job(**over) -> RankJob:
+    base = dict(kind="throughput", workload="classifier", params=SWITCHES, backend="gloo", local_batch=32, threads=1,
+                warmup_steps=2, timed_steps=5, repeats=1)
+    return RankJob(**{**base, **over})
+
+
+def _run_two_ranks(tmp_path, job: RankJob, timeout_s: float = 120.0):
+    """Both ranks of `job`, one CPU each, supervised in threads as Ray's actors do."""
+    port, launchers = free_port(), []
+    for rank in range(2):
+        launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
+        env = rank_environment(dict(os.environ), cpus=[CPUS[rank]], ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
+                               local_rank=rank, world_size=2, local_world_size=2, master_addr="127.0.0.1",
+                               master_port=port)
+        launcher.start(job, env, [CPUS[rank]], [0])
+        launchers.append(launcher)
+    outcomes: list = [None, None]
+
+    def supervise(i: int) -> None:
+        outcomes[i] = launchers[i].supervise(budget_mib=4000, step_timeout_s=60, deadline=time.time() + timeout_s)
+        if outcomes[i].status != "ok":
+            for other in launchers:
+                other.stop(f"rank {i} ended")
+
+    threads = [threading.Thread(target=supervise, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
+    return outcomes
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
+    outcomes = _run_two_ranks(tmp_path, _job())
+    applied = outcomes[0].result.applied
+    assert applied["ddp_comm_hook"] == "bf16 (bf16_compress_hook: buckets all-reduced as bfloat16)"
+    assert (applied["ddp_bucket_mb"], applied["ddp_grad_as_bucket_view"]) == ("0.05", "true")
+    t = outcomes[0].result.throughput
+    # fp32 gradients in buckets of ~0.05 MiB, each moved as bfloat16: half the bytes
+    assert t["gradient_dtype"] == "float32" and t["ddp_wire_dtype"] == "bfloat16"
+    assert len(t["ddp_bucket_bytes"]) >= 2 and sum(t["ddp_bucket_bytes"]) == t["gradient_bytes"]
+    assert t["ddp_wire_bucket_bytes"] == [b // 2 for b in t["ddp_bucket_bytes"]]
+    checks = [o.result.throughput["allreduce_check"] for o in outcomes]
+    local = [c["local_grad_sums"] for c in checks]
+    synced = [c["synced_grad_sums"] for c in checks]
+    assert synced[0] == pytest.approx(synced[1], rel=1e-6, abs=1e-9)   # every rank gets the same sums
+    assert local[0] != pytest.approx(local[1], rel=1e-3)
+    # the mean of the ranks' gradients, to bfloat16's precision (8 bits of mantissa)
+    assert synced[0] == pytest.approx([(a + b) / 2 for a, b in zip(*local)], rel=2e-2, abs=1e-3)
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+def test_training_with_the_bf16_hook_still_converges(tmp_path):
+    convergence = {"metric": "accuracy", "target": 0.85, "max_epochs": 3, "eval_every_epochs": 0.5,
+                   "lr_rule": "sqrt", "base_lr": 0.05, "base_batch": 32, "warmup_epochs": 0.0, "global_batch": 64}
+    outcomes = _run_two_ranks(tmp_path, _job(kind="convergence", convergence=convergence))
+    report = outcomes[0].result.convergence
+    assert report["converged"], report["curve"]
+    assert outcomes[0].result.applied["ddp_comm_hook"].startswith("bf16")
