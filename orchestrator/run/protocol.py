@@ -18,14 +18,16 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from orchestrator.core.lr import learning_rate_at
 from orchestrator.run.job import Phase, RankJob, StatusWriter
-from workloads.base import DdpOptions
+
+if TYPE_CHECKING:
+    from workloads.base import DdpOptions
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -46,6 +48,7 @@ def wrap_ddp(module: torch.nn.Module, options: DdpOptions | None = None) -> torc
     shapes and broadcasts, as by default. The broadcast is a start-up cost only: what DDP does from the
     first step on is the same either way."""
     from orchestrator.run import ddp
+    from workloads.base import DdpOptions  # here: peak and all-reduce ranks import no workload code
 
     return ddp.wrap(module, options or DdpOptions(), init_sync=not same_on_every_rank(module))
 
