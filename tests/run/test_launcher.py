@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -157,3 +159,16 @@ def test_orphaned_rank_exits_when_its_launcher_dies(tmp_path):
         time.sleep(0.2)
     else:
         pytest.fail(f"rank {rank_pid} still running 10 s after its launcher died")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lowering niceness needs root or CAP_SYS_NICE")
+def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
+    """Ray starts its workers (the launchers) at niceness 15; the rank must not inherit it."""
+    code = ("import os, subprocess, sys\n"
+            "os.nice(15)\n"
+            "from orchestrator.run.launcher import _normal_priority\n"
+            "child = subprocess.run([sys.executable, '-c', 'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'],\n"
+            "                       preexec_fn=_normal_priority, capture_output=True, text=True)\n"
+            "print(os.getpriority(os.PRIO_PROCESS, 0), child.stdout.strip())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["15", "0"]
