@@ -59,10 +59,10 @@ def layout_region(node: Node, layout: NodeLayout, isolation: Isolation) -> set[i
     [[0, 1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3], [0, 2]]
     """
     if isolation == "node":
-        return {cpu for s in node.sockets for c in s.cores for cpu in c.cpus}
+        return {cpu for s in node.sockets for cpu in s.cpus(True)}
     if isolation == "socket":
         used = {socket for socket, _numa, _cpus, _workers in layout}
-        return {cpu for s in node.sockets if s.index in used for c in s.cores for cpu in c.cpus}
+        return {cpu for s in node.sockets if s.index in used for cpu in s.cpus(True)}
     return _core_cpus(node, tuple(cpu for _s, _n, cpus, workers in layout for cpu in (*cpus, *workers)))
 
 

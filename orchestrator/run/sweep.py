@@ -44,7 +44,7 @@ from orchestrator.run.recording import (
 from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
-ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials and room for waiting ones
+ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
 Item = tuple[rec.Kind, Any]   # (kind, PlannedTrial or ConvergenceRun)
 
 
@@ -155,7 +155,7 @@ class SweepRunner:
         cpus = {}
         for index, node in enumerate(self.plan.topology.nodes):
             offered = self.cluster.nodes[index].ray_cpus
-            count = float(sum(len(c.cpus) for s in node.sockets for c in s.cores))
+            count = float(node.usable_cores(hyperthreads=True))
             cpus[index] = min(offered, count) if offered > 0 else count
         return cpus
 
@@ -240,17 +240,15 @@ class SweepRunner:
 
     def _admit(self, kind: rec.Kind, item: Any, taken: Region) -> Admission | None:
         """Where this trial can run now, given the regions held by running (and earlier waiting) trials."""
+        p = _planned(kind, item)
+        assert p.placement is not None  # planned trials are feasible ones
         if kind == rec.CONVERGENCE:
-            p: PlannedTrial = item.layout
             cons = self.spec.constraints
-            assert p.placement is not None  # planned trials are feasible ones
             return admit_convergence(self.plan.topology, p.placement, p.memory_budget_mib, p.trial.ranks,
                                      p.trial.threads_per_rank, taken, hyperthreads=cons.hyperthreads,
                                      ccl_workers=self.workers, rank_memory_mib=p.rank_memory_mib,
                                      memory_headroom=cons.memory_headroom)
-        assert item.placement is not None
-        return admit_timing(self.plan.topology, item.placement, item.memory_budget_mib, self.spec.measure.isolation,
-                            taken)
+        return admit_timing(self.plan.topology, p.placement, p.memory_budget_mib, self.spec.measure.isolation, taken)
 
     def _record_infeasible(self, existing: list[dict[str, Any]], progress: SweepProgress) -> None:
         recorded = {r["key"]: r for r in existing}
@@ -286,9 +284,12 @@ class SweepRunner:
         limit = self.options.max_concurrent or max(1, self.plan.topology.usable_cores(True))
         pool = ThreadPoolExecutor(max_workers=min(limit, len(todo) or 1), thread_name_prefix="trial")
         try:
+            ended = True   # room for a waiting trial appears only when one ends (or at the start)
             while pending or running:
-                self._start_admitted(pending, running, limit, pool, progress, stop)
+                if ended or not running:
+                    self._start_admitted(pending, running, limit, pool, progress, stop)
                 done, _ = wait(list(running), timeout=ADMIT_POLL_S, return_when=FIRST_COMPLETED)
+                ended = bool(done)
                 for future in done:
                     key, _item, _region = running.pop(future)
                     self._finish(key, future, progress)
@@ -335,7 +336,12 @@ class SweepRunner:
         self.summary.ran += 1
 
 
+def _planned(kind: rec.Kind, item: Any) -> PlannedTrial:
+    """The planned layout an item runs on: a convergence run's layout, or the planned trial itself."""
+    planned: PlannedTrial = item.layout if kind == rec.CONVERGENCE else item
+    return planned
+
+
 def _admitted(kind: rec.Kind, item: Any, admission: Admission) -> PlannedTrial:
     """The planned trial as it will really run: on the admitted placement, with the admitted budgets."""
-    planned: PlannedTrial = item.layout if kind == rec.CONVERGENCE else item
-    return replace(planned, placement=admission.placement, memory_budget_mib=admission.memory_budget_mib)
+    return replace(_planned(kind, item), placement=admission.placement, memory_budget_mib=admission.memory_budget_mib)
