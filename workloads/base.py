@@ -62,13 +62,16 @@ class DdpOptions:
             raise ValueError(f"ddp_bucket_mb({self.bucket_mb}) must be > 0")
 
 
+# DDP's own defaults: the defaults of every workload's ddp_* parameters.
+DDP_DEFAULTS = DdpOptions()
+
+
 def ddp_options_of(params: Any) -> DdpOptions:
     """The DDP switches of a workload's parameters (fields `ddp_comm_hook`, `ddp_bucket_mb`,
     `ddp_grad_as_bucket_view`; DDP's defaults for those it does not declare)."""
-    default = DdpOptions()
-    return DdpOptions(comm_hook=getattr(params, "ddp_comm_hook", default.comm_hook),
-                      bucket_mb=getattr(params, "ddp_bucket_mb", default.bucket_mb),
-                      grad_as_bucket_view=getattr(params, "ddp_grad_as_bucket_view", default.grad_as_bucket_view))
+    return DdpOptions(comm_hook=getattr(params, "ddp_comm_hook", DDP_DEFAULTS.comm_hook),
+                      bucket_mb=getattr(params, "ddp_bucket_mb", DDP_DEFAULTS.bucket_mb),
+                      grad_as_bucket_view=getattr(params, "ddp_grad_as_bucket_view", DDP_DEFAULTS.grad_as_bucket_view))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

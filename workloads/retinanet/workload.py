@@ -15,6 +15,7 @@ from orchestrator.core.schema import opt
 from workloads.base import (
     DDP_BUCKET_MB_HELP,
     DDP_COMM_HOOK_HELP,
+    DDP_DEFAULTS,
     DDP_GRAD_AS_BUCKET_VIEW_HELP,
     DdpCommHook,
     RankContext,
@@ -103,9 +104,9 @@ class RetinaNetParams:
     compile: bool = opt(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
     ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
     # Gradient all-reduce (DDP), with 2 ranks or more
-    ddp_comm_hook: DdpCommHook = opt("none", DDP_COMM_HOOK_HELP)
-    ddp_bucket_mb: float = opt(25.0, DDP_BUCKET_MB_HELP, exclusive_minimum=0)
-    ddp_grad_as_bucket_view: bool = opt(False, DDP_GRAD_AS_BUCKET_VIEW_HELP)
+    ddp_comm_hook: DdpCommHook = opt(DDP_DEFAULTS.comm_hook, DDP_COMM_HOOK_HELP)
+    ddp_bucket_mb: float = opt(DDP_DEFAULTS.bucket_mb, DDP_BUCKET_MB_HELP, exclusive_minimum=0)
+    ddp_grad_as_bucket_view: bool = opt(DDP_DEFAULTS.grad_as_bucket_view, DDP_GRAD_AS_BUCKET_VIEW_HELP)
 
     def __post_init__(self) -> None:
         problems = []
