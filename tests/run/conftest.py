@@ -1,13 +1,18 @@
 """Shared pieces of the Ray-level tests: one real local Ray instance per test module, sweep files written
-to disk, and readers of the records a sweep leaves behind."""
+to disk, readers of the records a sweep leaves behind, and a real `orch` process to start, wait on and check
+for leftover ranks."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,3 +46,35 @@ def read_records(results: Path) -> list[dict]:
 
 def by_key(records: list[dict]) -> dict[str, dict]:
     return {r["key"]: r for r in records}
+
+
+def start_orch(*args: str) -> subprocess.Popen:
+    """`orch ARGS` as a real process in its own session (a test may kill its whole group), output piped."""
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def file_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.is_file() else []
+
+
+def wait_for_records(results: Path, count: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(file_lines(results / "trials.jsonl")) < count:
+        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.2)
+
+
+def assert_no_ranks_left(sweep_name: str, within_s: float = 15) -> None:
+    """No rank process of the sweep is alive (zombies aside) within `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = [p for p in psutil.process_iter(["cmdline", "status"])
+                 if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
+                 and f"/{sweep_name}/" in " ".join(p.info["cmdline"] or [])
+                 and p.info["status"] != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"rank processes left behind: {[p.pid for p in alive]}"
+        time.sleep(0.3)

@@ -12,8 +12,16 @@ from datetime import datetime
 
 import psutil
 import pytest
-from conftest import CPUS, by_key, read_records, write_sweep
-from test_driver_interrupt import _assert_no_ranks_left, _lines, _orch, _wait_for_records
+from conftest import (
+    CPUS,
+    assert_no_ranks_left,
+    by_key,
+    file_lines,
+    read_records,
+    start_orch,
+    wait_for_records,
+    write_sweep,
+)
 
 from orchestrator.cli import main
 
@@ -73,13 +81,13 @@ def _wait_for_two_in_flight(sweep_name: str, proc, timeout_s: float = 120) -> No
 def test_ctrl_c_with_two_trials_in_flight_stops_both_and_keeps_what_finished(tmp_path):
     sweep = write_sweep(tmp_path, "two-interrupted", CONVERGE % (0.999, 50))
     results = tmp_path / "results"
-    proc = _orch("sweep", str(sweep), "--results", str(results), "--no-report")
+    proc = start_orch("sweep", str(sweep), "--results", str(results), "--no-report")
     _wait_for_two_in_flight("two-interrupted", proc)
     os.kill(proc.pid, signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    _assert_no_ranks_left("two-interrupted")
+    assert_no_ranks_left("two-interrupted")
     records = read_records(results)
     assert [r["key"] for r in records] == ["r1-t1-b16"] and records[0]["status"] == "ok"
 
@@ -88,20 +96,20 @@ def test_driver_killed_with_two_trials_in_flight_then_rerun_resumes_each_once(tm
     sweep = write_sweep(tmp_path, "two-killed", CONVERGE % (0.999, 4))
     results = tmp_path / "results"
     args = ["sweep", str(sweep), "--results", str(results), "--no-report"]
-    proc = _orch(*args)
-    _wait_for_records(results, 1, proc)
+    proc = start_orch(*args)
+    wait_for_records(results, 1, proc)
     _wait_for_two_in_flight("two-killed", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    _assert_no_ranks_left("two-killed")
-    finished = _lines(results / "trials.jsonl")
+    assert_no_ranks_left("two-killed")
+    finished = file_lines(results / "trials.jsonl")
     assert [json.loads(line)["key"] for line in finished] == ["r1-t1-b16"]
 
-    rerun = _orch(*args)
+    rerun = start_orch(*args)
     _out, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err
     assert "2 trial(s) to run, 1 already done" in err
-    lines = _lines(results / "trials.jsonl")
+    lines = file_lines(results / "trials.jsonl")
     assert lines[:1] == finished
     keys = [r["key"] for r in read_records(results)]
     assert sorted(keys) == ["conv-g16-s0", "conv-g16-s1", "r1-t1-b16"]

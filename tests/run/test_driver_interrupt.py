@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
-from conftest import CPUS, EMULATED_2S1C, REPO, read_records, write_sweep
+from conftest import (
+    CPUS,
+    EMULATED_2S1C,
+    assert_no_ranks_left,
+    file_lines,
+    read_records,
+    start_orch,
+    wait_for_records,
+    write_sweep,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
 
@@ -24,62 +30,22 @@ measure: {warmup_steps: 2, timed_steps: 200, repeats: 2, peak: false, allreduce:
 """
 
 
-def _orch(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.is_file() else []
-
-
-def _wait_for_records(results: Path, count: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(_lines(results / "trials.jsonl")) < count:
-        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
-        assert time.monotonic() < deadline, "no progress"
-        time.sleep(0.2)
-
-
-def _rank_processes(results: Path) -> list[psutil.Process]:
-    marker = "orchestrator.run.rank_main"
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if marker in cmd and results.parent.name in cmd:
-            found.append(p)
-    return found
-
-
-def _assert_no_ranks_left(sweep_name: str, within_s: float = 15) -> None:
-    deadline = time.monotonic() + within_s
-    while True:
-        alive = [p for p in psutil.process_iter(["cmdline", "status"])
-                 if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
-                 and f"/{sweep_name}/" in " ".join(p.info["cmdline"] or [])
-                 and p.info["status"] != psutil.STATUS_ZOMBIE]
-        if not alive:
-            return
-        assert time.monotonic() < deadline, f"rank processes left behind: {[p.pid for p in alive]}"
-        time.sleep(0.3)
-
-
 def test_driver_killed_mid_sweep_then_rerun_resumes(tmp_path):
     sweep = write_sweep(tmp_path, "killed-driver", SWEEP)
     results = tmp_path / "results"
     args = ["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]
-    proc = _orch(*args)
-    _wait_for_records(results, 2, proc)
+    proc = start_orch(*args)
+    wait_for_records(results, 2, proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything in its session, as a crash or `kill -9`
     proc.wait()
-    _assert_no_ranks_left("killed-driver")
-    finished = _lines(results / "trials.jsonl")
+    assert_no_ranks_left("killed-driver")
+    finished = file_lines(results / "trials.jsonl")
     assert len(finished) >= 2
 
-    rerun = _orch(*args)
+    rerun = start_orch(*args)
     out, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err
-    lines = _lines(results / "trials.jsonl")
+    lines = file_lines(results / "trials.jsonl")
     assert lines[:len(finished)] == finished          # nothing recorded before the kill was touched
     keys = [r["key"] for r in read_records(results)]
     assert len(keys) == len(set(keys)) == 6          # every grid point exactly once
@@ -89,14 +55,14 @@ def test_driver_killed_mid_sweep_then_rerun_resumes(tmp_path):
 def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
     sweep = write_sweep(tmp_path, "interrupted", SWEEP)
     results = tmp_path / "results"
-    proc = _orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
-    _wait_for_records(results, 1, proc)
+    proc = start_orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
+    wait_for_records(results, 1, proc)
     time.sleep(3)  # into the next trial, with rank processes running
     os.kill(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    _assert_no_ranks_left("interrupted")
+    assert_no_ranks_left("interrupted")
     records = read_records(results)
     assert records and all(r["status"] == "ok" for r in records)
 
@@ -112,10 +78,10 @@ def test_embedded_ray_and_ranks_listen_on_loopback_only(tmp_path):
     before = {(ip, port) for ip, port, _ in _listening()}
     sweep = write_sweep(tmp_path, "loopback", SWEEP)
     results = tmp_path / "results"
-    proc = _orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
+    proc = start_orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
     seen: set[tuple[str, int, int]] = set()
     try:
-        _wait_for_records(results, 1, proc)  # Ray is up and trials are running
+        wait_for_records(results, 1, proc)  # Ray is up and trials are running
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and proc.poll() is None:
             seen |= {s for s in _listening() if (s[0], s[1]) not in before}

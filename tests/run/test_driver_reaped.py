@@ -11,13 +11,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import CPUS, EMULATED_2S1C, REPO, read_records, write_sweep
+from conftest import CPUS, EMULATED_2S1C, file_lines, read_records, start_orch, write_sweep
 
 pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
 
@@ -29,15 +28,6 @@ measure: {warmup_steps: 2, timed_steps: 200, repeats: 2, peak: false, allreduce:
 GRID_POINTS = 2
 GONE_WITHIN_S = 15.0
 SESSION_DIR = re.compile(r"/[^\s=]*/session_\d{4}-\d\d-\d\d_[^/\s]+")   # as gcs_server's --log_dir names it
-
-
-def _orch(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.is_file() else []
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -88,7 +78,7 @@ def _run_until_rank_running(proc: subprocess.Popen, results: Path, timeout_s: fl
             except psutil.Error:
                 continue
         ranks = [p for p in seen.values() if "orchestrator.run.rank_main" in _cmdline(p) and _alive(p)]
-        if ranks and len(_lines(results / "trials.jsonl")) >= 1:
+        if ranks and len(file_lines(results / "trials.jsonl")) >= 1:
             return seen
         time.sleep(0.2)
 
@@ -97,7 +87,7 @@ def test_driver_sigkill_leaves_no_process_and_rerun_resumes(tmp_path):
     sweep = write_sweep(tmp_path, "reaped-driver", SWEEP)
     results = tmp_path / "results"
     args = ["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]
-    proc = _orch(*args)
+    proc = start_orch(*args)
     seen: dict[tuple[int, float], psutil.Process] = {}
     try:
         seen = _run_until_rank_running(proc, results)
@@ -128,12 +118,12 @@ def test_driver_sigkill_leaves_no_process_and_rerun_resumes(tmp_path):
                 p.kill()
         if proc.poll() is None:
             proc.kill()
-    finished = _lines(results / "trials.jsonl")
+    finished = file_lines(results / "trials.jsonl")
 
-    rerun = _orch(*args)
+    rerun = start_orch(*args)
     out, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err
-    assert _lines(results / "trials.jsonl")[:len(finished)] == finished   # nothing recorded before was touched
+    assert file_lines(results / "trials.jsonl")[:len(finished)] == finished   # nothing recorded before was touched
     records = read_records(results)
     keys = [r["key"] for r in records]
     assert len(keys) == len(set(keys)) == GRID_POINTS                     # none lost, none twice
