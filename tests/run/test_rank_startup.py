@@ -100,7 +100,7 @@ def test_startup_clock_without_a_start_time_leaves_the_first_phase_out():
 
 
 DDP_RANK = textwrap.dedent("""
-    import json, sys, torch, torch.distributed as dist
+    import json, os, sys, torch, torch.distributed as dist
     import torch.nn.parallel.distributed as ddp_module
     from orchestrator.run import protocol
     broadcasts = []
@@ -117,7 +117,8 @@ DDP_RANK = textwrap.dedent("""
     ddp = protocol.wrap_ddp(net)
     sums = [float(p.detach().double().sum()) for p in ddp.module.parameters()]
     dist.destroy_process_group()
-    print(json.dumps({"same": same, "sums": sums, "broadcast": bool(broadcasts)}))
+    print(json.dumps({"same": same, "sums": sums, "broadcast": bool(broadcasts)}), flush=True)
+    os._exit(0)   # as rank_main does: gloo's threads can abort interpreter teardown ("terminate called ...")
     """)
 
 
