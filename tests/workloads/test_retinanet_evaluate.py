@@ -64,3 +64,24 @@ def test_trainer_evaluate_runs_the_detector_and_restores_train_mode(capsys):
     assert set(metrics) == {"map", "map50"} and all(0.0 <= v <= 1.0 for v in metrics.values())
     assert trainer.module.training and trainer.module.detector.training
     assert capsys.readouterr().out == ""   # pycocotools' chatter is silenced
+
+
+def test_bf16_evaluation_runs_the_heads_in_bf16_and_decodes_boxes_in_fp32():
+    """A bf16 trainer evaluates as it trains: the dense part under bf16 autocast (its head outputs are bf16
+    values), the box decoding and NMS in fp32. Decoded in bf16, every coordinate would be a bf16 number."""
+    params = {"backbone": "resnet18", "image_size": 96, "classes": CLASSES, "train_samples": 4, "test_samples": 4,
+              "precision": "bf16"}
+    p, problems = workloads.parse_params(workloads.get("retinanet"), params)
+    assert problems == []
+    trainer = workloads.get("retinanet").build(p, RankContext(rank=0, world_size=1, local_batch=2, seed=0, threads=1))
+    trainer.module.detector.score_thresh = 0.0   # untrained scores are ~0.01 (the head's prior): keep them
+    head = trainer.module.detector.head
+    seen: list[dict] = []
+    head.register_forward_hook(lambda _m, _i, out: seen.append(out))   # runs before detect's cast to fp32
+    _, detections = trainer.evaluate_shard(0, 1)
+    assert seen and all(t.dtype == torch.bfloat16 for out in seen for t in out.values())
+    boxes = torch.cat([d["boxes"] for d in detections])
+    assert boxes.dtype == torch.float32 and len(boxes) > 100
+    off_bf16_grid = (boxes != boxes.bfloat16().float()).float().mean().item()
+    assert off_bf16_grid > 0.5, f"only {off_bf16_grid:.0%} of the coordinates are off bf16's grid"
+    assert len(head._forward_hooks) == 1   # detect's own hook is gone: only the test's remains

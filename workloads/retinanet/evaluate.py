@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -69,11 +69,22 @@ def mean_average_precision(targets: list[dict[str, torch.Tensor]], detections: l
     return {"map": max(0.0, float(evaluation.stats[0])), "map50": max(0.0, float(evaluation.stats[1]))}
 
 
+def _outputs_to_fp32(_module: torch.nn.Module, _inputs: Any, outputs: dict[str, torch.Tensor]) -> dict:
+    return {name: out.float() for name, out in outputs.items()}
+
+
 @torch.no_grad()
 def detect(detector: torch.nn.Module, batches: Iterable[torch.Tensor], *, bf16: bool = False) -> list[dict]:
-    """The detector's own eval path (transform, heads, postprocess with score threshold and NMS)."""
+    """The detector's own eval path (transform, heads, postprocess with score threshold and NMS).
+
+    With `bf16` the backbone and heads run under bf16 autocast, as in training, and the heads' outputs are cast
+    to fp32 before postprocessing, as the training loss casts them: torchvision's box decoding converts the
+    anchors to its input's dtype, and in bf16 (8 significant bits) a box edge near 128 px would move by up to
+    half a pixel, and the scores would tie."""
     was_training = detector.training
     detector.eval()
+    head = cast(torch.nn.Module, detector.head)
+    to_fp32 = head.register_forward_hook(_outputs_to_fp32) if bf16 else None
     try:
         detections: list[dict[str, torch.Tensor]] = []
         for images in batches:
@@ -83,3 +94,5 @@ def detect(detector: torch.nn.Module, batches: Iterable[torch.Tensor], *, bf16: 
         return detections
     finally:
         detector.train(was_training)
+        if to_fp32 is not None:
+            to_fp32.remove()

@@ -64,7 +64,8 @@ class RetinaNetTrainer(Trainer):
         optimized, optimizer, self._applied["ipex"] = apply_ipex(module, optimizer, mode=p.ipex, dtype=dtype,
                                                                  weights_prepack=not p.compile)
         module = cast(RetinaNetTrainingLoss, optimized)   # ipex.optimize returns a copy of the same class
-        self._eval_bf16 = p.precision == "bf16" and self._applied["ipex"].startswith("on")  # bf16 weights then
+        # Evaluation runs as training does: the dense part in bf16 under bf16, the postprocessing in fp32.
+        self._eval_bf16 = p.precision == "bf16"
         if p.compile:
             # The dense part only: the loss's boolean indexing would break the graph at every image.
             module.dense = torch.compile(module._dense)
