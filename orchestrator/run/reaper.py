@@ -24,10 +24,13 @@ raylet from the driver, agents and workers from the raylet, ranks from the drive
 through their launcher. Ray's agents and workers write their title over the start of their environment,
 which may take the token with it, but each of them holds log files in Ray's session directory
 (/tmp/ray/session_<time>_<driver pid>), unique to this session. So a process is the session's when its
-environment carries the token, or its command line or open files name the session directory, or it
-descends from one that is. Command lines alone would not do (the agents' read `ray::DashboardAgent`), nor
-pids recorded at start (workers and ranks come later; pids are reused). Other users' processes are never
-looked at; other Ray instances and other sweeps, even the same user's, have another token and directory.
+environment carries the token, or it is one of Ray's programs (its command line says so: a `ray::` title,
+raylet, gcs_server, or a script in Ray's package) and its command line or open files name the session
+directory, or it descends from one that is. Command lines alone would not do (the agents' read
+`ray::DashboardAgent`), nor pids recorded at start (workers and ranks come later; pids are reused), nor
+files alone: the user's own `tail -f` of a Ray log holds one too, and it is not ours to stop. Other users'
+processes are never looked at; other Ray instances and other sweeps, even the same user's, have another
+token and directory.
 
 A normal end stops the watchdog too: when the processes the session started first (the driver's children
 when the watchdog starts: gcs_server, raylet, ...) are all gone while the driver lives, `ray.shutdown()`
@@ -65,22 +68,49 @@ class Session:
     token: str          # the value of RAY_SESSION_TOKEN_ENV_VAR in their environment
     directory: str      # Ray's session directory (/tmp/ray/session_<time>_<driver pid>): its logs are held open
 
-    def owns(self, environ: bytes, paths: Iterable[str]) -> bool:
-        """Whether a process is the session's, from its raw /proc environ and the paths it has open (its
-        command line's words and its open files).
+    def owns(self, environ: bytes, cmdline: list[str], open_paths: Iterable[str]) -> bool:
+        """Whether a process is the session's, from its raw /proc environ, its command line's words and the
+        paths of its open files.
 
         >>> s = Session("42-ab", "/tmp/ray/session_1")
-        >>> s.owns(b"\\0\\0HOME=/root\\0ORCH_RAY_SESSION_TOKEN=42-ab\\0", [])
+        >>> s.owns(b"\\0\\0HOME=/root\\0ORCH_RAY_SESSION_TOKEN=42-ab\\0", ["python"], [])
         True
-        >>> s.owns(b"ORCH_RAY_SESSION_TOKEN=42-abc\\0", ["/tmp/ray/session_10/logs/raylet.out"])
+        >>> s.owns(b"ORCH_RAY_SESSION_TOKEN=42-abc\\0", ["raylet"], ["/tmp/ray/session_10/logs/raylet.out"])
         False
-        >>> s.owns(b"", ["/tmp/ray/session_1/logs/dashboard_agent.log"])
+        >>> s.owns(b"", ["ray::DashboardAgent", ""], ["/tmp/ray/session_1/logs/dashboard_agent.log"])
         True
+        >>> s.owns(b"", ["tail", "-f", "/tmp/ray/session_1/logs/raylet.out"], [])
+        False
         """
         if f"{RAY_SESSION_TOKEN_ENV_VAR}={self.token}".encode() in environ.split(b"\0"):
             return True
+        if not is_ray_program(cmdline):
+            return False
         directory = self.directory.rstrip("/")
-        return any(directory + "/" in path or path == directory or path.endswith("=" + directory) for path in paths)
+        return any(directory + "/" in path or path == directory or path.endswith("=" + directory)
+                   for path in [*cmdline, *open_paths])
+
+
+RAY_BINARIES = ("raylet", "gcs_server")
+
+
+def is_ray_program(cmdline: list[str]) -> bool:
+    """Whether a command line is one of Ray's own processes: a worker or agent under its `ray::` title, one of
+    Ray's binaries, or Python running a script or module of Ray's package.
+
+    >>> is_ray_program(["ray::RuntimeEnvAgent", ""]), is_ray_program(["/venv/lib/ray/core/src/ray/raylet/raylet"])
+    (True, True)
+    >>> is_ray_program(["/venv/bin/python", "-u", "/venv/lib/python3.11/site-packages/ray/_private/log_monitor.py"])
+    True
+    >>> is_ray_program(["less", "/tmp/ray/session_1/logs/raylet.out"]), is_ray_program([])
+    (False, False)
+    """
+    if not cmdline:
+        return False
+    if cmdline[0].startswith("ray::") or os.path.basename(cmdline[0]) in RAY_BINARIES:
+        return True
+    ray_package = f"site-packages{os.sep}ray{os.sep}"
+    return any(ray_package in word for word in cmdline[1:3])
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,21 +144,23 @@ def select_victims(processes: Iterable[ProcessInfo], keep: Iterable[int] = ()) -
     return sorted(chosen)
 
 
-def _read_proc(pid: int) -> tuple[bytes, list[str]]:
-    """(environ, open paths) of a process, from /proc. Not psutil's environ(): Ray's agents and workers
-    write their title (`ray::DashboardAgent`) over the start of their environment's memory, and psutil's
-    parser stops at the first empty entry; the entries after it are intact, when the title spared them."""
+def _read_proc(pid: int) -> tuple[bytes, list[str], list[str]]:
+    """(environ, command line, open paths) of a process, from /proc. Not psutil's environ(): Ray's agents and
+    workers write their title (`ray::DashboardAgent`) over the start of their environment's memory, and
+    psutil's parser stops at the first empty entry; the entries after it are intact, when the title spared
+    them."""
     environ = b""
+    cmdline: list[str] = []
     paths: list[str] = []
     with contextlib.suppress(OSError):
         with open(f"/proc/{pid}/environ", "rb") as f:
             environ = f.read()
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            paths = f.read().decode(errors="replace").split("\0")
+            cmdline = f.read().decode(errors="replace").split("\0")
         for fd in os.listdir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):
                 paths.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-    return environ, paths
+    return environ, cmdline, paths
 
 
 def _owned(pid: int, session: Session) -> bool:

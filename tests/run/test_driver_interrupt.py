@@ -72,10 +72,18 @@ def _listening() -> set[tuple[str, int, int]]:
             if c.status == psutil.CONN_LISTEN}
 
 
+def _process_tree(pid: int) -> set[int]:
+    try:
+        root = psutil.Process(pid)
+        return {pid} | {child.pid for child in root.children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
 def test_embedded_ray_and_ranks_listen_on_loopback_only(tmp_path):
     """With no cluster address, everything the sweep starts (Ray's servers, the rank rendezvous, gloo)
-    listens on loopback only."""
-    before = {(ip, port) for ip, port, _ in _listening()}
+    listens on loopback only. Only the sweep's own processes are looked at (the driver and its descendants:
+    Ray's servers and agents, the launchers and the ranks), not other programs on a shared machine."""
     sweep = write_sweep(tmp_path, "loopback", SWEEP)
     results = tmp_path / "results"
     proc = start_orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
@@ -84,7 +92,7 @@ def test_embedded_ray_and_ranks_listen_on_loopback_only(tmp_path):
         wait_for_records(results, 1, proc)  # Ray is up and trials are running
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and proc.poll() is None:
-            seen |= {s for s in _listening() if (s[0], s[1]) not in before}
+            seen |= {s for s in _listening() if s[2] in _process_tree(proc.pid)}
             time.sleep(0.1)
     finally:
         try:  # the sweep may already have finished: it has only a few short trials

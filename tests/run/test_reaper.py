@@ -34,25 +34,34 @@ def test_kept_process_shields_its_descendants_not_owned_ones():
     assert select_victims(procs, keep=[11]) == [10, 12]
 
 
-@pytest.mark.parametrize(("environ", "paths", "owned"), [
-    (b"\0\0\0RAY_NODE_ID=x\0ORCH_RAY_SESSION_TOKEN=4242-ab\0", [], True),  # title written over the start
-    (b"ORCH_RAY_SESSION_TOKEN=4242-abc\0", [], False),                        # another session's token
-    (b"X=ORCH_RAY_SESSION_TOKEN=4242-ab\0", [], False),                       # not an entry of its own
-    (b"", [SESSION.directory + "/logs/dashboard_agent.log"], True),           # holds one of its log files
-    (b"", ["--session-dir=" + SESSION.directory], True),
-    (b"", [SESSION.directory + "1/logs/raylet.out"], False),                  # a directory with a longer name
-    (b"", ["/tmp/ray/session_latest/logs/raylet.out"], False),
+AGENT = ["ray::DashboardAgent", ""]   # Ray's title, written over the agent's command line
+
+
+@pytest.mark.parametrize(("environ", "cmdline", "files", "owned"), [
+    (b"\0\0\0RAY_NODE_ID=x\0ORCH_RAY_SESSION_TOKEN=4242-ab\0", AGENT, [], True),  # title over the start
+    (b"ORCH_RAY_SESSION_TOKEN=4242-ab\0", ["python", "rank_main.py"], [], True),   # a rank: the token is enough
+    (b"ORCH_RAY_SESSION_TOKEN=4242-abc\0", AGENT, [], False),                    # another session's token
+    (b"X=ORCH_RAY_SESSION_TOKEN=4242-ab\0", AGENT, [], False),                   # not an entry of its own
+    (b"", AGENT, [SESSION.directory + "/logs/dashboard_agent.log"], True),       # holds one of its log files
+    (b"", ["/venv/ray/core/src/ray/raylet/raylet", "--session-dir=" + SESSION.directory], [], True),
+    (b"", AGENT, [SESSION.directory + "1/logs/raylet.out"], False),              # a directory with a longer name
+    (b"", AGENT, ["/tmp/ray/session_latest/logs/raylet.out"], False),
+    # The user's own processes reading the session's logs are not Ray's: never stopped.
+    (b"", ["tail", "-f", SESSION.directory + "/logs/raylet.out"], [SESSION.directory + "/logs/raylet.out"], False),
+    (b"", ["/usr/bin/python3", "-c", "pass"], [SESSION.directory + "/logs/raylet.out"], False),
 ])
-def test_owned_by_environment_token_or_session_files(environ, paths, owned):
-    assert SESSION.owns(environ, paths) is owned
+def test_owned_by_environment_token_or_a_ray_program_holding_session_files(environ, cmdline, files, owned):
+    assert SESSION.owns(environ, cmdline, files) is owned
 
 
-def _start(code: str, token: str | None) -> subprocess.Popen:
+def _start(code: str, token: str | None, title: str = sys.executable) -> subprocess.Popen:
+    """A Python process; `title` is its argv[0], as Ray's agents show `ray::DashboardAgent` there (its own
+    sys.executable then is not ours: such a process must not start Python children)."""
     env = {k: v for k, v in os.environ.items() if k != RAY_SESSION_TOKEN_ENV_VAR}
     if token:
         env[RAY_SESSION_TOKEN_ENV_VAR] = token
-    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen([title, "-c", code], executable=sys.executable, env=env, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
 
 
 def test_reap_stops_the_session_and_spares_others(tmp_path):
@@ -66,24 +75,26 @@ def test_reap_stops_the_session_and_spares_others(tmp_path):
         "print(child.pid, flush=True); time.sleep(60)", session.token)
     deaf = _start("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); "
                   "time.sleep(60)", session.token)
-    holder = _start(f"import time; f = open({str(directory / 'logs' / 'agent.log')!r}, 'w'); print(1, flush=True); "
-                    "time.sleep(60)", None)
+    hold_log = (f"import time; f = open({str(directory / 'logs' / 'agent.log')!r}, 'a'); print(1, flush=True); "
+                "time.sleep(60)")
+    holder = _start(hold_log, None, title="ray::DashboardAgent")   # an orphaned agent, its token overwritten
+    reader = _start(hold_log, None)   # the user's own process reading the same log: not the session's
     other = _start("import time; print(1, flush=True); time.sleep(60)", "4242-another-session")
     try:
         child = psutil.Process(int(parent.stdout.readline()))
-        for p in (deaf, holder, other):
+        for p in (deaf, holder, reader, other):
             p.stdout.readline()   # started, and its signal handler or file in place
         start = time.monotonic()
         stopped = reap(session, keep=[os.getpid()], grace_s=1.0)
         took_s = time.monotonic() - start
-        assert {int(line.split()[0]) for line in stopped} == {parent.pid, child.pid, deaf.pid, holder.pid}
+        assert {int(line.split()[0]) for line in stopped} == {parent.pid, child.pid, deaf.pid, holder.pid}, stopped
         assert 1.0 <= took_s < 8   # the SIGTERM-deaf one waited out the grace, then got SIGKILL
         for p in (parent, deaf, holder):   # (their exit status went to reap's wait, as they are our children)
             p.wait(timeout=5)
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
-        assert other.poll() is None
+        assert other.poll() is None and reader.poll() is None
     finally:
-        for p in (parent, deaf, holder, other):
+        for p in (parent, deaf, holder, reader, other):
             if p.poll() is None:
                 p.kill()
             p.wait()
