@@ -27,7 +27,9 @@ Section layouts (units in the names):
                 (gflops: the sum over ranks of each one's median-matmul rate; older records: {precision,
                 gflops, gemm_size} of one rank)
     allreduce:  {link, ranks, dtype, algorithm, sizes_bytes[], time_s[size] (slowest rank's median)}
-    placement:  [{rank, local_rank, node, node_name, socket, numa_nodes[], cpus[], ccl_cpus[]}]
+    placement:  [{rank, local_rank, node, node_name, socket, numa_nodes[], cpus[], ccl_cpus[]}], and once a
+                rank ran: {pin, pid, observed_cpus, observed_main_thread_cpus, torch_threads,
+                startup_breakdown_s: {phase: seconds} from the process's creation to its first step}
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[
             entry["observed_cpus"] = outcome.result.affinity["threads"]
             entry["observed_main_thread_cpus"] = outcome.result.affinity["main_thread"]
             entry["torch_threads"] = outcome.result.threads
+            if outcome.result.startup_breakdown_s:   # where this rank's start-up went (rank_main.StartupClock)
+                entry["startup_breakdown_s"] = outcome.result.startup_breakdown_s
             check = (outcome.result.throughput or {}).get("allreduce_check")
             if check:
                 entry["allreduce_check"] = check

@@ -184,3 +184,15 @@ def test_auto_backend_falls_back_to_gloo_json_output_and_streamed_data(ray_local
     # data: stream times the loader inside the timed region and reports its share
     share = lines[0]["throughput"]["data_wait_share"]
     assert 0 < share < 1
+
+
+def test_each_rank_records_where_its_start_up_went(emulated_sweep):
+    """Per rank, the start-up phases from the process's creation to its first step: a slow start in a record
+    says which phase was slow (interpreter, imports, rendezvous, build, DDP)."""
+    trial = by_key(read_records(emulated_sweep[1]))["r2-t1-b16"]
+    for rank in trial["placement"]:
+        laps = rank["startup_breakdown_s"]
+        assert {"interpreter", "import_torch", "rendezvous", "build"} <= set(laps), laps
+        assert all(seconds >= 0 for seconds in laps.values())
+        # The rank's phases fit inside the trial's start-up, which also holds the launch by the driver.
+        assert 0 < sum(laps.values()) <= trial["startup_s"] + 0.05, (laps, trial["startup_s"])
