@@ -1,7 +1,8 @@
 """Measure the peak unique memory (USS) of a training rank and compare it with the workload's estimate.
 
 Each configuration runs as a real 2-rank job of fresh processes shaped like orchestrator ranks: a gloo
-group, the trainer's module wrapped in DistributedDataParallel (so DDP's gradient buckets count), the
+group, the trainer's module wrapped in DistributedDataParallel with the workload's DDP switches, as a sweep
+wraps it (so DDP's gradient buckets count, or do not where the gradients are views into them), the
 orchestrator's step (zero_grad, loss = module(*batch), backward, optimizer.step). In each rank a thread
 samples psutil's `memory_full_info().uss` from just before `build` to the end of the steps. Two ranks, not
 one, because that is what USS is for: the library pages (~230 MiB of libtorch & co. text) are shared by the
@@ -38,6 +39,11 @@ CONFIGS = [
     ("small", "retinanet", SMALL, 2),
     ("small", "retinanet", SMALL, 8),
     ("small-bf16", "retinanet", {**SMALL, "precision": "bf16", "memory_format": "channels_last"}, 8),
+    ("small-bf16-hook", "retinanet", {**SMALL, "precision": "bf16", "memory_format": "channels_last",
+                                      "ddp_comm_hook": "bf16"}, 8),
+    # the default sweep's: gradients are views into DDP's buckets (one copy fewer), all-reduced in bf16
+    ("small-bf16-view", "retinanet", {**SMALL, "precision": "bf16", "memory_format": "channels_last",
+                                      "ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True}, 8),
     ("small-sgd-reference", "retinanet", {**SMALL, "optimizer": "sgd", "focal_loss": "reference",
                                           "frozen_bn": "reference"}, 8),
     # separate what grows with the parameters from what grows with the pixels
@@ -93,8 +99,8 @@ def rank_main(spec: dict) -> dict:
     import psutil
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
+    from orchestrator.run import ddp
     from workloads.base import RankContext
 
     torch.set_num_threads(spec["threads"])
@@ -113,7 +119,7 @@ def rank_main(spec: dict) -> dict:
     ctx = RankContext(rank=spec["rank"], world_size=spec["world_size"], local_batch=spec["local_batch"], seed=0,
                       threads=spec["threads"])
     trainer = workload.build(params, ctx)
-    module = DistributedDataParallel(trainer.module)
+    module = ddp.wrap(trainer.module, trainer.ddp_options())   # as a sweep wraps it: the workload's DDP switches
     uss_built = process.memory_full_info().uss
     step_s = []
     for step, batch in enumerate(trainer.batches(0)):

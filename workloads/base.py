@@ -66,6 +66,20 @@ class DdpOptions:
 DDP_DEFAULTS = DdpOptions()
 
 
+def ddp_gradient_copies(options: DdpOptions) -> float:
+    """How many fp32-sized copies of the trained parameters the gradients and DDP hold, for the memory
+    estimates: the gradients and DDP's buckets (2); one fewer when the gradients are views into the buckets;
+    half a copy more with a 16-bit communication hook (its compressed copy of each bucket, and the buckets'
+    all-reduces can all be in flight at once). `benchmarks/calibrate_memory.py` (small-bf16, small-bf16-hook,
+    small-bf16-view) measures the difference.
+
+    >>> ddp_gradient_copies(DDP_DEFAULTS), ddp_gradient_copies(DdpOptions(comm_hook="bf16", grad_as_bucket_view=True))
+    (2.0, 1.5)
+    """
+    copies = 1.0 if options.grad_as_bucket_view else 2.0
+    return copies + (0.5 if options.comm_hook != "none" else 0.0)
+
+
 def ddp_options_of(params: Any) -> DdpOptions:
     """The DDP switches of a workload's parameters (fields `ddp_comm_hook`, `ddp_bucket_mb`,
     `ddp_grad_as_bucket_view`; DDP's defaults for those it does not declare)."""

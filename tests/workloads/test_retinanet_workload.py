@@ -81,6 +81,24 @@ def test_memory_estimate_grows_with_batch_and_with_the_reference_focal_loss():
     assert w.memory_estimate_mib(full, 1) - w.memory_estimate_mib(sgd, 1) == pytest.approx(trainable_mib)
 
 
+
+def test_memory_estimate_follows_the_ddp_switches():
+    """Gradients as views into DDP's buckets save one fp32 copy of the trained parameters; a 16-bit hook's
+    compressed buckets cost half of one (benchmarks/calibrate_memory.py, small-bf16*)."""
+    w = RetinaNetWorkload()
+    small = {"backbone": "resnet18", "trainable_layers": 5, "image_size": 128, "classes": 4, "precision": "bf16"}
+    trainable_mib = 19_234_056 * 4 / 2**20
+
+    def estimate(**ddp):
+        return w.memory_estimate_mib(RetinaNetParams(**small, **ddp), 8)
+
+    base = estimate()
+    assert estimate(ddp_grad_as_bucket_view=True) == pytest.approx(base - trainable_mib)
+    assert estimate(ddp_comm_hook="bf16") == pytest.approx(base + trainable_mib / 2)
+    assert estimate(ddp_comm_hook="fp16", ddp_grad_as_bucket_view=True) == pytest.approx(base - trainable_mib / 2)
+    assert estimate(ddp_bucket_mb=100) == base
+
+
 # Peak USS per rank measured by benchmarks/calibrate_memory.py (2-rank gloo job, torch 2.14.1); the estimate
 # must stay within 20% of them.
 MEASURED_USS_MIB = [
@@ -89,6 +107,9 @@ MEASURED_USS_MIB = [
     ({}, 1, 2634),
     ({}, 2, 3705),
     ({"focal_loss": "reference"}, 2, 5367),
+    # the default sweep's DDP switches (bf16 hook, gradients as bucket views), bf16: 805 and 807 MiB
+    ({"backbone": "resnet18", "trainable_layers": 5, "image_size": 128, "classes": 4, "precision": "bf16",
+      "memory_format": "channels_last", "ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True}, 8, 807),
 ]
 
 

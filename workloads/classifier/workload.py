@@ -20,6 +20,8 @@ from workloads.base import (
     RankContext,
     Trainer,
     Workload,
+    ddp_gradient_copies,
+    ddp_options_of,
 )
 from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
@@ -59,8 +61,8 @@ class ClassifierWorkload(Workload):
     def memory_estimate_mib(self, params: ClassifierParams, local_batch: int) -> float:
         p = params
         weights = p.features * p.hidden + p.hidden * p.hidden + p.hidden * p.classes
-        # weights, gradients, momentum, DDP's gradient buckets
-        model_mib = 4 * weights * BYTES_PER_FLOAT / 2**20
+        # weights, momentum, then the gradients and DDP's buckets as its switches hold them
+        model_mib = (2 + ddp_gradient_copies(ddp_options_of(p))) * weights * BYTES_PER_FLOAT / 2**20
         data_mib = (p.train_samples + p.test_samples) * (p.features + 2) * BYTES_PER_FLOAT / 2**20
         activations_mib = 4 * local_batch * (2 * p.hidden + p.classes) * BYTES_PER_FLOAT / 2**20
         ipex_mib = IPEX_USS_MIB if ipex_applies(p.ipex) else 0.0

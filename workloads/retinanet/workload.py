@@ -21,6 +21,8 @@ from workloads.base import (
     RankContext,
     Trainer,
     Workload,
+    ddp_gradient_copies,
+    ddp_options_of,
 )
 from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
@@ -179,8 +181,10 @@ class RetinaNetWorkload(Workload):
         p = params
         total, trainable = parameter_counts(p)
         state_floats = {"sgd": 1, "adamw": 2}[p.optimizer]
-        # weights; then gradients, DDP's gradient buckets and the optimizer state of the trained ones
-        model_mib = (total + trainable * (2 + state_floats)) * BYTES_FP32 / 2**20
+        # weights; then the gradients and DDP's buckets (as its switches hold them) and the optimizer state of
+        # the trained ones
+        copies = ddp_gradient_copies(ddp_options_of(p)) + state_floats
+        model_mib = (total + trainable * copies) * BYTES_FP32 / 2**20
         activation_mib = ACTIVATION_MIB_PER_MPIXEL[p.backbone] * p.image_size ** 2 / 1e6
         if p.precision == "bf16":
             model_mib += total * 2 / 2**20   # autocast's cache of bf16 weight copies
