@@ -1,19 +1,22 @@
 """Where a trial's start-up goes, per trial kind of the default sweep, and before/after a change side by side.
 
-Start-up is a record's `startup_s`: from the trial's start (the placement group's reservation) until every
-rank is ready to step. Each trial of `sweeps/retinanet.yaml`'s kinds (GEMM peak per layout, all-reduce
-calibration, throughput per layout, a convergence run per layout) runs through the sweep's own
-`run_ranks` with the fewest steps its protocol allows (start-up does not depend on them), and is split into:
+Start-up is a record's `startup_s`: from the trial's start until every rank is ready to step. Each trial of
+`sweeps/retinanet.yaml`'s kinds (GEMM peak per layout, all-reduce calibration, throughput per layout, a
+convergence run per layout) runs through the sweep's own `run_ranks` with the fewest steps its protocol
+allows (start-up does not depend on them), and, as in a sweep, on one `NodePool` held for the whole run (the
+CPUs reserved once, one launcher actor per node); `--per-trial-reservation` runs each trial on its own pool
+instead, as sweeps did before NodePool. Each start-up is split into:
 
-- driver: trial start → the rank's process created (placement group, launcher actors = new Ray worker
-  processes importing orch, node_info/free_port calls, Popen), from the rank's /proc start time (10 ms);
+- driver: trial start → the rank's process created (node_info/free_port calls, Popen; with
+  `--per-trial-reservation` also the placement group and a launcher actor, a new Ray worker importing orch),
+  from the rank's /proc start time (10 ms);
 - the rank's own phases from its result's `startup_breakdown_s` (rank_main.StartupClock): interpreter
   (numactl, Python, rank_main's imports), import_torch, import_protocol, rendezvous
   (init_process_group), import_workload (the workload's torch side: torchvision, its modules), build
   (model, optimizer, data), ddp (DDP wrap), barrier (waiting for the slowest rank).
 
-Columns are rank 0's view; they add up to its ready time. `--driver-probe` also times the driver's Ray
-calls one by one, as `run_ranks` makes them (a copy of its sequence; the ranks are not started).
+Columns are rank 0's view; they add up to its ready time. `--driver-probe` also times, one by one, the
+driver's Ray calls of a trial on its own pool (a copy of that sequence; the ranks are not started).
 
 With `--baseline REF` the same trials also run with the rank code (orchestrator/, workloads/) of git REF,
 interleaved with the working tree's in every round (order alternating), so both see the same machine load.
@@ -30,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -89,12 +93,13 @@ def rank_specs(p: Any) -> list[Any]:
             for r in p.placement.ranks]
 
 
-def run_case(cluster: Any, p: Any, job: Any, workdir: str) -> dict[str, float]:
-    """One trial through the sweep's run_ranks: its start-up, wall time and rank 0's phases."""
+def run_case(cluster: Any, p: Any, job: Any, workdir: str, pool: Any) -> dict[str, float]:
+    """One trial through the sweep's run_ranks (on `pool`, or on its own when None): its start-up, wall time
+    and rank 0's phases."""
     from orchestrator.run.trial import run_ranks
 
     started = time.time()
-    run = run_ranks(cluster, rank_specs(p), job, workdir=workdir, step_timeout_s=120.0, timeout_s=600.0)
+    run = run_ranks(cluster, rank_specs(p), job, workdir=workdir, step_timeout_s=120.0, timeout_s=600.0, pool=pool)
     if run.status != "ok":
         raise RuntimeError(f"{job.kind} trial failed: {run.status}: {run.reason}\n"
                            f"{next((o.log_tail for o in run.outcomes if o and o.status != 'ok'), '')}")
@@ -215,12 +220,15 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REF", help="git ref whose rank code runs as 'before'")
     parser.add_argument("--kinds", nargs="*", default=["peak", "allreduce", "throughput", "convergence"])
     parser.add_argument("--driver-probe", type=int, default=0, metavar="N", help="also time the driver's Ray calls")
+    parser.add_argument("--per-trial-reservation", action="store_true",
+                        help="each trial reserves its own CPUs and launcher actor (sweeps before NodePool)")
     args = parser.parse_args()
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), "?")
     print(f"start-up of {SWEEP.relative_to(REPO)}'s trial kinds: {os.cpu_count()} CPUs ({cpu}), load average "
           f"{os.getloadavg()[0]:.2f} at start")
     sweep, plan, cluster = connect_and_plan()
+    pool = None if args.per_trial_reservation else sweep_pool(cluster)
     cases = [c for c in trial_cases(sweep, plan) if c[0].split()[0] in args.kinds]
     rows: dict[str, dict[str, list[dict[str, float]]]] = {label: {} for label, _, _ in cases}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
@@ -233,11 +241,13 @@ def main() -> None:
             for label, p, job in cases:
                 for side in order:
                     os.environ["PYTHONPATH"] = sides[side]
-                    out = run_case(cluster, p, job, f"{tmp}/{side}-{label.replace(' ', '_')}-{r}")
+                    out = run_case(cluster, p, job, f"{tmp}/{side}-{label.replace(' ', '_')}-{r}", pool)
                     rows[label].setdefault(side, []).append(out)
                     print(f"round {r + 1} {label:26} {side:6} startup {out['startup']:.2f} s  wall {out['wall']:.2f} s",
                           flush=True)
         os.environ["PYTHONPATH"] = sides["after"]
+        if pool is not None:
+            pool.close()   # before the probe, which reserves CPUs of its own
         print_table("start-up per trial kind", rows)
         if args.driver_probe:
             p = next(p for label, p, _ in cases if label.startswith(("peak 2", "throughput r2")))
@@ -247,6 +257,17 @@ def main() -> None:
             for name, values in probe.items():
                 print(f"  {name:45} {statistics.median(values):6.2f} {min(values):6.2f} {max(values):6.2f}")
     print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+def sweep_pool(cluster: Any) -> Any:
+    """A NodePool holding every CPU Ray offers on each node, as a sweep holds its nodes."""
+    from orchestrator.run.trial import NodePool
+
+    pool = NodePool(cluster)
+    problem = pool.reserve({i: float(node.ray_cpus) for i, node in enumerate(cluster.nodes)}, threading.Event())
+    if problem is not None:
+        raise SystemExit(f"could not reserve the nodes: {problem}")
+    return pool
 
 
 if __name__ == "__main__":
