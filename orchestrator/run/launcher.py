@@ -346,12 +346,12 @@ class RankLauncher:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-
 class NodeLaunchers:
     """Every rank launcher of one node, for a whole sweep: the driver starts one of these as a Ray actor per
     node, once, instead of one actor per rank and trial (a new actor is a new Ray worker process: about
-    1 s of start-up idle, 3 s under load, per trial). Each running rank has its `RankLauncher`, under a key
-    the driver chooses; calls for different keys run concurrently (the actor's max_concurrency)."""
+    1 s of start-up idle, 3 s under load, per trial). Each running rank has its `RankLauncher`, under its
+    work folder as its key (unique: a trial's folder names its start time); calls for different keys run
+    concurrently (the actor's max_concurrency)."""
 
     def __init__(self) -> None:
         self._ranks: dict[str, RankLauncher] = {}
@@ -363,9 +363,8 @@ class NodeLaunchers:
     def free_port(self) -> int:
         return free_port()
 
-    def start(self, key: str, workdir: str, job: RankJob, env: dict[str, str], cpus: list[int],
-              numa_nodes: list[int]) -> int:
-        launcher = RankLauncher(workdir)
+    def start(self, key: str, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
+        launcher = RankLauncher(key)
         with self._lock:
             if key in self._ranks:
                 raise ValueError(f"rank {key} is already running on this node")
@@ -389,6 +388,3 @@ class NodeLaunchers:
             launcher = self._ranks.pop(key, None)
         if launcher is not None:
             launcher.cleanup()
-
-    def running(self) -> list[str]:
-        return sorted(self._ranks)

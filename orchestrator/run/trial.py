@@ -146,11 +146,11 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
             if problem is not None:
                 return TrialRun(Status.FAILED, problem, [None] * len(ranks), wall_s=time.time() - started,
                                 interrupted=stop.is_set())
-        # A rank's key on its node is its work folder: unique, since the trial's folder names its start time.
+        # A rank's key on its node is its work folder (NodeLaunchers.start makes it there).
         handles = [_Rank(pool.launchers(r.node), f"{workdir}/rank{r.rank}") for r in ranks]
         infos = ray.get([h.actor.node_info.remote() for h in handles])
         port = ray.get(handles[0].actor.free_port.remote())
-        ray.get([h.call("start", h.key, job, env, r.all_cpus, list(r.numa_nodes))   # key, then its work folder
+        ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
                  for h, r, env in zip(handles, ranks, _environments(ranks, infos[0]["ip"], port, ccl_workers))])
         return _supervise(handles, ranks, started, started + timeout_s, step_timeout_s, on_status,
                           [info["node_id"] for info in infos], stop)
