@@ -82,7 +82,7 @@ def worker(params_json: str, local_batch: int, warmup: int, steps: int, repeats:
     import workloads
     from orchestrator.run import ddp
     from orchestrator.run.protocol import gradient_sizes, make_step
-    from workloads.base import RankContext
+    from workloads.base import RankContext, ddp_options_of
 
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo")
@@ -93,7 +93,7 @@ def worker(params_json: str, local_batch: int, warmup: int, steps: int, repeats:
         raise ValueError("; ".join(map(str, problems)))
     trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0,
                                                  threads=torch.get_num_threads()))
-    options = trainer.ddp_options()
+    options = ddp_options_of(params)
     module = ddp.wrap(trainer.module, options) if world > 1 else trainer.module
     batches = []
     for batch in trainer.batches(0):

@@ -101,7 +101,7 @@ def rank_main(spec: dict) -> dict:
     import torch.distributed as dist
 
     from orchestrator.run import ddp
-    from workloads.base import RankContext
+    from workloads.base import RankContext, ddp_options_of
 
     torch.set_num_threads(spec["threads"])
     mib = 2**20
@@ -119,7 +119,7 @@ def rank_main(spec: dict) -> dict:
     ctx = RankContext(rank=spec["rank"], world_size=spec["world_size"], local_batch=spec["local_batch"], seed=0,
                       threads=spec["threads"])
     trainer = workload.build(params, ctx)
-    module = ddp.wrap(trainer.module, trainer.ddp_options())   # as a sweep wraps it: the workload's DDP switches
+    module = ddp.wrap(trainer.module, ddp_options_of(params))   # as a sweep wraps it: the workload's DDP switches
     uss_built = process.memory_full_info().uss
     step_s = []
     for step, batch in enumerate(trainer.batches(0)):

@@ -8,7 +8,7 @@ The orchestrator owns the training step (so that every workload is timed the sam
 launch benchmark can reuse it)::
 
     trainer = workload.build(params, ctx)
-    module = DistributedDataParallel(trainer.module, ...)  # when world_size > 1, with trainer.ddp_options()
+    module = DistributedDataParallel(trainer.module, ...)  # when world_size > 1, with ddp_options_of(params)
     for batch in trainer.batches(epoch):
         optimizer.zero_grad(set_to_none=True)
         loss = module(*batch)                              # the module returns the scalar training loss
@@ -35,8 +35,8 @@ OPTIMIZER_IMPL_KWARGS: dict[str, dict[str, bool]] = {
 
 # How DDP all-reduces the gradients, the same switches in every workload (the orchestrator owns the DDP
 # wrapper: orchestrator/run/ddp.py applies them, and records what took effect in `applied`). They act only with
-# two ranks or more. A workload declares them as parameters with these help texts and returns them from
-# `Trainer.ddp_options`.
+# two ranks or more. A workload declares them as parameters with these help texts; `ddp_options_of` reads them
+# from its parameters, for the wrapper and for the memory estimate alike.
 DdpCommHook = Literal["none", "bf16", "fp16"]
 DDP_COMM_HOOK_HELP = ("none: DDP all-reduces the gradients in their own dtype (fp32); bf16 / fp16: DDP's "
                       "bf16_compress_hook / fp16_compress_hook cast each gradient bucket to 16 bits for the all-reduce "
@@ -49,7 +49,7 @@ DDP_GRAD_AS_BUCKET_VIEW_HELP = ("DDP's gradient_as_bucket_view: the gradients ar
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DdpOptions:
-    """A workload's DDP switches, as `Trainer.ddp_options` returns them (defaults: DDP's own)."""
+    """A workload's DDP switches, as `ddp_options_of` reads them from its parameters (defaults: DDP's own)."""
 
     comm_hook: DdpCommHook = "none"
     bucket_mb: float = 25.0
@@ -137,10 +137,6 @@ class Trainer(abc.ABC):
     def applied(self) -> dict[str, str]:
         """What optimizations actually took effect (e.g. {'ipex': 'off: not installed'}), for the record."""
         return {}
-
-    def ddp_options(self) -> DdpOptions:
-        """How the orchestrator's DDP wrapper should all-reduce this trainer's gradients (with 2 ranks or more)."""
-        return DdpOptions()
 
 
 class Workload(abc.ABC):

@@ -209,7 +209,7 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
     import workloads
     from orchestrator.run import ddp, protocol
     from orchestrator.run.job import JobKind
-    from workloads.base import RankContext
+    from workloads.base import RankContext, ddp_options_of
 
     clock.lap("import_protocol")
     _init_process_group(job)
@@ -232,9 +232,10 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
                                                      seed=job.seed, threads=job.threads, lr=lr))
         clock.lap("build")
-        options = trainer.ddp_options()
-        module = protocol.wrap_ddp(trainer.module, options) if world > 1 else trainer.module
+        options = ddp_options_of(params)
+        module = trainer.module
         if world > 1:
+            module = protocol.wrap_ddp(module, options)
             clock.lap("ddp")
         out = {"build_s": time.perf_counter() - built,
                "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}

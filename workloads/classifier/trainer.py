@@ -8,7 +8,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from workloads.base import OPTIMIZER_IMPL_KWARGS, DdpOptions, RankContext, Trainer, ddp_options_of
+from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.classifier.workload import ClassifierParams
 from workloads.ipex import apply_ipex
 from workloads.sharding import batches_per_epoch, shard_batches
@@ -73,6 +73,3 @@ class ClassifierTrainer(Trainer):
 
     def applied(self) -> dict[str, str]:
         return dict(self._applied)
-
-    def ddp_options(self) -> DdpOptions:
-        return ddp_options_of(self.p)

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import torch
 
-from workloads.base import OPTIMIZER_IMPL_KWARGS, DdpOptions, RankContext, Trainer, ddp_options_of
+from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.ipex import apply_ipex
 from workloads.retinanet.data import collate, make_dataset
 from workloads.retinanet.evaluate import detect, mean_average_precision
@@ -108,6 +108,3 @@ class RetinaNetTrainer(Trainer):
 
     def applied(self) -> dict[str, str]:
         return dict(self._applied)
-
-    def ddp_options(self) -> DdpOptions:
-        return ddp_options_of(self.p)
