@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 if TYPE_CHECKING:  # torch is imported only inside rank processes
     import torch
@@ -56,8 +56,9 @@ class DdpOptions:
     grad_as_bucket_view: bool = False
 
     def __post_init__(self) -> None:
-        if self.comm_hook not in ("none", "bf16", "fp16"):
-            raise ValueError(f"ddp_comm_hook({self.comm_hook!r}) must be one of 'none', 'bf16', 'fp16'")
+        if self.comm_hook not in get_args(DdpCommHook):
+            raise ValueError(f"ddp_comm_hook({self.comm_hook!r}) must be one of "
+                             f"{', '.join(map(repr, get_args(DdpCommHook)))}")
         if not self.bucket_mb > 0:
             raise ValueError(f"ddp_bucket_mb({self.bucket_mb}) must be > 0")
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import get_args
 
 from orchestrator.core.placement import NodeLayout, Placement, place
+from orchestrator.core.spec import Isolation
 from orchestrator.core.topology import Node, Socket, Topology
 
-Isolation = Literal["node", "socket", "none"]
-ISOLATION_LEVELS: tuple[Isolation, ...] = ("node", "socket", "none")
+ISOLATION_LEVELS: tuple[Isolation, ...] = get_args(Isolation)
 Region = frozenset[tuple[int, int]]   # (node index, CPU id)
 
 

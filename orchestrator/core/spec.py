@@ -14,6 +14,8 @@ from orchestrator.core.schema import MISSING, Problem, load, opt
 
 Auto = Literal["auto"]
 Backend = Literal["auto", "ccl", "gloo"]
+# What a timing trial keeps to itself while trials run concurrently (orchestrator.core.schedule).
+Isolation = Literal["node", "socket", "none"]
 LrRule = Literal["none", "linear", "sqrt"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -58,7 +60,7 @@ class MeasureSpec:
                            "as in the trial, for the hardware-efficiency table")
     allreduce: bool = opt(True, "time all_reduce at sweep start (4 KiB to 64 MiB, each multi-rank count of the "
                                 "grid, within a socket, across sockets and across nodes), for orch predict")
-    isolation: Literal["node", "socket", "none"] = opt(
+    isolation: Isolation = opt(
         "node", "what a timing trial (throughput, GEMM peak, all-reduce) keeps to itself while trials run "
                 "concurrently: node (default: nothing else runs on its nodes, so its figure is as if alone; only "
                 "trials on disjoint nodes overlap), socket (other trials may use its nodes' other sockets: a faster "
