@@ -66,14 +66,20 @@ def wait_for_records(results: Path, count: int, proc: subprocess.Popen, timeout_
         time.sleep(0.2)
 
 
+def rank_processes(workdir_part: str) -> list[psutil.Process]:
+    """Live rank processes (zombies aside) whose command line names `workdir_part`, e.g. '/<sweep name>/'
+    (a rank's job file lies in its trial's work folder, which names the sweep and the trial key)."""
+    return [p for p in psutil.process_iter(["cmdline", "status"])
+            if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
+            and workdir_part in " ".join(p.info["cmdline"] or [])
+            and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
 def assert_no_ranks_left(sweep_name: str, within_s: float = 15) -> None:
     """No rank process of the sweep is alive (zombies aside) within `within_s`."""
     deadline = time.monotonic() + within_s
     while True:
-        alive = [p for p in psutil.process_iter(["cmdline", "status"])
-                 if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
-                 and f"/{sweep_name}/" in " ".join(p.info["cmdline"] or [])
-                 and p.info["status"] != psutil.STATUS_ZOMBIE]
+        alive = rank_processes(f"/{sweep_name}/")
         if not alive:
             return
         assert time.monotonic() < deadline, f"rank processes left behind: {[p.pid for p in alive]}"

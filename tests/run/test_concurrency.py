@@ -10,13 +10,13 @@ import signal
 import time
 from datetime import datetime
 
-import psutil
 import pytest
 from conftest import (
     CPUS,
     assert_no_ranks_left,
     by_key,
     file_lines,
+    rank_processes,
     read_records,
     start_orch,
     wait_for_records,
@@ -64,15 +64,9 @@ def test_convergence_runs_pack_onto_free_cores_and_reach_the_same_epochs_as_alon
     assert c1 <= d0 + 1.0 or d1 <= c0 + 1.0, "--max-concurrent 1 ran them together"
 
 
-def _ranks_running(sweep_name: str) -> int:
-    return sum(1 for p in psutil.process_iter(["cmdline"])
-               if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
-               and f"/{sweep_name}/conv-" in " ".join(p.info["cmdline"] or []))
-
-
 def _wait_for_two_in_flight(sweep_name: str, proc, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
-    while _ranks_running(sweep_name) < 2:
+    while len(rank_processes(f"/{sweep_name}/conv-")) < 2:
         assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
         assert time.monotonic() < deadline, "never two convergence runs in flight"
         time.sleep(0.2)
