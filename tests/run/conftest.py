@@ -1,6 +1,6 @@
 """Shared pieces of the Ray-level tests: one real local Ray instance per test module, sweep files written
-to disk, readers of the records a sweep leaves behind, and a real `orch` process to start, wait on and check
-for leftover ranks."""
+to disk, readers of the records a sweep leaves behind, a real `orch` process to start, wait on and check
+for leftover ranks, and rank launchers run without Ray."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+
+from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATED_2S1C = REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml"
@@ -84,3 +87,32 @@ def assert_no_ranks_left(sweep_name: str, within_s: float = 15) -> None:
             return
         assert time.monotonic() < deadline, f"rank processes left behind: {[p.pid for p in alive]}"
         time.sleep(0.3)
+
+
+def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120):
+    """Start one launcher per (job, cpus), supervise them in threads like Ray's threaded actors do."""
+    port = free_port()
+    world = len(jobs_cpus)
+    launchers, outcomes = [], [None] * world
+    for rank, (job, cpus) in enumerate(jobs_cpus):
+        launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
+        env = rank_environment(dict(os.environ), cpus=cpus, ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
+                               local_rank=rank, world_size=world, local_world_size=world, master_addr="127.0.0.1",
+                               master_port=port)
+        launcher.start(job, env, cpus, [0])
+        launchers.append(launcher)
+
+    def supervise(i):
+        outcomes[i] = launchers[i].supervise(budget_mib=budget_mib, step_timeout_s=step_timeout_s,
+                                             deadline=time.time() + timeout_s)
+        # Like the driver: one rank ending badly stops the others.
+        if outcomes[i].status != "ok":
+            for other in launchers:
+                other.stop(f"rank {i} ended")
+
+    threads = [threading.Thread(target=supervise, args=(i,)) for i in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes

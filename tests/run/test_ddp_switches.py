@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import doctest
 import os
-import threading
-import time
 
 import pytest
+from conftest import run_launchers
 
 import workloads
 from orchestrator.core.predict.data import gradient_buckets
 from orchestrator.run import ddp
 from orchestrator.run.job import RankJob
-from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
 from workloads.base import DdpOptions, ddp_options_of
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -35,13 +33,12 @@ def test_bad_switch_values_are_rejected_with_the_allowed_ones(name, params, mess
     assert message in str(problems[0])
 
 
-def test_switches_default_to_ddps_own_and_reach_the_trainer_options():
+def test_switches_default_to_ddps_own_and_are_read_from_the_parameters():
     parsed, problems = workloads.parse_params(workloads.get("retinanet"), {})
     assert not problems
     assert (parsed.ddp_comm_hook, parsed.ddp_bucket_mb, parsed.ddp_grad_as_bucket_view) == ("none", 25.0, False)
     parsed, _ = workloads.parse_params(workloads.get("classifier"), {**SWITCHES, "ddp_bucket_mb": 100})
-    assert ddp_options_of(parsed) == DdpOptions(comm_hook="bf16", bucket_mb=100.0,
-                                                               grad_as_bucket_view=True)
+    assert ddp_options_of(parsed) == DdpOptions(comm_hook="bf16", bucket_mb=100.0, grad_as_bucket_view=True)
     with pytest.raises(ValueError, match=r"ddp_bucket_mb\(-1\) must be > 0"):
         DdpOptions(bucket_mb=-1)
 
@@ -72,29 +69,9 @@ def _job(**over) -> RankJob:
     return RankJob(**{**base, **over})
 
 
-def _run_two_ranks(tmp_path, job: RankJob, timeout_s: float = 120.0):
-    """Both ranks of `job`, one CPU each, supervised in threads as Ray's actors do."""
-    port, launchers = free_port(), []
-    for rank in range(2):
-        launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
-        env = rank_environment(dict(os.environ), cpus=[CPUS[rank]], ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
-                               local_rank=rank, world_size=2, local_world_size=2, master_addr="127.0.0.1",
-                               master_port=port)
-        launcher.start(job, env, [CPUS[rank]], [0])
-        launchers.append(launcher)
-    outcomes: list = [None, None]
-
-    def supervise(i: int) -> None:
-        outcomes[i] = launchers[i].supervise(budget_mib=4000, step_timeout_s=60, deadline=time.time() + timeout_s)
-        if outcomes[i].status != "ok":
-            for other in launchers:
-                other.stop(f"rank {i} ended")
-
-    threads = [threading.Thread(target=supervise, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+def _run_two_ranks(tmp_path, job: RankJob):
+    """Both ranks of `job`, one CPU each, supervised in threads as Ray's actors do; both must end ok."""
+    outcomes = run_launchers(tmp_path, [(job, [CPUS[0]]), (job, [CPUS[1]])])
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
     return outcomes
 

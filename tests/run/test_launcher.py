@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+from conftest import run_launchers
 
 from orchestrator.run.job import RankJob
-from orchestrator.run.launcher import RankLauncher, free_port, pin_prefix, rank_environment
+from orchestrator.run.launcher import pin_prefix, rank_environment
 
 CPUS = sorted(os.sched_getaffinity(0))
 
@@ -21,35 +21,6 @@ def _job(**over) -> RankJob:
                 warmup_steps=2, timed_steps=5, repeats=2)
     base.update(over)
     return RankJob(**base)
-
-
-def _run(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120):
-    """Start one launcher per (job, cpus), supervise them in threads like Ray's threaded actors do."""
-    port = free_port()
-    world = len(jobs_cpus)
-    launchers, outcomes = [], [None] * world
-    for rank, (job, cpus) in enumerate(jobs_cpus):
-        launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
-        env = rank_environment(dict(os.environ), cpus=cpus, ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
-                               local_rank=rank, world_size=world, local_world_size=world, master_addr="127.0.0.1",
-                               master_port=port)
-        launcher.start(job, env, cpus, [0])
-        launchers.append(launcher)
-
-    def supervise(i):
-        outcomes[i] = launchers[i].supervise(budget_mib=budget_mib, step_timeout_s=step_timeout_s,
-                                             deadline=time.time() + timeout_s)
-        # Like the driver: one rank ending badly stops the others.
-        if outcomes[i].status != "ok":
-            for other in launchers:
-                other.stop(f"rank {i} ended")
-
-    threads = [threading.Thread(target=supervise, args=(i,)) for i in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return outcomes
 
 
 def test_pin_prefix_skips_membind_for_numa_nodes_this_machine_lacks(tmp_path):
@@ -73,7 +44,7 @@ def test_rank_environment_pins_openmp_and_sets_rendezvous():
 
 
 def test_single_rank_runs_pinned_and_reports(tmp_path):
-    (outcome,) = _run(tmp_path, [(_job(), [CPUS[-1]])])
+    (outcome,) = run_launchers(tmp_path, [(_job(), [CPUS[-1]])])
     assert outcome.status == "ok", outcome.log_tail
     assert outcome.result.affinity["main_thread"] == [CPUS[-1]]
     # Every thread of the process (OpenMP workers included) was born inside the rank's CPU.
@@ -84,7 +55,7 @@ def test_single_rank_runs_pinned_and_reports(tmp_path):
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
 def test_two_ranks_allreduce_and_disjoint_affinity(tmp_path):
-    outcomes = _run(tmp_path, [(_job(), [CPUS[0]]), (_job(), [CPUS[1]])])
+    outcomes = run_launchers(tmp_path, [(_job(), [CPUS[0]]), (_job(), [CPUS[1]])])
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
     masks = [set(o.result.affinity["threads"]) for o in outcomes]
     assert masks[0] == {CPUS[0]} and masks[1] == {CPUS[1]}
@@ -99,7 +70,7 @@ def test_two_ranks_allreduce_and_disjoint_affinity(tmp_path):
 
 
 def test_crash_is_failed_with_the_traceback_in_the_log(tmp_path):
-    (outcome,) = _run(tmp_path, [(_job(workload="chaos", params={"fault": "crash"}), [CPUS[0]])])
+    (outcome,) = run_launchers(tmp_path, [(_job(workload="chaos", params={"fault": "crash"}), [CPUS[0]])])
     assert outcome.status == "failed"
     assert "exited with status 1" in outcome.reason
     assert "injected crash" in outcome.log_tail and "Traceback" in outcome.log
@@ -108,7 +79,7 @@ def test_crash_is_failed_with_the_traceback_in_the_log(tmp_path):
 def test_memory_watchdog_stops_a_runaway_rank_before_the_kernel_does(tmp_path):
     job = _job(workload="chaos", params={"fault": "oom", "oom_step_mib": 32}, warmup_steps=5)
     started = time.monotonic()
-    (outcome,) = _run(tmp_path, [(job, [CPUS[0]])], budget_mib=900)
+    (outcome,) = run_launchers(tmp_path, [(job, [CPUS[0]])], budget_mib=900)
     assert outcome.status == "oom", outcome.log_tail
     assert "exceeded the rank's budget 900 MiB" in outcome.reason
     assert 900 < outcome.peak_uss_mib < 900 + 32 * 8  # stopped within a few allocation steps of the budget
@@ -118,7 +89,7 @@ def test_memory_watchdog_stops_a_runaway_rank_before_the_kernel_does(tmp_path):
 def test_no_progress_is_a_timeout(tmp_path):
     job = _job(workload="chaos", params={"fault": "hang"})
     started = time.monotonic()
-    (outcome,) = _run(tmp_path, [(job, [CPUS[0]])], step_timeout_s=4)
+    (outcome,) = run_launchers(tmp_path, [(job, [CPUS[0]])], step_timeout_s=4)
     assert outcome.status == "timeout"
     assert "no progress for 4 s" in outcome.reason
     assert time.monotonic() - started < 30
