@@ -160,6 +160,11 @@ class Workload(abc.ABC):
     def samples_per_epoch(self, params: Any) -> int:
         """Training samples in one epoch over all ranks. Must not import torch."""
 
+    def train_flops_per_sample(self, params: Any) -> float | None:
+        """FLOPs of training on one sample (forward and backward), for the sweep's time estimate before anything
+        runs; None when the workload cannot say. May import torch (the driver calls it once per sweep)."""
+        return None
+
     @abc.abstractmethod
     def build(self, params: Any, ctx: RankContext) -> Trainer:
         """Model, optimizer and data for one rank. Runs inside the rank process; may import torch."""

@@ -32,18 +32,21 @@ def add_topology_option(parser: argparse.ArgumentParser) -> None:
                              "machine to plan for or to emulate; default: detect this machine")
 
 
-def load_topology_arg(path: str | None) -> Topology:
+def load_topology_arg(path: str | None, *, probe_isa: bool = False) -> Topology:
+    """A topology file's machine, or this one's (its bf16 verdict from a GEMM probe when `probe_isa`, which
+    imports torch; else from the CPU flags)."""
     if path:
         from orchestrator.io.topofile import load_topology
 
         return load_topology(path)
     from orchestrator.io.detect import detect_local
 
-    return detect_local()
+    return detect_local(probe_isa=probe_isa)
 
 
 def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Plan:
     """The single road from a sweep and a topology to what runs: `orch plan` and `orch sweep` both use it.
+    The plan carries the sweep's precision as decided for `topology` (`Sweep.resolve_precision`).
 
     `ccl_available`: whether oneCCL's bindings import where the ranks run (the sweep asks its workers);
     None: look on this machine."""
@@ -51,8 +54,10 @@ def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Pl
         from orchestrator.io.backends import ccl_installed
 
         ccl_available = ccl_installed()
+    resolved, precision = sweep.resolve_precision(topology)
     try:
-        return make_plan(sweep.spec, topology, rank_memory_mib=sweep.rank_memory_mib, ccl_available=ccl_available)
+        return make_plan(sweep.spec, topology, rank_memory_mib=resolved.rank_memory_mib, ccl_available=ccl_available,
+                         precision=precision)
     except PlanTooLarge as err:
         raise InvalidInput(f"sweep file {sweep.path}", [Problem("grid", str(err))]) from None
 

@@ -37,6 +37,8 @@ def render_plan(plan: Plan):
     parts = [Text(f"sweep {spec.name}: workload {spec.workload.name}", style="bold"),
              Text(f"topology: {plan.topology.describe()}   [{plan.topology.source}]"),
              Text(f"backend: {plan.backend.note}")]
+    if plan.precision is not None:
+        parts.append(Text(f"precision: {plan.precision.reason}"))
     for table in plan_tables(plan):
         parts += [Text(""), to_rich(table)]
     if plan.convergence:
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(plan_to_dict(plan), indent=2))
     else:
         console().print(render_plan(plan))
-    if plan.backend.error:
-        console(stderr=True).print(f"orch: error: {plan.backend.error}", style="bold red")
-        return EXIT_BAD_INPUT
-    return EXIT_OK
+    errors = [e for e in (plan.backend.error, plan.precision.error if plan.precision else None) if e]
+    for error in errors:
+        console(stderr=True).print(f"orch: error: {error}", style="bold red")
+    return EXIT_BAD_INPUT if errors else EXIT_OK

@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         cluster = ray_cluster.discover()
         if file_topology is not None:
             ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
-        topology = file_topology or ray_cluster.detected_topology(cluster)
+        topology = (ray_cluster.with_node_isa(file_topology, cluster) if file_topology is not None
+                    else ray_cluster.detected_topology(cluster))
         ccl = all(n.ccl_installed for n in cluster.nodes[:len(topology.nodes)])
         targets, plan = plan_targets(sweep, layouts, variants, lambda s: plan_for(s, topology, ccl_available=ccl))
         if plan.backend.error:

@@ -99,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology | None,
                 results: Path) -> int | SweepSummary:
     """Plan against the Ray nodes and run every trial; an exit status when the sweep ends early."""
+    from orchestrator.core.eta import duration_text
     from orchestrator.run import cluster as ray_cluster
+    from orchestrator.run.estimate import sweep_estimate
     from orchestrator.run.progress import SweepProgress
     from orchestrator.run.sweep import SweepOptions, SweepRunner
 
@@ -107,13 +109,15 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology 
     cluster = ray_cluster.discover()
     if file_topology is not None:
         ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
-        topology = file_topology
+        topology = ray_cluster.with_node_isa(file_topology, cluster)
     else:
         topology = ray_cluster.detected_topology(cluster)
     used = cluster.nodes[:len(topology.nodes)]
     plan = plan_for(sweep, topology, ccl_available=all(n.ccl_installed for n in used))
     if plan.backend.error:
         return fail_input(plan.backend.error)
+    if plan.precision is not None and plan.precision.error:
+        return fail_input(plan.precision.error)
     options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json,
                            max_concurrent=args.max_concurrent)
     runner = SweepRunner(sweep, plan, cluster, options)
@@ -122,9 +126,15 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology 
     if not args.json:
         err.print(f"[bold]sweep {sweep.spec.name}[/]: {len(plan.feasible)} of {len(plan.trials)} grid points "
                   f"feasible on {topology.describe()}; backend {plan.backend.note}")
+        if plan.precision is not None:
+            err.print(f"precision: {plan.precision.reason}")
         err.print(f"results: {results}   ({len(todo)} trial(s) to run, {runner.summary.skipped} already done)")
+    eta, basis = sweep_estimate(runner.sweep, plan, todo)
+    if not args.json:
+        err.print(f"expected time: about {duration_text(eta.total_s)} ({basis}; refined as trials finish)"
+                  if eta is not None else basis)
     try:
-        with SweepProgress(len(todo), json_mode=args.json) as progress:
+        with SweepProgress(len(todo), json_mode=args.json, eta=eta) as progress:
             runner.execute(existing, progress, todo)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "

@@ -17,6 +17,7 @@ CORES = "cores"
 PACKING = "packing"
 MEMORY = "memory"
 BACKEND = "backend"
+PRECISION = "precision"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class Rules:
     rank_memory_mib: float = 0.0      # what one rank needs
     memory_budget_mib: float | None = None  # explicit per-rank limit, if any
     backend_error: str | None = None  # why the requested backend cannot be used, if it cannot
+    precision_error: str | None = None  # why the requested precision is refused on this machine, if it is
 
     @property
     def reserved_rank_mib(self) -> float:
@@ -90,6 +92,8 @@ def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
         reasons.append(memory_reason)
     if rules.backend_error:
         reasons.append(Reason(BACKEND, rules.backend_error))
+    if rules.precision_error:
+        reasons.append(Reason(PRECISION, rules.precision_error))
     return tuple(reasons)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.core.constraints import Reason, Rules, check
 from orchestrator.core.grid import Trial, expand
+from orchestrator.core.isa import PrecisionChoice
 from orchestrator.core.placement import Placement, place
 from orchestrator.core.spec import ConstraintsSpec, SweepSpec
 from orchestrator.core.topology import Topology
@@ -71,6 +72,7 @@ class Plan:
     local_batches: tuple[int, ...]
     trials: tuple[PlannedTrial, ...]
     convergence: tuple[ConvergenceRun, ...]
+    precision: PrecisionChoice | None = None   # what the ranks train in, and why (None: the workload has no choice)
     by_trial: dict[Trial, PlannedTrial] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -111,8 +113,9 @@ def cheapest(candidates: list[PlannedTrial]) -> PlannedTrial:
 
 
 def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float],
-              ccl_available: bool) -> Plan:
-    """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate.
+              ccl_available: bool, precision: PrecisionChoice | None = None) -> Plan:
+    """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate (in the precision
+    chosen); `precision`, the sweep's precision for this topology: a refused one makes every point infeasible.
 
     Raises PlanTooLarge (a ValueError) for a grid beyond MAX_GRID_POINTS or MAX_PLACED_RANKS."""
     cons = spec.constraints
@@ -128,7 +131,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
         need_mib = cons.rank_memory_mib if cons.rank_memory_mib is not None else rank_memory_mib(trial.local_batch)
         rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=workers, memory_headroom=cons.memory_headroom,
                       rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
-                      backend_error=backend.error)
+                      backend_error=backend.error, precision_error=precision.error if precision else None)
         checked.append((trial, check(trial, topology, rules), need_mib, rules.reserved_rank_mib))
     placed_ranks = sum(trial.ranks for trial, reasons, _, _ in checked if not reasons)
     if placed_ranks > MAX_PLACED_RANKS:
@@ -137,7 +140,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
     planned = tuple(_placed(trial, reasons, need_mib, reserved_mib, topology, cons, workers)
                     for trial, reasons, need_mib, reserved_mib in checked)
     return Plan(spec, topology, backend, ranks, threads, tuple(sorted(spec.grid.local_batch)), planned,
-                _convergence_runs(spec, planned))
+                _convergence_runs(spec, planned), precision)
 
 
 def _placed(trial: Trial, reasons: tuple[Reason, ...], need_mib: float, reserved_mib: float, topology: Topology,

@@ -53,6 +53,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "topology": plan.topology.to_dict(),
         "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note,
                     "error": plan.backend.error},
+        "precision": plan.precision.to_dict() if plan.precision else None,
         "axes": {"ranks": list(plan.ranks), "threads_per_rank": list(plan.threads),
                  "local_batch": list(plan.local_batches)},
         "trials": [trial_dict(p) for p in plan.trials],

@@ -120,7 +120,7 @@ def admit_timing(topology: Topology, planned: Placement, budgets_mib: tuple[floa
 def _free_node(node: Node, busy: set[int]) -> Node:
     """`node` with only its wholly free cores (a core with any busy thread is not free)."""
     sockets = tuple(Socket(s.index, tuple(c for c in s.cores if not busy & set(c.cpus))) for s in node.sockets)
-    return Node(node.name, sockets, node.numa_nodes, node.memory_mib, node.notes)
+    return Node(node.name, sockets, node.numa_nodes, node.memory_mib, node.notes, node.isa)
 
 
 def memory_share_mib(node: Node, cores: int, memory_headroom: float, hyperthreads: bool) -> float:

@@ -113,6 +113,8 @@ class ConstraintsSpec:
               "headroom shared by the ranks on it", exclusive_minimum=0)
     ccl_workers: int = opt(1, "cores reserved per rank for oneCCL progress threads (ccl backend only)",
                            minimum=0)
+    allow_slow_bf16: bool = opt(False, "run an explicit precision: bf16 on CPUs that emulate it (no AVX512-BF16 "
+                                       "or AMX: 6-65× slower than fp32) instead of refusing the plan")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

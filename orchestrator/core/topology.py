@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.core.isa import FILE, FLAGS, ISA_FEATURES, PROBE, CpuIsa
 from orchestrator.core.schema import MISSING, InvalidInput, Problem, load, opt
 
 MIB_PER_GIB = 1024
@@ -90,6 +91,7 @@ class Node:
     numa_nodes: tuple[NumaNode, ...]
     memory_mib: float
     notes: tuple[str, ...] = ()
+    isa: CpuIsa | None = None    # what the CPU computes natively (detected, or stated by a topology file)
 
     @property
     def threads_per_core(self) -> int:
@@ -111,6 +113,7 @@ class Node:
             "numa_nodes": [{"index": n.index, "cpus": list(n.cpus), "memory_mib": n.memory_mib}
                            for n in self.numa_nodes],
             "notes": list(self.notes),
+            **({"isa": self.isa.to_dict()} if self.isa is not None else {}),
         }
 
 
@@ -195,6 +198,37 @@ class Topology:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class IsaSpec:
+    """A node's CPU as a topology file states it: for planning a machine you do not have (`orch topology --json`
+    on that machine writes it, probe figures included)."""
+
+    features: tuple[str, ...] = opt((), f"ISA features the CPU has, of: {', '.join(ISA_FEATURES)}")
+    bf16_native: bool | None = opt(None, "whether the CPU computes bf16 natively (default: from the features: "
+                                         "avx512_bf16 or amx_bf16)")
+    fp32_gflops: float | None = opt(None, "one core's GEMM rate in fp32 (orch topology's probe)", exclusive_minimum=0)
+    bf16_gflops: float | None = opt(None, "one core's GEMM rate in bf16 (orch topology's probe)", exclusive_minimum=0)
+    torch_capability: str | None = opt(None, "the kernels ATen dispatches to there (AVX512, AVX2, DEFAULT)")
+    isa_cap: str | None = opt(None, "ONEDNN_MAX_CPU_ISA in force there, if any")
+    source: str = opt(FILE, f"where the verdict came from: {PROBE}, {FLAGS} or {FILE}")
+    cpu_model: str = opt("", "the CPU's model name")
+    verdict: str = opt("", "ignored on reading: the verdict in words, as orch topology --json writes it")
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.features if f not in ISA_FEATURES]
+        if unknown:
+            raise ValueError(f"isa.features: unknown {unknown}; known: {', '.join(ISA_FEATURES)}")
+
+    def cpu_isa(self) -> CpuIsa:
+        probed = self.source == PROBE and self.fp32_gflops is not None and self.bf16_gflops is not None
+        # A verdict that was derived (from a probe or from flags) is derived again on reading, not taken as stated
+        stated = None if probed or self.source == FLAGS else self.bf16_native
+        source = PROBE if probed else FILE if stated is not None else FLAGS
+        return CpuIsa(features=self.features, torch_capability=self.torch_capability, isa_cap=self.isa_cap,
+                      fp32_gflops=self.fp32_gflops, bf16_gflops=self.bf16_gflops, native_bf16=stated,
+                      source=source, cpu_model=self.cpu_model)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactTopology:
     """The compact file form: one node type repeated `nodes` times."""
 
@@ -209,6 +243,7 @@ class CompactTopology:
                                minimum=1)
     cpus: tuple[tuple[int | tuple[int, ...], ...], ...] | None = opt(
         None, "explicit CPU ids: per socket, a list of cores, each a CPU id or a list of sibling CPU ids")
+    isa: IsaSpec | None = opt(None, "what the CPU computes natively (features, bf16 verdict): decides precision auto")
 
     def __post_init__(self) -> None:
         errors = []
@@ -276,8 +311,9 @@ def build_compact(spec: CompactTopology, source: str = "") -> Topology:
             numa.append(NumaNode(len(numa), tuple(sorted(cpu for c in cores for cpu in c.cpus)), numa_mem))
     name = spec.name or "node"
     shared_sockets, shared_numa = tuple(sockets), tuple(numa)  # one object for all nodes: see group_nodes
+    isa = spec.isa.cpu_isa() if spec.isa is not None else None
     nodes = tuple(Node(f"{name}{i}" if spec.nodes > 1 else name, shared_sockets, shared_numa,
-                       spec.memory_gib * MIB_PER_GIB) for i in range(spec.nodes))
+                       spec.memory_gib * MIB_PER_GIB, isa=isa) for i in range(spec.nodes))
     return Topology(nodes, source)
 
 
@@ -302,6 +338,7 @@ class DetailedNode:
     # null (an empty `numa_nodes:` in YAML) means not given, as it did before these fields had a schema
     numa_nodes: tuple[DetailedNuma, ...] | None = opt(None, "NUMA nodes (one per socket when not given)")
     notes: tuple[str, ...] | None = opt(None, "what detection could not see, for the report")
+    isa: IsaSpec | None = opt(None, "what the CPU computes natively (features, bf16 verdict): decides precision auto")
 
     def __post_init__(self) -> None:
         if problems := _node_cpu_problems(self):
@@ -357,7 +394,8 @@ def _build_node(node: DetailedNode, path: str) -> Node:
     if not numa:
         share_mib = node.memory_mib / len(sockets)
         numa = tuple(NumaNode(s.index, tuple(sorted(s.cpus(True))), share_mib) for s in sockets)
-    return Node(path if node.name is None else node.name, sockets, numa, node.memory_mib, node.notes or ())
+    return Node(path if node.name is None else node.name, sockets, numa, node.memory_mib, node.notes or (),
+                node.isa.cpu_isa() if node.isa is not None else None)
 
 
 def _detailed_topology(data: dict[str, Any], source: str) -> tuple[Topology | None, list[Problem]]:

@@ -3,13 +3,15 @@ problem reported at once with its line."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import workloads
+from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
+from orchestrator.core.topology import Topology
 from orchestrator.io.yamlfile import read_yaml, with_lines
 from workloads.base import Workload
 
@@ -31,6 +33,32 @@ class Sweep:
 
     def rank_memory_mib(self, local_batch: int) -> float:
         return self.workload.memory_estimate_mib(self.params, local_batch)
+
+    @property
+    def requested_precision(self) -> str | None:
+        """The workload's `precision` parameter (auto, fp32 or bf16), None for a workload without one."""
+        value = getattr(self.params, "precision", None)
+        return value if isinstance(value, str) else None
+
+    def resolve_precision(self, topology: Topology) -> tuple[Sweep, PrecisionChoice | None]:
+        """This sweep with its precision decided for `topology` (auto: bf16 where every node computes it
+        natively, else fp32), and the decision with its reason. The ranks, the memory estimate, the GEMM peak
+        and spec.json all see the chosen precision, never `auto`."""
+        requested = self.requested_precision
+        if requested is None:
+            return self, None
+        isas: dict[CpuIsa | None, str] = {}
+        for node in topology.nodes:   # one verdict per distinct CPU: a compact topology shares one object
+            isas.setdefault(node.isa, node.name)
+        choice = resolve_precision(requested, list(isas), names=list(isas.values()),
+                                   allow_slow_bf16=self.spec.constraints.allow_slow_bf16)
+        try:
+            params = replace(self.params, precision=choice.chosen)
+        except ValueError as err:   # auto chose bf16, which these parameters cannot run (the workload says why)
+            choice = PrecisionChoice(requested, "fp32", f"auto: fp32, because bf16 is ruled out: {err}", None,
+                                     choice.per_node)
+            params = replace(self.params, precision="fp32")
+        return replace(self, params=params), choice
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -7,7 +7,7 @@ With an address (or RAY_ADDRESS), the sweep joins that cluster and uses its aliv
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
@@ -67,7 +67,7 @@ def _describe_node() -> dict[str, Any]:
     from orchestrator.io.detect import detect_local
 
     return {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
-            "cpus": sorted(os.sched_getaffinity(0)), "ccl": ccl_installed(), "topology": detect_local()}
+            "cpus": sorted(os.sched_getaffinity(0)), "ccl": ccl_installed(), "topology": detect_local(probe_isa=True)}
 
 
 def discover() -> Cluster:
@@ -90,8 +90,16 @@ def detected_topology(cluster: Cluster) -> Topology:
     for i, n in enumerate(cluster.nodes):
         node = n.topology.nodes[0]
         name = node.name if sum(1 for m in cluster.nodes if m.hostname == n.hostname) == 1 else f"{node.name}#{i}"
-        nodes.append(type(node)(name, node.sockets, node.numa_nodes, node.memory_mib, node.notes))
+        nodes.append(replace(node, name=name))
     return Topology(tuple(nodes), source=f"detected on {len(nodes)} Ray node(s)")
+
+
+def with_node_isa(topology: Topology, cluster: Cluster) -> Topology:
+    """A topology file used to run: each node's CPU verdict from the Ray node it runs on (probed there), unless
+    the file states one. The file describes the layout to emulate; what the CPU computes is the machine's."""
+    nodes = tuple(node if node.isa is not None else replace(node, isa=ray_node.topology.nodes[0].isa)
+                  for node, ray_node in zip(topology.nodes, cluster.nodes))
+    return Topology(nodes, topology.source)
 
 
 def check_topology_fits(topology: Topology, cluster: Cluster, path: str) -> None:

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.core import records as rec
+from orchestrator.core.eta import Eta, duration_text
 from orchestrator.run.job import Phase
 
 _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
@@ -46,13 +47,15 @@ def describe(record: dict[str, Any]) -> str:
 class SweepProgress:
     """Thread-safe: trials run concurrently, and each one's supervising thread reports its phase."""
 
-    def __init__(self, total: int, *, json_mode: bool, console: Console | None = None):
+    def __init__(self, total: int, *, json_mode: bool, console: Console | None = None, eta: Eta | None = None):
         self.json_mode = json_mode
+        self.eta = eta   # the sweep's own estimate (orchestrator.core.eta); without one, rich's pace-based guess
         self.console = console or Console(stderr=True, highlight=False)
+        remaining = [TextColumn("{task.fields[remaining]}")] if eta else [TextColumn("remaining"),
+                                                                           TimeRemainingColumn()]
         self.bar = Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
-                            TimeElapsedColumn(), TextColumn("remaining"), TimeRemainingColumn(),
-                            console=self.console)
-        self.task = self.bar.add_task("trials", total=total)
+                            TimeElapsedColumn(), *remaining, console=self.console)
+        self.task = self.bar.add_task("trials", total=total, remaining="")
         self.recent: list[dict[str, Any]] = []
         # Running trials, in start order: key -> (label, monotonic start, what it is doing now).
         self.running: dict[str, tuple[str, float, str]] = {}
@@ -85,12 +88,19 @@ class SweepProgress:
                       else f"{r['threads_per_rank']} thr")
             table.add_row(r["key"], layout, Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")), describe(r))
         now = time.monotonic()
+        self.bar.update(self.task, remaining=self._remaining_text(now))
         running = [Text(f"▶ {label}: {what} ({now - t0:,.0f} s)", style="cyan")
                    for label, t0, what in self.running.values()]
         parts: list[RenderableType] = [self.bar, *running]
         if self.recent:
             parts.append(table)
         return Group(*parts)
+
+    def _remaining_text(self, now: float) -> str:
+        if self.eta is None:
+            return ""
+        elapsed = {key: now - t0 for key, (_label, t0, _what) in self.running.items()}
+        return f"about {duration_text(self.eta.remaining_s(elapsed))} left"
 
     def _refresh(self) -> None:
         if self.live:
@@ -113,6 +123,8 @@ class SweepProgress:
     def phase(self, key: str, status: dict[str, Any] | None) -> None:
         if status is None:
             what = str(Phase.STARTING)
+        elif status["phase"] == Phase.TIMING and not status.get("of"):   # a peak or a calibration: no repeats
+            what = f"timing, {status['step']} done"
         elif status["phase"] == Phase.TIMING:
             what = f"timing repeat {status['repeat']}/{status['of']}"
         elif status["phase"] in (Phase.TRAINING, Phase.EVALUATING):
@@ -141,10 +153,14 @@ class SweepProgress:
             if counts:
                 self.done += 1
                 self.bar.advance(self.task)
+                if self.eta is not None and isinstance(record.get("wall_s"), (int, float)):
+                    self.eta.finished(record["key"], record["wall_s"])
             if self.lines:
                 # Infeasible points are recorded without running, so they have no count and no duration.
                 head = f"[{self.done}/{self.total}] " if counts else ""
                 took = f" in {time.monotonic() - t0:,.0f} s" if counts else ""
                 what = describe(record)
-                self.console.print(f"{head}{record['key']}: {record['status']}{took}{': ' + what if what else ''}")
+                left = f" ({self._remaining_text(time.monotonic())})" if counts and self.eta else ""
+                self.console.print(f"{head}{record['key']}: {record['status']}{took}{': ' + what if what else ''}"
+                                   f"{left}")
             self._refresh()

@@ -169,11 +169,13 @@ def gradient_sizes(module: Any) -> dict[str, Any]:
 
 
 def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.05, min_reps: int = 5,
-                     max_reps: int = 200, blocks: int = 3) -> dict[str, Any]:
+                     max_reps: int = 200, blocks: int = 3,
+                     on_block: Callable[[], None] | None = None) -> dict[str, Any]:
     """Time of one `dist.all_reduce` for each message size on this rank: back-to-back calls in a block
     (as DDP issues its buckets, and as OSU and nccl-tests time collectives: a lone call pays thread wake-ups
     that a training step does not), the block's mean per call, the median over `blocks` blocks. Every rank
-    must make the same calls, so rank 0 picks each size's calls per block and broadcasts the count."""
+    must make the same calls, so rank 0 picks each size's calls per block and broadcasts the count.
+    `on_block` is called after each block: the rank's heartbeat for the watchdog."""
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
     element = torch.tensor([], dtype=dtype).element_size()
     medians = []
@@ -193,6 +195,8 @@ def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float 
             for _ in range(int(reps.item())):
                 dist.all_reduce(tensor)
             per_call.append((time.perf_counter() - t0) / int(reps.item()))
+            if on_block:
+                on_block()
         medians.append(statistics.median(per_call))
     return {"sizes_bytes": list(sizes_bytes), "time_s": medians, "dtype": dtype_name}
 
@@ -278,10 +282,33 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
     }
 
 
-def gemm_peak(threads: int, precision: str, size: int = 2048, seconds: float = 2.0,
-              barrier: Callable[[], None] | None = None) -> dict[str, Any]:
+# A GEMM peak multiplies square matrices of at most GEMM_MAX_SIZE, and smaller ones where one matmul would take
+# longer than GEMM_MATMUL_S: a CPU that emulates bf16 multiplies 30-65× slower (a 2048² bf16 matmul took ~14 s
+# on an AVX2-only core), and a peak must not look like a hang. On CPUs with native bf16 or in fp32 the size
+# stays 2048 (a 2048² fp32 matmul is ~0.2 s on one core of 100 GFLOP/s).
+GEMM_MAX_SIZE, GEMM_MIN_SIZE, GEMM_SIZE_STEP = 2048, 256, 128
+GEMM_MATMUL_S = 0.5
+
+
+def gemm_size(dtype: torch.dtype, matmul_s: float = GEMM_MATMUL_S) -> int:
+    """The largest square size (a multiple of GEMM_SIZE_STEP, at most GEMM_MAX_SIZE) whose matmul takes about
+    `matmul_s` on this rank's threads, from one timed GEMM_MIN_SIZE matmul."""
+    n = GEMM_MIN_SIZE
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    torch.mm(a, b)
+    t0 = time.perf_counter()
+    torch.mm(a, b)
+    rate = 2 * n**3 / max(time.perf_counter() - t0, 1e-9)
+    fits = (rate * matmul_s / 2) ** (1 / 3)
+    return int(min(GEMM_MAX_SIZE, max(GEMM_MIN_SIZE, fits // GEMM_SIZE_STEP * GEMM_SIZE_STEP)))
+
+
+def gemm_peak(threads: int, precision: str, size: int | None = None, seconds: float = 2.0,
+              barrier: Callable[[], None] | None = None,
+              on_matmul: Callable[[], None] | None = None) -> dict[str, Any]:
     """This rank's GEMM rate on its cores: square matmuls (MKL/oneDNN GEMM is as close to peak as PyTorch gets
-    on CPU) timed for `seconds`.
+    on CPU) timed for `seconds`, of `size` (default: `gemm_size`, so that a slow CPU's matmul stays short).
+    `on_matmul` is called after each one: the rank's heartbeat, so that the watchdog sees progress.
 
     With `barrier` (all ranks of a layout at once), the timed window starts and ends with it, so every rank
     multiplies while its neighbours do: memory bandwidth, caches and the power budget are shared as in the
@@ -289,10 +316,13 @@ def gemm_peak(threads: int, precision: str, size: int = 2048, seconds: float = 2
     stopped) cannot move; `best_gflops` from the fastest one.
     """
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    size = size or gemm_size(dtype)
     a = torch.randn(size, size, dtype=dtype)
     b = torch.randn(size, size, dtype=dtype)
     for _ in range(2):
         torch.mm(a, b)
+        if on_matmul:
+            on_matmul()
     if barrier:
         barrier()
     times: list[float] = []
@@ -301,6 +331,8 @@ def gemm_peak(threads: int, precision: str, size: int = 2048, seconds: float = 2
         t0 = time.perf_counter()
         torch.mm(a, b)
         times.append(time.perf_counter() - t0)
+        if on_matmul:
+            on_matmul()
     if barrier:
         barrier()
     flop = 2 * size**3

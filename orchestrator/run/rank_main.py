@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     sections: dict[str, Any]
     if job.kind == Kind.PEAK:
-        sections = {"peak": _peak(job, clock)}
+        sections = {"peak": _peak(job, status, clock)}
     elif job.kind == Kind.ALLREDUCE:
         sections = {"allreduce": _allreduce(job, status, clock)}
     else:
@@ -147,15 +147,20 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
-def _peak(job: RankJob, clock: StartupClock) -> dict[str, Any]:
-    """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers."""
+def _peak(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
+    """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers. Each
+    matmul is a step of the status file: a slow CPU's peak is progress, not a hang."""
     import torch.distributed as dist
 
+    from orchestrator.run.job import Phase
     from orchestrator.run.protocol import gemm_peak
+
+    def heartbeat() -> None:
+        status.step(phase=Phase.TIMING)
 
     if int(os.environ.get("WORLD_SIZE", 1)) == 1:
         clock.ready("import_protocol")
-        return gemm_peak(job.threads, job.peak_precision)
+        return gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat)
     clock.lap("import_protocol")
     timeout = timedelta(seconds=job.init_timeout_s)
     # gloo for the barriers whatever the trial's backend: they carry no data, and gloo is always there
@@ -166,7 +171,7 @@ def _peak(job: RankJob, clock: StartupClock) -> dict[str, Any]:
         def barrier() -> None:
             dist.barrier()
 
-        return gemm_peak(job.threads, job.peak_precision, barrier=barrier)
+        return gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
     finally:
         dist.destroy_process_group()
 
@@ -195,11 +200,29 @@ def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[
         dist.barrier()
         clock.ready("barrier")
         status.update(phase=Phase.TIMING, force=True)
-        out = allreduce_timing(job.message_bytes, job.peak_precision)
+        out = allreduce_timing(job.message_bytes, job.peak_precision, on_block=lambda: status.step())
         dist.barrier()  # leave together (see _train)
         return out
     finally:
         dist.destroy_process_group()
+
+
+def _resolved_here(params: Any) -> Any:
+    """A `precision: auto` that reached the rank unresolved (a driver that plans without orch's sweep, e.g. a
+    benchmark) is decided on this rank's own CPU, as the sweep would decide it; a sweep's ranks get it
+    decided already."""
+    if getattr(params, "precision", None) != "auto":
+        return params
+    import dataclasses
+
+    from orchestrator.core.isa import resolve_precision
+    from orchestrator.io.isa import probe
+
+    chosen = resolve_precision("auto", [probe()]).chosen
+    try:
+        return dataclasses.replace(params, precision=chosen)
+    except ValueError:   # bf16 ruled out by the parameters themselves (the workload says why)
+        return dataclasses.replace(params, precision="fp32")
 
 
 def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
@@ -220,6 +243,7 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         params, problems = workloads.parse_params(workload, job.params)
         if problems:
             raise ValueError("; ".join(map(str, problems)))
+        params = _resolved_here(params)
         for module_name in workload.rank_modules:
             importlib.import_module(module_name)
         lr = None

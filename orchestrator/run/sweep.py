@@ -46,6 +46,7 @@ from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
 Item = tuple[rec.Kind, Any]   # (kind, PlannedTrial or ConvergenceRun)
+MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict up to this many (topology.json has all)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,6 +80,8 @@ def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
             "intel_extension_for_pytorch": version("intel_extension_for_pytorch"),
             "hostname": socket.gethostname(), "cpu_model": cpu_model, "ray_nodes": cluster_size,
             "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note},
+            "precision": plan.precision.to_dict() if plan.precision else None,
+            "cpus": [node.isa.to_dict() if node.isa else None for node in plan.topology.nodes[:MAX_ENV_NODES]],
             "started_at": rec.utc_timestamp(time.time())}
 
 
@@ -103,6 +106,8 @@ def _precision(params: Any) -> str:
 
 class SweepRunner:
     def __init__(self, sweep: Sweep, plan: Plan, cluster, options: SweepOptions):
+        # The ranks, the GEMM peaks and spec.json get the precision the plan chose, never `auto`.
+        sweep, _ = sweep.resolve_precision(plan.topology)
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
         self.backend = plan.backend.chosen
@@ -185,8 +190,7 @@ class SweepRunner:
                stop: threading.Event) -> tuple[TrialRun, dict[str, Any] | None]:
         """Run one trial on `p` (its admitted placement) and build its record; None when interrupted.
         Runs in a worker thread: it touches no shared state but the progress display."""
-        m, topology, backend = self.spec.measure, self.plan.topology, self.backend
-        timeout_s = m.timeout_s
+        timeout_s = self.spec.measure.timeout_s
         if kind == rec.PEAK:
             job = self._job(rec.PEAK, p, peak_precision=_precision(self.sweep.params))
         elif kind == rec.ALLREDUCE:
@@ -203,16 +207,30 @@ class SweepRunner:
         run, started = self._run(key, p, job, timeout_s, progress, stop)
         if run.interrupted:
             return run, None
+        return run, self._with_precision(self._build_record(key, kind, item, p, run, started))
+
+    def _with_precision(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The record says which precision ran and why: in `applied` (workload trials) or `peak`."""
+        choice = self.plan.precision
+        if choice is not None:
+            for section in (record.get("applied"), record.get("peak")):
+                if isinstance(section, dict):
+                    section["precision_reason"] = choice.reason
+        return record
+
+    def _build_record(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial, run: TrialRun,
+                      started: float) -> dict[str, Any]:
+        m, topology, backend = self.spec.measure, self.plan.topology, self.backend
         if kind == rec.PEAK:
-            return run, peak_record(key, p, run, topology=topology, started_at=started)
+            return peak_record(key, p, run, topology=topology, started_at=started)
         if kind == rec.ALLREDUCE:
-            return run, allreduce_record(key, key.split("-")[1], p, run, topology=topology, backend=backend,
-                                         started_at=started)
+            return allreduce_record(key, key.split("-")[1], p, run, topology=topology, backend=backend,
+                                    started_at=started)
         if kind == rec.THROUGHPUT:
-            return run, throughput_record(p, run, topology=topology, backend=backend, measure=m, started_at=started)
-        assert self.spec.convergence is not None  # checked above, before the run
-        return run, convergence_record(key, p, item.seed, run, topology=topology, backend=backend,
-                                       spec_convergence=self.spec.convergence, started_at=started)
+            return throughput_record(p, run, topology=topology, backend=backend, measure=m, started_at=started)
+        assert self.spec.convergence is not None  # checked in _trial, before the run
+        return convergence_record(key, p, item.seed, run, topology=topology, backend=backend,
+                                  spec_convergence=self.spec.convergence, started_at=started)
 
     # --- the sweep ------------------------------------------------------------------------------------
     def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, tuple[rec.Kind, Any]]]:

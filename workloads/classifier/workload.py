@@ -71,6 +71,11 @@ class ClassifierWorkload(Workload):
     def samples_per_epoch(self, params: ClassifierParams) -> int:
         return params.train_samples
 
+    def train_flops_per_sample(self, params: ClassifierParams) -> float | None:
+        """2 FLOPs per weight forward, 4 backward (input and weight gradients): 6 per weight."""
+        p = params
+        return 6.0 * (p.features * p.hidden + p.hidden * p.hidden + p.hidden * p.classes)
+
     def build(self, params: ClassifierParams, ctx: RankContext) -> Trainer:
         from workloads.classifier.trainer import ClassifierTrainer
 

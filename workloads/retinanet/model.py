@@ -70,6 +70,19 @@ def build_detector(p: RetinaNetParams) -> RetinaNet:
                      head=head)
 
 
+def forward_flops_per_image(p: RetinaNetParams) -> float:
+    """FLOPs of the backbone and heads on one image (matmuls and convolutions), counted on the meta device."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        detector = build_detector(p)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            features = detector.backbone(torch.empty(1, 3, p.image_size, p.image_size))
+            detector.head(list(features.values()))
+    return float(counter.get_total_flops())
+
+
 class RetinaNetTrainingLoss(nn.Module):
     """forward(images [N, 3, S, S], targets) -> classification + box-regression loss, as one scalar.
 

@@ -99,8 +99,10 @@ class RetinaNetParams:
                   "temporaries")
     frozen_bn: Literal["reference", "fused"] = opt(
         "fused", "reference: torchvision FrozenBatchNorm2d (2 passes + a temporary); fused: one native batch_norm op")
-    precision: Literal["fp32", "bf16"] = opt(
-        "fp32", "bf16: backbone and heads under torch.autocast(cpu, bfloat16), the losses in fp32 (image_size >= 96)")
+    precision: Literal["auto", "fp32", "bf16"] = opt(
+        "auto", "bf16: backbone and heads under torch.autocast(cpu, bfloat16), the losses in fp32 (image_size >= 96); "
+                "auto: bf16 where every node computes bf16 natively (AVX512-BF16 or AMX, by orch's probe), else fp32; "
+                "an explicit bf16 on a CPU that emulates it is refused unless constraints.allow_slow_bf16")
     memory_format: Literal["contiguous", "channels_last"] = opt(
         "contiguous", "channels_last: NHWC weights and images, oneDNN's native convolution layout")
     compile: bool = opt(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
@@ -129,10 +131,10 @@ class RetinaNetParams:
 
 
 # The default local sweep's parameters: ~0.21 s per step of 8 images on 2 cores (bf16 runs on AMX/AVX512-BF16
-# here; on CPUs without them use fp32, ~2x slower) and learnable from scratch: at local batch 8, map50 0.77
-# after 4 epochs, 0.99 after 8 (map 0.76), 2 minutes in all (benchmarks/train_retinanet_map.py). All
-# backbone stages train: there are no pretrained weights to keep frozen. AdamW at the default lr 1e-4 is
-# stable; 1e-3 and 3e-4 spike early (loss 20+) and lag far behind.
+# here; on CPUs without them `precision: auto` resolves to fp32, ~2x slower) and learnable from scratch: at
+# local batch 8, map50 0.77 after 4 epochs, 0.99 after 8 (map 0.76), 2 minutes in all
+# (benchmarks/train_retinanet_map.py). All backbone stages train: there are no pretrained weights to keep
+# frozen. AdamW at the default lr 1e-4 is stable; 1e-3 and 3e-4 spike early (loss 20+) and lag far behind.
 SMALL_PARAMS: dict[str, Any] = {
     "backbone": "resnet18", "trainable_layers": 5, "image_size": 128, "classes": 4,
     "train_samples": 512, "test_samples": 64, "max_objects": 3,
@@ -196,6 +198,14 @@ class RetinaNetWorkload(Workload):
 
     def samples_per_epoch(self, params: RetinaNetParams) -> int:
         return params.train_samples
+
+    def train_flops_per_sample(self, params: RetinaNetParams) -> float | None:
+        """3 × the forward FLOPs of the backbone and heads (the backward costs two forwards), counted by PyTorch's
+        FlopCounterMode on the meta device: no memory, no compute, ~1 s with the imports. For the default
+        sweep's model this gives 14.84 GFLOP per image, as FlopCounterMode counts a real step (14.8)."""
+        from workloads.retinanet.model import forward_flops_per_image
+
+        return 3.0 * forward_flops_per_image(params)
 
     def build(self, params: RetinaNetParams, ctx: RankContext) -> Trainer:
         from workloads.retinanet.trainer import RetinaNetTrainer
