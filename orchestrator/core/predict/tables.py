@@ -68,17 +68,21 @@ def validation_table(f: Fitted) -> Table:
                                                else math.inf))
         cells = [Cell(c.text, c.value, BEST if p == best else None) for c, p in zip(cells, PREDICTORS)]
         tau = f"{model.kendall_tau:.2f}" if model.kendall_tau is not None else DASH
+        used = r.scores[r.best()]
         cells += [Cell(f"{model.bias_pct:+.1f}%", model.bias_pct), Cell(tau, model.kendall_tau),
-                  Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise)]
+                  Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise),
+                  Cell(f"{r.best()} ({used.bias_pct:+.1f}%)")]
         rows.append((r.scheme, tuple(cells)))
     median_cv = sorted(c.cv for c in f.cells)[len(f.cells) // 2] if f.cells else 0.0
     caption = ("Each scheme refits without its held-out cells and predicts them: median / max absolute % error of "
                "throughput for orch's model and two naive baselines on the same cells (best in bold); bias and "
                "Kendall τ of the ranking are orch's model's; 'within noise' counts held-out cells whose error is "
                f"no larger than their own repeats' CV (median CV of the cells: {100 * median_cv:.1f}%): noise, "
-               "not model error.")
+               "not model error. 'used' is the predictor `orch predict` uses for layouts beyond that level (the "
+               "best median here), with its bias.")
     return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
-                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise"), rows=tuple(rows), caption=caption)
+                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise", "used (bias)"), rows=tuple(rows),
+                 caption=caption)
 
 
 def epochs_table(f: Fitted) -> Table:
