@@ -55,10 +55,13 @@ def add_parser(sub) -> None:
     parser.add_argument("--validate", action="store_true",
                         help="print the held-out validation in full (leave one cell out, leave the largest level "
                              "out, leave one global batch out) beside the linear and Amdahl baselines")
-    parser.add_argument("--json", action="store_true", help="print everything as JSON on stdout")
+    parser.add_argument("--json", action="store_true",
+                        help="print everything as JSON on stdout (every layout with its interval ends, flags and "
+                             "notes as fields, and every warning)")
     parser.add_argument("--out", metavar="DIR",
-                        help="write prediction.md, a CSV and a JSON per table and prediction.png here; "
-                             "default: RESULTS_DIR/prediction")
+                        help="write prediction.md, prediction.json, a CSV and a JSON per table and the PNG plots "
+                             "here; without it nothing is written (a prediction is a what-if of its options, not "
+                             "part of the results folder)")
     parser.set_defaults(run=run)
 
 
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except (PredictInputError, NoFeasibleLayout) as bad:
         return fail_input(str(bad))
     err = console(stderr=True)
-    for warning in [*inputs.warnings, *report.fitted.warnings]:
+    for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             out.width = PIPED_WIDTH
         for renderable in terminal_prediction(report, full_validation=args.validate):
             out.print(renderable)
-    out_dir = Path(args.out) if args.out else inputs.results.path / "prediction"
-    paths = write_prediction(report, out_dir)
-    err.print(f"wrote {len(paths)} file(s) to {out_dir}")
+    if args.out:
+        paths = write_prediction(report, Path(args.out))
+        err.print(f"wrote {len(paths)} file(s) to {args.out}")
     return EXIT_OK

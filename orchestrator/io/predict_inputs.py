@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import powers_of_two_up_to
+from orchestrator.core.predict.capacity import MachineWhatIf
 from orchestrator.core.predict.epochs import BatchPoint, parse_rcp
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.schema import InvalidInput
@@ -36,6 +37,7 @@ class PredictInputs:
     deadline_h: float | None
     budget_node_h: float | None
     warnings: tuple[str, ...]
+    machine: MachineWhatIf = MachineWhatIf()
 
 
 def _results(path: str) -> Results:
@@ -101,9 +103,11 @@ def load_inputs(args: Any) -> PredictInputs:
     if args.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
     samples = args.samples_per_epoch or derived.get("samples_per_epoch")
-    if fitted.epochs_model is None:
-        warnings.append("no convergence data (run the sweep with a convergence section, or give --rcp): "
-                        "throughput only, no time-to-train")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
+    machine = MachineWhatIf()
+    if args.topology:
+        cpu = results.environment.get("cpu_model") or "CPU of the sweep"
+        machine = MachineWhatIf(note=f"CPU assumed as fast as the measured {cpu} (the target topology gives no "
+                                     "per-core GEMM peak to scale compute by)")
     return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
-                         backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings))
+                         backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.predict import tables as ptab
+from orchestrator.core.predict.bands import ErrorBands
 from orchestrator.core.predict.capacity import (
-    ErrorBands,
     Prediction,
     Recommendation,
     Target,
@@ -42,6 +42,7 @@ class PredictionReport:
     predictions: tuple[Prediction, ...]
     recommendation: Recommendation | None
     target_words: str
+    warnings: tuple[str, ...] = ()           # every warning: the inputs' and the fit's
 
     def tables(self) -> list[Table]:
         f = self.fitted
@@ -61,21 +62,38 @@ class PredictionReport:
                 "recommendation": None if rec is None else {
                     "rule": rec.rule, "answer": rec.why,
                     "layout": None if rec.prediction is None else rec.prediction.layout.label},
-                "warnings": list(self.fitted.warnings),
+                "warnings": list(self.warnings),
+                "layouts": [_layout_dict(p) for p in self.predictions],
                 "tables": [t.to_dict() for t in self.tables()]}
+
+
+def _layout_dict(p: Prediction) -> dict[str, Any]:
+    """One predicted layout with every figure as its own field (intervals included: never only in text)."""
+    lay, e = p.layout, p.epochs
+    return {"ranks": lay.ranks, "threads_per_rank": lay.threads, "local_batch": lay.local_batch, "nodes": lay.nodes,
+            "global_batch": lay.global_batch, "ranks_per_socket": lay.ranks_per_socket, "link": lay.link,
+            "predictor": p.predictor, "samples_per_s": p.samples_per_s, "samples_per_s_low": p.samples_per_s_low,
+            "samples_per_s_high": p.samples_per_s_high, "measured_samples_per_s": p.measured_samples_per_s,
+            "epochs": None if e is None else e.epochs, "epochs_low": None if e is None else e.low,
+            "epochs_high": None if e is None else e.high, "epochs_status": None if e is None else e.status,
+            "hours": p.hours, "hours_low": p.hours_low, "hours_high": p.hours_high, "node_hours": p.node_hours,
+            "runs_per_day": p.runs_per_day, "marks": list(p.marks), "flags": list(ptab.flags(p)),
+            "no_interval": p.no_interval or None, "notes": list(p.caveats)}
 
 
 def prediction_report(inputs: PredictInputs) -> PredictionReport:
     """Predict every feasible layout of the target; NoFeasibleLayout when the workload fits nowhere on it."""
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
-                    inputs.same_machine)
-    predictions = predict_layouts(target, inputs.sweep.spec, f.model, f.cells, ErrorBands.from_validation(f.validation),
-                                  f.epochs_model, inputs.sweep.rank_memory_mib, inputs.ccl_available)
+                    inputs.same_machine, inputs.machine)
+    predictions = predict_layouts(target, inputs.sweep.spec, f.model, f.cells,
+                                  ErrorBands.from_validation(f.validation, f.cells), f.epochs_model,
+                                  inputs.sweep.rank_memory_mib, inputs.ccl_available, f.bootstrap)
     if not predictions:
         raise NoFeasibleLayout(_why_nothing_fits(inputs))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
-    return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe())
+    return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe(),
+                            tuple(dict.fromkeys([*inputs.warnings, *f.warnings])))
 
 
 def _why_nothing_fits(inputs: PredictInputs) -> str:
@@ -142,7 +160,7 @@ def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
             fig.savefig(out_dir / name, dpi=DPI, metadata=PNG_METADATA)
             written.append(out_dir / name)
     lines = [f"# Prediction for {report.target_words}", ""]
-    lines += [f"- {w}" for w in report.fitted.warnings] + ([""] if report.fitted.warnings else [])
+    lines += [f"- {w}" for w in report.warnings] + ([""] if report.warnings else [])
     lines += [f"**{line}**" for line in ptab.recommendation_lines(report.recommendation, report.predictions)] + [""]
     lines += [to_markdown(t) for t in tables]
     lines += [f"![{name}]({name})\n" for name in figures if (out_dir / name) in written]

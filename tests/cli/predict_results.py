@@ -31,7 +31,15 @@ def _placement(ranks: int, threads: int) -> list[dict]:
              "cpus": list(range(i * threads, (i + 1) * threads)), "ccl_cpus": []} for i in range(ranks)]
 
 
-def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], convergence: bool = True) -> Path:
+def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], convergence: bool = True,
+                  params: dict | None = None, links: dict[str, tuple[float, float]] | None = None,
+                  gradient_bytes: int = GRADIENT_BYTES, epochs_truth: tuple[float, float] = (1.5, 64.0),
+                  seed_factors: tuple[float, ...] = (0.95, 1.0, 1.05),
+                  global_batches: tuple[int, ...] = (8, 16, 32, 64)) -> Path:
+    """A results folder written with the production writers (records.make_record, store.write_json) whose
+    throughput comes from a known step model (`params`, `links`: link class → (α s, β s/byte)) and whose
+    epochs are E_min·(1 + B/B_crit) × each seed factor."""
+    links = links or {"socket": (ALPHA_S, BETA_S_PER_BYTE)}
     sweep_file = folder / "synthetic.yaml"
     sweep_file.write_text(textwrap.dedent("""
         name: synthetic
@@ -48,7 +56,8 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
         "workload": "classifier", "metric": "accuracy"}})
     write_json(results / "topology.json", topology.to_dict())
     write_json(results / "environment.json", {"backend": {"chosen": "gloo"}})
-    m = model()
+    m = StepModel(params or PARAMS, {k: comm.LinkFit(k, a, b, 8, 0.0) for k, (a, b) in links.items()},
+                  tuple(comm.ddp_buckets(gradient_bytes)))
     lines = []
     for ranks, threads, batch in layouts:
         lay = Layout(ranks, threads, batch, 1, ranks, "socket" if ranks > 1 else None)
@@ -57,18 +66,20 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
             kind=rec.THROUGHPUT, key=f"r{ranks}-t{threads}-b{batch}", status=rec.OK, ranks=ranks,
             threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch, backend="gloo",
             placement=_placement(ranks, threads),
-            throughput={"samples_per_s": rate, "cv": 0.01, "gradient_bytes": GRADIENT_BYTES,
+            throughput={"samples_per_s": rate, "cv": 0.01, "gradient_bytes": gradient_bytes,
                         "ddp_bucket_bytes": None}))
     sizes = [4096 * 4**k for k in range(8)]
-    lines.append(rec.make_record(
-        kind=rec.ALLREDUCE, key="allreduce-socket-n2-fp32", status=rec.OK, ranks=2, threads_per_rank=1,
-        placement=_placement(2, 1),
-        allreduce={"link": "socket", "ranks": 2, "dtype": "fp32", "algorithm": "ring", "sizes_bytes": sizes,
-                   "time_s": [comm.ring_allreduce_s(2, s, ALPHA_S, BETA_S_PER_BYTE) for s in sizes]}))
+    for link, (alpha, beta) in links.items():
+        for n in (2, 4) if link == "nodes" else (2,):
+            lines.append(rec.make_record(
+                kind=rec.ALLREDUCE, key=f"allreduce-{link}-n{n}-fp32", status=rec.OK, ranks=n, threads_per_rank=1,
+                placement=_placement(n, 1),
+                allreduce={"link": link, "ranks": n, "dtype": "fp32", "algorithm": "ring", "sizes_bytes": sizes,
+                           "time_s": [comm.ring_allreduce_s(n, s, alpha, beta) for s in sizes]}))
     if convergence:
-        for g in (8, 16, 32, 64):
-            for seed, f in enumerate((0.95, 1.0, 1.05)):
-                epochs = critical_batch_epochs(g, 1.5, 64.0) * f
+        for g in global_batches:
+            for seed, f in enumerate(seed_factors):
+                epochs = critical_batch_epochs(g, *epochs_truth) * f
                 lines.append(rec.make_record(
                     kind=rec.CONVERGENCE, key=f"conv-g{g}-s{seed}", status=rec.OK, seed=seed, ranks=1,
                     threads_per_rank=1, local_batch=g, global_batch=g, backend="gloo",

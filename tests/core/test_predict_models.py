@@ -158,3 +158,26 @@ def test_rcp_parse_reports_every_problem():
     assert "rcps.json: entry 'junk': expected an object, got int" in errors
     assert any("several benchmarks ['a', 'b']" in e for e in errors)
     assert epochs.parse_rcp([], "x")[2] == ["x: expected a JSON object of reference entries (name → {BS, Epochs to converge})"]
+
+
+def test_fit_recovers_every_term_with_usl_contention():
+    """κ ≠ 0 with 3 thread counts (1, 2, 4), and μ, ρ, γ away from their neutral values: every term recovered."""
+    truth_k = step.StepModel({**TRUE, "kappa": 0.02, "mu": 0.15, "rho": 1.8, "gamma": 2.5}, LINKS, BUCKETS)
+    fitted = step.fit_step_model(cells_from(truth_k, GRID), LINKS, BUCKETS, starts=3)
+    assert fitted.frozen == {} and fitted.solver_note == ""
+    for name in step.PARAMS:
+        assert fitted.params[name] == pytest.approx(truth_k.params[name], rel=0.02), name
+
+
+def test_kappa_changes_the_step_time_by_hand():
+    # U(4; σ=0.15, κ=0.02) = (1 + 0.15·3 + 0.02·4·3) / 4 = 1.69 / 4; the fixed part's U(4; 0.6, 0.02) = 3.04 / 4
+    m = step.StepModel({**TRUE, "kappa": 0.02}, LINKS, BUCKETS)
+    assert m.compute_s(Layout(1, 4, 32)) == pytest.approx(2e-3 * 3.04 / 4 + 1e-4 * 32 * 1.69 / 4)
+
+
+def test_uncalibrated_within_socket_link_borrows_a_slower_class_not_zero():
+    fits = {"nodes": LINKS["nodes"]}
+    fit, note = comm.link_for("socket", fits)
+    assert fit is LINKS["nodes"] and "pessimistic" in note
+    m = step.StepModel(TRUE, fits, BUCKETS)
+    assert m.comm(Layout(2, 1, 8, 1, 2, "socket"))[0] > 0

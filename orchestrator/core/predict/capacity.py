@@ -19,16 +19,19 @@ under a deadline (fewest node-hours that meet it) or a budget (fastest within it
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from orchestrator.core.grid import powers_of_two_up_to
 from orchestrator.core.placement import Placement
 from orchestrator.core.plan import make_plan
+from orchestrator.core.predict.bands import ErrorBands, choose, extrapolation_axes
+from orchestrator.core.predict.comm import stand_in_direction
 from orchestrator.core.predict.data import layout_on_sockets
 from orchestrator.core.predict.epochs import NOT_CONVERGED, EpochsModel, EpochsPrediction
 from orchestrator.core.predict.step import Cell, Layout, StepModel
-from orchestrator.core.predict.validate import MODEL, SchemeResult
+from orchestrator.core.predict.uncertainty import log_spread
+from orchestrator.core.predict.validate import MODEL, amdahl_sigma, baseline
 from orchestrator.core.spec import GridSpec, SweepSpec
 from orchestrator.core.topology import Topology
 
@@ -39,51 +42,6 @@ def layout_from_placement(ranks: int, threads: int, local_batch: int, placement:
     """The layout of a planned placement, read per node (not per rank: a 4,096-rank layout stays cheap)."""
     return layout_on_sockets(ranks, threads, local_batch,
                              ((node, socket) for node, layout in placement.per_node for socket, *_ in layout))
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorBands:
-    """Relative half-widths of the throughput interval, from held-out errors (fractions)."""
-
-    interpolation: float | None                    # max |error| leaving one cell out
-    extrapolation: Mapping[str, float] = field(default_factory=dict)   # axis → max |error| leaving its level out
-
-    @staticmethod
-    def from_validation(results: Sequence[SchemeResult]) -> ErrorBands:
-        interp, extrap = None, {}
-        for r in results:
-            worst = r.scores[MODEL].max_abs_pct / 100
-            if r.scheme == "leave one cell out":
-                interp = worst
-            else:
-                extrap[r.scheme.split(" (")[0]] = worst
-        return ErrorBands(interp, extrap)
-
-
-def extrapolation_axes(lay: Layout, cells: Sequence[Cell]) -> list[tuple[str, str]]:
-    """(hold-out scheme whose error applies, words) for each way the layout lies outside the measured cells.
-    The words name the measured limit, not the layout's value (the row shows that), so one footnote serves
-    every layout beyond the same limit; 'far' marks more than twice the limit, where the interval (one level
-    of extrapolation, measured) understates the uncertainty."""
-    out = []
-    ranks = max(c.layout.ranks for c in cells)
-    threads = max(c.layout.threads for c in cells)
-    nodes = max(c.layout.nodes for c in cells)
-    batches = [c.layout.local_batch for c in cells]
-
-    def far(value: int, limit: int) -> str:
-        return "far " if value > 2 * limit else ""
-
-    if lay.ranks > ranks:
-        out.append(("largest ranks", f"{far(lay.ranks, ranks)}beyond the measured ranks (≤ {ranks})"))
-    if lay.threads > threads:
-        out.append(("largest threads",
-                    f"{far(lay.threads, threads)}beyond the measured threads per rank (≤ {threads})"))
-    if lay.local_batch > max(batches) or lay.local_batch < min(batches):
-        out.append(("largest local batch", f"local batch outside the measured {min(batches)}–{max(batches)}"))
-    if lay.nodes > nodes:
-        out.append(("multi-node cells", f"{far(lay.nodes, nodes)}beyond the measured nodes (≤ {nodes})"))
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,25 +60,105 @@ class Prediction:
     node_hours: float | None
     runs_per_day: float | None
     marks: tuple[str, ...] = ()            # 'fastest', 'pareto', 'recommended'
+    predictor: str = MODEL                 # which candidate predicted samples/s (bands.choose)
+    no_interval: str = ""                  # why samples/s or hours has no interval ("" when both have one)
+
+    @property
+    def caveats(self) -> tuple[str, ...]:
+        """Every assumption and extrapolation this row rests on, in words."""
+        e = self.epochs
+        epochs = [w for w in ((e.note, e.no_interval) if e else ()) if w]
+        return tuple(dict.fromkeys([*self.extrapolated, *self.notes, *epochs,
+                                    *([self.no_interval] if self.no_interval else [])]))
 
 
-def _band(model: StepModel, lay: Layout, cells: Sequence[Cell], bands: ErrorBands
-          ) -> tuple[float, float | None, float | None, tuple[str, ...]]:
-    value = model.samples_per_s(lay)
+# An uncalibrated link class is costed with a calibrated stand-in; the interval assumes the real link's
+# all-reduce is within this factor of the stand-in's (an assumption, said in the row's note, not a measurement).
+LINK_STAND_IN_SPAN = 4.0
+GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band is held-out error + 2 sd
+
+
+@dataclass(frozen=True, slots=True)
+class MachineWhatIf:
+    """How the target's cores compare with the measured ones (a CPU what-if), or the assumption made."""
+
+    compute_scale: float = 1.0           # target compute time ÷ measured (1 / the GEMM-peak ratio)
+    other_end_scale: float = 1.0         # the scale at the interval's other end (memory-bandwidth ratio or 1)
+    note: str = ""                       # said on every row of another machine
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    value: float
+    low: float | None
+    high: float | None
+    predictor: str
+    extrapolated: tuple[str, ...]
+    notes: tuple[str, ...]
+    no_interval: str
+
+
+def _value(predictor: str, model: StepModel, cells: Sequence[Cell], sigma: float, lay: Layout) -> float:
+    if predictor == MODEL:
+        return model.samples_per_s(lay)
+    linear, amdahl = baseline(cells, lay, sigma)
+    return (linear if predictor == "linear scaling" else amdahl) / model.compute_scale
+
+
+def _band(model: StepModel, lay: Layout, cells: Sequence[Cell], bands: ErrorBands,
+          boot: Sequence[StepModel] = (), machine: MachineWhatIf = MachineWhatIf()) -> Band:
+    """samples/s of a layout with its interval, the predictor that gave it, and its notes."""
     axes = extrapolation_axes(lay, cells)
-    widths = [bands.extrapolation.get(scheme) for scheme, _ in axes] if axes else [bands.interpolation]
-    known = [w for w in widths if w is not None]
-    if not known or len(known) < len(widths):
-        return value, None, None, tuple(words for _, words in axes)
-    width = max(known)
-    return value, value * max(0.0, 1 - width), value * (1 + width), tuple(words for _, words in axes)
+    choice = choose(bands, axes)
+    sigma = amdahl_sigma(cells) if choice.predictor != MODEL else 0.0
+    value = _value(choice.predictor, model, cells, sigma, lay)
+    notes = [a.proxy for a in axes if a.proxy] + ([choice.why] if choice.width_log is not None and choice.why
+                                                 else []) + list(_notes(model, lay)) + ([machine.note] if machine.note
+                                                                                        else [])
+    # efficiency ≤ 1: nothing above linear scaling from the 1-rank, fewest-threads layout at the same batch
+    base = Layout(1, min(c.layout.threads for c in cells), lay.local_batch)
+    cap = _value(choice.predictor, model, cells, sigma, base) * lay.cores / base.cores if lay != base else math.inf
+    if value > cap:
+        value = cap
+        notes.append("capped at linear scaling from 1 rank (efficiency ≤ 1)")
+    extrap = tuple(a.words for a in axes)
+    if choice.width_log is None:
+        return Band(value, None, None, choice.predictor, extrap, tuple(dict.fromkeys(notes)), choice.why)
+    width = choice.width_log + (GAUSS_95 * log_spread(boot, lay) if choice.predictor == MODEL else 0.0)
+    width = max(width, bands.noise_log)
+    if width <= 0:
+        return Band(value, None, None, choice.predictor, extrap, tuple(dict.fromkeys(notes)),
+                    "no interval: the held-out errors and the cells' noise are all zero (exact data?)")
+    low, high = value * math.exp(-width), value * math.exp(width)
+    low, high = _other_ends(model, lay, value, low, high, machine)
+    return Band(value, low, min(high, cap), choice.predictor, extrap, tuple(dict.fromkeys(notes)), "")
+
+
+def _other_ends(model: StepModel, lay: Layout, value: float, low: float, high: float,
+                machine: MachineWhatIf) -> tuple[float, float]:
+    """Widen for what the held-out errors do not cover: a stand-in link (the real one assumed within
+    LINK_STAND_IN_SPAN of it) and a CPU what-if (the other end at the other scale)."""
+    central = model.samples_per_s(lay)
+    if lay.link is not None and lay.ranks > 1:
+        direction = stand_in_direction(lay.link, model.links)
+        if direction:
+            rho = model.params["rho"]
+            changed = replace(model, params={**model.params, "rho": rho * LINK_STAND_IN_SPAN ** direction})
+            ratio = changed.samples_per_s(lay) / central
+            low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
+    if machine.other_end_scale != machine.compute_scale:
+        ratio = replace(model, compute_scale=machine.other_end_scale).samples_per_s(lay) / central
+        low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
+    return low, high
 
 
 def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
     notes = []
     _, comm_note = model.comm(lay)
     if comm_note:
-        notes.append(comm_note)
+        span = (f"; interval assumes within {LINK_STAND_IN_SPAN:g}× of it" if lay.link is not None
+                and stand_in_direction(lay.link, model.links) else "")
+        notes.append(comm_note + span)
     relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2,
                 "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1, "gamma": lay.ranks > 1, "a_s": True}
     notes += [why for p, why in model.frozen.items() if relevant.get(p)]
@@ -159,37 +197,49 @@ class Target:
     local_batches: tuple[int, ...]
     samples_per_epoch: int | None
     same_machine: bool                 # the target's nodes are the machine the cells were measured on
+    machine: MachineWhatIf = MachineWhatIf()
 
 
 def predict_layouts(target: Target, spec: SweepSpec, model: StepModel, cells: Sequence[Cell], bands: ErrorBands,
                     epochs_model: EpochsModel | None, rank_memory_mib: Callable[[int], float],
-                    ccl_available: bool) -> list[Prediction]:
+                    ccl_available: bool, boot: Sequence[StepModel] = ()) -> list[Prediction]:
     measured = {(c.layout.ranks, c.layout.threads, c.layout.local_batch, c.layout.nodes): c.samples_per_s
                 for c in cells} if target.same_machine else {}
+    scale = target.machine.compute_scale
+    model = replace(model, compute_scale=scale)
+    boot = [replace(m, compute_scale=scale) for m in boot]
     out = []
     for nodes in target.node_counts:
         for ranks, threads, batch, placement in candidate_layouts(spec, target.topology, nodes, target.local_batches,
                                                                   rank_memory_mib, ccl_available):
             lay = layout_from_placement(ranks, threads, batch, placement)
-            value, low, high, extrap = _band(model, lay, cells, bands)
+            b = _band(model, lay, cells, bands, boot, target.machine)
             epochs = epochs_model.predict(lay.global_batch) if epochs_model else None
-            out.append(_timed(Prediction(lay, value, low, high, measured.get((ranks, threads, batch, nodes)), extrap,
-                                         _notes(model, lay), epochs, None, None, None, None, None),
-                              target))
+            out.append(_timed(Prediction(lay, b.value, b.low, b.high, measured.get((ranks, threads, batch, nodes)),
+                                         b.extrapolated, b.notes, epochs, None, None, None, None, None,
+                                         predictor=b.predictor, no_interval=b.no_interval), target))
     return mark(out)
 
 
 def _timed(p: Prediction, target: Target) -> Prediction:
+    """hours = epochs × samples per epoch ÷ samples/s ÷ 3600; its interval pairs the few-epochs end with the
+    fast end and the many-epochs end with the slow end (the widest the two intervals allow)."""
     e = p.epochs
     if e is None or e.epochs is None or e.status == NOT_CONVERGED or not target.samples_per_epoch:
         return p
     spe = target.samples_per_epoch
     hours = e.epochs * spe / p.samples_per_s / 3600
-    low = (e.low or e.epochs) * spe / (p.samples_per_s_high or p.samples_per_s) / 3600
-    high = (e.high or e.epochs) * spe / (p.samples_per_s_low or p.samples_per_s) / 3600
     copies = len(target.topology.nodes) // p.layout.nodes
-    return replace(p, hours=hours, hours_low=low, hours_high=high, node_hours=hours * p.layout.nodes,
-                   runs_per_day=copies * HOURS_PER_DAY / hours)
+    timed = replace(p, hours=hours, node_hours=hours * p.layout.nodes, runs_per_day=copies * HOURS_PER_DAY / hours)
+    if e.low is None or e.high is None or p.samples_per_s_low is None or p.samples_per_s_high is None:
+        why = p.no_interval or (f"no interval: epochs {e.no_interval}" if e.no_interval else "no interval")
+        return replace(timed, no_interval=why)
+    low = e.low * spe / p.samples_per_s_high / 3600
+    high = e.high * spe / p.samples_per_s_low / 3600
+    if not low < hours < high:        # physics, checked: a published interval has width and holds its centre
+        raise ValueError(f"time-to-train interval [{low:.6g}, {high:.6g}] h does not hold {hours:.6g} h "
+                         f"for {p.layout.label}")
+    return replace(timed, hours_low=low, hours_high=high)
 
 
 def _h(p: Prediction) -> float:
@@ -236,8 +286,9 @@ class Recommendation:
 
 def recommend(predictions: Sequence[Prediction], *, deadline_h: float | None = None,
               budget_node_h: float | None = None) -> Recommendation | None:
-    """Fewest node-hours that meet the deadline, or the fastest within the node-hour budget (on the
-    central estimate; the interval's pessimistic end is reported beside it)."""
+    """Fewest node-hours that meet the deadline, or the fastest within the node-hour budget, on the central
+    estimate; the answer says whether the interval's pessimistic end still meets it, and lists every caveat
+    of the picked row (a row without an interval says so)."""
     timed = [p for p in predictions if p.hours is not None]
     if (deadline_h is not None or budget_node_h is not None) and not timed:
         rule = (f"deadline {deadline_h:g} h" if deadline_h is not None else f"budget {budget_node_h:g} node-hours")
@@ -262,9 +313,21 @@ def recommend(predictions: Sequence[Prediction], *, deadline_h: float | None = N
         pick = min(ok, key=lambda p: (_h(p), _nh(p)))
     else:
         return None
-    caveat = ""
-    if pick.hours_high is not None and deadline_h is not None and pick.hours_high > deadline_h:
-        caveat = f"; at the pessimistic end of its interval it needs {pick.hours_high:.3g} h, past the deadline"
-    if pick.extrapolated:
-        caveat += "; extrapolated: " + "; ".join(pick.extrapolated)
-    return Recommendation(pick, rule, f"{pick.layout.label}: {_h(pick):.3g} h, {_nh(pick):.3g} node-hours{caveat}")
+    return Recommendation(pick, rule, f"{pick.layout.label}: {_h(pick):.3g} h, {_nh(pick):.3g} node-hours"
+                                      f"{_pessimistic(pick, deadline_h, budget_node_h)}{_caveats(pick)}")
+
+
+def _pessimistic(pick: Prediction, deadline_h: float | None, budget_node_h: float | None) -> str:
+    if pick.hours_high is None:
+        return "; no interval, so no pessimistic end to check"
+    if deadline_h is not None:
+        verdict = "still meets the deadline" if pick.hours_high <= deadline_h else "past the deadline"
+        return f"; at the pessimistic end of its interval it needs {pick.hours_high:.3g} h, {verdict}"
+    node_hours_high = pick.hours_high * pick.layout.nodes
+    verdict = "still within the budget" if budget_node_h is None or node_hours_high <= budget_node_h else \
+        "over the budget"
+    return f"; at the pessimistic end of its interval it needs {node_hours_high:.3g} node-hours, {verdict}"
+
+
+def _caveats(pick: Prediction) -> str:
+    return ("; caveats: " + "; ".join(pick.caveats)) if pick.caveats else ""

@@ -151,15 +151,28 @@ def fit_links(samples: Sequence[Sample]) -> dict[str, LinkFit]:
 
 def link_for(link: str, fits: Mapping[str, LinkFit]) -> tuple[LinkFit | None, str]:
     """The fit to cost a layout whose slowest link is `link`, and a note when it is a stand-in: an
-    uncalibrated class borrows the slowest calibrated one below it (optimistic, so said)."""
+    uncalibrated class borrows the slowest calibrated class faster than it (optimistic, so said), or, with
+    none faster, the fastest calibrated class slower than it (pessimistic, so said): never zero when some
+    class was calibrated."""
     if link in fits:
         return fits[link], ""
-    slower_first = [c for c in reversed(LINK_CLASSES[:LINK_CLASSES.index(link)]) if c in fits]
-    if slower_first:
-        stand_in = fits[slower_first[0]]
+    at = LINK_CLASSES.index(link)
+    faster = [c for c in reversed(LINK_CLASSES[:at]) if c in fits]
+    slower = [c for c in LINK_CLASSES[at + 1:] if c in fits]
+    if faster or slower:
+        stand_in = fits[(faster or slower)[0]]
         return stand_in, (f"links {_LINK_WORDS[link]} were not calibrated: costed as links "
-                          f"{_LINK_WORDS[stand_in.link]} (optimistic)")
+                          f"{_LINK_WORDS[stand_in.link]} ({'optimistic' if faster else 'pessimistic'})")
     return None, f"no all-reduce calibration for links {_LINK_WORDS[link]}: communication not modelled"
+
+
+def stand_in_direction(link: str, fits: Mapping[str, LinkFit]) -> int:
+    """+1 when `link` is costed with a faster class (optimistic), −1 with a slower one, 0 when calibrated or
+    not modelled at all."""
+    fit, _ = link_for(link, fits)
+    if fit is None or fit.link == link:
+        return 0
+    return 1 if LINK_CLASSES.index(fit.link) < LINK_CLASSES.index(link) else -1
 
 
 _LINK_WORDS = {SOCKET: "within a socket", SOCKETS: "across sockets", NODES: "across nodes"}

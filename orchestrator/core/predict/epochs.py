@@ -122,6 +122,7 @@ class EpochsPrediction:
     high: float | None
     status: str                # MEASURED, INTERPOLATED, EXTRAPOLATED or NOT_CONVERGED
     note: str = ""
+    no_interval: str = ""      # why low and high are None although epochs is not
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,9 @@ class EpochsModel:
     cov_log: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 0.0), (0.0, 0.0))
     seed_sd_log: float = 0.0                        # pooled relative spread of the seeds
     frozen: dict[str, str] = field(default_factory=dict)
+    # log-error per doubling of the batch beyond the smallest / largest converged batch, from leaving that
+    # end out (validate.epochs_growth); None when fewer than 3 batches converged: no held-out evidence
+    growth_log_per_doubling: tuple[float | None, float | None] = (None, None)
 
     @property
     def converged(self) -> list[BatchPoint]:
@@ -150,26 +154,39 @@ class EpochsModel:
         return math.sqrt(max(var_param, 0.0) + self.seed_sd_log ** 2)
 
     def predict(self, global_batch: int) -> EpochsPrediction:
+        """Epochs at a global batch with a band of one standard deviation in log space: the seeds' pooled
+        spread and the fit's parameter uncertainty everywhere (so a measured batch whose seeds agree is not
+        ±0), plus, outside the converged range, the held-out extrapolation error per doubling times the
+        doublings beyond the end (so the band keeps growing with distance)."""
         failed = [p for p in self.points if not p.converged and p.global_batch <= global_batch]
         if failed:
             cap = f" by {failed[0].max_epochs:g} epochs" if failed[0].max_epochs else ""
             return EpochsPrediction(global_batch, None, None, None, NOT_CONVERGED,
                                     f"global batch {failed[0].global_batch} did not converge{cap}")
         measured = {p.global_batch: p for p in self.converged}
+        lo_b, hi_b = min(measured), max(measured)
+        sd = self._sd_log(global_batch)
+        status, note, why = INTERPOLATED, "", ""
         if global_batch in measured:
             p = measured[global_batch]
-            return EpochsPrediction(global_batch, p.mean, p.mean - p.sd, p.mean + p.sd, MEASURED)
-        value = self.curve(global_batch)
-        sd = self._sd_log(global_batch)
-        low, high = value * math.exp(-sd), value * math.exp(sd)
-        lo_b, hi_b = min(measured), max(measured)
-        if global_batch > hi_b:
-            return EpochsPrediction(global_batch, value, low, high, EXTRAPOLATED,
-                                    f"extrapolated beyond global batch {hi_b}")
-        if global_batch < lo_b:
-            return EpochsPrediction(global_batch, value, low, high, EXTRAPOLATED,
-                                    f"extrapolated below global batch {lo_b}")
-        return EpochsPrediction(global_batch, value, low, high, INTERPOLATED)
+            value, status = p.mean, MEASURED
+            sd = max(sd, math.log1p(p.sd / p.mean))
+        else:
+            value = self.curve(global_batch)
+            below, above = self.growth_log_per_doubling
+            if global_batch > hi_b or global_batch < lo_b:
+                end, growth = (hi_b, above) if global_batch > hi_b else (lo_b, below)
+                status = EXTRAPOLATED
+                note = f"extrapolated {'beyond' if global_batch > hi_b else 'below'} global batch {end}"
+                if growth is None:
+                    why = "fewer than 3 converged global batches: no held-out error to extrapolate epochs with"
+                else:
+                    sd += growth * abs(math.log2(global_batch / end))
+        if not why and sd <= 0:
+            why = "every seed agrees and the fit is exact: no spread to estimate a band from"
+        if why:
+            return EpochsPrediction(global_batch, value, None, None, status, note, why)
+        return EpochsPrediction(global_batch, value, value * math.exp(-sd), value * math.exp(sd), status, note)
 
 
 def fit_epochs(points: Sequence[BatchPoint]) -> EpochsModel:

@@ -5,14 +5,21 @@ model, and their validations. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.core.convergence import convergence_by_batch
 from orchestrator.core.predict import comm, data
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
 from orchestrator.core.predict.step import Cell, StepModel, fit_step_model
-from orchestrator.core.predict.validate import EpochsHeldOut, SchemeResult, validate_epochs, validate_step
+from orchestrator.core.predict.uncertainty import bootstrap_models
+from orchestrator.core.predict.validate import (
+    EpochsHeldOut,
+    SchemeResult,
+    epochs_growth,
+    validate_epochs,
+    validate_step,
+)
 
 MIN_CELLS = 3
 
@@ -35,6 +42,7 @@ class Fitted:
     epochs_validation: tuple[EpochsHeldOut, ...]
     epochs_source: str                       # 'records', 'RCP file …' or '' when there is no convergence data
     warnings: tuple[str, ...]
+    bootstrap: tuple[StepModel, ...] = ()    # refits with resampled residuals (uncertainty.bootstrap_models)
 
 
 def suggest_cells(cells: Sequence[Cell]) -> list[str]:
@@ -81,15 +89,24 @@ def fit_all(records: Sequence[Mapping[str, Any]], *, extra_calibration: Sequence
     if links and not buckets:
         warnings.append("the records do not say how many gradient bytes a step all-reduces (recorded since orch 0.2): "
                         "communication is not modelled")
-    model = fit_step_model(cells, links, buckets, prior)
+    model = fit_step_model(cells, links, buckets, prior, starts=3)
+    if model.solver_note:
+        warnings.append(f"step-time fit: {model.solver_note}")
     validation = tuple(validate_step(cells, links, buckets, prior))
+    boot = bootstrap_models(cells, model, links, buckets, prior)
     if rcp_points is not None:
         points, source = tuple(rcp_points), rcp_source
     else:
         points = tuple(points_from_batches(convergence_by_batch(records)))
         source = "convergence records" if points else ""
     epochs_model = fit_epochs(points) if any(p.converged for p in points) else None
+    held = tuple(validate_epochs(points))
+    if epochs_model is not None:
+        epochs_model = replace(epochs_model, growth_log_per_doubling=epochs_growth(held))
     if points and epochs_model is None:
         warnings.append("no global batch reached the target: epochs cannot be predicted")
+    if not points:
+        warnings.append("no convergence data (run the sweep with a convergence section, or give --rcp): "
+                        "throughput only, no time-to-train")
     return Fitted(tuple(cells), links, tuple(samples), buckets, prior, model, validation, points, epochs_model,
-                  tuple(validate_epochs(points)), source, tuple(warnings))
+                  held, source, tuple(warnings), boot)

@@ -129,12 +129,14 @@ class StepModel:
     frozen: Mapping[str, str] = field(default_factory=dict)   # parameter → why it was not fitted
     cells: int = 0
     rms_log_error: float = 0.0
+    solver_note: str = ""                             # why the solver's answer is doubtful; "" when it converged
+    compute_scale: float = 1.0                        # target's compute time ÷ measured (CPU what-if)
 
     def compute_s(self, lay: Layout) -> float:
         p = self.params
         fixed = p["a_s"] * thread_factor(lay.threads, p["sigma_a"], p["kappa"])
         per_batch = p["c_s"] * lay.local_batch * thread_factor(lay.threads, p["sigma"], p["kappa"])
-        return (fixed + per_batch) * (1 + p["mu"] * (lay.ranks_per_socket - 1))
+        return (fixed + per_batch) * (1 + p["mu"] * (lay.ranks_per_socket - 1)) * self.compute_scale
 
     def comm(self, lay: Layout) -> tuple[float, str]:
         """Communication seconds per step, and a note when it is not fully calibrated."""
@@ -183,9 +185,13 @@ def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Ma
 
 
 def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
-                   thread_prior: Mapping[int, float] | None = None) -> StepModel:
+                   thread_prior: Mapping[int, float] | None = None, *, starts: int = 1,
+                   start_from: Mapping[str, float] | None = None) -> StepModel:
     """Fit the model to measured cells (at least one). `thread_prior` maps threads → GEMM-peak speed-up
-    over one thread, used only when the cells hold a single thread count."""
+    over one thread, used only when the cells hold a single thread count. `starts` > 1 also tries other
+    starting points (the log-space objective has shallow valleys between σ, μ and γ) and keeps the lowest
+    cost among the runs the solver says converged; `start_from` starts at given parameters (the bootstrap
+    starts at the full fit)."""
     if not cells:
         raise ValueError("no measured cell to fit")
     buckets = tuple(buckets)
@@ -207,15 +213,26 @@ def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets:
 
     lower = np.array([BOUNDS[p][0] for p in free])
     upper = np.array([BOUNDS[p][1] for p in free])
-    start = np.clip(np.array([_start(p, cells) for p in free]), lower, upper)
-    result = least_squares(residuals, start, bounds=(lower, upper), x_scale="jac")
-    fitted = model_with(result.x)
+    if not free:
+        return replace(skeleton, rms_log_error=float(math.sqrt(np.mean(residuals(np.array([])) ** 2))))
+    firsts = [np.array([start_from[p] for p in free])] if start_from else []
+    runs = [least_squares(residuals, np.clip(x0, lower, upper), bounds=(lower, upper), x_scale="jac")
+            for x0 in firsts + [np.array([_start(p, cells, k) for p in free]) for k in range(starts)]]
+    good = [r for r in runs if r.success]
+    result = min(good or runs, key=lambda r: r.cost)
+    note = "" if good else f"the least-squares solver did not converge ({result.message}): parameters doubtful"
     rms = float(math.sqrt(np.mean(result.fun ** 2)))
-    return replace(fitted, rms_log_error=rms)
+    return replace(model_with(result.x), rms_log_error=rms, solver_note=note)
 
 
-def _start(param: str, cells: Sequence[Cell]) -> float:
-    """A starting point inside the bounds: per-sample time from the cells, neutral values elsewhere."""
+def _start(param: str, cells: Sequence[Cell], which: int = 0) -> float:
+    """Starting points inside the bounds: per-sample time from the cells, neutral values elsewhere (which = 0);
+    then a start with no fixed part, strong serial fractions and full overlap, and one in between."""
     per_sample = min(c.step_s / c.layout.local_batch for c in cells)
-    return {"a_s": per_sample, "c_s": per_sample / 2, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05,
-            "rho": 1.0, "gamma": 1.5}[param]
+    starts = ({"a_s": per_sample, "c_s": per_sample / 2, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05,
+               "rho": 1.0, "gamma": 1.5},
+              {"a_s": 0.0, "c_s": per_sample, "sigma": 0.4, "sigma_a": 0.8, "kappa": 0.01, "mu": 0.3,
+               "rho": 2.0, "gamma": 4.0},
+              {"a_s": 2 * per_sample, "c_s": per_sample / 4, "sigma": 0.02, "sigma_a": 0.2, "kappa": 0.001,
+               "mu": 0.0, "rho": 1.5, "gamma": 1.0})
+    return starts[which % len(starts)][param]

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from orchestrator.core.predict.capacity import Prediction, Recommendation
 from orchestrator.core.predict.comm import link_words
-from orchestrator.core.predict.epochs import MEASURED
+from orchestrator.core.predict.epochs import EXTRAPOLATED, MEASURED
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.predict.step import TIES
-from orchestrator.core.predict.validate import PREDICTORS
+from orchestrator.core.predict.validate import MODEL, PREDICTORS
 from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
 from orchestrator.core.time_to_train import human_duration
 
@@ -68,17 +68,21 @@ def validation_table(f: Fitted) -> Table:
                                                else math.inf))
         cells = [Cell(c.text, c.value, BEST if p == best else None) for c, p in zip(cells, PREDICTORS)]
         tau = f"{model.kendall_tau:.2f}" if model.kendall_tau is not None else DASH
+        used = r.scores[r.best()]
         cells += [Cell(f"{model.bias_pct:+.1f}%", model.bias_pct), Cell(tau, model.kendall_tau),
-                  Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise)]
+                  Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise),
+                  Cell(f"{r.best()} ({used.bias_pct:+.1f}%)")]
         rows.append((r.scheme, tuple(cells)))
     median_cv = sorted(c.cv for c in f.cells)[len(f.cells) // 2] if f.cells else 0.0
     caption = ("Each scheme refits without its held-out cells and predicts them: median / max absolute % error of "
                "throughput for orch's model and two naive baselines on the same cells (best in bold); bias and "
                "Kendall τ of the ranking are orch's model's; 'within noise' counts held-out cells whose error is "
                f"no larger than their own repeats' CV (median CV of the cells: {100 * median_cv:.1f}%): noise, "
-               "not model error.")
+               "not model error. 'used' is the predictor `orch predict` uses for layouts beyond that level (the "
+               "best median here), with its bias.")
     return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
-                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise"), rows=tuple(rows), caption=caption)
+                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise", "used (bias)"), rows=tuple(rows),
+                 caption=caption)
 
 
 def epochs_table(f: Fitted) -> Table:
@@ -106,51 +110,79 @@ def epochs_table(f: Fitted) -> Table:
 
 def _interval(value: float, low: float | None, high: float | None, fmt: str = "{:,.1f}") -> str:
     if low is None or high is None:
-        return fmt.format(value)
+        return f"{fmt.format(value)} (no interval)"
     return f"{fmt.format(value)} [{fmt.format(low)}–{fmt.format(high)}]"
+
+
+def _num(value: float | None, fmt: str = "{:.4g}") -> Cell:
+    return Cell(fmt.format(value), value) if value is not None else Cell(DASH)
+
+
+def flags(p: Prediction) -> tuple[str, ...]:
+    """Short machine-readable tags of a row (the notes say them in full)."""
+    e = p.epochs
+    out = [tag for tag, on in (
+        ("extrapolated", bool(p.extrapolated)), ("far", any(w.startswith("far ") for w in p.extrapolated)),
+        ("stand-in link", any("were not calibrated" in n for n in p.notes)),
+        ("cpu assumed", any(n.startswith("CPU assumed") for n in p.notes)),
+        ("cpu what-if", any(n.startswith("CPU what-if") for n in p.notes)),
+        ("capped", any(n.startswith("capped") for n in p.notes)),
+        ("baseline predictor", p.predictor != MODEL),
+        ("epochs extrapolated", e is not None and e.status == EXTRAPOLATED),
+        ("no interval", bool(p.no_interval))) if on]
+    return tuple(out)
 
 
 def predictions_table(predictions: Sequence[Prediction], *, name: str = "prediction-layouts",
                       title: str = "Prediction: layouts", compact: bool = False) -> Table:
-    """Every layout with its prediction; `compact` keeps the columns a terminal has room for."""
+    """Every layout with its prediction; `compact` keeps the columns a terminal has room for. The full table
+    also carries each interval's ends, the predictor, flags and notes as their own columns (CSV, JSON)."""
     notes = Footnotes()
     rows = []
     for p in predictions:
         lay = p.layout
-        flags = [*p.extrapolated, *p.notes]
-        letters = f" {notes.letters(flags)}" if flags else ""
+        letters = f" {notes.letters(list(p.caveats))}" if p.caveats else ""
         measured = (Cell(f"{p.measured_samples_per_s:,.1f}", p.measured_samples_per_s) if p.measured_samples_per_s
                     else Cell(DASH))
         e = p.epochs
         if e is None:
             epochs = Cell(DASH)
         elif e.epochs is None:
-            epochs = Cell(e.status + f" {notes.letter(e.note)}")
+            epochs = Cell(e.status)
         else:
-            tag = "" if e.status == MEASURED else f" ({e.status}{', ' + notes.letter(e.note) if e.note else ''})"
+            tag = "" if e.status == MEASURED else f" ({e.status})"
             epochs = Cell(f"{e.epochs:.2f}{tag}", e.epochs)
         hours = Cell(DASH)
         if p.hours is not None:
             hours = Cell(_interval(p.hours, p.hours_low, p.hours_high, "{:.3g}") + " h", p.hours,
                          BEST if "fastest" in p.marks else None)
-        cells = (Cell(str(lay.nodes), lay.nodes), Cell(str(lay.global_batch), lay.global_batch),
+        cells = [Cell(str(lay.nodes), lay.nodes), Cell(str(lay.global_batch), lay.global_batch),
                  Cell(_interval(p.samples_per_s, p.samples_per_s_low, p.samples_per_s_high) + letters, p.samples_per_s),
-                 measured, epochs, hours,
-                 Cell(f"{p.node_hours:.3g}", p.node_hours) if p.node_hours is not None else Cell(DASH),
-                 Cell(f"{p.runs_per_day:.3g}", p.runs_per_day) if p.runs_per_day is not None else Cell(DASH),
-                 Cell(", ".join(p.marks)))
-        rows.append((f"{lay.ranks}×{lay.threads}×{lay.local_batch}", tuple(c for i, c in enumerate(cells)
-                                                                           if not compact or i not in (1, 3))))
-    caption = ("Predicted samples/s with an interval from the model's own held-out error (leave-one-cell-out inside "
-               "the measured range, the matching leave-one-level-out error beyond it); epochs from the epochs model; "
-               "time-to-train = epochs × samples per epoch ÷ samples/s (interval from both); node-hours = hours × "
-               "nodes; runs/day on the whole target. Lettered notes say where a prediction is extrapolated or rests "
-               "on an assumption.")
-    columns = ("nodes", "global batch", "samples/s [interval]", "measured", "epochs", "time to train",
-               "node-hours", "runs/day", "marks")
-    return Table(name=name, title=title, corner="r×t×b",
-                 columns=tuple(c for i, c in enumerate(columns) if not compact or i not in (1, 3)),
-                 rows=tuple(rows), footnotes=notes.lines(), caption=caption)
+                 measured, epochs, hours, _num(p.node_hours, "{:.3g}"), _num(p.runs_per_day, "{:.3g}"),
+                 Cell(", ".join(p.marks))]
+        if not compact:
+            cells += [Cell(p.predictor), _num(p.samples_per_s_low), _num(p.samples_per_s_high),
+                      _num(e.low if e else None), _num(e.high if e else None), _num(p.hours_low), _num(p.hours_high),
+                      Cell(", ".join(flags(p))), Cell(" | ".join(p.caveats))]
+        else:
+            del cells[3]
+            del cells[1]
+        rows.append((f"{lay.ranks}×{lay.threads}×{lay.local_batch}", tuple(cells)))
+    caption = ("Predicted samples/s with an interval from held-out errors (leave one cell out inside the measured "
+               "range; beyond it the matching leave-one-level-out error times the distance in levels), the bootstrap "
+               "spread of the fit and the cells' noise, by the predictor that validated best on the row's axes; "
+               "epochs from the epochs model; time-to-train = epochs × samples per epoch ÷ samples/s ÷ 3600 "
+               "(interval from both); node-hours = hours × nodes; runs/day on the whole target. Lettered notes say "
+               "where a prediction is extrapolated or rests on an assumption.")
+    columns = ["nodes", "global batch", "samples/s [interval]", "measured", "epochs", "time to train",
+               "node-hours", "runs/day", "marks"]
+    if compact:
+        columns = [c for c in columns if c not in ("global batch", "measured")]
+    else:
+        columns += ["predictor", "samples/s low", "samples/s high", "epochs low", "epochs high", "hours low",
+                    "hours high", "flags", "notes"]
+    return Table(name=name, title=title, corner="r×t×b", columns=tuple(columns), rows=tuple(rows),
+                 footnotes=notes.lines(), caption=caption)
 
 
 def summary_predictions(predictions: Sequence[Prediction], rec: Recommendation | None) -> list[Prediction]:

@@ -32,10 +32,15 @@ MODEL, LINEAR, AMDAHL = "orch model", "linear scaling", "Amdahl (total cores)"
 PREDICTORS = (MODEL, LINEAR, AMDAHL)
 
 
+CELL_AXIS = "cell"     # leave one cell out: interpolation, no axis
+
+
 @dataclass(frozen=True, slots=True)
 class Scheme:
     name: str
     groups: tuple[tuple[Cell, ...], ...]      # each group is held out together
+    axis: str = CELL_AXIS                      # 'ranks', 'threads', 'local batch', 'nodes' or CELL_AXIS
+    step_log2: float = 0.0                     # log2(held-out level ÷ the largest level left to train on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,13 @@ class SchemeResult:
     scheme: str
     held_out: tuple[HeldOut, ...]
     scores: Mapping[str, Score]
+    axis: str = CELL_AXIS
+    step_log2: float = 0.0
+
+    def best(self) -> str:
+        """The predictor with the smallest median error here (orch's model on a tie: it knows the layout)."""
+        finite = [p for p in PREDICTORS if math.isfinite(self.scores[p].median_abs_pct)]
+        return min(finite, key=lambda p: (self.scores[p].median_abs_pct, PREDICTORS.index(p)), default=MODEL)
 
     @property
     def within_noise(self) -> int:
@@ -73,17 +85,21 @@ class SchemeResult:
 def schemes(cells: Sequence[Cell]) -> list[Scheme]:
     """The hold-out schemes these cells allow (a level with nothing left to train on is skipped)."""
     out = [Scheme("leave one cell out", tuple((c,) for c in cells))] if len(cells) > 1 else []
-    levels: list[tuple[str, Callable[[Cell], float]]] = [
-        ("largest ranks", lambda c: c.layout.ranks), ("largest threads", lambda c: c.layout.threads),
-        ("largest local batch", lambda c: c.layout.local_batch)]
-    for name, key in levels:
-        values = {key(c) for c in cells}
+    levels: list[tuple[str, str, Callable[[Cell], float]]] = [
+        ("largest ranks", "ranks", lambda c: c.layout.ranks),
+        ("largest threads", "threads", lambda c: c.layout.threads),
+        ("largest local batch", "local batch", lambda c: c.layout.local_batch)]
+    for name, axis, key in levels:
+        values = sorted({key(c) for c in cells})
         if len(values) > 1:
-            top = max(values)
-            out.append(Scheme(f"{name} ({top:g})", (tuple(c for c in cells if key(c) == top),)))
+            top, below = values[-1], values[-2]
+            out.append(Scheme(f"{name} ({top:g})", (tuple(c for c in cells if key(c) == top),), axis,
+                              math.log2(top / below)))
     multi = tuple(c for c in cells if c.layout.nodes > 1)
     if multi and len(multi) < len(cells):
-        out.append(Scheme("multi-node cells", (multi,)))
+        single = max(c.layout.nodes for c in cells if c.layout.nodes == 1)
+        out.append(Scheme("multi-node cells", (multi,), "nodes",
+                          math.log2(min(c.layout.nodes for c in multi) / single)))
     return out
 
 
@@ -148,7 +164,8 @@ def validate_step(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: 
             for c in group:
                 linear, amdahl = baseline(train, c.layout, sigma)
                 held.append(HeldOut(c, {MODEL: model.samples_per_s(c.layout), LINEAR: linear, AMDAHL: amdahl}))
-        results.append(SchemeResult(scheme.name, tuple(held), {p: _score(held, p) for p in PREDICTORS}))
+        results.append(SchemeResult(scheme.name, tuple(held), {p: _score(held, p) for p in PREDICTORS}, scheme.axis,
+                                    scheme.step_log2))
     return results
 
 
@@ -187,3 +204,22 @@ def validate_epochs(points: Sequence[BatchPoint]) -> list[EpochsHeldOut]:
         out.append(EpochsHeldOut(p.global_batch, p.mean, model.curve(p.global_batch),
                                  rcp_interpolation(rest, p.global_batch)))
     return out
+
+
+def epochs_growth(held: Sequence[EpochsHeldOut]) -> tuple[float | None, float | None]:
+    """Log-error per doubling of the batch when the smallest / the largest batch is left out and predicted from
+    the others: how fast the epochs model's error grows with distance beyond each end of the data.
+
+    >>> h = [EpochsHeldOut(8, 2.0, 2.0, 2.0), EpochsHeldOut(16, 3.0, 3.0, 3.0), EpochsHeldOut(64, 8.0, 10.0, 3.0)]
+    >>> below, above = epochs_growth(h)
+    >>> below, round(above, 4)        # 64 is 2 doublings beyond 16; log(10/8) / 2
+    (0.0, 0.1116)
+    """
+    if len(held) < 3:
+        return None, None
+    ordered = sorted(held, key=lambda h: h.global_batch)
+
+    def rate(end: EpochsHeldOut, neighbour: EpochsHeldOut) -> float:
+        return abs(math.log(end.predicted / end.measured)) / abs(math.log2(end.global_batch / neighbour.global_batch))
+
+    return rate(ordered[0], ordered[1]), rate(ordered[-1], ordered[-2])
