@@ -21,6 +21,7 @@ from orchestrator.core.spec import ProfileSpec
 from orchestrator.io.sweepfile import load_sweep
 
 HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
+DEFAULT_MAX_PASSES = 3   # a disturbed target is run again up to this many times in all before giving up
 
 
 def add_parser(sub) -> None:
@@ -48,6 +49,10 @@ def add_parser(sub) -> None:
                              "the output folder (after a report change, or to restore an edited file)")
     parser.add_argument("--no-replay", dest="replay", action="store_false", default=None,
                         help="skip replaying primitives alone (no efficiency ratio)")
+    parser.add_argument("--max-passes", type=int, default=DEFAULT_MAX_PASSES, metavar="N",
+                        help="run a target whose own checks fail (above its roof, efficiency above 1, negative "
+                             "overhead, a rank short of its CPUs, ranks disagreeing) again, up to N runs in all "
+                             f"(default {DEFAULT_MAX_PASSES}); the report says how many it took")
     add_topology_option(parser)
     parser.add_argument("--address", metavar="ADDR", help="join an existing Ray cluster (as in orch sweep)")
     parser.set_defaults(run=run)
@@ -70,6 +75,8 @@ def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list, int]
     steps = args.steps if args.steps is not None else profile.steps
     if steps < 1:
         errors.append(f"--steps must be >= 1, got {steps}")
+    if args.max_passes < 1:
+        errors.append(f"--max-passes must be >= 1, got {args.max_passes}")
     return "; ".join(errors) if errors else (layouts, steps)
 
 
@@ -112,26 +119,45 @@ def run(args: argparse.Namespace) -> int:
         targets, plan = plan_targets(sweep, layouts, variants, lambda s: plan_for(s, topology, ccl_available=ccl))
         if plan.backend.error:
             return fail_input(plan.backend.error)
-        results = _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err)
+        results = _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, args.max_passes)
     finally:
         if started_ray:
             ray.shutdown()
     return _report(results, sweep, plan, out, steps, profile, err)
 
 
-def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err) -> list[dict]:
-    from orchestrator.run.profile_run import run_target
-
+def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> list[dict]:
     results = []
     for i, target in enumerate(targets, 1):
         err.print(f"[bold]profile {i}/{len(targets)}[/]: {target.label} ({target.trial.ranks} rank(s) × "
                   f"{target.trial.threads_per_rank} thread(s), local batch {target.trial.local_batch})")
+        results.append(_run_checked(target, sweep, plan, cluster, out, steps, profile, replay, err, max_passes))
+    return results
+
+
+def _run_checked(target, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> dict:
+    """Run a target until its own physical checks pass or `max_passes` runs are spent; the result keeps
+    how many runs it took and what each disturbed one failed."""
+    from orchestrator.core.profile_checks import check_target
+    from orchestrator.run.profile_run import run_target, save_result
+
+    disturbed_runs: list[list[str]] = []
+    for attempt in range(1, max_passes + 1):
         result = run_target(target, sweep, plan, cluster, out, steps=steps, warmup_steps=profile.warmup_steps,
                             replay=replay)
         reason = f": {result['reason']}" if result["reason"] else ""
         err.print(f"  {result['status']} in {result['wall_s']:.0f} s{reason}")
-        results.append(result)
-    return results
+        if result["status"] != "ok":
+            break
+        findings = check_target(result)
+        if not findings:
+            break
+        disturbed_runs.append([f"{f.check}: {f.detail}" for f in findings])
+        err.print(f"  [yellow]disturbed[/] (run {attempt} of at most {max_passes}): {disturbed_runs[-1][0]}")
+    result["passes"] = attempt
+    result["disturbed_passes"] = disturbed_runs
+    save_result(result, out)
+    return result
 
 
 def _command_line(sweep, results, steps) -> str:
@@ -158,6 +184,9 @@ def _report_only(out: Path, err) -> int:
         results = [json.loads((out / label / RESULT_FILE).read_text()) for label in header["targets"]]
     except (OSError, ValueError, KeyError) as exc:
         return fail_input(f"{out} holds no complete `orch profile` output to report from ({exc})")
+    from orchestrator.run.profile_run import refresh_shapes
+
+    results = [refresh_shapes(r, out) for r in results]
     return _write(results, header, out, err)
 
 

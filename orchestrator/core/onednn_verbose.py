@@ -40,6 +40,34 @@ _DIRECTIONS = {"forward_training": "forward", "forward_inference": "forward", "f
                "backward_bias": "backward_weights", "backward": "backward"}
 
 
+def dtype_of(descriptor: str) -> str:
+    """Data type of a memory descriptor ('f32', 'bf16', ...), from either spelling: `src:bf16::blocked:...`
+    (oneDNN >= 3.0) or `src_f32::blocked:...` (older); MKL-DNN 0.x printed only formats (`fsrc:nChw8c`),
+    so 'unknown' there."""
+    name, _, rest = descriptor.partition(":")
+    after = rest.split(":", 1)[0]
+    if after in DTYPES:
+        return after
+    tail = name.rsplit("_", 1)[-1]
+    return tail if tail in DTYPES else "unknown"
+
+
+def layout_of(descriptor: str) -> str:
+    """A memory descriptor's format tag: `acdb` is channels-last, `abcd` plain NCHW, `AcdB64a2b` blocked."""
+    parts = [p for p in descriptor.split(":") if p]
+    if "blocked" in parts and parts.index("blocked") + 1 < len(parts):
+        return parts[parts.index("blocked") + 1]
+    return parts[-1] if parts else ""
+
+
+def _destination(descriptors: list[str]) -> str:
+    """The `dst` descriptor (`dst:...` or `dst_f32...`), else the last one printed."""
+    for d in descriptors:
+        if d.split(":", 1)[0] in ("dst", "dst_" + dtype_of(d)):
+            return d
+    return descriptors[-1] if descriptors else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Execution:
     """One primitive execution from the log."""
@@ -50,31 +78,31 @@ class Execution:
     src: str                # the first memory descriptor, e.g. src:bf16::blocked:acdb::f0
     problem: str            # the problem descriptor, e.g. mb2_ic3oc8_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1
     time_ms: float
+    dst: str = ""           # the destination descriptor (a reorder's target type and format)
 
     @property
     def dtype(self) -> str:
-        """Data type of the first tensor ('f32', 'bf16', ...), from either descriptor spelling:
-        `src:bf16::blocked:...` (oneDNN >= 3.0) or `src_f32::blocked:...` (older); MKL-DNN 0.x printed
-        only formats (`fsrc:nChw8c`), so 'unknown' there."""
-        name, _, rest = self.src.partition(":")
-        after = rest.split(":", 1)[0]
-        if after in DTYPES:
-            return after
-        tail = name.rsplit("_", 1)[-1]
-        return tail if tail in DTYPES else "unknown"
+        """Data type of the first tensor ('f32', 'bf16', ...; 'unknown' in MKL-DNN 0.x logs)."""
+        return dtype_of(self.src)
 
     @property
     def layout(self) -> str:
         """The source tensor's format tag: `acdb` is channels-last, `abcd` plain NCHW."""
-        parts = [p for p in self.src.split(":") if p]
-        if "blocked" in parts and parts.index("blocked") + 1 < len(parts):
-            return parts[parts.index("blocked") + 1]
-        return parts[-1] if parts else ""
+        return layout_of(self.src)
+
+    @property
+    def dst_dtype(self) -> str:
+        return dtype_of(self.dst) if self.dst else self.dtype
+
+    @property
+    def dst_layout(self) -> str:
+        return layout_of(self.dst) if self.dst else self.layout
 
 
 @dataclass(frozen=True, slots=True)
 class ShapeTotal:
-    """Aggregate of one distinct problem (kind × direction × descriptor × data type × source layout)."""
+    """Aggregate of one distinct problem (kind × direction × descriptor × source and destination data type
+    and layout: two reorders of the same dims into different formats are different problems)."""
 
     kind: str
     direction: str
@@ -83,6 +111,10 @@ class ShapeTotal:
     layout: str
     calls: int
     time_ms: float
+    dst_dtype: str = ""
+    dst_layout: str = ""
+    implementation: str = ""   # the kernel(s) oneDNN ran for it, most calls first, joined by " | "
+    median_ms: float = 0.0     # median time of one call: robust to the odd slow call a busy machine causes
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +203,12 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[Execution], list[str]]:
             problems.append(f"line {number}: exec_time {fields.get('exec_time')!r} is not a number")
             continue
         prop = fields.get("prop_kind", "undef")
+        descriptors = fields.get("memory_descriptors", "").split(" ")
         executions.append(Execution(
             kind=fields.get("primitive", "unknown"), direction=_DIRECTIONS.get(prop, "undef"),
-            implementation=fields.get("implementation", ""), src=fields.get("memory_descriptors", "").split(" ")[0],
-            problem=fields.get("problem_desc", ""), time_ms=time_ms))
+            implementation=fields.get("implementation", ""), src=descriptors[0],
+            problem=fields.get("problem_desc", ""), time_ms=time_ms,
+            dst=_destination(descriptors[1:]) if len(descriptors) > 1 else ""))
     return executions, problems
 
 
@@ -197,12 +231,30 @@ def by_kind_direction(executions: Iterable[Execution]) -> dict[tuple[str, str], 
     return out
 
 
+def shape_key(e: Execution) -> tuple[str, str, str, str, str, str, str]:
+    """What makes two executions the same problem: the key of `by_shape` and of the replay's match."""
+    return e.kind, e.direction, e.problem, e.dtype, e.layout, e.dst_dtype, e.dst_layout
+
+
 def by_shape(executions: Iterable[Execution]) -> list[ShapeTotal]:
     """Calls and time per distinct problem, largest time first: what the roofline and the replay use."""
-    totals: dict[tuple[str, str, str, str, str], list[float]] = {}
+    groups: dict[tuple[str, ...], list[Execution]] = {}
     for e in executions:
-        entry = totals.setdefault((e.kind, e.direction, e.problem, e.dtype, e.layout), [0, 0.0])
-        entry[0] += 1
-        entry[1] += e.time_ms
-    out = [ShapeTotal(*key, calls=int(c), time_ms=t) for key, (c, t) in totals.items()]
-    return sorted(out, key=lambda t: (-t.time_ms, t.kind, t.problem))
+        groups.setdefault(shape_key(e), []).append(e)
+    out = []
+    for key, runs in groups.items():
+        kind, direction, problem, dtype, layout, dst_dtype, dst_layout = key
+        impls: dict[str, int] = {}
+        for e in runs:
+            impls[e.implementation] = impls.get(e.implementation, 0) + 1
+        times = sorted(e.time_ms for e in runs)
+        out.append(ShapeTotal(kind, direction, problem, dtype, layout, calls=len(runs),
+                              time_ms=sum(times), dst_dtype=dst_dtype, dst_layout=dst_layout,
+                              implementation=" | ".join(sorted(impls, key=lambda i: (-impls[i], i))),
+                              median_ms=_median(times)))
+    return sorted(out, key=lambda t: (-t.time_ms, t.kind, t.problem, t.layout, t.dst_layout))
+
+
+def _median(sorted_values: list[float]) -> float:
+    n = len(sorted_values)
+    return (sorted_values[(n - 1) // 2] + sorted_values[n // 2]) / 2 if n else 0.0

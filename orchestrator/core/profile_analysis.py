@@ -4,7 +4,7 @@ the efficiency ratio. Pure: no torch, no files.
 
 A profiled target is a dict `{"label", "variant", "ranks", "threads", "local_batch", "results": [rank
 0's profile, rank 1's, ...]}` where each rank's profile is what `orchestrator.run.profiling.profile_rank`
-returns. Per-rank figures come from rank 0; step times are the slowest rank's.
+returns. Breakdowns come from rank 0, the attribution from every rank; step times are the slowest rank's.
 """
 
 from __future__ import annotations
@@ -49,9 +49,50 @@ class StepSummary:
     plain_step_ms: float       # median of the unprofiled steps, slowest rank
     verbose_overhead: float    # oneDNN-verbose step ÷ plain step − 1
     profiler_overhead: float   # torch.profiler step ÷ plain step − 1
-    named_share: float         # of the profiler pass's step, inside named ops
+    named_share: float         # lowest over ranks: named ops (recorded, nothing inferred) ÷ the profiled step
     onednn_ms: float           # per step, rank 0, sum of logged primitive times
     verbose_step_ms: float
+    named_of_plain: float = 0.0   # lowest over ranks: named ops ÷ the rank's plain step (the ≥ 90% check)
+
+
+@dataclass(frozen=True, slots=True)
+class RankAttribution:
+    """One rank's profiled step split into what the profiler recorded and what it did not. named_ms +
+    inferred_wait_ms + other_ms = profiled_step_ms; the all-reduce is in named_ms only where the profiler
+    recorded it (recorded_allreduce_ms, its communication ops' self time)."""
+
+    rank: int
+    plain_step_ms: float          # the rank's own median plain step
+    profiled_step_ms: float       # the rank's mean profiled step (the coverage's wall time)
+    named_ms: float
+    recorded_allreduce_ms: float
+    inferred_wait_ms: float       # DDP's wait placed by where a gap sits: inferred, never in named_ms
+    other_ms: float
+
+    @property
+    def profiler_overhead(self) -> float:
+        return self.profiled_step_ms / self.plain_step_ms - 1 if self.plain_step_ms else 0.0
+
+    @property
+    def named_of_profiled(self) -> float:
+        return self.named_ms / self.profiled_step_ms if self.profiled_step_ms else 0.0
+
+    @property
+    def named_of_plain(self) -> float:
+        """Named time over the step without the profiler: the profiler's cost inside ops can push it
+        above the profiled share, or past 1, which says the ops' times carry the profiler's overhead."""
+        return self.named_ms / self.plain_step_ms if self.plain_step_ms else 0.0
+
+
+def attribution(target: Target) -> list[RankAttribution]:
+    """Every rank's attribution, rank order."""
+    out = []
+    for rank, r in enumerate(target["results"]):
+        cov = r["profiler"]["coverage"]
+        comm = sum(row["self_ms_per_step"] for row in r["profiler"]["ops"] if category(row["op"]) == "communication")
+        out.append(RankAttribution(rank, float(statistics.median(r["plain_step_ms"])), cov["step_ms"],
+                                   cov["named_ms"], comm, cov.get("allreduce_wait_ms", 0.0), cov["other_ms"]))
+    return out
 
 
 def _rank0(target: Target) -> Mapping[str, Any]:
@@ -68,12 +109,12 @@ def summary(target: Target) -> StepSummary:
     plain = _slowest_median(target, "plain_step_ms")
     verbose = _slowest_median(target, "verbose_step_ms")
     prof = max(statistics.median(r["profiler"]["step_ms"]) for r in target["results"])
-    cov = r0["profiler"]["coverage"]
     steps = r0["steps"]
     onednn = sum(t["time_ms"] for t in r0["onednn"]["totals"]) / steps
-    attributed = cov["named_ms"] + cov.get("allreduce_wait_ms", 0.0)
+    ranks = attribution(target)
     return StepSummary(target["label"], plain, verbose / plain - 1, prof / plain - 1,
-                       attributed / cov["step_ms"] if cov["step_ms"] else 0.0, onednn, verbose)
+                       min(a.named_of_profiled for a in ranks), onednn, verbose,
+                       named_of_plain=min(a.named_of_plain for a in ranks))
 
 
 def onednn_breakdown(target: Target) -> dict[str, float]:
@@ -119,12 +160,14 @@ def cpu_share(target: Target) -> float | None:
     return min(shares) if shares and all(x is not None for x in shares) else None
 
 
-def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]]) -> list[dict[str, Any]]:
+def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]],
+            disturbed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Each category's time per step in every target, and against the first target of the same variant
     (layouts are compared, not variants): the speed-up and the speed-up that threads alone would give
     (threads ratio; same local batch per rank). A category whose speed-up stays near 1 while threads
     double does not scale with threads. No verdict is given when a rank of either target got less than
-    CONTENDED of its cores: then the times measure the other processes on the machine, not the layout."""
+    CONTENDED of its cores (then the times measure the other processes on the machine, not the layout), nor
+    when either target is in `disturbed` (a failed physical check, see profile_checks)."""
     bases: dict[str, int] = {}
     for i, t in enumerate(targets):
         bases.setdefault(t.get("variant", ""), i)
@@ -137,17 +180,19 @@ def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]]) ->
         for i, (t, v) in enumerate(zip(targets, values)):
             b = bases[t.get("variant", "")]
             if b != i:
-                row.update(_compare(name, targets[b], values[b], t, v))
+                row.update(_compare(name, targets[b], values[b], t, v, disturbed))
         rows.append(row)
     return rows
 
 
 def _compare(name: str, base_t: Target, base: Mapping[str, float], t: Target,
-             v: Mapping[str, float]) -> dict[str, Any]:
+             v: Mapping[str, float], disturbed: frozenset[str]) -> dict[str, Any]:
     now, before = v.get(name, 0.0), base.get(name, 0.0)
     speedup = before / now if now > 0 and before > 0 else None
     starved = [x for x in (cpu_share(base_t), cpu_share(t)) if x is not None and x < CONTENDED]
+    bad = [x["label"] for x in (base_t, t) if x["label"] in disturbed]
     verdict = (f"not judged: a rank got {min(starved):.0%} of its cores" if starved
+               else f"withheld: {', '.join(bad)} disturbed" if bad
                else _verdict(speedup, t["threads"] / base_t["threads"]))
     return {f"speed-up {t['label']}": round(speedup, 2) if speedup else None, f"verdict {t['label']}": verdict}
 
@@ -185,21 +230,25 @@ def layer_share(target: Target, name: str) -> float:
     return total / step if step else 0.0
 
 
-def roofline_points(target: Target) -> list[dict[str, Any]]:
-    """Per distinct primitive problem (rank 0): FLOPs and bytes per call, achieved GFLOP/s from the logged
-    time, the attainable GFLOP/s under the measured peak and bandwidth, and the fraction reached."""
-    r0 = _rank0(target)
-    peak, bw = r0["peak"]["gflops"], r0["stream_triad_gbs"]
+def roofline_points(target: Target, rank: int = 0) -> list[dict[str, Any]]:
+    """Per distinct primitive problem of one rank: FLOPs and bytes per call, achieved GFLOP/s from the
+    logged time, the attainable GFLOP/s under that rank's measured peak and bandwidth, and the fraction
+    reached (above 1 is physically impossible: a check marks it, profile_checks)."""
+    r = target["results"][rank]
+    peak, bw = r["peak"]["gflops"], r["stream_triad_gbs"]
+    steps = r["steps"]
     out = []
-    for s in r0["onednn"]["shapes"]:
-        cost = rl.primitive_cost(s["kind"], s["problem"], s["dtype"])
+    for s in r["onednn"]["shapes"]:
+        cost = rl.primitive_cost(s["kind"], s["problem"], s["dtype"], s.get("dst_dtype") or None)
         if cost is None or s["time_ms"] <= 0 or cost.bytes <= 0:
             continue
         per_call_ms = s["time_ms"] / s["calls"]
         achieved = cost.flops / (per_call_ms / 1e3) / 1e9
         attainable = rl.attainable_gflops(cost.intensity, peak, bw) if cost.flops else 0.0
         out.append({"kind": s["kind"], "direction": s["direction"], "problem": s["problem"], "dtype": s["dtype"],
-                    "calls": s["calls"], "ms_per_call": per_call_ms, "gflop_per_call": cost.flops / 1e9,
+                    "layout": s.get("layout", ""), "dst_layout": s.get("dst_layout", ""),
+                    "calls": s["calls"], "calls_per_step": s["calls"] / steps, "ms_per_call": per_call_ms,
+                    "ms_per_step": s["time_ms"] / steps, "gflop_per_call": cost.flops / 1e9,
                     "mbytes_per_call": cost.bytes / 1e6, "flop_per_byte": cost.intensity,
                     "achieved_gflops": achieved, "attainable_gflops": attainable,
                     "fraction_of_attainable": achieved / attainable if attainable else None,
@@ -208,42 +257,75 @@ def roofline_points(target: Target) -> list[dict[str, Any]]:
 
 
 def roofline_by_kind(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Time-weighted roofline figures per kind × direction: total FLOPs ÷ total time."""
+    """Time-weighted roofline figures per kind × direction, per step like every other table: FLOPs per
+    step ÷ time per step."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for p in points:
         groups.setdefault((p["kind"], p["direction"]), []).append(p)
     rows = []
     for (kind, direction), pts in groups.items():
-        ms = sum(p["ms_per_call"] * p["calls"] for p in pts)
-        gflop = sum(p["gflop_per_call"] * p["calls"] for p in pts)
-        attain_ms = sum(p["ms_per_call"] * p["calls"] * (p["attainable_gflops"] or 0) for p in pts)
-        rows.append({"kind": kind, "direction": direction, "ms": ms, "gflop": gflop,
+        ms = sum(p["ms_per_step"] for p in pts)
+        gflop = sum(p["gflop_per_call"] * p["calls_per_step"] for p in pts)
+        attain_ms = sum(p["ms_per_step"] * (p["attainable_gflops"] or 0) for p in pts)
+        rows.append({"kind": kind, "direction": direction, "ms_per_step": ms, "gflop_per_step": gflop,
                      "achieved_gflops": gflop / (ms / 1e3) if ms else 0.0,
                      "attainable_gflops": attain_ms / ms if ms else 0.0,
                      "fraction_of_attainable": (gflop / (ms / 1e3)) / (attain_ms / ms) if ms and attain_ms else None})
-    return sorted(rows, key=lambda r: -r["ms"])
+    return sorted(rows, key=lambda r: -r["ms_per_step"])
+
+
+_MATCH_KEYS = ("kind", "direction", "problem", "dtype", "layout", "dst_dtype", "dst_layout")
+
+
+def _logged_shape(shapes: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The logged problem a replay row stands for, matched on every key the row carries (results written
+    before the layouts were recorded lack some): None when no problem or several problems match."""
+    keys = [k for k in _MATCH_KEYS if row.get(k) is not None]
+    found = [s for s in shapes if all(s.get(k, "") == row[k] for k in keys)]
+    return found[0] if len(found) == 1 else None
+
+
+def replay_rows(target: Target, rank: int = 0) -> list[dict[str, Any]]:
+    """Per replayed primitive: its in-model time per call (mean of the logged calls), its isolated time,
+    the efficiency (isolated ÷ in-model: 1 means the model ran the kernel as fast as it runs alone), the
+    time lost per step, (1 − efficiency) × in-model time per step, and whether the replay ran the kernel
+    the model ran. Largest loss first: where a performance engineer starts."""
+    r = target["results"][rank]
+    steps = r["steps"]
+    shapes = r["onednn"]["shapes"]
+    out = []
+    for row in r.get("replay", []):
+        s = _logged_shape(shapes, row)
+        if s is None or row.get("isolated_ms") is None:
+            continue
+        in_model = s["time_ms"] / s["calls"]
+        eff = row["isolated_ms"] / in_model if in_model > 0 else None
+        impl, replay_impl = s.get("implementation") or None, row.get("implementation")
+        out.append({"kind": s["kind"], "direction": s["direction"], "problem": s["problem"], "dtype": s["dtype"],
+                    "layout": s.get("layout", ""), "calls_per_step": s["calls"] / steps,
+                    "in_model_ms_per_call": in_model, "isolated_ms_per_call": row["isolated_ms"],
+                    "efficiency": eff, "in_model_ms_per_step": s["time_ms"] / steps,
+                    "lost_ms_per_step": (1 - eff) * s["time_ms"] / steps if eff is not None else None,
+                    "implementation": impl, "replay_implementation": replay_impl,
+                    "same_implementation": None if impl is None or replay_impl is None else impl == replay_impl})
+    return sorted(out, key=lambda x: -(x["lost_ms_per_step"] or 0.0))
 
 
 def efficiency(target: Target) -> dict[str, Any]:
-    """The seed's efficiency ratio: Σ(isolated time × calls) of the replayed primitives ÷ the measured
-    step time, next to Σ(logged time) of the same primitives; the rest of the step is framework and
-    primitives not replayed."""
+    """The efficiency ratio of the replayed primitives: Σ(isolated time × calls) ÷ Σ(their in-model time),
+    both oneDNN's own timing of the primitive where the replay captured it, so framework time (dispatch,
+    allocation, Python) is in neither. The share of the plain step those primitives cover says how much of
+    the step the ratio speaks for."""
     r0 = _rank0(target)
-    steps = r0["steps"]
-    logged = {(s["kind"], s["direction"], s["problem"], s["dtype"]): s for s in r0["onednn"]["shapes"]}
-    isolated_ms = logged_ms = 0.0
-    replayed = skipped = 0
-    for row in r0["replay"]:
-        s = logged.get((row["kind"], row["direction"], row["problem"], row["dtype"]))
-        if s is None or row["isolated_ms"] is None:
-            skipped += 1
-            continue
-        replayed += 1
-        isolated_ms += row["isolated_ms"] * s["calls"] / steps
-        logged_ms += s["time_ms"] / steps
+    rows = replay_rows(target)
+    isolated_ms = sum(x["isolated_ms_per_call"] * x["calls_per_step"] for x in rows)
+    logged_ms = sum(x["in_model_ms_per_step"] for x in rows)
     step = statistics.median(r0["plain_step_ms"])
-    return {"step_ms": step, "replayed_shapes": replayed, "not_replayed_shapes": skipped,
+    replayable = [x for x in r0.get("replay", []) if x.get("isolated_ms") is not None]
+    return {"step_ms": step, "replayed_shapes": len(rows),
+            "not_replayed_shapes": len(r0.get("replay", [])) - len(rows),
+            "unmatched_shapes": len(replayable) - len(rows),
             "isolated_ms_per_step": isolated_ms, "logged_ms_per_step": logged_ms,
-            "efficiency_ratio": isolated_ms / step if step else None,
-            "isolated_vs_logged": isolated_ms / logged_ms if logged_ms else None,
-            "framework_and_other_ms": step - isolated_ms}
+            "efficiency_ratio": isolated_ms / logged_ms if logged_ms else None,
+            "replayed_share_of_step": logged_ms / step if step else None,
+            "implementation_mismatches": sum(1 for x in rows if x["same_implementation"] is False)}

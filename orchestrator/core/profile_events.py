@@ -37,6 +37,7 @@ class Event:
     end_us: float
     parent: int | None
     seq: int             # autograd sequence number, -1 when none
+    annotation: bool = False   # a record_function range (torch's is_user_annotation), not an operator
 
     @property
     def duration_us(self) -> float:
@@ -56,14 +57,21 @@ class LayerTime:
 
 @dataclass(frozen=True, slots=True)
 class Coverage:
+    """named_ms + wait_ms + other_ms = step_ms."""
+
     step_ms: float        # mean wall time of a profiled step
     named_ms: float       # per step, time inside named ops (aten, autograd nodes, collectives, ...)
     other_ms: float       # per step, Python and framework time between ops (shown as "other")
-    wait_ms: float = 0.0  # per step, DDP's wait for gradient all-reduces between its bucket copies
+    wait_ms: float = 0.0  # per step, DDP's wait for gradient all-reduces, inferred from where a gap sits
 
     @property
     def named_share(self) -> float:
-        """Share of the step attributed: named ops plus the identified all-reduce wait."""
+        """Share of the profiled step inside ops the profiler recorded; the inferred wait is not in it."""
+        return self.named_ms / self.step_ms if self.step_ms else 0.0
+
+    @property
+    def attributed_share(self) -> float:
+        """Named ops plus the inferred all-reduce wait: an upper bound, labelled as inferred wherever shown."""
         return (self.named_ms + self.wait_ms) / self.step_ms if self.step_ms else 0.0
 
 
@@ -127,9 +135,16 @@ def _inside_backward(event: Event, by_id: dict[int, Event]) -> bool:
     return False
 
 
+def _is_range(e: Event) -> bool:
+    """A range whose own (self) time is Python or framework code, not an op: the step markers, our module
+    and region ranges, and any other record_function range (`Optimizer.step#AdamW.step`,
+    `DistributedDataParallel.forward`). Counting its self time as a named op would credit Python to ops."""
+    return e.annotation or e.name.startswith(STEP_PREFIX) or region_name(e.name) is not None
+
+
 def coverage(events: Iterable[Event]) -> Coverage:
-    """How much of the profiled steps' wall time sits inside named ops. The gaps are the step range's own
-    self time and the region ranges' self time (Python between ops), reported as "other" — except a gap
+    """How much of the profiled steps' wall time sits inside named ops. The gaps are the self time of the
+    step ranges and of every record_function range (Python between ops), reported as "other" — except a gap
     that directly follows one of DDP's bucket copies (`torch.distributed.ddp.reducer::...`) inside the
     step: there DDP's reducer waits for the next bucket's all-reduce, an event no profiler range marks,
     so it is reported apart as the all-reduce wait (inferred from its position)."""
@@ -144,7 +159,7 @@ def coverage(events: Iterable[Event]) -> Coverage:
             children.setdefault(e.parent, []).append(e)
     gaps = wait = 0.0
     for e in evs:
-        if not (e.name.startswith(STEP_PREFIX) or region_name(e.name) is not None):
+        if not _is_range(e):
             continue
         kids = sorted(children.get(e.id, []), key=lambda c: c.start_us)
         gaps += max(0.0, e.duration_us - sum(c.duration_us for c in kids))

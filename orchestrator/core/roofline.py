@@ -1,16 +1,21 @@
 """FLOPs and bytes of a primitive from its problem descriptor, and where it sits on the roofline.
 
-Convolution (any direction: forward, backward-data and backward-weights do the same multiply-adds):
-    FLOPs = 2 · N · OC · OH · OW · (IC / G) · KH · KW        (· OD · KD in 3-D)
+Convolution (any direction: forward, backward-data and backward-weights do the same multiply-adds), as
+oneDNN's benchdnn counts it (`prb_t::count_ops` in tests/benchdnn/conv/conv.cpp): only the taps that land
+inside the input are work, a tap that falls in the padding multiplies a zero nobody computes:
+    FLOPs = 2 · N · OC · (IC / G) · Σ over output positions of the kernel taps inside the input
+which is 2 · N · OC · OH · OW · (IC / G) · KH · KW only without padding. The sum factors per spatial
+dimension, so it costs Σ (O · K) steps, not Π.
 Matmul (M×K times K×N, with optional batch dimensions B): FLOPs = 2 · B · M · N · K
 Inner product (N × IC·spatial → N × OC): FLOPs = 2 · N · OC · IC · spatial
 
-Bytes are the tensors each primitive must touch at least once (source, weights, destination) times the
-element size: a lower bound on traffic, so the arithmetic intensity is an upper bound.
+Bytes are the tensors each primitive must touch at least once (source, weights, destination) times their
+element size: a lower bound on traffic, so the arithmetic intensity is an upper bound. A tensor broadcast
+over a batch (a matmul's shared weights) is read once, not once per batch entry.
 
     >>> c = conv_problem("mb2_ic3oc8_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1")
-    >>> conv_flops(c)
-    221184
+    >>> conv_flops(c)    # 2·2·8·3 · 46·46 valid taps (16·9 = 144 per row less the 2 padded ones at each edge)
+    203136
 
 Pure: no torch.
 """
@@ -44,10 +49,12 @@ class Conv:
 
 @dataclass(frozen=True, slots=True)
 class Matmul:
-    batch: int
+    batch: int       # batch entries of the product (the larger of the two sides' batches)
     m: int
     k: int
     n: int
+    a_batch: int = 1  # batch entries each side really holds: 1 for a side broadcast over the batch
+    b_batch: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +88,33 @@ def conv_problem(desc: str) -> Conv:
                 dilation=dims("d", 0))
 
 
-def conv_flops(c: Conv) -> int:
-    return 2 * c.mb * c.oc * math.prod(c.out_spatial) * (c.ic // c.groups) * math.prod(c.kernel)
+def valid_taps(outputs: int, inputs: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """Σ over output positions o of the taps k with 0 ≤ o·stride − padding + k·(dilation + 1) < inputs:
+    one spatial dimension of benchdnn's count_ops loop (dilation in oneDNN's convention, 0 = dense).
+
+        >>> valid_taps(outputs=1, inputs=1, kernel=3, stride=1, padding=1, dilation=0)   # 2 of 3 taps pad
+        1
+    """
+    total = 0
+    for o in range(outputs):
+        first = o * stride - padding
+        total += sum(1 for k in range(kernel) if 0 <= first + k * (dilation + 1) < inputs)
+    return total
 
 
-def conv_cost(c: Conv, element_bytes: int) -> Cost:
+def conv_flops(c: Conv, deconvolution: bool = False) -> int:
+    """benchdnn's count: 2 · N · OC · IC/G · taps inside the input. A deconvolution is the transposed
+    problem, so benchdnn walks its input positions and checks against its output (the same swap here)."""
+    out_sp, in_sp = (c.in_spatial, c.out_spatial) if deconvolution else (c.out_spatial, c.in_spatial)
+    taps = math.prod(valid_taps(o, i, k, s, p, d) for o, i, k, s, p, d in
+                     zip(out_sp, in_sp, c.kernel, c.stride, c.padding, c.dilation))
+    return 2 * c.mb * c.oc * (c.ic // c.groups) * taps
+
+
+def conv_cost(c: Conv, element_bytes: int, deconvolution: bool = False) -> Cost:
     elements = (c.mb * c.ic * math.prod(c.in_spatial) + c.oc * (c.ic // c.groups) * math.prod(c.kernel)
                 + c.mb * c.oc * math.prod(c.out_spatial))
-    return Cost(float(conv_flops(c)), float(elements * element_bytes))
+    return Cost(float(conv_flops(c, deconvolution)), float(elements * element_bytes))
 
 
 def matmul_problem(desc: str) -> Matmul:
@@ -104,13 +130,15 @@ def matmul_problem(desc: str) -> Matmul:
         raise ValueError(f"not a matmul descriptor: {desc!r} (runtime dimensions are not resolved)") from None
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
         raise ValueError(f"not a matmul descriptor: {desc!r} (inner dimensions {a[-1:]} and {b[-2:-1]} differ)")
-    batch = max(math.prod(a[:-2]), math.prod(b[:-2]))
-    return Matmul(batch=batch, m=a[-2], k=a[-1], n=b[-1])
+    a_batch, b_batch = math.prod(a[:-2]), math.prod(b[:-2])
+    return Matmul(batch=max(a_batch, b_batch), m=a[-2], k=a[-1], n=b[-1], a_batch=a_batch, b_batch=b_batch)
 
 
 def matmul_cost(mm: Matmul, element_bytes: int) -> Cost:
+    """Each side's bytes by its own batch: weights shared by every batch entry (`4x3x5:1x5x7`) are read
+    once, as the kernel reads them, not once per entry."""
     flops = 2 * mm.batch * mm.m * mm.n * mm.k
-    elements = mm.batch * (mm.m * mm.k + mm.k * mm.n + mm.m * mm.n)
+    elements = mm.a_batch * mm.m * mm.k + mm.b_batch * mm.k * mm.n + mm.batch * mm.m * mm.n
     return Cost(float(flops), float(elements * element_bytes))
 
 
@@ -134,21 +162,25 @@ def elements_of(desc: str) -> int:
     raise ValueError(f"no tensor size in descriptor {desc!r}")
 
 
-def primitive_cost(kind: str, desc: str, dtype: str) -> Cost | None:
+def primitive_cost(kind: str, desc: str, dtype: str, dst_dtype: str | None = None) -> Cost | None:
     """FLOPs and bytes for a primitive, or None when the kind has no model here (pooling, concat, ...).
-    Streaming kinds (eltwise, reorder, binary, normalization) do about one FLOP per element and read and
-    write each element once."""
+    Streaming kinds (eltwise, binary, normalization) do about one FLOP per element and read and write each
+    element once. A reorder does no arithmetic and reads its source in `dtype` and writes its destination
+    in `dst_dtype` (f32 → bf16 moves 4 + 2 bytes per element, not 4 + 4)."""
     size = ELEMENT_BYTES.get(dtype, 4)
+    dst_size = ELEMENT_BYTES.get(dst_dtype or dtype, size)
     try:
         if kind in ("convolution", "deconvolution"):
-            return conv_cost(conv_problem(desc), size)
+            return conv_cost(conv_problem(desc), size, deconvolution=kind == "deconvolution")
         if kind == "matmul":
             return matmul_cost(matmul_problem(desc.split(",")[0]), size)
         if kind == "inner_product":
             return inner_product_cost(desc, size)
         if kind in ("eltwise", "reorder", "binary", "batch_normalization", "layer_normalization", "softmax"):
             n = elements_of(desc.split(" ")[0].split(":")[0])
-            return Cost(float(n if kind != "reorder" else 0), float(2 * n * size))
+            if kind == "reorder":
+                return Cost(0.0, float(n * (size + dst_size)))
+            return Cost(float(n), float(2 * n * size))
     except ValueError:
         return None
     return None

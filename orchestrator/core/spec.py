@@ -125,8 +125,8 @@ class ProfileSpec:
     steps: int = opt(3, "training steps per profiling pass (timed, oneDNN verbose, torch.profiler)", minimum=1)
     variants: dict[str, Any] = opt(factory=dict, help="named workload-parameter overrides profiled side by "
                                                       "side, e.g. {reference: {focal_loss: reference}}")
-    replay: bool = opt(True, "replay each distinct convolution and matmul shape alone, pinned like the rank, "
-                             "for the efficiency ratio")
+    replay: bool = opt(True, "replay each distinct convolution, matmul and reorder problem alone, pinned like "
+                             "the rank, for the efficiency ratio")
 
     def __post_init__(self) -> None:
         from orchestrator.core.profile_layout import parse_layout

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core import profile_analysis as pa
+from orchestrator.core import profile_checks as pc
 from orchestrator.report import profile_plots as pp
 
 PROFILE_FILE = "profile.md"
-NAMED_TARGET = 0.9     # the share of a profiled step that should sit inside named ops
+NAMED_TARGET = 0.9     # the share of a plain step that should sit inside named ops (recorded, not inferred)
+WITHHELD = "withheld (disturbed)"
 Rows = Sequence[Mapping[str, Any]]
 
 
@@ -67,21 +69,55 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-def summary_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_rows(targets: Sequence[Mapping[str, Any]], disturbed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     rows = []
     for t in targets:
         s = pa.summary(t)
         e = pa.efficiency(t)
+        bad = t["label"] in disturbed
         rows.append({"target": t["label"], "ranks": t["ranks"], "threads": t["threads"],
-                     "local_batch": t["local_batch"],
+                     "local_batch": t["local_batch"], "passes": t.get("passes", 1),
+                     "checks": "disturbed" if bad else "passed",
                      "step_ms": s.plain_step_ms, "cpu_share": _pct(pa.cpu_share(t)),
                      "onednn_ms_per_step": s.onednn_ms,
-                     "named_share": _pct(s.named_share), "verbose_overhead": _pct(s.verbose_overhead),
-                     "profiler_overhead": _pct(s.profiler_overhead),
+                     "named_of_profiled": _pct(s.named_share), "named_of_plain": _pct(s.named_of_plain),
+                     f"named ≥ {NAMED_TARGET:.0%}": WITHHELD if bad else "yes" if s.named_of_plain >= NAMED_TARGET
+                     else "no",
+                     "verbose_overhead": _pct(s.verbose_overhead), "profiler_overhead": _pct(s.profiler_overhead),
                      "peak_gflops": t["results"][0]["peak"]["gflops"],
                      "triad_gbs": t["results"][0]["stream_triad_gbs"],
-                     "efficiency_ratio": e["efficiency_ratio"], "isolated_vs_logged": e["isolated_vs_logged"]})
+                     "efficiency_ratio": WITHHELD if bad and e["efficiency_ratio"] is not None
+                     else e["efficiency_ratio"],
+                     "replayed_share_of_step": e["replayed_share_of_step"]})
     return rows
+
+
+def attribution_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every rank of every target: what the profiler recorded, against the plain and the profiled step;
+    the inferred all-reduce wait in its own column, never in the named share."""
+    return [{"target": t["label"], "rank": a.rank, "plain_step_ms": a.plain_step_ms,
+             "profiled_step_ms": a.profiled_step_ms, "profiler_overhead": _pct(a.profiler_overhead),
+             "named_ms": a.named_ms, "named_of_plain": _pct(a.named_of_plain),
+             "named_of_profiled": _pct(a.named_of_profiled), "recorded_allreduce_ms": a.recorded_allreduce_ms,
+             "allreduce_wait_ms (inferred)": a.inferred_wait_ms, "other_ms": a.other_ms}
+            for t in targets for a in pa.attribution(t)]
+
+
+def checks_section(ok: Sequence[Mapping[str, Any]], findings: Sequence[pc.Finding]) -> list[str]:
+    """The top of profile.md: which targets are disturbed and why, or that every check passed."""
+    runs = ", ".join(f"{t['label']} {t.get('passes', 1)}" for t in ok)
+    head = (f"Checks: nothing above its roof, no efficiency above 1, no negative overhead, every rank ≥ "
+            f"{pc.MIN_CPU_SHARE:.0%} of its CPUs in every pass, the same work measured twice within its noise "
+            f"(≥ {pc.NOISE_FLOOR:.0%}). Runs per target (a disturbed target is run again): {runs}.")
+    if not findings:
+        return ["## Checks", "", head + " **All passed.**", ""]
+    bad = sorted(pc.disturbed(findings))
+    md = ["## Checks: disturbed", "", head, "",
+          f"**Disturbed: {', '.join(bad)}.** Their figures are shown as measured, but every verdict that rests on "
+          "them is withheld: scaling verdicts, the named-share check, the efficiency ratio, the fraction of the "
+          "roof reached and the lost-time ranking. Why:", ""]
+    md += [f"- {f.target}: **{f.check}** — {f.detail}" for f in findings]
+    return md + [""]
 
 
 def _breakdown_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -105,19 +141,22 @@ def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header
     failed = [t for t in targets if t not in ok]
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    md = [f"# Profile: {header['sweep']}", "", _intro(header, ok), ""]
+    md = [f"# Profile: {header['sweep']}", ""]
     for t in failed:
         md.append(f"- **{t['label']} did not run:** {t.get('status')} — {t.get('reason')}")
     if not ok:
-        (out / PROFILE_FILE).write_text("\n".join(md) + "\n")
+        (out / PROFILE_FILE).write_text("\n".join([*md, _intro(header, ok)]) + "\n")
         return [out / PROFILE_FILE]
-    low = [f"{t['label']} ({100 * pa.summary(t).named_share:.1f}%)" for t in ok
-           if pa.summary(t).named_share < NAMED_TARGET]
+    findings = [f for t in ok for f in pc.check_target(t)] + pc.check_across(ok)
+    disturbed = pc.disturbed(findings)
+    md += checks_section(ok, findings) + [_intro(header, ok), ""]
+    low = [f"{t['label']} ({100 * pa.summary(t).named_of_plain:.1f}%)" for t in ok
+           if t["label"] not in disturbed and pa.summary(t).named_of_plain < NAMED_TARGET]
     if low:
-        md += [f"**Below {NAMED_TARGET:.0%} of the profiled step in named ops:** {', '.join(low)}. The rest is shown "
-               "as \"other (between ops)\" in the categories table: Python and framework time, and waits that no "
-               "op records (a rank waiting for its peers' gradients at the end of backward).", ""]
-    sections = _sections(ok)
+        md += [f"**Below {NAMED_TARGET:.0%} of the plain step in named ops (lowest rank):** {', '.join(low)}. The "
+               "rest is shown as \"other (between ops)\" in the categories table: Python and framework time, and "
+               "waits that no op records (a rank waiting for its peers' gradients, inferred apart).", ""]
+    sections = _sections(ok, disturbed)
     for title, name, rows, note in sections:
         md += [f"## {title}", "", note, "", md_table(rows),
                f"Data: [{name}.csv]({name}.csv), [{name}.json]({name}.json)", ""]
@@ -126,7 +165,7 @@ def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header
     for png, caption in pp.write_plots(ok, out):
         md += [f"![{caption}]({png.name})", ""]
         paths.append(png)
-    md += _per_target(ok, out, paths)
+    md += _per_target(ok, out, paths, disturbed)
     (out / PROFILE_FILE).write_text("\n".join(md) + "\n")
     return [out / PROFILE_FILE, *paths]
 
@@ -141,24 +180,30 @@ def _intro(header: Mapping[str, Any], ok: Sequence[Mapping[str, Any]]) -> str:
             "Per-rank figures are rank 0's; step times are the slowest rank's.")
 
 
-def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str]]:
+def _sections(ok: Sequence[Mapping[str, Any]], disturbed: frozenset[str]) -> list[tuple[str, str, Rows, str]]:
     cats = [pa.categories(t) for t in ok]
     return [
-        ("Summary", "summary", summary_rows(ok),
-         "`cpu_share`: CPU time the rank process got during the plain steps ÷ (wall time × its threads), "
-         "the lowest over ranks: well below 100% means other processes took the rank's cores, and the step "
-         "times measure that contention rather than the layout. `named_share`: share of the profiled step inside "
-         "named ops (ATen ops, autograd nodes, collectives) "
-         "plus DDP's all-reduce wait, identified by its place between DDP's bucket copies; "
-         "the rest is Python and framework time between ops, shown as \"other\". `efficiency_ratio`: "
-         "Σ(isolated time × calls) of the replayed convolution and matmul problems ÷ the plain step time; "
-         "`isolated_vs_logged`: the same sum ÷ what those primitives took inside the step."),
+        ("Summary", "summary", summary_rows(ok, disturbed),
+         "`passes`: runs it took (a run whose checks fail is repeated). `cpu_share`: CPU time the rank process got "
+         "during the plain steps ÷ (wall time × its threads), the lowest over ranks: well below 100% means other "
+         "processes took the rank's cores, and the step times measure that contention rather than the layout. "
+         "`named_of_plain` / `named_of_profiled`: time inside ops the profiler recorded (ATen ops, autograd nodes, "
+         "collectives; nothing inferred, no record_function range's own Python) ÷ the plain step and ÷ the "
+         "profiled step, the lowest over ranks; the ≥ 90% check reads `named_of_plain`. `efficiency_ratio`: "
+         "Σ(isolated time × calls) of the replayed convolution, matmul and reorder problems ÷ the time oneDNN "
+         "logged for them in the model (both oneDNN's own timing, no framework time); "
+         "`replayed_share_of_step`: those primitives' in-model time ÷ the plain step."),
+        ("Attribution per rank (ms per step)", "attribution", attribution_rows(ok),
+         "Every rank. `recorded_allreduce_ms`: communication ops the profiler recorded (self time), part of "
+         "`named_ms`. `allreduce_wait_ms (inferred)`: DDP's wait for gradients, placed by where a gap sits "
+         "between its bucket copies; no profiler range marks it, so it is never counted as named. "
+         "`profiler_overhead`: the rank's profiled step ÷ its plain step − 1."),
         ("oneDNN primitives by kind and direction (ms per step)", "onednn_breakdown", _breakdown_rows(ok),
          f"From oneDNN's verbose log of the profiled steps (rank 0). `{pa.OUTSIDE_ONEDNN}`: the rest of the "
          "verbose pass's step — work oneDNN never saw (fp32 linear layers go to BLAS, elementwise ops and losses "
          "are ATen) and Python."),
         ("How each oneDNN kind scales (ms per step, verbose pass)", "onednn_scaling",
-         pa.scaling(ok, [pa.onednn_breakdown(t) for t in ok]) if len(ok) > 1 else [],
+         pa.scaling(ok, [pa.onednn_breakdown(t) for t in ok], disturbed) if len(ok) > 1 else [],
          "The primitive breakdown above, each kind against the first layout of the same variant, with the verdicts "
          "explained below."),
         ("Layers side by side (share of the profiled step, forward + backward)", "layer_shares",
@@ -166,7 +211,7 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
          "The largest layers of any target, each with its share of the profiler pass's step in every target "
          "(workload regions such as `focal_loss` included)."),
         ("Operator categories side by side (ms per step, profiler self time)", "categories",
-         pa.scaling(ok, cats),
+         pa.scaling(ok, cats, disturbed),
          "Speed-up against the first layout of the same variant; the verdict compares it with the threads ratio "
          "(same local batch per rank): `scales with threads` ≥ 60% of the ideal gain, `does not scale` < 25%. "
          "With the same "
@@ -174,30 +219,62 @@ def _sections(ok: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, Rows, str
     ]
 
 
-def _per_target(ok: Sequence[Mapping[str, Any]], out: Path, paths: list[Path]) -> list[str]:
+def _withhold(rows: list[dict[str, Any]], bad: bool, column: str = "fraction_of_attainable") -> list[dict[str, Any]]:
+    """A disturbed target's rows keep their measurements; the verdict column says it is withheld."""
+    return [{**r, column: WITHHELD} for r in rows] if bad else rows
+
+
+def _per_target(ok: Sequence[Mapping[str, Any]], out: Path, paths: list[Path], disturbed: frozenset[str]) -> list[str]:
     md = []
     for t in ok:
-        label = t["label"]
-        kernels = pa.onednn_kernels(t)
-        layers = pa.layers(t)
+        label, bad = t["label"], t["label"] in disturbed
         points = pa.roofline_points(t)
-        by_kind = pa.roofline_by_kind(points)
+        for p in points:
+            p["above_roof"] = bool(p["attainable_gflops"]) and p["achieved_gflops"] > p["attainable_gflops"]
+        replayed = pa.replay_rows(t)
+        lost = [] if bad else [{k: r[k] for k in ("kind", "direction", "problem", "layout", "efficiency",
+                                                   "in_model_ms_per_step", "lost_ms_per_step")} for r in replayed]
         ops = t["results"][0]["profiler"]["ops"][:25]
-        replay = t["results"][0]["replay"]
         md += [f"## {label}: {t['ranks']} rank(s) × {t['threads']} thread(s), local batch {t['local_batch']}", ""]
+        if bad:
+            md += [f"**Disturbed** (see Checks at the top): figures as measured, verdicts {WITHHELD}.", ""]
         if t.get("applied"):
             md += [f"Applied: `{json.dumps(t['applied'])}`", ""]
-        for title, name, rows in (("oneDNN kernels", "onednn_kernels", kernels), ("Top layers", "layers", layers),
-                                  ("Roofline by kind", "roofline_by_kind", by_kind),
-                                  ("Roofline per problem", "roofline", points),
-                                  ("Operators (top 25 by self time; all in the CSV)", "ops", ops),
-                                  ("Replayed primitives", "replay", replay)):
+        tables = (("oneDNN kernels", "onednn_kernels", pa.onednn_kernels(t)), ("Top layers", "layers", pa.layers(t)),
+                  ("Roofline by kind (per step)", "roofline_by_kind", _withhold(pa.roofline_by_kind(points), bad)),
+                  ("Roofline per problem", "roofline", _withhold(points, bad)),
+                  ("Operators (top 25 by self time; all in the CSV)", "ops", ops),
+                  ("Lost time: (1 − efficiency) × in-model time, largest first", "lost_time", lost),
+                  ("Replayed primitives: in the model and alone, and the kernel each ran", "replay", replayed))
+        for title, name, rows in tables:
             full = t["results"][0]["profiler"]["ops"] if name == "ops" else rows
             paths += _write_rows(out, f"{name}-{label}", full) if full else []
-            shown = rows if name not in ("roofline", "replay") else rows[:15]
+            shown = rows if name not in ("roofline", "replay", "lost_time") else rows[:15]
+            if name == "lost_time" and bad:
+                md += [f"### {title}", "", f"_{WITHHELD}: the ranking rests on in-model and isolated times that "
+                                            "failed a check._", ""]
+                continue
             md += [f"### {title}", "", md_table(shown), f"Data: [{name}-{label}.csv]({name}-{label}.csv)", ""]
+        md += _mismatches(replayed, t["results"][0].get("replay", []))
         traces = ", ".join(f"[{r['profiler']['trace']}]({label}/{r['profiler']['trace']})" for r in t["results"])
         logs = ", ".join(f"[{r['onednn']['log']}]({label}/{r['onednn']['log']})" for r in t["results"])
         md += [f"Chrome traces (open in chrome://tracing or https://ui.perfetto.dev): {traces}. "
                f"oneDNN verbose logs: {logs}.", ""]
+    return md
+
+
+def _mismatches(replayed: Rows, raw: Rows) -> list[str]:
+    """Replays that ran another kernel than the model, and replays that could not be matched or run."""
+    md = []
+    wrong = [r for r in replayed if r["same_implementation"] is False]
+    if wrong:
+        md += [f"**{len(wrong)} replay(s) ran another kernel than the model** (their isolated time measures that "
+               "kernel): " + "; ".join(f"{r['kind']} {r['direction']} {r['problem']}: model `{r['implementation']}`, "
+                                       f"replay `{r['replay_implementation']}`" for r in wrong[:5]), ""]
+    if any(r.get("implementation") is None and r.get("isolated_ms") is not None for r in raw):
+        md += ["Replays recorded before the replay captured oneDNN's log carry no kernel name and time the whole "
+               "torch call (dispatch, allocation, weight reorder included).", ""]
+    skipped = sum(1 for r in raw if r.get("isolated_ms") is None)
+    if skipped:
+        md += [f"{skipped} problem(s) not replayed (see the `note` column of the replay JSON).", ""]
     return md

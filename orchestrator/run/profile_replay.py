@@ -1,34 +1,84 @@
 """Run one primitive alone, through torch, on the rank's pinned cores (oneDNN's benchdnn ships in no
 package, so torch is the way to reach the same kernels), and measure the cores' memory bandwidth with a
-STREAM-style triad. Runs inside the rank process after its profiled steps."""
+STREAM-style triad. Runs inside the rank process after its profiled steps.
+
+A torch call does more than the primitive: dispatch, output allocation, and a weight reorder that the
+model's log shows as a primitive of its own. So each replay runs with oneDNN's verbose capture on, and the
+isolated time is what oneDNN logged for the matching primitive, timed as the model's own log times it (as
+benchdnn would); the call's wall time is kept beside it. The kernel oneDNN picked is kept too: a replay
+that ran another implementation than the model did measures something else, and the report says so."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import statistics
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from orchestrator.core import onednn_verbose as ov
-from orchestrator.core.roofline import conv_problem, matmul_problem
+from orchestrator.core.roofline import conv_flops, conv_problem, matmul_problem
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 REPLAY_RUNS = 5
 TRIAD_ELEMENTS = 1 << 23       # 32 MiB per float32 array, 96 MiB in all: well past any L3 of one socket
 
 
-def _median_ms(fn: Callable[[], Any], runs: int = REPLAY_RUNS) -> float:
+@contextmanager
+def stdout_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 1 (where oneDNN's C code prints) at `path`, flushing C's buffers on both
+    sides so no line lands in the wrong file."""
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(fd)
+        os.close(saved)
+
+
+def _captured(fn: Callable[[], Any], runs: int = REPLAY_RUNS) -> tuple[list[ov.Execution], float]:
+    """(oneDNN's executions during `runs` calls, the calls' median wall time in ms)."""
     for _ in range(2):    # primitive creation and first-touch are not part of a warm step either
         fn()
     times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "replay.log"
+        with stdout_to(log), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        executions, _ = ov.parse_lines(log.read_text(errors="replace").splitlines())
+    return executions, statistics.median(times)
+
+
+def _matching(executions: list[ov.Execution], shape: ov.ShapeTotal) -> list[ov.Execution]:
+    """The replay's executions of the model's problem. A reorder must match in both formats (it is the
+    format change); a convolution or matmul in kind, direction, problem and type, with the model's source
+    layout preferred when the replay ran several."""
+    same = [e for e in executions if (e.kind, e.direction, e.problem, e.dtype)
+            == (shape.kind, shape.direction, shape.problem, shape.dtype)]
+    if shape.kind == "reorder":
+        return [e for e in same if (e.layout, e.dst_dtype, e.dst_layout)
+                == (shape.layout, shape.dst_dtype or shape.dtype, shape.dst_layout or shape.layout)]
+    exact = [e for e in same if e.layout == shape.layout]
+    return exact or same
 
 
 def _conv_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
@@ -56,6 +106,23 @@ def _conv_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
                                                        c.groups, mask)
 
 
+def _reorder_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
+    """A 4-D weight reorder (the model's reorders are mostly weights re-laid out for a convolution kernel
+    every step): a convolution with that weight triggers it, and only the reorder's logged time is used.
+    Whether the kernel picks the same destination format is checked by the match, not assumed."""
+    dims = [int(x) for x in shape.problem.split("x")] if shape.problem.replace("x", "").isdigit() else []
+    dtype = _DTYPES.get(shape.dtype)
+    if len(dims) != 4 or dtype is None or (shape.dst_dtype or shape.dtype) != shape.dtype:
+        return None
+    fmt = {"acdb": torch.channels_last, "abcd": torch.contiguous_format}.get(shape.layout)
+    if fmt is None:
+        return None
+    oc, ic, kh, kw = dims
+    w = torch.randn(oc, ic, kh, kw, dtype=dtype).to(memory_format=fmt)
+    x = torch.randn(1, ic, 2 * kh, 2 * kw, dtype=dtype).to(memory_format=fmt)
+    return lambda: F.conv2d(x, w, None, 1, (kh // 2, kw // 2))
+
+
 def _matmul_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
     mm = matmul_problem(shape.problem)
     dtype = _DTYPES.get(shape.dtype)
@@ -66,30 +133,46 @@ def _matmul_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
     return lambda: torch.matmul(a, b)
 
 
+REPLAYED_KINDS = {"convolution": _conv_call, "matmul": _matmul_call, "reorder": _reorder_call}
+
+
 def replay_shapes(shapes: list[ov.ShapeTotal], budget_s: float = 60.0) -> list[dict[str, Any]]:
-    """Isolated time of each distinct convolution and matmul problem (largest logged time first) until
-    the budget is spent; the others are listed with `isolated_ms: None` and why."""
+    """Isolated time of each distinct convolution, matmul and reorder problem (largest logged time first)
+    until the budget is spent; the others are listed with `isolated_ms: None` and why."""
     out = []
     deadline = time.monotonic() + budget_s
     for shape in shapes:
-        row: dict[str, Any] = {"kind": shape.kind, "direction": shape.direction, "problem": shape.problem,
-                               "dtype": shape.dtype, "isolated_ms": None, "note": None}
-        if shape.kind not in ("convolution", "matmul"):
+        if shape.kind not in REPLAYED_KINDS:
             continue
+        row: dict[str, Any] = {"kind": shape.kind, "direction": shape.direction, "problem": shape.problem,
+                               "dtype": shape.dtype, "layout": shape.layout, "dst_dtype": shape.dst_dtype,
+                               "dst_layout": shape.dst_layout, "isolated_ms": None, "call_ms": None,
+                               "implementation": None, "note": None}
         if time.monotonic() > deadline:
             row["note"] = f"replay budget ({budget_s:g} s) spent"
-            out.append(row)
-            continue
-        try:
-            call = _conv_call(shape) if shape.kind == "convolution" else _matmul_call(shape)
-        except (ValueError, RuntimeError) as err:
-            call, row["note"] = None, f"cannot rebuild: {err}"
-        if call is None:
-            row["note"] = row["note"] or "not replayed (3-D, unknown data type or padding convention)"
         else:
-            row["isolated_ms"] = _median_ms(call)
+            _replay_one(shape, row)
         out.append(row)
     return out
+
+
+def _replay_one(shape: ov.ShapeTotal, row: dict[str, Any]) -> None:
+    try:
+        call = REPLAYED_KINDS[shape.kind](shape)
+    except (ValueError, RuntimeError) as err:
+        call, row["note"] = None, f"cannot rebuild: {err}"
+    if call is None:
+        row["note"] = row["note"] or "not replayed (3-D, unknown data type, padding convention or format)"
+        return
+    executions, row["call_ms"] = _captured(call)
+    found = _matching(executions, shape)
+    if not found:
+        ran = sorted({f"{e.kind} {e.problem} {e.layout}->{e.dst_layout}" for e in executions})[:3]
+        row["note"] = f"the replay did not run this problem in oneDNN (it ran: {'; '.join(ran) or 'nothing'})"
+        return
+    row["isolated_ms"] = statistics.median(e.time_ms for e in found)
+    impls = [e.implementation for e in found]
+    row["implementation"] = max(set(impls), key=impls.count)
 
 
 def stream_triad_gbs(elements: int = TRIAD_ELEMENTS, runs: int = 10) -> float:
@@ -114,7 +197,8 @@ def conv_peak_gflops(precision: str, seconds: float = 1.0) -> float:
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     x = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
     w = torch.randn(256, 256, 3, 3, dtype=dtype).to(memory_format=torch.channels_last)
-    flops = 2 * 8 * 256 * 256 * 16 * 16 * 9
+    # benchdnn's count: the taps in the padding ring are not work (the old 16·16·9 overstated the peak 9%).
+    flops = conv_flops(conv_problem("mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"))
     best, runs = float("inf"), 0
     deadline = time.perf_counter() + seconds
     F.conv2d(x, w, padding=1)

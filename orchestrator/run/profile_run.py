@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import workloads
+from orchestrator.core import onednn_verbose as ov
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.profile_layout import layout_label
@@ -126,5 +127,29 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     }
     if run.status != "ok":
         result["log_tail"] = next((o.log_tail for o in run.outcomes if o and o.status != "ok"), "")
-    (folder / RESULT_FILE).write_text(json.dumps(result, indent=1))
+    save_result(result, out_dir)
+    return result
+
+
+def save_result(result: dict[str, Any], out_dir: Path) -> None:
+    (out_dir / result["label"] / RESULT_FILE).write_text(json.dumps(result, indent=1))
+
+
+def refresh_shapes(result: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Results written before the per-problem table kept destination formats and kernels: rebuild that
+    table from the rank's own oneDNN log, kept beside the result, so a re-rendered report keys reorders by
+    both formats and prices a cast by its destination type. Nothing else is touched."""
+    import gzip
+
+    for rank in result.get("results", []):
+        onednn = rank.get("onednn", {})
+        log = out_dir / result["label"] / onednn.get("log", "")
+        if not onednn.get("shapes") or "dst_dtype" in onednn["shapes"][0] or not log.is_file():
+            continue
+        text = gzip.decompress(log.read_bytes()).decode(errors="replace") if log.suffix == ".gz" else log.read_text()
+        executions, _ = ov.parse_lines(text.splitlines())
+        onednn["shapes"] = [{"kind": t.kind, "direction": t.direction, "problem": t.problem, "dtype": t.dtype,
+                             "layout": t.layout, "dst_dtype": t.dst_dtype, "dst_layout": t.dst_layout,
+                             "implementation": t.implementation, "calls": t.calls, "time_ms": t.time_ms,
+                             "median_ms": t.median_ms} for t in ov.by_shape(executions)]
     return result

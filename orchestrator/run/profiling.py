@@ -8,17 +8,16 @@ throughput trial. Three passes over the same batches, each `steps` long and barr
    events that give layer-wise forward/backward time (every module's forward is wrapped in a
    `module::<path>` range for this pass only).
 
-Then, alone on the same pinned cores: the GEMM peak, a STREAM-triad bandwidth, and each distinct
-convolution/matmul shape of the oneDNN log replayed through torch (benchdnn ships in no package).
-None of these steps feed a throughput figure.
+Each pass records the share of its CPUs the rank got (CPU time ÷ wall time ÷ threads), which the
+physical checks (core/profile_checks) read. Then, alone on the same pinned cores: the GEMM peak, a
+STREAM-triad bandwidth, and each distinct convolution, matmul and reorder problem of the oneDNN log
+replayed through torch with oneDNN's verbose capture on (benchdnn ships in no package; see
+profile_replay). None of these steps feed a throughput figure.
 """
 
 from __future__ import annotations
 
-import ctypes
 import itertools
-import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ import torch.distributed as dist
 from orchestrator.core import onednn_verbose as ov
 from orchestrator.core import profile_events as pe
 from orchestrator.run.job import Phase, RankJob, StatusWriter
-from orchestrator.run.profile_replay import conv_peak_gflops, replay_shapes, stream_triad_gbs
+from orchestrator.run.profile_replay import conv_peak_gflops, replay_shapes, stdout_to, stream_triad_gbs
 from orchestrator.run.protocol import gemm_peak, make_step
 
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
@@ -53,26 +52,6 @@ def _timed_steps(step: Callable[[tuple], Any], batches: Iterator[tuple], steps: 
         cpu.update(cpu_s=time.process_time() - cpu0, wall_s=time.perf_counter() - wall0)
     dist.barrier()
     return out
-
-
-@contextmanager
-def _stdout_to(path: Path) -> Iterator[None]:
-    """Point file descriptor 1 (where oneDNN's C code prints) at `path`, flushing C's buffers on both
-    sides so no line lands in the wrong file."""
-    libc = ctypes.CDLL(None)
-    sys.stdout.flush()
-    libc.fflush(None)
-    saved = os.dup(1)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        libc.fflush(None)
-        os.dup2(saved, 1)
-        os.close(fd)
-        os.close(saved)
 
 
 @contextmanager
@@ -113,7 +92,8 @@ def _events(prof: Any) -> list[pe.Event]:
             continue
         parent = ids.get(id(e.cpu_parent)) if e.cpu_parent is not None else None
         out.append(pe.Event(i, e.name, float(e.time_range.start), float(e.time_range.end), parent,
-                            int(e.sequence_nr) if e.sequence_nr is not None else -1))
+                            int(e.sequence_nr) if e.sequence_nr is not None else -1,
+                            annotation=bool(getattr(e, "is_user_annotation", False))))
     return out
 
 
@@ -132,7 +112,7 @@ def _op_table(prof: Any, steps: int) -> list[dict[str, Any]]:
 
 
 def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root: torch.nn.Module, steps: int,
-                   trace_path: Path, status: StatusWriter) -> dict[str, Any]:
+                   trace_path: Path, status: StatusWriter, usage: dict[str, float]) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     captured: dict[str, Any] = {}
@@ -150,17 +130,20 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
 
     dist.barrier()
     step_ms = []
+    cpu_s = wall_s = 0.0
     with _module_ranges(root), profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True,
                                        schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
                                        on_trace_ready=ready) as prof:
         for i in range(steps + 1):   # one profiler warm-up step: the profiler's own start-up is not measured
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             step(next(batches))
             if i:
                 step_ms.append((time.perf_counter() - t0) * 1e3)
+                cpu_s, wall_s = cpu_s + time.process_time() - c0, wall_s + time.perf_counter() - t0
             prof.step()
             status.step()
     dist.barrier()
+    usage.update(cpu_s=cpu_s, wall_s=wall_s)
     if "events" not in captured:
         raise RuntimeError("torch.profiler delivered no trace for the profiled steps")
     events = captured["events"]
@@ -181,6 +164,15 @@ def _batches(trainer: Any, count: int) -> Iterator[tuple]:
     return itertools.cycle(list(itertools.islice(epochs(), max(1, min(16, count)))))
 
 
+def _barrier() -> None:
+    dist.barrier()
+
+
+def _share(usage: dict[str, float], threads: int) -> float | None:
+    """CPU time ÷ wall time ÷ threads: the share of its CPUs the rank got (profile_checks.MIN_CPU_SHARE)."""
+    return usage["cpu_s"] / (usage["wall_s"] * threads) if usage.get("wall_s") else None
+
+
 def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) -> dict[str, Any]:
     cfg = job.profile or {}
     steps = int(cfg["steps"])
@@ -195,38 +187,45 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
         step(next(batches))
         status.step()
     status.update(phase=Phase.TIMING, repeat=1, force=True)
-    usage: dict[str, float] = {}
-    plain_ms = _timed_steps(step, batches, steps, status, usage)
+    usage: dict[str, dict[str, float]] = {"plain": {}, "verbose": {}, "profiler": {}}
+    plain_ms = _timed_steps(step, batches, steps, status, usage["plain"])
 
     status.update(phase=Phase.TIMING, repeat=2, force=True)
     log_path = out_dir / f"onednn-rank{rank}.log"
-    with _stdout_to(log_path), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
-        verbose_ms = _timed_steps(step, batches, steps, status)
+    with stdout_to(log_path), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+        verbose_ms = _timed_steps(step, batches, steps, status, usage["verbose"])
     executions, problems = ov.parse_lines(log_path.read_text(errors="replace").splitlines())
     log_path = _gzip(log_path)   # ~30× smaller; read it with zcat
 
     status.update(phase=Phase.TIMING, repeat=3, force=True)
-    prof = _profiler_pass(step, batches, trainer.module, steps, out_dir / f"trace-rank{rank}.json.gz", status)
+    prof = _profiler_pass(step, batches, trainer.module, steps, out_dir / f"trace-rank{rank}.json.gz", status,
+                          usage["profiler"])
+    result = {"plain_step_ms": plain_ms, "verbose_step_ms": verbose_ms, "steps": steps,
+              **{f"{name}_cpu_share": _share(u, job.threads) for name, u in usage.items()},
+              "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),
+                         "totals": [_kind_total(t) for t in ov.aggregate(executions)],
+                         "shapes": [_shape_total(t) for t in ov.by_shape(executions)]},
+              "profiler": prof}
+    return {**result, **_alone(job, cfg, executions, status)}
 
-    # Alone on the pinned cores, after training: peak, bandwidth, isolated primitives (ranks in step, so
-    # the ranks of one node share memory bandwidth as they do in training).
+
+def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: StatusWriter) -> dict[str, Any]:
+    """Alone on the pinned cores, after training: peak, bandwidth, isolated primitives. The ranks measure
+    in step (gemm_peak's barrier starts and ends its window on every rank at once), so the ranks of one
+    node share memory bandwidth and power as they do in training."""
     status.update(phase=Phase.TIMING, repeat=4, force=True)   # progress for the watchdog: peak, bandwidth, replay
     dist.barrier()
     precision = "bf16" if any(e.dtype == "bf16" for e in executions) else "fp32"
-    peak = gemm_peak(job.threads, precision, seconds=1.5)
+    peak = gemm_peak(job.threads, precision, seconds=1.5, barrier=_barrier)
     peak["gemm_gflops"] = peak["gflops"]
     peak["conv_gflops"] = conv_peak_gflops(precision)
     peak["gflops"] = max(peak["gemm_gflops"], peak["conv_gflops"])   # the roof: the best either reached
+    dist.barrier()
     bandwidth = stream_triad_gbs()
     replay = (replay_shapes(ov.by_shape(executions), budget_s=float(cfg.get("replay_budget_s", 60.0)))
               if cfg.get("replay") else [])
     dist.barrier()
-    return {"plain_step_ms": plain_ms, "verbose_step_ms": verbose_ms, "steps": steps,
-            "plain_cpu_share": usage["cpu_s"] / (usage["wall_s"] * job.threads) if usage["wall_s"] else None,
-            "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),
-                       "totals": [_kind_total(t) for t in ov.aggregate(executions)],
-                       "shapes": [_shape_total(t) for t in ov.by_shape(executions)]},
-            "profiler": prof, "peak": peak, "stream_triad_gbs": bandwidth, "replay": replay}
+    return {"peak": peak, "stream_triad_gbs": bandwidth, "replay": replay}
 
 
 def _gzip(path: Path) -> Path:
@@ -247,4 +246,5 @@ def _kind_total(t: ov.KindTotal) -> dict[str, Any]:
 
 def _shape_total(t: ov.ShapeTotal) -> dict[str, Any]:
     return {"kind": t.kind, "direction": t.direction, "problem": t.problem, "dtype": t.dtype, "layout": t.layout,
-            "calls": t.calls, "time_ms": t.time_ms}
+            "dst_dtype": t.dst_dtype, "dst_layout": t.dst_layout, "implementation": t.implementation,
+            "calls": t.calls, "time_ms": t.time_ms, "median_ms": t.median_ms}

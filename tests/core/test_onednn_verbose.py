@@ -105,3 +105,21 @@ def test_graph_component_lines_are_not_double_counted():
              "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core,undef,src:f32::blocked:ab::f0,,,2x3:3x4,0.4"]
     executions, _ = ov.parse_lines(lines)
     assert [(e.kind, e.time_ms) for e in executions] == [("matmul", 0.4)]
+
+
+def test_reorders_of_the_same_dims_into_different_formats_are_different_problems():
+    shapes = [s for s in ov.by_shape(_parse("onednn_verbose_v1_captured.log"))
+              if s.kind == "reorder" and s.problem == "8x3x3x3"]
+    # acdb → Acdb16a (into the kernel's format) and Acdb16a → abcd (back) are two problems, not one.
+    assert {(s.layout, s.dst_layout) for s in shapes} >= {("acdb", "Acdb16a"), ("Acdb16a", "abcd")}
+    assert len({(s.layout, s.dst_layout, s.dtype, s.dst_dtype) for s in shapes}) == len(shapes)
+    assert all(s.implementation == "jit:uni" for s in shapes)
+
+
+def test_a_cast_reorder_keeps_its_destination_type():
+    line = ("onednn_verbose,v1,primitive,exec,cpu,reorder,jit:uni,undef,src:f32::blocked:abcd::f0 "
+            "dst:bf16::blocked:Acdb16a::f0,attr-scratchpad:user,,256x256x3x3,0.5")
+    (e,), _ = ov.parse_lines([line])
+    assert (e.dtype, e.layout, e.dst_dtype, e.dst_layout) == ("f32", "abcd", "bf16", "Acdb16a")
+    (s,) = ov.by_shape([e, e])
+    assert (s.calls, s.time_ms, s.median_ms, s.dst_dtype) == (2, 1.0, 0.5, "bf16")

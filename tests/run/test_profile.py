@@ -131,3 +131,17 @@ def test_report_only_rewrites_the_report_from_saved_results(profiled, tmp_path, 
     assert (out / "summary.csv").is_file()
     assert main(["profile", str(sweep), "--out", str(tmp_path / "empty"), "--report-only"]) == 2
     assert "holds no complete `orch profile` output" in capsys.readouterr().err
+
+
+def test_every_pass_records_the_ranks_cpu_share_and_the_runs_it_took(profiled):
+    """Issue 20: the physical checks read each pass's CPU share per rank; the result says how many runs
+    the target took (a run whose own checks fail is repeated, at most --max-passes)."""
+    _, out, _ = profiled
+    result = json.loads((out / "1x1x32" / "profile-result.json").read_text())
+    assert 1 <= result["passes"] <= 3
+    assert len(result["disturbed_passes"]) in (result["passes"] - 1, result["passes"])
+    rank0 = result["results"][0]
+    for name in ("plain", "verbose", "profiler"):
+        assert 0 < rank0[f"{name}_cpu_share"] <= 1.5, name   # CPU time ÷ wall ÷ threads (a little over 1: helpers)
+    md = (out / "profile.md").read_text()
+    assert md.index("## Checks") < md.index("## Summary") and "## Attribution per rank" in md

@@ -1,0 +1,178 @@
+"""What physics allows a profile, checked: a failed check marks the target "disturbed", and the report
+withholds the verdicts that rest on it. Pure: the same plain data as profile_analysis, no torch, no clock.
+
+A target is disturbed when
+- a primitive ran above its roof (achieved GFLOP/s > min(measured peak, intensity × measured bandwidth));
+- an efficiency is above 1 (a primitive ran faster in the model than alone);
+- an overhead is negative (a profiled pass ran faster than the plain one);
+- a rank got less than MIN_CPU_SHARE of its CPUs during a pass (its CPU time ÷ wall time ÷ its threads);
+- the same work, measured twice, disagrees by more than its noise: every rank of a layout does the same
+  primitives; targets with the same layout and the same convolution problems do the same convolutions;
+  ranks with the same threads and precision measure the same GEMM peak.
+
+    >>> [f.check for f in check_target({"label": "1x1x8", "results": [{"plain_cpu_share": 0.4}]})]
+    ['cpu share']
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core import profile_analysis as pa
+
+Target = Mapping[str, Any]
+MIN_CPU_SHARE = 0.8     # below this, a rank's times measure its neighbours as much as itself
+NOISE_FLOOR = 0.10      # two measurements of the same work may differ by this much before they disagree
+PASSES = ("plain", "verbose", "profiler")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One failed check, with its numbers."""
+
+    target: str
+    check: str      # above roof | efficiency above 1 | negative overhead | cpu share | same work disagrees
+    detail: str
+
+
+def _noise(step_ms: Sequence[float]) -> float:
+    """Relative spread of repeated steps ((max − min) ÷ median), never below NOISE_FLOOR."""
+    if len(step_ms) < 2:
+        return NOISE_FLOOR
+    return max(NOISE_FLOOR, (max(step_ms) - min(step_ms)) / statistics.median(step_ms))
+
+
+def _roof(target: Target) -> list[Finding]:
+    out = []
+    for rank in range(len(target["results"])):
+        if "peak" not in target["results"][rank]:
+            continue
+        above = [p for p in pa.roofline_points(target, rank)
+                 if p["attainable_gflops"] and p["achieved_gflops"] > p["attainable_gflops"]]
+        if above:
+            worst = max(above, key=lambda p: p["achieved_gflops"] / p["attainable_gflops"])
+            out.append(Finding(target["label"], "above roof",
+                               f"rank {rank}: {len(above)} primitive(s) above their roof, worst {worst['kind']} "
+                               f"{worst['direction']} {worst['problem']} at {worst['achieved_gflops']:.1f} GFLOP/s "
+                               f"against {worst['attainable_gflops']:.1f} "
+                               f"(×{worst['achieved_gflops'] / worst['attainable_gflops']:.2f})"))
+    return out
+
+
+def _efficiency(target: Target) -> list[Finding]:
+    rows = pa.replay_rows(target) if target["results"][0].get("replay") else []
+    over = [x for x in rows if x["efficiency"] is not None and x["efficiency"] > 1]
+    if not over:
+        return []
+    worst = max(over, key=lambda x: x["efficiency"])
+    ratio = pa.efficiency(target)["efficiency_ratio"]
+    return [Finding(target["label"], "efficiency above 1",
+                    f"{len(over)} of {len(rows)} replayed primitive(s) ran faster in the model than alone, worst "
+                    f"{worst['kind']} {worst['direction']} {worst['problem']}: {worst['isolated_ms_per_call']:.3g} ms "
+                    f"alone, {worst['in_model_ms_per_call']:.3g} ms in the model (×{worst['efficiency']:.2f}); "
+                    f"ratio over all replayed {ratio:.2f}")]
+
+
+def _overheads(target: Target) -> list[Finding]:
+    s = pa.summary(target)
+    out = [Finding(target["label"], "negative overhead",
+                   f"the {name} pass's step ({(1 + value) * s.plain_step_ms:.1f} ms) is {-value:.1%} faster than "
+                   f"the plain step ({s.plain_step_ms:.1f} ms)")
+           for name, value in (("oneDNN verbose", s.verbose_overhead), ("torch.profiler", s.profiler_overhead))
+           if value < 0]
+    out += [Finding(target["label"], "negative overhead",
+                    f"rank {a.rank}: profiled step {a.profiled_step_ms:.1f} ms < its plain step "
+                    f"{a.plain_step_ms:.1f} ms")
+            for a in pa.attribution(target) if a.profiler_overhead < 0]
+    return out
+
+
+def _cpu_shares(target: Target) -> list[Finding]:
+    out = []
+    for rank, r in enumerate(target["results"]):
+        for name in PASSES:
+            share = r.get(f"{name}_cpu_share")
+            if share is not None and share < MIN_CPU_SHARE:
+                out.append(Finding(target["label"], "cpu share",
+                                   f"rank {rank} got {share:.1%} of its CPUs in the {name} pass "
+                                   f"(CPU time ÷ wall time ÷ threads; at least {MIN_CPU_SHARE:.0%} required)"))
+    return out
+
+
+def _conv_ms_per_step(r: Mapping[str, Any]) -> float:
+    return float(sum(s["time_ms"] for s in r["onednn"]["shapes"] if s["kind"] == "convolution") / r["steps"])
+
+
+def _disagree(what: str, values: Sequence[tuple[str, float]], noise: float) -> str | None:
+    """A message when the largest and smallest of `values` (label, value) differ by more than `noise`."""
+    positive = [(label, v) for label, v in values if v > 0]
+    if len(positive) < 2:
+        return None
+    lo, hi = min(positive, key=lambda x: x[1]), max(positive, key=lambda x: x[1])
+    if hi[1] / lo[1] - 1 <= noise:
+        return None
+    return (f"{what}: {hi[0]} {hi[1]:.4g} against {lo[0]} {lo[1]:.4g} ({hi[1] / lo[1] - 1:.0%} apart, "
+            f"noise {noise:.0%})")
+
+
+def _ranks_agree(target: Target) -> list[Finding]:
+    """Data-parallel ranks run the same primitives on the same shapes: their oneDNN convolution time per
+    step must agree within the steps' own spread."""
+    results = target["results"]
+    noise = max(_noise(r["plain_step_ms"]) for r in results)
+    msgs = [_disagree("convolution ms per step (oneDNN log)",
+                      [(f"rank {i}", _conv_ms_per_step(r)) for i, r in enumerate(results)], noise)]
+    if all("peak" in r for r in results):
+        msgs.append(_disagree("GEMM peak, GFLOP/s", [(f"rank {i}", _gemm(r)) for i, r in enumerate(results)], noise))
+    return [Finding(target["label"], "same work disagrees", m) for m in msgs if m]
+
+
+def _gemm(r: Mapping[str, Any]) -> float:
+    peak: Mapping[str, Any] = r["peak"]
+    return float(peak.get("gemm_gflops", peak["gflops"]))
+
+
+def check_target(target: Target) -> list[Finding]:
+    """Every check that one target's own data can fail; what `orch profile` repeats a pass for."""
+    out = _cpu_shares(target)
+    if all("plain_step_ms" in r for r in target["results"]):
+        out += _overheads(target) + _roof(target) + _efficiency(target) + _ranks_agree(target)
+    return out
+
+
+def _conv_work(r: Mapping[str, Any]) -> frozenset[tuple[Any, ...]]:
+    return frozenset((s["kind"], s["direction"], s["problem"], s["dtype"], s["calls"])
+                     for s in r["onednn"]["shapes"] if s["kind"] == "convolution")
+
+
+def check_across(targets: Sequence[Target]) -> list[Finding]:
+    """The same work in different targets: convolutions of targets with the same layout and the same
+    convolution problems (variants that change something else), and the GEMM peak of ranks with the same
+    threads and precision. Each disagreement is a finding on every target involved."""
+    out: list[Finding] = []
+    groups: dict[Any, list[Target]] = {}
+    for t in targets:
+        r0 = t["results"][0]
+        groups.setdefault(("conv", t["ranks"], t["threads"], t["local_batch"], _conv_work(r0)), []).append(t)
+        groups.setdefault(("peak", t["threads"], r0["peak"].get("precision")), []).append(t)
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        noise = max(_noise(t["results"][0]["plain_step_ms"]) for t in members)
+        if key[0] == "conv":
+            msg = _disagree("the same convolutions, ms per step", [(t["label"], _conv_ms_per_step(t["results"][0]))
+                                                                   for t in members], noise)
+        else:
+            msg = _disagree(f"GEMM peak at {key[1]} thread(s), {key[2]}, GFLOP/s",
+                            [(t["label"], _gemm(t["results"][0])) for t in members], noise)
+        if msg:
+            out += [Finding(t["label"], "same work disagrees", msg) for t in members]
+    return out
+
+
+def disturbed(findings: Sequence[Finding]) -> frozenset[str]:
+    """The labels of the targets with at least one failed check."""
+    return frozenset(f.target for f in findings)
