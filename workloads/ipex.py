@@ -58,6 +58,26 @@ def ipex_unavailable_reason() -> str | None:
     return None
 
 
+# IPEX 2.8 prepacks bf16 weights only on CPUs with these flags, and asserts otherwise ("BF16 weight prepack
+# needs the cpu support avx_ne_convert or avx512bw, avx512vl and avx512dq"): seen on an AVX2-only AMD EPYC.
+IPEX_BF16_FLAG_SETS = (("avx512bw", "avx512vl", "avx512dq"), ("avx_ne_convert",))
+
+
+def ipex_bf16_unsupported_reason(flags: str | None = None, isa_cap: str | None = None) -> str | None:
+    """Why IPEX cannot train in bf16 on this CPU (its flags, or an ONEDNN_MAX_CPU_ISA cap below AVX-512, which
+    makes a newer CPU behave like an AVX2 one), or None when it can."""
+    from orchestrator.io.isa import cpu_flags
+    from orchestrator.io.isa import isa_cap as current_cap
+
+    present = set((flags if flags is not None else cpu_flags()[0]).split())
+    cap = (isa_cap if isa_cap is not None else current_cap() or "").upper()
+    if not any(all(f in present for f in needed) for needed in IPEX_BF16_FLAG_SETS):
+        return "IPEX's bf16 weight prepack needs avx512bw, avx512vl and avx512dq, or avx_ne_convert, which this CPU lacks"
+    if cap and not cap.startswith(("AVX512", "AVX10", "ALL")):
+        return f"ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN below the AVX-512 code IPEX's bf16 weights need"
+    return None
+
+
 def ipex_applies(mode: IpexMode) -> bool:
     """Whether `ipex: mode` will apply ipex.optimize in this environment (for memory estimates)."""
     return mode == "auto" and ipex_unavailable_reason() is None
@@ -93,6 +113,8 @@ def apply_ipex(module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, mod
     if mode == "off":
         return module, optimizer, "off: ipex=off"
     reason = ipex_unavailable_reason()
+    if reason is None and str(dtype) == "torch.bfloat16":
+        reason = ipex_bf16_unsupported_reason()
     if reason is not None:
         return module, optimizer, f"off: {reason}"
     import intel_extension_for_pytorch as ipex

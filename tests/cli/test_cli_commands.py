@@ -182,3 +182,70 @@ def test_plan_imports_neither_torch_nor_ray(argv):
     assert result["rc"] == 0
     assert result["heavy"] == []
     assert wall < 10, f"orch plan took {wall:.1f} s (loose bound; timing targets live in benchmarks/)"
+
+
+# --- precision from the CPU (issue: orch on any x86-64 CPU) ------------------------------------------------
+RETINANET_SWEEP = (REPO / "sweeps" / "retinanet.yaml").read_text()
+
+
+def _topology(tmp_path, bf16_native: bool) -> str:
+    path = tmp_path / f"cpu-{bf16_native}.yaml"
+    features = "[avx2, avx512f, avx512_bf16]" if bf16_native else "[avx2]"
+    path.write_text(f"sockets: 1\ncores_per_socket: 2\nmemory_gib: 16\nisa:\n  features: {features}\n"
+                    f"  bf16_native: {str(bf16_native).lower()}\n")
+    return str(path)
+
+
+def _sweep(tmp_path, precision: str, extra: str = "") -> str:
+    path = tmp_path / f"sweep-{precision}.yaml"
+    path.write_text(RETINANET_SWEEP.replace("precision: auto", f"precision: {precision}") + extra)
+    return str(path)
+
+
+@pytest.mark.parametrize("native,chosen", [(True, "bf16"), (False, "fp32")])
+def test_plan_resolves_precision_auto_from_the_topologys_cpu(tmp_path, capsys, native, chosen):
+    plan = json.loads(run_ok(capsys, ["plan", _sweep(tmp_path, "auto"), "--topology", _topology(tmp_path, native),
+                                      "--json"]))
+    assert plan["precision"]["requested"] == "auto" and plan["precision"]["chosen"] == chosen
+    assert plan["precision"]["error"] is None
+    # the memory estimate follows: autocast keeps bf16 weight copies only in bf16
+    memory = {t["key"]: t["rank_memory_mib"] for t in plan["trials"]}
+    other = json.loads(run_ok(capsys, ["plan", _sweep(tmp_path, chosen), "--topology",
+                                       _topology(tmp_path, native), "--json"]))
+    assert memory == {t["key"]: t["rank_memory_mib"] for t in other["trials"]}
+
+
+def test_explicit_bf16_on_an_emulating_cpu_is_refused_with_the_reason(tmp_path, capsys):
+    rc = main(["plan", _sweep(tmp_path, "bf16"), "--topology", _topology(tmp_path, False)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in err
+    assert "precision bf16 on node" in flat(err) and "constraints.allow_slow_bf16: true" in flat(err)
+    assert "– a" in out and "run" not in out.split("Plan, local batch 8")[1].split("\n\n")[0]
+    allowed = _sweep(tmp_path, "bf16", "constraints:\n  allow_slow_bf16: true\n")
+    out = run_ok(capsys, ["plan", allowed, "--topology", _topology(tmp_path, False)])
+    assert "allow_slow_bf16: true) although on" in flat(out) and "grid points will run" in out
+
+
+def test_auto_falls_back_to_fp32_where_the_parameters_rule_bf16_out(tmp_path, capsys):
+    small = tmp_path / "small.yaml"
+    small.write_text(RETINANET_SWEEP.replace("image_size: 128", "image_size: 64"))
+    plan = json.loads(run_ok(capsys, ["plan", str(small), "--topology", _topology(tmp_path, True), "--json"]))
+    assert plan["precision"]["chosen"] == "fp32"
+    assert plan["precision"]["reason"].startswith("auto: fp32, because bf16 is ruled out: precision 'bf16' needs "
+                                                  "image_size >= 96")
+
+
+def test_topology_json_shows_the_isa_and_the_bf16_verdict(capsys):
+    (node,) = json.loads(run_ok(capsys, ["topology", "--json"]))["nodes"]
+    isa = node["isa"]
+    assert isa["source"] == "probe" and isa["fp32_gflops"] > 0 and isa["bf16_gflops"] > 0
+    assert isinstance(isa["bf16_native"], bool) and isa["verdict"].startswith(
+        "bf16 native" if isa["bf16_native"] else "bf16 not native")
+    assert "avx2" in isa["features"]   # every x86-64 CPU orch supports has it
+
+
+def test_a_topology_file_refuses_an_unknown_isa_feature(tmp_path, capsys):
+    path = tmp_path / "t.yaml"
+    path.write_text("sockets: 1\ncores_per_socket: 2\nmemory_gib: 16\nisa:\n  features: [avx2, avx1024]\n")
+    assert main(["topology", "--topology", str(path)]) == 2
+    assert "isa.features: unknown ['avx1024']" in capsys.readouterr().err

@@ -83,9 +83,17 @@ def test_ipex_optimize_rewrites_the_retinanet_and_trains_like_plain_torch():
 def test_ipex_bf16_holds_bf16_weights_and_keeps_adamws_own_step():
     import torch
 
+    from workloads.ipex import ipex_bf16_unsupported_reason
+
     trainer = build("retinanet", **{**RETINANET, "image_size": 96, "optimizer": "adamw", "lr": 1e-3},
                     precision="bf16")
     note = trainer.applied()["ipex"]
+    if (why := ipex_bf16_unsupported_reason()) is not None:
+        # An AVX2-only CPU (or the AVX2 cap): IPEX would assert in its bf16 prepack; auto falls back and says why
+        assert note == f"off: {why}"
+        assert not any(type(m).__name__ == "_IPEXConv2d" for m in trainer.module.modules())
+        assert all(math.isfinite(loss) for loss in train_steps(trainer, 2))
+        return
     assert "optimize(dtype=bfloat16)" in note
     assert "bfloat16 weights with an unfused fp32 master-weight update (AdamW)" in note
     convs = [m for m in trainer.module.modules() if type(m).__name__ == "_IPEXConv2d"]

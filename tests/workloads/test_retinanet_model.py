@@ -123,6 +123,11 @@ def test_onednn_bf16_stride2_conv_on_1x1_input_canary():
     On a 1x1 input the bf16 gradient holds garbage (uninitialised memory: sometimes NaN, more often finite but
     wrong), so the test counts gradients off by more than 10%, which bf16 rounding (~0.4%) never is. With
     torch 2.14.1 about 60% of 30 tries are wrong; NaN alone showed up in too few tries to test reliably."""
+    from orchestrator.io.isa import probe
+
+    isa = probe()
+    if not isa.bf16_native:   # the bug is in oneDNN's native bf16 (AVX512-BF16/AMX) convolution code
+        pytest.skip(f"oneDNN's native bf16 convolution, where the bug lives, is not used on this CPU: {isa.verdict()}")
     torch.manual_seed(0)
     assert max(_bf16_conv_grad_error(4) for _ in range(5)) < 0.1   # the comparison is sound where oneDNN is
     assert sum(_bf16_conv_grad_error(1) > 0.1 for _ in range(30)) > 0
