@@ -11,7 +11,6 @@ import time
 import psutil
 import pytest
 from conftest import (
-    CPUS,
     EMULATED_2S1C,
     assert_no_ranks_left,
     file_lines,
@@ -21,7 +20,7 @@ from conftest import (
     write_sweep,
 )
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 SWEEP = """
 workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}

@@ -13,7 +13,7 @@ import math
 import os
 
 import pytest
-from conftest import CPUS, by_key, read_records, write_sweep
+from conftest import by_key, read_records, write_sweep
 
 from workloads.ipex import IPEX_MODULE, ipex_unavailable_reason
 
@@ -127,7 +127,7 @@ measure: {warmup_steps: 2, timed_steps: 10, repeats: 2, peak: false}
 
 
 @pytest.mark.ray
-@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.needs_cpus(2)
 def test_a_sweep_trial_is_recorded_with_ipex_applied(ray_local, tmp_path):
     from orchestrator.cli import main
 

@@ -4,11 +4,11 @@ evidence, resume, refusal of a changed spec, and real failures that never end th
 from __future__ import annotations
 
 import pytest
-from conftest import CPUS, EMULATED_2S1C, by_key, read_records, write_sweep
+from conftest import EMULATED_2S1C, by_key, read_records, write_sweep
 
 from orchestrator.cli import main
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 CLASSIFIER = """
 workload:
