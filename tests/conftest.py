@@ -3,11 +3,73 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
 
 from orchestrator.core import records as rec
+
+# Tests marked `needs_cpus(n)` skip where this process may use fewer than n CPUs. A CI runner that ought to
+# have them sets ORCH_REQUIRE_CPUS=n: there a shortfall fails the test instead, so a one-CPU runner cannot
+# pass CI by skipping every failure-injection test (as ORCH_REQUIRE_IPEX=1 does for the IPEX tests).
+REQUIRE_CPUS_ENV_VAR = "ORCH_REQUIRE_CPUS"
+DEFAULT_REQUIRE_CPUS = 0  # nothing required: tests that need more CPUs than there are skip
+
+
+def required_cpus() -> int:
+    text = os.environ.get(REQUIRE_CPUS_ENV_VAR, str(DEFAULT_REQUIRE_CPUS))
+    try:
+        return int(text)
+    except ValueError:
+        raise pytest.UsageError(f"{REQUIRE_CPUS_ENV_VAR}={text!r}: must be a whole number of CPUs") from None
+
+
+def pytest_configure(config):
+    required_cpus()  # a bad value stops the run before any test, with the message above
+
+
+def _cpu_shortfall(item) -> tuple[int, str] | None:
+    """(CPUs needed, why this process lacks them) for a `needs_cpus(n)` test that cannot have them here."""
+    marker = item.get_closest_marker("needs_cpus")
+    if marker is None:
+        return None
+    needed = marker.args[0]
+    cpus = sorted(os.sched_getaffinity(0))
+    return None if len(cpus) >= needed else (needed, f"needs {needed} CPUs, this process may use {len(cpus)} ({cpus})")
+
+
+def pytest_collection_modifyitems(config, items):
+    # A skip marker, not pytest.skip() in a hook: -ra then names the test's own line, not this file's.
+    for item in items:
+        shortfall = _cpu_shortfall(item)
+        if shortfall and required_cpus() < shortfall[0]:
+            item.add_marker(pytest.mark.skip(
+                reason=f"{shortfall[1]} (set {REQUIRE_CPUS_ENV_VAR}={shortfall[0]} to make this a failure)"))
+
+
+def pytest_runtest_setup(item):
+    """Under ORCH_REQUIRE_CPUS, fail a `needs_cpus(n)` test that lacks its CPUs, before its fixtures start (a
+    module's Ray instance included)."""
+    shortfall = _cpu_shortfall(item)
+    if shortfall and required_cpus() >= shortfall[0]:
+        pytest.fail(f"{shortfall[1]}, and {REQUIRE_CPUS_ENV_VAR}={required_cpus()} says this runner has them",
+                    pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line that counts the skipped tests by reason (`-ra` lists them one location at a time), so that
+    CI's log says at a glance what did not run and why."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: dict[str, int] = {}
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    detail = "; ".join(f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    terminalreporter.write_line(f"skipped: {len(skipped)} test(s): {detail}")
 
 
 def tp(ranks, threads, batch, samples_per_s, *, cv=0.01, flops=None):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -50,9 +51,14 @@ class InvalidInput(ValueError):
 
 def opt(default: Any = MISSING, help: str = "", *, minimum: float | None = None,
         maximum: float | None = None, exclusive_minimum: float | None = None,
-        factory: Any = MISSING) -> Any:
-    """A dataclass field with help text and numeric bounds checked by `load`."""
-    meta = {"help": help, "minimum": minimum, "maximum": maximum, "exclusive_minimum": exclusive_minimum}
+        finite: bool = True, factory: Any = MISSING) -> Any:
+    """A dataclass field with help text and numeric bounds checked by `load`.
+
+    `finite=False` lets the field take NaN and ±infinity (YAML `.nan`, `.inf`). By default they are
+    refused: NaN compares false with every bound, so without this rule `.nan` would pass them all.
+    """
+    meta = {"help": help, "minimum": minimum, "maximum": maximum, "exclusive_minimum": exclusive_minimum,
+            "finite": finite}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple or factory= for mutable defaults")
     if factory is not MISSING:
@@ -208,6 +214,10 @@ def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: li
         return
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
+    if isinstance(value, float) and meta.get("finite", True) and not math.isfinite(value):
+        # Before the bounds: NaN passes every one of them, and "must be >= 0, got nan" would mislead.
+        problems.append(Problem(path, f"must be a finite number, got {value}"))
+        return
     if meta.get("minimum") is not None and value < meta["minimum"]:
         problems.append(Problem(path, f"must be >= {meta['minimum']}, got {value}"))
     if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
@@ -217,9 +227,12 @@ def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: li
 
 
 def _all_within(meta: Mapping[str, Any], items: tuple[Any, ...]) -> bool:
-    """True when `items` are plain numbers all within the bounds in `meta`."""
-    if not items or not all(type(item) in (int, float) for item in items):
+    """True when `items` are plain numbers, finite where `meta` asks it, all within the bounds in `meta`."""
+    kinds = set(map(type, items))
+    if not items or not kinds <= {int, float}:
         return False
+    if float in kinds and meta.get("finite", True) and not all(math.isfinite(i) for i in items if type(i) is float):
+        return False  # min and max are meaningless with a NaN among the items: check them one by one
     low, high = min(items), max(items)
     return ((meta.get("minimum") is None or low >= meta["minimum"])
             and (meta.get("exclusive_minimum") is None or low > meta["exclusive_minimum"])

@@ -72,3 +72,25 @@ def test_cross_field_problems_keep_the_key_paths_they_name_under_the_mapping_pat
         "pairs[1]: first and second overlap",
         "pairs[2].x: unknown key; valid keys are: first, second",
     ]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    # A field that says otherwise: infinity is a meaningful "no limit" here, NaN still is no number.
+    cap: float = opt(1.0, "a cap; .inf for none", minimum=0, finite=False)
+    sizes: tuple[float, ...] = opt((), "sizes", minimum=0)
+
+
+def test_non_finite_numbers_in_a_list_are_found_wherever_they_sit():
+    # NaN in the middle of a list: min() and max() of the list can both be finite, so the fast path must not
+    # take the bounds check on them as a verdict.
+    nan, inf = float("nan"), float("inf")
+    _, problems = load(Limits, {"sizes": [1.0, nan, 2.0, inf, 3]})
+    assert [str(p) for p in problems] == ["sizes[1]: must be a finite number, got nan",
+                                          "sizes[3]: must be a finite number, got inf"]
+    assert load(Limits, {"sizes": [1.0, 2, 3.5]}) == (Limits(sizes=(1.0, 2.0, 3.5)), [])
+
+
+def test_a_field_with_finite_false_takes_infinity_and_keeps_its_other_bounds():
+    assert load(Limits, {"cap": float("inf")})[0].cap == float("inf")
+    assert [str(p) for p in load(Limits, {"cap": float("-inf")})[1]] == ["cap: must be >= 0, got -inf"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -78,15 +79,115 @@ def rank_processes(workdir_part: str) -> list[psutil.Process]:
             and p.info["status"] != psutil.STATUS_ZOMBIE]
 
 
-def assert_no_ranks_left(sweep_name: str, within_s: float = 15) -> None:
-    """No rank process of the sweep is alive (zombies aside) within `within_s`."""
+def wait_for_ranks(sweep_name: str, proc: subprocess.Popen, timeout_s: float = 60) -> list[psutil.Process]:
+    """The sweep's rank processes, once the matcher sees at least one alive: a leftover check after a kill
+    means something only when the same matcher saw the ranks before it."""
+    deadline = time.monotonic() + timeout_s
+    while not (alive := rank_processes(f"/{sweep_name}/")):
+        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"no rank process of {sweep_name} seen in {timeout_s:g} s"
+        time.sleep(0.05)
+    return alive
+
+
+def assert_no_ranks_left(sweep_name: str, within_s: float = 15, seen: list[psutil.Process] = ()) -> None:
+    """No rank process of the sweep is alive (zombies aside) within `within_s`, and none of `seen` (ranks
+    seen earlier, checked by pid and start time, whatever their command line has become)."""
     deadline = time.monotonic() + within_s
     while True:
-        alive = rank_processes(f"/{sweep_name}/")
+        alive = rank_processes(f"/{sweep_name}/") + [p for p in seen if _running(p)]
         if not alive:
             return
         assert time.monotonic() < deadline, f"rank processes left behind: {[p.pid for p in alive]}"
         time.sleep(0.3)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:  # is_running() also checks that the pid was not reused (by the start time psutil noted)
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _alive(ident: tuple[int, float]) -> bool:
+    """The process (pid, create_time) still runs: not exited, not a zombie, its pid not reused since."""
+    try:
+        proc = psutil.Process(ident[0])
+        return proc.create_time() == ident[1] and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class RankWatch:
+    """Watches a sweep's rank processes from a thread while the sweep runs: every rank seen (by trial key and
+    rank), the processes each rank started, and the rank's launcher (its parent: the node's NodeLaunchers
+    actor, a Ray worker shared by every trial of the sweep by design). When a trial's first rank appears, it
+    notes which processes of earlier trials are still alive: a failed trial's ranks must be gone by then,
+    while the launcher that started them still runs (so their end is the trial's own cleanup, not the
+    ranks' exit-when-orphaned backstop).
+
+        with RankWatch("chaos-kill") as watch:
+            main(["sweep", ...])
+        assert watch.ranks("r2-t1-b8") == {0, 1}      # the matcher saw them while they ran
+    """
+
+    def __init__(self, sweep_name: str, poll_s: float = 0.05):
+        self.sweep_name, self.poll_s = sweep_name, poll_s
+        self._job = re.compile(rf"/{re.escape(sweep_name)}/(?P<key>.+)-\d+/rank(?P<rank>\d+)/job\.json")
+        self.seen: dict[tuple[int, float], tuple[str, int | None]] = {}  # process -> (trial key, rank or None)
+        self.launchers: dict[str, set[tuple[int, float]]] = {}          # trial key -> its ranks' parents
+        self.left_at_start: dict[str, list[tuple[str, int | None]]] = {}  # trial key -> earlier trials' live ones
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RankWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for proc in rank_processes(f"/{self.sweep_name}/"):
+                try:
+                    self._note(proc)
+                except psutil.Error:  # it ended between the scan and now
+                    pass
+            self._stop.wait(self.poll_s)
+
+    def _note(self, proc: psutil.Process) -> None:
+        match = self._job.search(" ".join(proc.info["cmdline"] or []))
+        if match is None:
+            return
+        key, rank = match["key"], int(match["rank"])
+        if key not in self.launchers:  # this trial's first rank: what of the earlier trials is still alive?
+            self.launchers[key] = set()
+            self.left_at_start[key] = [who for ident, who in self.seen.items() if who[0] != key and _alive(ident)]
+        parent = proc.parent()
+        if parent is not None:
+            self.launchers[key].add((parent.pid, parent.create_time()))
+        self.seen[(proc.pid, proc.create_time())] = (key, rank)
+        for child in proc.children(recursive=True):
+            self.seen.setdefault((child.pid, child.create_time()), (key, None))
+
+    def ranks(self, key: str) -> set[int]:
+        """The ranks of trial `key` seen alive."""
+        return {rank for who_key, rank in self.seen.values() if who_key == key and rank is not None}
+
+    def alive(self) -> list[tuple[str, int | None] | str]:
+        """What is still alive of everything seen: (trial key, rank or None for a rank's child) for rank
+        processes and their children, 'launcher' for a launcher."""
+        ranks = [who for ident, who in self.seen.items() if _alive(ident)]
+        launchers = {ident for idents in self.launchers.values() for ident in idents}
+        return [*ranks, *["launcher" for ident in launchers if _alive(ident)]]
+
+    def assert_all_gone(self, within_s: float = 15) -> None:
+        deadline = time.monotonic() + within_s
+        while (left := self.alive()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not left, f"left behind: {left}"
 
 
 def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120):

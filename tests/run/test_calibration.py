@@ -9,7 +9,7 @@ from conftest import CPUS, EMULATED_2S1C, by_key, read_records, write_sweep
 from orchestrator.cli import main
 from orchestrator.core.calibration import MESSAGE_BYTES
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 
 def test_calibration_across_emulated_sockets_then_predict(ray_local, tmp_path, capsys):

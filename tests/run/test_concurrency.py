@@ -25,7 +25,7 @@ from conftest import (
 
 from orchestrator.cli import main
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 # Two seeds of one global batch on a 1-core layout: on two cores they can run side by side.
 CONVERGE = """

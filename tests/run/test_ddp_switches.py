@@ -76,7 +76,7 @@ def _run_two_ranks(tmp_path, job: RankJob):
     return outcomes
 
 
-@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.needs_cpus(2)
 def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
     outcomes = _run_two_ranks(tmp_path, _job())
     applied = outcomes[0].result.applied
@@ -96,7 +96,7 @@ def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
     assert synced[0] == pytest.approx([(a + b) / 2 for a, b in zip(*local)], rel=2e-2, abs=1e-3)
 
 
-@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.needs_cpus(2)
 def test_training_with_the_bf16_hook_still_converges(tmp_path):
     convergence = {"metric": "accuracy", "target": 0.85, "max_epochs": 3, "eval_every_epochs": 0.5,
                    "lr_rule": "sqrt", "base_lr": 0.05, "base_batch": 32, "warmup_epochs": 0.0, "global_batch": 64}

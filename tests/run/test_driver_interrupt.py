@@ -11,17 +11,17 @@ import time
 import psutil
 import pytest
 from conftest import (
-    CPUS,
     EMULATED_2S1C,
     assert_no_ranks_left,
     file_lines,
     read_records,
     start_orch,
+    wait_for_ranks,
     wait_for_records,
     write_sweep,
 )
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 SWEEP = """
 workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}
@@ -36,9 +36,10 @@ def test_driver_killed_mid_sweep_then_rerun_resumes(tmp_path):
     args = ["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]
     proc = start_orch(*args)
     wait_for_records(results, 2, proc)
+    seen = wait_for_ranks("killed-driver", proc)  # the matcher sees ranks running: its "none left" means gone
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything in its session, as a crash or `kill -9`
     proc.wait()
-    assert_no_ranks_left("killed-driver")
+    assert_no_ranks_left("killed-driver", seen=seen)
     finished = file_lines(results / "trials.jsonl")
     assert len(finished) >= 2
 
@@ -49,6 +50,7 @@ def test_driver_killed_mid_sweep_then_rerun_resumes(tmp_path):
     assert lines[:len(finished)] == finished          # nothing recorded before the kill was touched
     keys = [r["key"] for r in read_records(results)]
     assert len(keys) == len(set(keys)) == 6          # every grid point exactly once
+    assert [r["status"] for r in read_records(results)] == ["ok"] * 6, read_records(results)
     assert f"{len(finished)} already done" in err or f"{6 - len(finished)} trial(s) to run" in err
 
 
@@ -57,12 +59,12 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
     results = tmp_path / "results"
     proc = start_orch("sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report")
     wait_for_records(results, 1, proc)
-    time.sleep(3)  # into the next trial, with rank processes running
+    seen = wait_for_ranks("interrupted", proc)  # into the next trial, with rank processes running
     os.kill(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert_no_ranks_left("interrupted")
+    assert_no_ranks_left("interrupted", seen=seen)
     records = read_records(results)
     assert records and all(r["status"] == "ok" for r in records)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import CPUS, EMULATED_2S1C, file_lines, read_records, start_orch, write_sweep
+from conftest import EMULATED_2S1C, file_lines, read_records, start_orch, write_sweep
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 SWEEP = """
 workload: {name: classifier, params: {hidden: 64, train_samples: 2048}}

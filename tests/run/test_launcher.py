@@ -53,7 +53,7 @@ def test_single_rank_runs_pinned_and_reports(tmp_path):
     assert outcome.peak_uss_mib > 50
 
 
-@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.needs_cpus(2)
 def test_two_ranks_allreduce_and_disjoint_affinity(tmp_path):
     outcomes = run_launchers(tmp_path, [(_job(), [CPUS[0]]), (_job(), [CPUS[1]])])
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]

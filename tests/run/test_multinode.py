@@ -10,7 +10,7 @@ from conftest import CPUS, by_key, read_records, write_sweep
 
 from orchestrator.cli import main
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -83,13 +84,24 @@ def test_training_rank_times_its_workload_imports_apart_from_building(tmp_path):
 def test_process_started_at_reads_proc_stat_and_tolerates_its_absence():
     started = process_started_at()
     assert started is not None
-    import time
-
     assert 0 <= time.time() - started < 600   # this test process started before now, not long ago
     assert process_started_at("garbage") is None
-    # a process name with spaces and parentheses does not shift the fields
-    fields = ["S"] + ["0"] * 18 + ["100"] + ["0"] * 10
-    assert process_started_at("42 (a (b) c) " + " ".join(fields)) is not None
+    # A real /proc/<pid>/stat line (from `cat /proc/self/stat` on Linux 6.x), its name replaced by one with
+    # spaces and parentheses: the start time is field 22, 168564 ticks after boot. Its neighbours differ
+    # from it (num_threads 1 and itrealvalue 0 before, vsize 3133440 after: the kernel always writes 0 for
+    # itrealvalue), so a parse shifted by one field either way lands ~1685 s or ~29600 s off.
+    stat = ("14918 (python -m x (rank 0) :) S 14915 14915 3836 0 -1 4194304 103 0 0 0 0 0 0 0 20 0 1 0 168564 "
+            "3133440 400 18446744073709551615 93843760308224 93843760328105 140720645480352 0 0 0 0 0 0 0 0 0 17 "
+            "1 0 0 0 0 0 93843760344112 93843760345728 93844501118976 140720645487316 140720645487336 "
+            "140720645487336 140720645488619 0")
+    boot_epoch = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)   # when the machine booted
+    started = process_started_at(stat)
+    boot_epoch_after = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    ticks_s = 168564 / os.sysconf("SC_CLK_TCK")
+    # The boot instant, read twice around the call, moves only by the gap between two clock reads (and NTP
+    # slewing): 0.05 s is ample for that on a busy machine and far below a one-field shift (~1685 s).
+    assert started == pytest.approx(boot_epoch + ticks_s, abs=0.05)
+    assert started == pytest.approx(boot_epoch_after + ticks_s, abs=0.05)
 
 
 def test_startup_clock_without_a_start_time_leaves_the_first_phase_out():

@@ -4,11 +4,11 @@ evidence, resume, refusal of a changed spec, and real failures that never end th
 from __future__ import annotations
 
 import pytest
-from conftest import CPUS, EMULATED_2S1C, by_key, read_records, write_sweep
+from conftest import EMULATED_2S1C, RankWatch, by_key, read_records, write_sweep
 
 from orchestrator.cli import main
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")]
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 CLASSIFIER = """
 workload:
@@ -135,10 +135,23 @@ constraints: {memory_budget_mib: 1500, rank_memory_mib: 600}
     ("oom", "oom", "rank 1: unique memory"),
     ("hang", "timeout", "no progress for 8 s"),
 ])
-def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, fault, status, reason):
-    sweep = write_sweep(tmp_path, f"chaos-{fault}", CHAOS % fault)
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, capsys, fault, status, reason):
+    name = f"chaos-{fault}"
+    sweep = write_sweep(tmp_path, name, CHAOS % fault)
     results = tmp_path / "results"
-    assert main(["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]) == 1
+    args = ["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--no-report"]
+    with RankWatch(name) as watch:
+        assert main(args) == 1
+        # Positive control: the matcher saw both ranks of each trial while they ran.
+        assert watch.ranks("r2-t1-b8") == watch.ranks("r2-t1-b16") == {0, 1}
+        # The failed trial's ranks (the faulty one and its surviving peer, the one blocked in the all-reduce
+        # when the other hangs) and every process they started were gone when the next trial started, while
+        # the launcher that started them still ran: both trials' ranks had the same parent, the node's
+        # NodeLaunchers actor, which the sweep shares between its trials and ends only when the sweep does.
+        assert watch.left_at_start["r2-t1-b16"] == []
+        assert watch.launchers["r2-t1-b8"] == watch.launchers["r2-t1-b16"] and len(watch.launchers["r2-t1-b8"]) == 1
+        # At the sweep's end nothing it started remains: no rank, no rank's child, no launcher (Ray worker).
+        watch.assert_all_gone()
     records = by_key(read_records(results))
     bad, good = records["r2-t1-b8"], records["r2-t1-b16"]
     assert bad["status"] == status, bad["reason"]
@@ -151,6 +164,17 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, 
     if fault == "hang":  # the hung rank's stacks were dumped before it was killed: the log shows where
         hung = (results / "logs" / "r2-t1-b8-rank1.log").read_text()
         assert "time.sleep" in hung or "_misbehave" in hung, hung[-2000:]
+
+    # A rerun runs the failed trial again (only ok trials count as done), which fails the same way, keeps the
+    # ok one, and leaves nothing behind either.
+    capsys.readouterr()
+    with RankWatch(name) as rerun:
+        assert main(args) == 1
+        assert rerun.ranks("r2-t1-b8") == {0, 1} and rerun.ranks("r2-t1-b16") == set()
+        rerun.assert_all_gone()
+    assert "1 trial(s) to run" in capsys.readouterr().err
+    assert [(r["key"], r["status"]) for r in read_records(results)] == [
+        ("r2-t1-b8", status), ("r2-t1-b16", "ok"), ("r2-t1-b8", status)]
 
 
 ONE_POINT = """
