@@ -72,7 +72,8 @@ def ipex_bf16_unsupported_reason(flags: str | None = None, isa_cap: str | None =
     present = set((flags if flags is not None else cpu_flags()[0]).split())
     cap = (isa_cap if isa_cap is not None else current_cap() or "").upper()
     if not any(all(f in present for f in needed) for needed in IPEX_BF16_FLAG_SETS):
-        return "IPEX's bf16 weight prepack needs avx512bw, avx512vl and avx512dq, or avx_ne_convert, which this CPU lacks"
+        return ("IPEX's bf16 weight prepack needs avx512bw, avx512vl and avx512dq, or avx_ne_convert, which this "
+                "CPU lacks")
     if cap and not cap.startswith(("AVX512", "AVX10", "ALL")):
         return f"ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN below the AVX-512 code IPEX's bf16 weights need"
     return None

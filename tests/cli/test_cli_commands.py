@@ -235,6 +235,7 @@ def test_auto_falls_back_to_fp32_where_the_parameters_rule_bf16_out(tmp_path, ca
                                                   "image_size >= 96")
 
 
+@pytest.mark.isa
 def test_topology_json_shows_the_isa_and_the_bf16_verdict(capsys):
     (node,) = json.loads(run_ok(capsys, ["topology", "--json"]))["nodes"]
     isa = node["isa"]

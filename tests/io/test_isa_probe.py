@@ -19,6 +19,7 @@ def test_flags_and_model_from_a_cpuinfo_file(tmp_path):
     assert isa.cpu_flags(tmp_path / "missing") == ("", "")
 
 
+@pytest.mark.isa
 def test_the_probe_times_both_precisions_and_agrees_with_what_the_cpu_is():
     got = isa.probe()
     assert got.source == "probe" and got.fp32_gflops and got.bf16_gflops

@@ -117,6 +117,7 @@ def _bf16_conv_grad_error(size: int) -> float:
     return ((bf16 - fp32).abs().max() / fp32.abs().max()).item()
 
 
+@pytest.mark.isa
 def test_onednn_bf16_stride2_conv_on_1x1_input_canary():
     """Why bf16 needs image_size >= 96. If this fails, the torch in use has fixed the bug: drop the check.
 
@@ -144,6 +145,7 @@ def test_exact_switches_give_the_reference_loss_and_gradients(switch, on):
         assert torch.allclose(grad, ref_grads[name], rtol=1e-3, atol=1e-6), name
 
 
+@pytest.mark.isa
 def test_bf16_loss_is_close_to_fp32():
     images, targets = batch(size=96)
     ref_loss, _ = loss_and_grads(build(image_size=96), images, targets)
