@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from orchestrator.core.plan import Plan, PlanTooLarge, make_plan
 from orchestrator.core.schema import InvalidInput, Problem
@@ -12,6 +15,8 @@ from orchestrator.core.topology import Topology
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # what a shell reports for a command ended by Ctrl-C: 130
+# Nodes of a batch job start within seconds of each other; minutes mean one of them failed to start Ray.
+DEFAULT_NODES_TIMEOUT_S = 300.0
 
 
 def console(stderr: bool = False):
@@ -30,6 +35,17 @@ def add_topology_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", metavar="FILE",
                         help="topology file (YAML/JSON, compact or detailed form, see README) describing the "
                              "machine to plan for or to emulate; default: detect this machine")
+
+
+def add_min_nodes_options(parser: argparse.ArgumentParser) -> None:
+    """--min-nodes / --nodes-timeout-s: a job script starts the workers and the sweep together, and Ray
+    nodes join one by one; without waiting, the plan would see only the nodes that joined first."""
+    parser.add_argument("--min-nodes", metavar="N", type=positive_int, default=None,
+                        help="with --address: wait until the Ray cluster has at least N alive nodes before "
+                             "planning (a job script that starts Ray on every node sets it to the node count)")
+    parser.add_argument("--nodes-timeout-s", metavar="S", type=positive_number, default=DEFAULT_NODES_TIMEOUT_S,
+                        help=f"give up waiting for --min-nodes after S seconds, with exit status 2 "
+                             f"(default {DEFAULT_NODES_TIMEOUT_S:g})")
 
 
 def load_topology_arg(path: str | None, *, probe_isa: bool = False) -> Topology:
@@ -79,3 +95,29 @@ def positive_number(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
     return value
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM is handled as Ctrl-C: a KeyboardInterrupt in the main thread.
+
+    A batch scheduler stops a job with SIGTERM (`scancel`, a time limit, a Kubernetes pod deleted), and
+    Python's default for SIGTERM ends the process at once: no `finally`, no message, running trials left to
+    the reaper. As an interrupt, the sweep stops its running trials and says what it kept, as after Ctrl-C.
+    Further SIGTERMs are ignored once the first arrived: SLURM signals every process of a cancelled job and
+    a job script may forward the signal too, and a second interrupt would cut the clean-up short.
+    Outside the main thread (a test calling `main` from a thread) signals cannot be handled: nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

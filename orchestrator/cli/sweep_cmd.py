@@ -11,11 +11,13 @@ from orchestrator.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUN_FAILED,
+    add_min_nodes_options,
     add_topology_option,
     console,
     fail_input,
     plan_for,
     positive_int,
+    sigterm_as_interrupt,
 )
 from orchestrator.constants import (
     DEFAULT_RESULTS_ROOT,
@@ -45,6 +47,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--address", metavar="ADDR",
                         help="join an existing Ray cluster (e.g. 10.0.0.1:6379 or 'auto'); default: $RAY_ADDRESS, "
                              "else start an embedded local Ray bound to loopback with the dashboard off")
+    add_min_nodes_options(parser)
     parser.add_argument("--results", metavar="DIR",
                         help=f"results folder of this sweep; default: ${RESULTS_ROOT_ENV_VAR} or "
                              f"'{DEFAULT_RESULTS_ROOT}', plus /<sweep name>")
@@ -73,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results) if args.results else Path(
         os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / sweep.spec.name
 
+    if args.min_nodes and not (args.address or os.environ.get("RAY_ADDRESS")):
+        return fail_input("--min-nodes needs --address (or RAY_ADDRESS): an embedded Ray has one node")
     if not (args.address or os.environ.get("RAY_ADDRESS")):
         # An embedded Ray serves this machine only: keep every server it starts on loopback, and keep its
         # background work off the cores being measured.
@@ -83,12 +88,15 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestrator.run import cluster as ray_cluster
 
-    started_ray = ray_cluster.connect(args.address)
-    try:
-        outcome = _run_on_ray(args, sweep, file_topology, results)
-    finally:
-        if started_ray:
-            ray.shutdown()
+    with sigterm_as_interrupt():   # `scancel`, a time limit or a deleted pod keeps what finished, as Ctrl-C does
+        started_ray = ray_cluster.connect(args.address)
+        try:
+            if args.min_nodes:
+                ray_cluster.wait_for_nodes(args.min_nodes, args.nodes_timeout_s)
+            outcome = _run_on_ray(args, sweep, file_topology, results)
+        finally:
+            if started_ray:
+                ray.shutdown()
     if isinstance(outcome, int):
         return outcome
     if args.report:

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import EXIT_OK, add_topology_option, console, load_topology_arg
+from orchestrator.cli.common import (
+    EXIT_OK,
+    add_min_nodes_options,
+    add_topology_option,
+    console,
+    fail_input,
+    load_topology_arg,
+)
 from orchestrator.core.isa import ISA_FEATURES, CpuIsa
 from orchestrator.core.topology import MIB_PER_GIB, Topology, cpu_ranges
+
+if TYPE_CHECKING:
+    from orchestrator.run.cluster import Cluster
 
 
 def add_parser(sub) -> None:
@@ -21,6 +32,10 @@ def add_parser(sub) -> None:
                     "output is itself a valid topology file (detailed form): save it on a machine and plan for it "
                     "elsewhere with `orch plan --topology`.")
     add_topology_option(parser)
+    parser.add_argument("--address", metavar="ADDR",
+                        help="show every node of this Ray cluster (e.g. 10.0.0.1:6379 or 'auto'), each detected "
+                             "on that node itself, as `orch sweep --address` plans on them")
+    add_min_nodes_options(parser)
     parser.add_argument("--json", action="store_true",
                         help="print JSON (a detailed-form topology file) instead of a table")
     parser.set_defaults(run=run)
@@ -67,10 +82,55 @@ def isa_line(isa: CpuIsa) -> str:
     return f"CPU: {model}{features}{'; ' + '; '.join(extra) if extra else ''}\n{isa.verdict()}"
 
 
+def render_ray_nodes(cluster: Cluster):
+    """One row per Ray node: what Ray counts (its logical "CPU" resource) beside what orch may pin to."""
+    from rich.table import Table
+
+    table = Table(title="Ray nodes (each detected on that node)", title_justify="left")
+    for column in ("node", "host", "address", "Ray CPUs", "usable CPUs", "sockets", "cores", "memory (GiB)"):
+        table.add_column(column, justify="left" if column in ("host", "address", "usable CPUs") else "right")
+    for index, ray_node in enumerate(cluster.nodes):
+        node = ray_node.topology.nodes[0]
+        table.add_row(str(index), ray_node.hostname, ray_node.ip, f"{ray_node.ray_cpus:g}",
+                      f"{len(ray_node.cpus)}: {cpu_ranges(ray_node.cpus)}", str(len(node.sockets)),
+                      str(node.usable_cores(False)), f"{node.memory_mib / MIB_PER_GIB:,.1f}")
+    return table
+
+
+def _cluster_topology(args: argparse.Namespace) -> tuple[Topology, Cluster]:
+    """Join the Ray cluster at --address, describe each node there, and leave it as it was."""
+    import os
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+
+    from orchestrator.run import cluster as ray_cluster
+
+    joined = ray_cluster.connect(args.address)
+    try:
+        if args.min_nodes:
+            ray_cluster.wait_for_nodes(args.min_nodes, args.nodes_timeout_s)
+        cluster = ray_cluster.discover()
+    finally:
+        if joined:
+            ray.shutdown()
+    return ray_cluster.detected_topology(cluster), cluster
+
+
 def run(args: argparse.Namespace) -> int:
-    topology = load_topology_arg(args.topology, probe_isa=True)
+    if args.address and args.topology:
+        return fail_input("--address and --topology: give one (a Ray cluster to ask, or a file to read)")
+    if args.min_nodes and not args.address:
+        return fail_input("--min-nodes needs --address (it waits for nodes of a Ray cluster)")
+    cluster: Cluster | None = None
+    if args.address:
+        topology, cluster = _cluster_topology(args)
+    else:
+        topology = load_topology_arg(args.topology, probe_isa=True)
     if args.json:
         print(json.dumps(topology.to_dict(), indent=2))
     else:
+        if cluster is not None:
+            console().print(render_ray_nodes(cluster))
         console().print(render(topology))
     return EXIT_OK

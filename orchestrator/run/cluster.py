@@ -7,6 +7,8 @@ With an address (or RAY_ADDRESS), the sweep joins that cluster and uses its aliv
 from __future__ import annotations
 
 import os
+import socket
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,7 +51,13 @@ def connect(address: str | None) -> bool:
     # Ray's own INFO/WARNING chatter (token setup, worker start) would tear through the progress display.
     common: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR", configure_logging=True)
     if address:
-        ray.init(address=address, **common)
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **common)
+        except ConnectionError as err:   # no GCS there, or not yet: a wrong address is the user's to fix
+            raise InvalidInput(f"--address {address}", [Problem(
+                "address", f"no Ray cluster answers there ({err}); start one with `ray start --head` "
+                           f"or check the host and port that command printed")]) from None
     else:
         # Loopback-only serving is arranged by the caller before Ray is imported (RAY_LOOPBACK_ENV_VAR).
         # "local": a new instance even when another one on this machine (another user's `ray start`, a test's
@@ -59,10 +67,38 @@ def connect(address: str | None) -> bool:
     return True
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail at once when nothing listens at HOST:PORT: ray.init would retry for many minutes, printing
+    warnings. 'auto' and ray:// addresses are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise InvalidInput(f"--address {address}", [Problem(
+            "address", f"nothing answers at {host}:{port} ({err.strerror or err}): is Ray's head started there "
+                       f"(`ray start --head --port {port}`)?")]) from None
+
+
+def wait_for_nodes(min_nodes: int, timeout_s: float, poll_s: float = 1.0) -> int:
+    """Block until Ray has at least `min_nodes` alive nodes; their number. A job script starts Ray on every
+    node and the sweep at once, and nodes join over seconds: planning earlier would see only some of them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = sum(1 for n in ray.nodes() if n.get("Alive"))
+        if alive >= min_nodes:
+            return alive
+        if time.monotonic() >= deadline:
+            raise InvalidInput("--min-nodes", [Problem(
+                "min_nodes", f"the Ray cluster has {alive} alive node(s) after {timeout_s:g} s, fewer than "
+                             f"--min-nodes {min_nodes}: did `ray start` fail on some node? (its log is in the "
+                             f"node's Ray temp dir, logs/raylet.err)")])
+        time.sleep(poll_s)
+
+
 @ray.remote(num_cpus=0)
 def _describe_node() -> dict[str, Any]:
-    import socket
-
     from orchestrator.io.backends import ccl_installed
     from orchestrator.io.detect import detect_local
 
