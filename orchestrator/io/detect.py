@@ -15,12 +15,14 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.core.topology import BYTES_PER_MIB, Core, Node, NumaNode, Socket, Topology
+from orchestrator.core.topology import BYTES_PER_MIB, Core, Node, NumaNode, Socket, Topology, cpu_ranges
 from orchestrator.io import isa
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 CGROUP_MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
@@ -51,12 +53,55 @@ def _usable_memory_mib(notes: list[str]) -> float:
     return total / BYTES_PER_MIB
 
 
+def cgroup_cpuset() -> tuple[tuple[int, ...], Path] | None:
+    """The CPUs this process's cgroup allows, and the file that says so; None where no cgroup names them.
+
+    cgroup v2: `cpuset.cpus.effective` of the process's cgroup (the `0::PATH` line of /proc/self/cgroup), or
+    of the nearest ancestor that has one (the controller may be enabled higher up); cgroup v1:
+    `cpuset.effective_cpus` under the cpuset hierarchy. A container (Kubernetes' static CPU manager, a SLURM
+    step with ConstrainCores) gets its exclusive cores this way. Linux normally narrows the affinity to
+    match, but a runtime that changes the cpuset of a running container, or a process started with a wider
+    mask than its cgroup, can leave them apart (pytorch#131011): pinning must stay inside the cgroup's set.
+    """
+    for line in (_read(PROC_SELF_CGROUP) or "").splitlines():
+        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "-", "")
+        if controllers == "":
+            root, name = CGROUP_ROOT, "cpuset.cpus.effective"
+        elif "cpuset" in controllers.split(","):
+            root, name = CGROUP_ROOT / "cpuset", "cpuset.effective_cpus"
+        else:
+            continue
+        here = root / path.lstrip("/")
+        for folder in (here, *here.parents):
+            text = _read(folder / name)
+            if text:
+                return parse_cpulist(text), folder / name
+            if folder == root:
+                break
+    return None
+
+
+def usable_cpus(notes: list[str] | None = None) -> list[int]:
+    """This process's affinity, narrowed to its cgroup's cpuset where that is smaller (said so in `notes`)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    cpuset = cgroup_cpuset()
+    if cpuset is not None:
+        inside = [c for c in allowed if c in set(cpuset[0])]
+        if inside and len(inside) < len(allowed):
+            if notes is not None:
+                notes.append(f"the cgroup cpuset ({cpuset[1]}: {cpu_ranges(cpuset[0])}) is smaller than this "
+                             f"process's affinity ({cpu_ranges(allowed)}): planned and pinned on the "
+                             f"{len(inside)} CPU(s) it allows")
+            return inside
+    return allowed
+
+
 def detect_local(sys_cpu: Path = SYS_CPU, sys_node: Path = SYS_NODE, *, probe_isa: bool = False) -> Topology:
     """The topology of this machine, restricted to the CPUs this process may run on, with what its CPU
     computes natively: from a bf16-against-fp32 GEMM probe when `probe_isa` (imports torch, ~0.1 s once
     imported), else from the CPU flags alone."""
     notes: list[str] = []
-    allowed = sorted(os.sched_getaffinity(0))
+    allowed = usable_cpus(notes)
     online_text = _read(sys_cpu / "online")
     online = set(parse_cpulist(online_text)) if online_text else set(allowed)
     cpus = [c for c in allowed if c in online]

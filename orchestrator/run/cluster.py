@@ -100,10 +100,10 @@ def wait_for_nodes(min_nodes: int, timeout_s: float, poll_s: float = 1.0) -> int
 @ray.remote(num_cpus=0)
 def _describe_node() -> dict[str, Any]:
     from orchestrator.io.backends import ccl_installed
-    from orchestrator.io.detect import detect_local
+    from orchestrator.io.detect import detect_local, usable_cpus
 
     return {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
-            "cpus": sorted(os.sched_getaffinity(0)), "ccl": ccl_installed(), "topology": detect_local(probe_isa=True)}
+            "cpus": usable_cpus(), "ccl": ccl_installed(), "topology": detect_local(probe_isa=True)}
 
 
 def discover() -> Cluster:

@@ -48,6 +48,14 @@ def affinity(monkeypatch):
     return set_
 
 
+@pytest.fixture(autouse=True)
+def no_cgroup(request, tmp_path, monkeypatch):
+    """The fake trees describe machines larger than this one: this machine's own cgroup cpuset must not narrow
+    them (test_this_machine keeps it; the `cgroup` fixture below writes a fake one)."""
+    if request.node.name != "test_this_machine":
+        monkeypatch.setattr(detect, "PROC_SELF_CGROUP", tmp_path / "no-proc-self-cgroup")
+
+
 @pytest.mark.parametrize("text, expected", [
     ("0-3,8,10-11", (0, 1, 2, 3, 8, 10, 11)), ("5", (5,)), ("", ()), ("0-1,\n", (0, 1)),
 ])
@@ -119,3 +127,51 @@ def test_this_machine():
     assert set(cpus) <= os.sched_getaffinity(0)
     assert node.memory_mib > 0
     assert node.numa_nodes and {c for n in node.numa_nodes for c in n.cpus} <= set(cpus)
+
+
+def fake_cgroup(root: Path, lines: str, files: dict[str, str]) -> None:
+    """/proc/self/cgroup with `lines`, and files (paths relative to a fake /sys/fs/cgroup) with their text."""
+    write(root / "proc-self-cgroup", lines)
+    for path, text in files.items():
+        write(root / "cgroup" / path, text)
+
+
+@pytest.fixture
+def cgroup(tmp_path, monkeypatch):
+    def set_(lines: str, files: dict[str, str]) -> None:
+        fake_cgroup(tmp_path / "fs", lines, files)
+        monkeypatch.setattr(detect, "PROC_SELF_CGROUP", tmp_path / "fs" / "proc-self-cgroup")
+        monkeypatch.setattr(detect, "CGROUP_ROOT", tmp_path / "fs" / "cgroup")
+    return set_
+
+
+@pytest.mark.parametrize("lines, files", [
+    # cgroup v2, the cpuset controller enabled on the pod's cgroup, read from the container's (its child)
+    ("0::/kubepods/pod1/ctr", {"kubepods/pod1/cpuset.cpus.effective": "0-1,4-5",
+                               "kubepods/pod1/ctr/cgroup.procs": "1"}),
+    # cgroup v1 (hybrid hierarchy, as on this development machine)
+    ("4:memory:/x\n3:cpuset:/slurm/job7\n0::/", {"cpuset/slurm/job7/cpuset.effective_cpus": "0,1,4,5"}),
+])
+def test_a_cgroup_cpuset_smaller_than_the_affinity_is_what_is_planned_with_a_note(tmp_path, affinity, cgroup,
+                                                                                    lines, files):
+    affinity(range(8))       # e.g. a runtime that narrowed the container's cpuset after its processes started
+    cgroup(lines, files)
+    (node,) = detect_local(*fake_sys(tmp_path)).nodes
+    assert [s.cores for s in node.sockets] == [(Core((0, 4)), Core((1, 5)))]
+    assert any(note.startswith("the cgroup cpuset (") and "0-1,4-5" in note and "planned and pinned on the 4 CPU(s)"
+               in note for note in node.notes), node.notes
+    assert detect.usable_cpus() == [0, 1, 4, 5]   # what a Ray node reports as the CPUs orch may pin to
+
+
+@pytest.mark.parametrize("lines, files", [
+    ("0::/", {}),                                              # v2 without the cpuset controller
+    ("0::/a", {"cpuset.cpus.effective": "0-7"}),               # the cpuset allows every CPU
+    ("1:cpu:/\n0::/", {"cpuset.cpus.effective": "9"}),         # names none of ours: keep the affinity
+    ("not a cgroup line", {}),
+])
+def test_no_smaller_cpuset_leaves_the_affinity_alone(tmp_path, affinity, cgroup, lines, files):
+    affinity(range(8))
+    cgroup(lines, files)
+    (node,) = detect_local(*fake_sys(tmp_path)).nodes
+    assert node.usable_cores(True) == 8
+    assert not any("cgroup cpuset" in note for note in node.notes)
