@@ -120,4 +120,5 @@ def sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # None: the previous handler was not set from Python (Ray's C++ one), and cannot be put back
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

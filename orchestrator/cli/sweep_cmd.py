@@ -88,15 +88,17 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestrator.run import cluster as ray_cluster
 
-    with sigterm_as_interrupt():   # `scancel`, a time limit or a deleted pod keeps what finished, as Ctrl-C does
-        started_ray = ray_cluster.connect(args.address)
-        try:
+    started_ray = ray_cluster.connect(args.address)
+    try:
+        # `scancel`, a time limit or a deleted pod keeps what finished, as Ctrl-C does. Installed after
+        # ray.init, which puts its own SIGTERM handler in place (a stack dump, then death).
+        with sigterm_as_interrupt():
             if args.min_nodes:
                 ray_cluster.wait_for_nodes(args.min_nodes, args.nodes_timeout_s)
             outcome = _run_on_ray(args, sweep, file_topology, results)
-        finally:
-            if started_ray:
-                ray.shutdown()
+    finally:
+        if started_ray:
+            ray.shutdown()
     if isinstance(outcome, int):
         return outcome
     if args.report:

@@ -76,3 +76,40 @@ def test_sbatch_script_runs_a_sweep_on_two_nodes_and_stops_ray_everywhere(tmp_pa
     assert sorted(cpu for r in spread for cpu in r["observed_cpus"]) == CPUS[:2]
     topology = json.loads((results / "topology.json").read_text())
     assert len(topology["nodes"]) == 2               # planned on both nodes, each detected on itself
+
+
+@pytest.mark.parametrize("signalled", ["job", "script"])
+def test_a_cancelled_job_keeps_finished_trials_and_stops_ray_everywhere(tmp_path, signalled):
+    """job: `scancel` signals every process of the job with SIGTERM at once (the script, orch, each node's Ray),
+    here `kill -TERM -1` from the namespace's init, which reaches every process in it but the caller. Ray dies
+    under orch, so the running trial is lost; the finished ones are on disk already.
+    script: `--signal=B:TERM@120` before the time limit signals the script alone; it stops orch first (which
+    stops its trials and says what it kept, as after Ctrl-C), then Ray on each node."""
+    sweep = write_sweep(tmp_path, "slurm-cancel", """
+        workload: {name: classifier, params: {hidden: 32, train_samples: 512}}
+        grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [8, 16, 32]}
+        measure: {warmup_steps: 2, timed_steps: 300, repeats: 2, peak: false, allreduce: false}
+        """)
+    results = tmp_path / "results"
+    records = results / "trials.jsonl"
+    kill = "kill -TERM -1" if signalled == "job" else "kill -TERM $job"
+    script = f"""
+        sbatch --nodes=2 --job-id=4343 '{SCRIPT}' '{sweep}' '{results}' --no-report --json &
+        job=$!                       # the stand-in's sbatch execs the job script: this is its shell
+        for _ in $(seq 600); do [ -s '{records}' ] && break; sleep 0.5; done
+        sleep 2                      # into the next trial, its ranks running
+        trap '' TERM                 # this shell is the scheduler here, not part of the job
+        {kill}
+        wait $job
+    """
+    with tempfile.TemporaryDirectory(prefix="orch-slurm-", dir="/tmp") as ray_tmp:
+        run = run_isolated(script, standin_env(tmp_path, ray_tmp), timeout_s=400)
+    assert run.returncode == 143, run.output              # the job script's own status for SIGTERM
+    assert run.leftover == [], f"processes left after the signal:\n{run.leftover}\n{run.output}"
+    assert "SIGTERM: stopping the sweep, keeping its finished trials" in run.output
+    assert "Ray stopped on 2 node(s)" in run.output
+    if signalled == "script":
+        assert "interrupted:" in run.output, run.output    # orch's own Ctrl-C path, with Ray still up
+    finished = read_records(results)
+    assert 1 <= len(finished) < 6, run.output                # stopped mid-sweep, what finished kept
+    assert all(r["status"] == "ok" for r in finished), finished
