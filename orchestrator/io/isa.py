@@ -8,12 +8,14 @@ thread, so that its figure is one core's whatever the caller's thread settings.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
-from orchestrator.core.isa import FLAGS, PROBE, CpuIsa, features_from_flags
+from orchestrator.core.isa import FLAGS, PROBE, CpuIsa, features_from_flags, resolve_precision
 
 CPUINFO = Path("/proc/cpuinfo")
 PROBE_SIZE = 256
@@ -81,3 +83,15 @@ def probe(cpuinfo: Path = CPUINFO) -> CpuIsa:
     return CpuIsa(features=base.features, torch_capability=torch.backends.cpu.get_cpu_capability(),
                   isa_cap=base.isa_cap, fp32_gflops=round(fp32, 2), bf16_gflops=round(bf16, 2), source=PROBE,
                   cpu_model=base.cpu_model)
+
+
+def decided_here(params: Any) -> Any:
+    """Workload parameters with `precision: auto` decided on this process's own CPU, as a sweep decides it for
+    its nodes (bf16 where native, else fp32; fp32 where the parameters rule bf16 out). A sweep's ranks get the
+    precision decided already; this covers whatever builds a trainer without a sweep (benchmarks, tests)."""
+    if getattr(params, "precision", None) != "auto":
+        return params
+    try:
+        return dataclasses.replace(params, precision=resolve_precision("auto", [probe()]).chosen)
+    except ValueError:   # bf16 ruled out by the parameters themselves (the workload says why)
+        return dataclasses.replace(params, precision="fp32")

@@ -207,24 +207,6 @@ def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[
         dist.destroy_process_group()
 
 
-def _resolved_here(params: Any) -> Any:
-    """A `precision: auto` that reached the rank unresolved (a driver that plans without orch's sweep, e.g. a
-    benchmark) is decided on this rank's own CPU, as the sweep would decide it; a sweep's ranks get it
-    decided already."""
-    if getattr(params, "precision", None) != "auto":
-        return params
-    import dataclasses
-
-    from orchestrator.core.isa import resolve_precision
-    from orchestrator.io.isa import probe
-
-    chosen = resolve_precision("auto", [probe()]).chosen
-    try:
-        return dataclasses.replace(params, precision=chosen)
-    except ValueError:   # bf16 ruled out by the parameters themselves (the workload says why)
-        return dataclasses.replace(params, precision="fp32")
-
-
 def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
     """Build the model in a process group and run the job's protocol: the result's training sections."""
     import torch.distributed as dist
@@ -243,7 +225,6 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         params, problems = workloads.parse_params(workload, job.params)
         if problems:
             raise ValueError("; ".join(map(str, problems)))
-        params = _resolved_here(params)
         for module_name in workload.rank_modules:
             importlib.import_module(module_name)
         lr = None

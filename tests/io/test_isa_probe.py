@@ -38,3 +38,15 @@ def test_the_probe_times_both_precisions_and_agrees_with_what_the_cpu_is():
 def test_the_cap_is_read_from_the_environment(monkeypatch, var):
     monkeypatch.setenv(var, "AVX2")
     assert isa.isa_cap() == "AVX2"
+
+
+@pytest.mark.isa
+def test_auto_is_decided_on_this_cpu_where_no_sweep_decided_it():
+    from workloads.retinanet.workload import RetinaNetParams
+
+    native = isa.probe().bf16_native
+    assert isa.decided_here(RetinaNetParams(image_size=128)).precision == ("bf16" if native else "fp32")
+    assert isa.decided_here(RetinaNetParams(image_size=64)).precision == "fp32"   # bf16 needs >= 96 px
+    assert isa.decided_here(RetinaNetParams(precision="bf16")).precision == "bf16"   # explicit stays
+    other = object()
+    assert isa.decided_here(other) is other                                           # no precision: unchanged

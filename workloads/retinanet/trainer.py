@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import torch
 
+from orchestrator.io.isa import decided_here
 from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.ipex import apply_ipex
 from workloads.retinanet.data import collate, make_dataset
@@ -38,6 +39,7 @@ def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
 
 class RetinaNetTrainer(Trainer):
     def __init__(self, p: RetinaNetParams, ctx: RankContext):
+        p = decided_here(p)   # a sweep decides `auto` for all its ranks; a trainer built without one, here
         self.p, self.ctx = p, ctx
         self._applied: dict[str, str] = {"focal_loss": p.focal_loss, "precision": p.precision}
         torch.manual_seed(ctx.seed)
