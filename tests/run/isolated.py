@@ -15,6 +15,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+import pytest
+
 # Runs in the namespace after the script: every live process but the namespace's init (the wrapper shell) and
 # this lister, polled for a few seconds because stopped processes take a moment to exit.
 LEFTOVER_LISTER = """
@@ -38,6 +40,16 @@ class IsolatedRun:
 
 
 @functools.cache
+def two_ray_nodes_marks(what: str) -> list:
+    """The marks of a test that starts two Ray nodes of one CPU each in a PID namespace of its own (`what`
+    says which): a real Ray, two CPUs (a failure, not a skip, where ORCH_REQUIRE_CPUS says the runner has
+    them), and a PID namespace, so that stopping its Ray cannot touch another Ray on the machine."""
+    return [pytest.mark.ray, pytest.mark.needs_cpus(2),
+            pytest.mark.skipif(not pid_namespace_available(),
+                               reason=f"needs a PID namespace (unshare --pid, as root or with user namespaces) so "
+                                      f"that {what} cannot touch another Ray on the machine")]
+
+
 def pid_namespace_available() -> bool:
     if not shutil.which("unshare"):
         return False

@@ -9,17 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import CPUS, REPO, read_records, write_sweep
-from isolated import pid_namespace_available, run_isolated
+from isolated import run_isolated, two_ray_nodes_marks
 
-pytestmark = [
-    pytest.mark.ray,
-    pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs: one per Ray node"),
-    pytest.mark.skipif(not pid_namespace_available(),
-                       reason="needs a PID namespace (unshare --pid, as root or with user namespaces) so that "
-                              "`ray stop` cannot touch another Ray on the machine"),
-]
+pytestmark = two_ray_nodes_marks("`ray stop`")
 
 BIN = Path(sys.executable).parent
 # Ports apart from Ray's defaults and from the SLURM stand-in's; both raylets on loopback.

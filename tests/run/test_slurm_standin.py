@@ -11,15 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import CPUS, REPO, read_records, write_sweep
-from isolated import pid_namespace_available, run_isolated
+from isolated import run_isolated, two_ray_nodes_marks
 
-pytestmark = [
-    pytest.mark.ray,
-    pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs: one per stand-in node"),
-    pytest.mark.skipif(not pid_namespace_available(),
-                       reason="needs a PID namespace (unshare --pid, as root or with user namespaces) so that "
-                              "stopping this job's Ray cannot touch another Ray on the machine"),
-]
+pytestmark = two_ray_nodes_marks("stopping this job's Ray")
 
 SCRIPT = REPO / "clusters" / "slurm" / "orch-sweep.sbatch"
 STANDIN = Path(__file__).parent / "slurm_standin"
