@@ -132,4 +132,7 @@ def test_rcp_file_exported_by_orch_report_round_trips_into_predict(results, tmp_
     rows = json.loads((tmp_path / "o" / "prediction-epochs.json").read_text())["rows"]
     errors = {r["label"]: r["cells"][2]["value"] for r in rows}
     assert set(errors) == {"8", "16", "32", "64"}
-    assert all(abs(e) < 10 for e in errors.values())     # the file's seeds follow the critical-batch form
+    # The file's seeds follow the critical-batch form exactly, so leaving a batch out must predict it almost
+    # exactly: −0.083% at every batch here (what remains after the records' rounding). 0.5% leaves room for
+    # that and catches any real model or export error (the old bound, 10%, could not fail).
+    assert all(abs(e) < 0.5 for e in errors.values()), errors
