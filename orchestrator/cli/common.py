@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -23,6 +24,28 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+@contextlib.contextmanager
+def embedded_ray_environment(address: str | None) -> Iterator[None]:
+    """Without an address (nor RAY_ADDRESS) orch starts an embedded Ray that serves this machine only: every
+    server it starts on loopback, its background work off the cores being measured. Ray reads these settings
+    from the environment of the process that starts it, and its processes inherit them, so they are set for the
+    command's length and removed afterwards: left behind in a notebook or a test run, the loopback setting
+    (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) would stop a later `ray start` from forming a multi-node cluster."""
+    from orchestrator.constants import EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE
+
+    added = []
+    if not (address or os.environ.get("RAY_ADDRESS")):
+        for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
+            if name not in os.environ:
+                os.environ[name] = value
+                added.append(name)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def fail_input(message: str) -> int:

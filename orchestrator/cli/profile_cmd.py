@@ -8,14 +8,16 @@ import os
 import shlex
 from pathlib import Path
 
-from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, add_topology_option, console, fail_input, plan_for
-from orchestrator.constants import (
-    DEFAULT_RESULTS_ROOT,
-    EMBEDDED_RAY_ENV,
-    RAY_LOOPBACK_ENV_VAR,
-    RAY_LOOPBACK_VALUE,
-    RESULTS_ROOT_ENV_VAR,
+from orchestrator.cli.common import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    add_topology_option,
+    console,
+    embedded_ray_environment,
+    fail_input,
+    plan_for,
 )
+from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile_layout import parse_layout
 from orchestrator.core.spec import ProfileSpec
 from orchestrator.io.sweepfile import load_sweep
@@ -100,29 +102,27 @@ def run(args: argparse.Namespace) -> int:
         from orchestrator.io.topofile import load_topology
 
         file_topology = load_topology(args.topology)
-    if not (args.address or os.environ.get("RAY_ADDRESS")):
-        for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
-            os.environ.setdefault(name, value)
-    import ray
+    with embedded_ray_environment(args.address):
+        import ray
 
-    from orchestrator.run import cluster as ray_cluster
+        from orchestrator.run import cluster as ray_cluster
 
-    err = console(stderr=True)
-    started_ray = ray_cluster.connect(args.address)
-    try:
-        cluster = ray_cluster.discover()
-        if file_topology is not None:
-            ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
-        topology = (ray_cluster.with_node_isa(file_topology, cluster) if file_topology is not None
-                    else ray_cluster.detected_topology(cluster))
-        ccl = all(n.ccl_installed for n in cluster.nodes[:len(topology.nodes)])
-        targets, plan = plan_targets(sweep, layouts, variants, lambda s: plan_for(s, topology, ccl_available=ccl))
-        if plan.backend.error:
-            return fail_input(plan.backend.error)
-        results = _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, args.max_passes)
-    finally:
-        if started_ray:
-            ray.shutdown()
+        err = console(stderr=True)
+        started_ray = ray_cluster.connect(args.address)
+        try:
+            cluster = ray_cluster.discover()
+            if file_topology is not None:
+                ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
+            topology = (ray_cluster.with_node_isa(file_topology, cluster) if file_topology is not None
+                        else ray_cluster.detected_topology(cluster))
+            ccl = all(n.ccl_installed for n in cluster.nodes[:len(topology.nodes)])
+            targets, plan = plan_targets(sweep, layouts, variants, lambda s: plan_for(s, topology, ccl_available=ccl))
+            if plan.backend.error:
+                return fail_input(plan.backend.error)
+            results = _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, args.max_passes)
+        finally:
+            if started_ray:
+                ray.shutdown()
     return _report(results, sweep, plan, out, steps, profile, err)
 
 

@@ -14,18 +14,13 @@ from orchestrator.cli.common import (
     add_min_nodes_options,
     add_topology_option,
     console,
+    embedded_ray_environment,
     fail_input,
     plan_for,
     positive_int,
     sigterm_as_interrupt,
 )
-from orchestrator.constants import (
-    DEFAULT_RESULTS_ROOT,
-    EMBEDDED_RAY_ENV,
-    RAY_LOOPBACK_ENV_VAR,
-    RAY_LOOPBACK_VALUE,
-    RESULTS_ROOT_ENV_VAR,
-)
+from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:
@@ -78,11 +73,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.min_nodes and not (args.address or os.environ.get("RAY_ADDRESS")):
         return fail_input("--min-nodes needs --address (or RAY_ADDRESS): an embedded Ray has one node")
-    if not (args.address or os.environ.get("RAY_ADDRESS")):
-        # An embedded Ray serves this machine only: keep every server it starts on loopback, and keep its
-        # background work off the cores being measured.
-        for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
-            os.environ.setdefault(name, value)
+    with embedded_ray_environment(args.address):
+        outcome = _on_ray(args, sweep, file_topology, results)
+    if isinstance(outcome, int):
+        return outcome
+    if args.report:
+        _report(results, args.json)
+    return _summary(outcome)
+
+
+def _on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology | None,
+            results: Path) -> int | SweepSummary:
+    """Start or join Ray, run the sweep on it, and shut down the Ray this command started."""
     # Ray and torch are imported only here: planning and bad-input paths stay fast.
     import ray
 
@@ -95,15 +97,10 @@ def run(args: argparse.Namespace) -> int:
         with sigterm_as_interrupt():
             if args.min_nodes:
                 ray_cluster.wait_for_nodes(args.min_nodes, args.nodes_timeout_s)
-            outcome = _run_on_ray(args, sweep, file_topology, results)
+            return _run_on_ray(args, sweep, file_topology, results)
     finally:
         if started_ray:
             ray.shutdown()
-    if isinstance(outcome, int):
-        return outcome
-    if args.report:
-        _report(results, args.json)
-    return _summary(outcome)
 
 
 def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology | None,

@@ -245,3 +245,22 @@ def test_a_grid_too_large_to_plan_is_refused(tmp_path, capsys):
     err = run_bad(capsys, ["plan", sweep, "--topology", EMULATED])
     assert "grid: the grid has 300 ranks × 300 threads × 1 local batch values = 90,000 points, more than orch " \
            "plans at once (50,000)" in err
+
+
+def test_the_embedded_ray_settings_last_only_as_long_as_the_command(monkeypatch):
+    """An embedded Ray's loopback and quiet settings are set while a command runs and removed after it: left in
+    the environment of a notebook or a test run, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 stopped a later `ray start`
+    from forming a two-node cluster ("Multi-node Ray clusters are not supported")."""
+    import os
+
+    from orchestrator.cli.common import embedded_ray_environment
+    from orchestrator.constants import RAY_LOOPBACK_ENV_VAR
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv(RAY_LOOPBACK_ENV_VAR, raising=False)
+    monkeypatch.setenv("RAY_event_stats", "1")          # the user's own setting wins and stays
+    with embedded_ray_environment(None):
+        assert os.environ[RAY_LOOPBACK_ENV_VAR] == "0" and os.environ["RAY_event_stats"] == "1"
+    assert RAY_LOOPBACK_ENV_VAR not in os.environ and os.environ["RAY_event_stats"] == "1"
+    with embedded_ray_environment("127.0.0.1:6379"):    # joining a cluster: its own settings
+        assert RAY_LOOPBACK_ENV_VAR not in os.environ
