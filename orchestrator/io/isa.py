@@ -85,13 +85,19 @@ def probe(cpuinfo: Path = CPUINFO) -> CpuIsa:
                   cpu_model=base.cpu_model)
 
 
+def with_precision(params: Any, chosen: str) -> tuple[Any, str | None]:
+    """(`params` training in `chosen`, None), or (them in fp32, why not) when the workload's own checks rule
+    `chosen` out (the RetinaNet's bf16 below 96 px): one rule for a sweep's decision and a lone trainer's."""
+    try:
+        return dataclasses.replace(params, precision=chosen), None
+    except ValueError as err:
+        return dataclasses.replace(params, precision="fp32"), str(err)
+
+
 def decided_here(params: Any) -> Any:
     """Workload parameters with `precision: auto` decided on this process's own CPU, as a sweep decides it for
     its nodes (bf16 where native, else fp32; fp32 where the parameters rule bf16 out). A sweep's ranks get the
     precision decided already; this covers whatever builds a trainer without a sweep (benchmarks, tests)."""
     if getattr(params, "precision", None) != "auto":
         return params
-    try:
-        return dataclasses.replace(params, precision=resolve_precision("auto", [probe()]).chosen)
-    except ValueError:   # bf16 ruled out by the parameters themselves (the workload says why)
-        return dataclasses.replace(params, precision="fp32")
+    return with_precision(params, resolve_precision("auto", [probe()]).chosen)[0]

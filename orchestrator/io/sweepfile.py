@@ -12,6 +12,7 @@ from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.topology import Topology
+from orchestrator.io.isa import with_precision
 from orchestrator.io.yamlfile import read_yaml, with_lines
 from workloads.base import Workload
 
@@ -52,13 +53,15 @@ class Sweep:
             isas.setdefault(node.isa, node.name)
         choice = resolve_precision(requested, list(isas), names=list(isas.values()),
                                    allow_slow_bf16=self.spec.constraints.allow_slow_bf16)
-        try:
-            params = replace(self.params, precision=choice.chosen)
-        except ValueError as err:   # auto chose bf16, which these parameters cannot run (the workload says why)
-            choice = PrecisionChoice(requested, "fp32", f"auto: fp32, because bf16 is ruled out: {err}", None,
+        params, ruled_out = with_precision(self.params, choice.chosen)
+        if ruled_out is not None:   # auto chose bf16, which these parameters cannot run (the workload says why)
+            choice = PrecisionChoice(requested, "fp32", f"auto: fp32, because bf16 is ruled out: {ruled_out}", None,
                                      choice.per_node)
-            params = replace(self.params, precision="fp32")
         return replace(self, params=params), choice
+
+    def with_choice(self, choice: PrecisionChoice | None) -> Sweep:
+        """This sweep training in the precision a plan chose (`resolve_precision` made the choice)."""
+        return self if choice is None else replace(self, params=with_precision(self.params, choice.chosen)[0])
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -107,7 +107,7 @@ def _precision(params: Any) -> str:
 class SweepRunner:
     def __init__(self, sweep: Sweep, plan: Plan, cluster, options: SweepOptions):
         # The ranks, the GEMM peaks and spec.json get the precision the plan chose, never `auto`.
-        sweep, _ = sweep.resolve_precision(plan.topology)
+        sweep = sweep.with_choice(plan.precision)
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
         self.backend = plan.backend.chosen
