@@ -45,6 +45,9 @@ class BatchPoint:
     global_batch: int
     epochs: tuple[float, ...]
     max_epochs: float | None = None     # the cap of a batch that did not converge
+    # seeds that did not converge where the batch did overall: they count in the olympic mean as the slowest
+    # runs (MLPerf's rule, and the convergence table's), though the fit can only use the converged seeds
+    not_converged: int = 0
 
     @property
     def converged(self) -> bool:
@@ -52,7 +55,7 @@ class BatchPoint:
 
     @property
     def mean(self) -> float:
-        return olympic_mean(self.epochs)
+        return olympic_mean(self.epochs + (math.inf,) * self.not_converged)
 
     @property
     def sd(self) -> float:
@@ -64,7 +67,10 @@ def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]
     out = []
     for b in batches:
         seeds = tuple(r.epochs for r in b.runs if r.epochs is not None)
-        out.append(BatchPoint(b.global_batch, seeds if b.mean_epochs is not None else (), b.max_epochs))
+        if b.mean_epochs is None:
+            out.append(BatchPoint(b.global_batch, (), b.max_epochs))
+        else:
+            out.append(BatchPoint(b.global_batch, seeds, b.max_epochs, len(b.runs) - len(seeds)))
     return sorted(out, key=lambda p: p.global_batch)
 
 
