@@ -10,8 +10,9 @@ from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import powers_of_two_up_to
+from orchestrator.core.predict import rcp
 from orchestrator.core.predict.capacity import MachineWhatIf
-from orchestrator.core.predict.epochs import BatchPoint, parse_rcp
+from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.topology import Topology, topology_from_data
@@ -47,17 +48,43 @@ def _results(path: str) -> Results:
         raise PredictInputError(str(err)) from None
 
 
-def _rcp(path: str) -> tuple[list[BatchPoint], str]:
+@dataclass(frozen=True, slots=True)
+class RcpInput:
+    points: tuple[BatchPoint, ...]      # in epochs, after the checker's pruning: what the epochs model fits
+    pruned: tuple[BatchPoint, ...]      # in epochs, dropped by the pruning: shown, not fitted
+    source: str
+    notes: tuple[str, ...]              # duplicates merged, units converted, batches pruned
+
+
+def _rcp(path: str, samples_per_epoch: int | None, from_option: bool, workload: str) -> RcpInput:
+    """The RCP file as epochs points; PredictInputError (exit 2) for a malformed file or units that cannot be
+    converted. A file in samples is converted with --samples-per-epoch, or with the sweep workload's dataset
+    size only when the file is that workload's (another benchmark's dataset size is not the workload's)."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as err:
         raise PredictInputError(f"RCP file {path}: cannot read it ({err.strerror})") from None
     except json.JSONDecodeError as err:
         raise PredictInputError(f"RCP file {path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    points, benchmark, errors = parse_rcp(data, f"RCP file {path}")
-    if errors:
+    where = f"RCP file {path}"
+    read, errors = rcp.read_rcp(data, where)
+    if read is None:
         raise PredictInputError("\n".join(errors))
-    return points, f"RCP file {Path(path).name}" + (f", benchmark {benchmark}" if benchmark else "")
+    spe_source = "--samples-per-epoch" if from_option else f"the {workload} workload's dataset"
+    if read.unit != rcp.EPOCHS and not from_option and read.benchmark not in (None, workload):
+        raise PredictInputError(f"{where}: counts {read.unit} to converge ({read.unit_why}) for benchmark "
+                                f"{read.benchmark}, but the sweep ran workload {workload}, whose dataset size is "
+                                "not that benchmark's; give --samples-per-epoch N (the dataset size of the training "
+                                "you plan) to convert them")
+    try:
+        points = rcp.to_epochs(read, samples_per_epoch, where)
+    except rcp.RcpUnitError as err:
+        raise PredictInputError(str(err)) from None
+    kept, pruned = rcp.prune(points)
+    notes = [*read.notes, rcp.conversion_note(read, samples_per_epoch, spe_source, where),
+             rcp.pruning_note(pruned, where)]
+    source = f"RCP file {Path(path).name}" + (f", benchmark {read.benchmark}" if read.benchmark else "")
+    return RcpInput(kept, pruned, source, tuple(n for n in notes if n))
 
 
 def _target(path: str | None, results: Results) -> Topology:
@@ -94,15 +121,18 @@ def load_inputs(args: Any) -> PredictInputs:
     extra = []
     for folder in args.calibration:
         extra += [r for r in _results(folder).records if r.get("kind") == rec.ALLREDUCE]
-    rcp_points, rcp_source = _rcp(args.rcp) if args.rcp else (None, "")
+    samples = args.samples_per_epoch or derived.get("samples_per_epoch")
+    rcp_in = (_rcp(args.rcp, samples, bool(args.samples_per_epoch), sweep.workload.name) if args.rcp else None)
     try:
-        fitted = fit_all(results.records, extra_calibration=extra, rcp_points=rcp_points, rcp_source=rcp_source)
+        fitted = fit_all(results.records, extra_calibration=extra,
+                         rcp_points=None if rcp_in is None else rcp_in.points,
+                         rcp_source="" if rcp_in is None else rcp_in.source,
+                         rcp_pruned=() if rcp_in is None else rcp_in.pruned)
     except NotFittable as err:
         raise PredictInputError(f"{results.path}: {err}") from None
-    warnings = list(results.errors)
+    warnings = list(results.errors) + list(rcp_in.notes if rcp_in else ())
     if args.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
-    samples = args.samples_per_epoch or derived.get("samples_per_epoch")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
     machine = MachineWhatIf()
     if args.topology:
