@@ -10,10 +10,12 @@ from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import powers_of_two_up_to
+from orchestrator.core.isa import CpuIsa
+from orchestrator.core.peaks import peak_index
 from orchestrator.core.predict import rcp
-from orchestrator.core.predict.capacity import MachineWhatIf
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
+from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
@@ -38,7 +40,7 @@ class PredictInputs:
     deadline_h: float | None
     budget_node_h: float | None
     warnings: tuple[str, ...]
-    machine: MachineWhatIf = MachineWhatIf()
+    machine: MachineWhatIf = SAME_MACHINE
 
 
 def _results(path: str) -> Results:
@@ -101,6 +103,22 @@ def _target(path: str | None, results: Results) -> Topology:
     return topology
 
 
+def _source_cpu(results: Results) -> SourceCpu:
+    """The measured CPU as the results keep it: its name, the precision trained in, its 1-rank 1-thread GEMM
+    peak record, and its ISA figures (environment.json's probe, or topology.json's where a file stated them)."""
+    env = results.environment
+    params = ((results.spec.get("spec") or {}).get("workload") or {}).get("params") or {}
+    precision = ((env.get("precision") or {}).get("chosen") or params.get("precision") or "fp32")
+    precision = precision if precision in ("fp32", "bf16") else "fp32"
+    isa = None
+    for found in [*(env.get("cpus") or []), *((n or {}).get("isa") for n in results.topology.get("nodes") or [])]:
+        if isinstance(found, dict):
+            isa = CpuIsa.from_dict(found)
+            break
+    peak = peak_index(results.records).one_rank.get((1, precision))
+    return SourceCpu(str(env.get("cpu_model") or "CPU of the sweep"), precision, peak, isa)
+
+
 def load_inputs(args: Any) -> PredictInputs:
     results = _results(args.results)
     try:
@@ -134,10 +152,6 @@ def load_inputs(args: Any) -> PredictInputs:
     if args.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
-    machine = MachineWhatIf()
-    if args.topology:
-        cpu = results.environment.get("cpu_model") or "CPU of the sweep"
-        machine = MachineWhatIf(note=f"CPU assumed as fast as the measured {cpu} (the target topology gives no "
-                                     "per-core GEMM peak to scale compute by)")
+    machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if args.topology else SAME_MACHINE
     return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
                          backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine)
