@@ -34,7 +34,7 @@ DROPPED_EACH_END = 1         # the checker's samples_rejected for every benchmar
 RCP_CREATOR = "orch"
 
 
-def olympic_mean(epochs: Sequence[float]) -> float:
+def olympic_mean(epochs: Sequence[float], dropped_each_end: int = DROPPED_EACH_END) -> float:
     """Mean after dropping the fastest and the slowest run, as MLPerf's RCP checker does; the plain mean
     of fewer than 3 runs. `math.inf` stands for a run that did not converge.
 
@@ -50,8 +50,9 @@ def olympic_mean(epochs: Sequence[float]) -> float:
     if not epochs:
         raise ValueError("olympic_mean of no runs")
     ordered = sorted(epochs)
-    if len(ordered) >= OLYMPIC_MIN_SEEDS:
-        ordered = ordered[DROPPED_EACH_END:len(ordered) - DROPPED_EACH_END]
+    # too few runs to drop `dropped_each_end` at each end (unet3d's 4): drop one, or none below 3 runs
+    drop = dropped_each_end if len(ordered) > 2 * dropped_each_end else 1 if len(ordered) >= OLYMPIC_MIN_SEEDS else 0
+    ordered = ordered[drop:len(ordered) - drop]
     if any(math.isinf(e) for e in ordered):
         return math.inf
     return sum(ordered) / len(ordered)

@@ -46,6 +46,11 @@ class CpuIsa:
     native_bf16: bool | None = None       # stated by a topology file; otherwise derived below
     source: str = FLAGS                   # PROBE, FLAGS or FILE: where the verdict comes from
     cpu_model: str = ""
+    # A CPU what-if for `orch predict` (stated by a topology file, never probed): one core's GEMM peak as orch
+    # sweep's peak trial measures it at 1 thread (or a datasheet's), and one core's STREAM-triad bandwidth
+    peak_fp32_gflops_per_core: float | None = None
+    peak_bf16_gflops_per_core: float | None = None
+    triad_gb_per_s_per_core: float | None = None
 
     @property
     def bf16_native(self) -> bool:
@@ -72,6 +77,9 @@ class CpuIsa:
     def gflops_per_core(self, precision: str) -> float | None:
         return self.bf16_gflops if precision == "bf16" else self.fp32_gflops
 
+    def peak_gflops_per_core(self, precision: str) -> float | None:
+        return self.peak_bf16_gflops_per_core if precision == "bf16" else self.peak_fp32_gflops_per_core
+
     def verdict(self) -> str:
         """The bf16 verdict with its evidence, one line."""
         word = "bf16 native" if self.bf16_native else "bf16 not native"
@@ -92,7 +100,12 @@ class CpuIsa:
         return {"features": list(self.features), "torch_capability": self.torch_capability,
                 "isa_cap": self.isa_cap, "fp32_gflops": self.fp32_gflops, "bf16_gflops": self.bf16_gflops,
                 "bf16_native": self.bf16_native, "source": self.source, "cpu_model": self.cpu_model,
-                "verdict": self.verdict()}
+                "verdict": self.verdict(), **{k: v for k, v in self.what_if_figures().items() if v is not None}}
+
+    def what_if_figures(self) -> dict[str, float | None]:
+        return {"peak_fp32_gflops_per_core": self.peak_fp32_gflops_per_core,
+                "peak_bf16_gflops_per_core": self.peak_bf16_gflops_per_core,
+                "triad_gb_per_s_per_core": self.triad_gb_per_s_per_core}
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> CpuIsa:
@@ -107,7 +120,10 @@ class CpuIsa:
                       torch_capability=data.get("torch_capability"), isa_cap=data.get("isa_cap"),
                       fp32_gflops=number("fp32_gflops"), bf16_gflops=number("bf16_gflops"),
                       native_bf16=native if isinstance(native, bool) and source == FILE else None,
-                      source=source, cpu_model=str(data.get("cpu_model") or ""))
+                      source=source, cpu_model=str(data.get("cpu_model") or ""),
+                      peak_fp32_gflops_per_core=number("peak_fp32_gflops_per_core"),
+                      peak_bf16_gflops_per_core=number("peak_bf16_gflops_per_core"),
+                      triad_gb_per_s_per_core=number("triad_gb_per_s_per_core"))
 
 
 def features_from_flags(flags: str) -> tuple[str, ...]:

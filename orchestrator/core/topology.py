@@ -212,6 +212,12 @@ class IsaSpec:
     source: str = opt(FILE, f"where the verdict came from: {PROBE}, {FLAGS} or {FILE}")
     cpu_model: str = opt("", "the CPU's model name")
     verdict: str = opt("", "ignored on reading: the verdict in words, as orch topology --json writes it")
+    peak_fp32_gflops_per_core: float | None = opt(
+        None, "orch predict's CPU what-if: one core's fp32 GEMM peak (a peak sweep's 1-thread figure, or a "
+              "datasheet's)", exclusive_minimum=0)
+    peak_bf16_gflops_per_core: float | None = opt(None, "the same in bf16", exclusive_minimum=0)
+    triad_gb_per_s_per_core: float | None = opt(
+        None, "orch predict's CPU what-if: one core's STREAM-triad memory bandwidth in GB/s", exclusive_minimum=0)
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.features if f not in ISA_FEATURES]
@@ -225,7 +231,10 @@ class IsaSpec:
         source = PROBE if probed else FILE if stated is not None else FLAGS
         return CpuIsa(features=self.features, torch_capability=self.torch_capability, isa_cap=self.isa_cap,
                       fp32_gflops=self.fp32_gflops, bf16_gflops=self.bf16_gflops, native_bf16=stated,
-                      source=source, cpu_model=self.cpu_model)
+                      source=source, cpu_model=self.cpu_model,
+                      peak_fp32_gflops_per_core=self.peak_fp32_gflops_per_core,
+                      peak_bf16_gflops_per_core=self.peak_bf16_gflops_per_core,
+                      triad_gb_per_s_per_core=self.triad_gb_per_s_per_core)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

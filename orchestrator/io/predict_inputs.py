@@ -10,9 +10,12 @@ from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import powers_of_two_up_to
-from orchestrator.core.predict.capacity import MachineWhatIf
-from orchestrator.core.predict.epochs import BatchPoint, parse_rcp
+from orchestrator.core.isa import CpuIsa
+from orchestrator.core.peaks import peak_index
+from orchestrator.core.predict import rcp
+from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
+from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
@@ -37,7 +40,7 @@ class PredictInputs:
     deadline_h: float | None
     budget_node_h: float | None
     warnings: tuple[str, ...]
-    machine: MachineWhatIf = MachineWhatIf()
+    machine: MachineWhatIf = SAME_MACHINE
 
 
 def _results(path: str) -> Results:
@@ -47,17 +50,43 @@ def _results(path: str) -> Results:
         raise PredictInputError(str(err)) from None
 
 
-def _rcp(path: str) -> tuple[list[BatchPoint], str]:
+@dataclass(frozen=True, slots=True)
+class RcpInput:
+    points: tuple[BatchPoint, ...]      # in epochs, after the checker's pruning: what the epochs model fits
+    pruned: tuple[BatchPoint, ...]      # in epochs, dropped by the pruning: shown, not fitted
+    source: str
+    notes: tuple[str, ...]              # duplicates merged, units converted, batches pruned
+
+
+def _rcp(path: str, samples_per_epoch: int | None, from_option: bool, workload: str) -> RcpInput:
+    """The RCP file as epochs points; PredictInputError (exit 2) for a malformed file or units that cannot be
+    converted. A file in samples is converted with --samples-per-epoch, or with the sweep workload's dataset
+    size only when the file is that workload's (another benchmark's dataset size is not the workload's)."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as err:
         raise PredictInputError(f"RCP file {path}: cannot read it ({err.strerror})") from None
     except json.JSONDecodeError as err:
         raise PredictInputError(f"RCP file {path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    points, benchmark, errors = parse_rcp(data, f"RCP file {path}")
-    if errors:
+    where = f"RCP file {path}"
+    read, errors = rcp.read_rcp(data, where)
+    if read is None:
         raise PredictInputError("\n".join(errors))
-    return points, f"RCP file {Path(path).name}" + (f", benchmark {benchmark}" if benchmark else "")
+    spe_source = "--samples-per-epoch" if from_option else f"the {workload} workload's dataset"
+    if read.unit != rcp.EPOCHS and not from_option and read.benchmark not in (None, workload):
+        raise PredictInputError(f"{where}: counts {read.unit} to converge ({read.unit_why}) for benchmark "
+                                f"{read.benchmark}, but the sweep ran workload {workload}, whose dataset size is "
+                                "not that benchmark's; give --samples-per-epoch N (the dataset size of the training "
+                                "you plan) to convert them")
+    try:
+        points = rcp.to_epochs(read, samples_per_epoch, where)
+    except rcp.RcpUnitError as err:
+        raise PredictInputError(str(err)) from None
+    kept, pruned = rcp.prune(points)
+    notes = [*read.notes, rcp.conversion_note(read, samples_per_epoch, spe_source, where),
+             rcp.pruning_note(pruned, where)]
+    source = f"RCP file {Path(path).name}" + (f", benchmark {read.benchmark}" if read.benchmark else "")
+    return RcpInput(kept, pruned, source, tuple(n for n in notes if n))
 
 
 def _target(path: str | None, results: Results) -> Topology:
@@ -72,6 +101,22 @@ def _target(path: str | None, results: Results) -> Topology:
     if topology is None:
         raise PredictInputError(f"{results.path}/topology.json: " + "; ".join(map(str, problems)))
     return topology
+
+
+def _source_cpu(results: Results) -> SourceCpu:
+    """The measured CPU as the results keep it: its name, the precision trained in, its 1-rank 1-thread GEMM
+    peak record, and its ISA figures (environment.json's probe, or topology.json's where a file stated them)."""
+    env = results.environment
+    params = ((results.spec.get("spec") or {}).get("workload") or {}).get("params") or {}
+    precision = ((env.get("precision") or {}).get("chosen") or params.get("precision") or "fp32")
+    precision = precision if precision in ("fp32", "bf16") else "fp32"
+    isa = None
+    for found in [*(env.get("cpus") or []), *((n or {}).get("isa") for n in results.topology.get("nodes") or [])]:
+        if isinstance(found, dict):
+            isa = CpuIsa.from_dict(found)
+            break
+    peak = peak_index(results.records).one_rank.get((1, precision))
+    return SourceCpu(str(env.get("cpu_model") or "CPU of the sweep"), precision, peak, isa)
 
 
 def load_inputs(args: Any) -> PredictInputs:
@@ -94,20 +139,19 @@ def load_inputs(args: Any) -> PredictInputs:
     extra = []
     for folder in args.calibration:
         extra += [r for r in _results(folder).records if r.get("kind") == rec.ALLREDUCE]
-    rcp_points, rcp_source = _rcp(args.rcp) if args.rcp else (None, "")
+    samples = args.samples_per_epoch or derived.get("samples_per_epoch")
+    rcp_in = (_rcp(args.rcp, samples, bool(args.samples_per_epoch), sweep.workload.name) if args.rcp else None)
     try:
-        fitted = fit_all(results.records, extra_calibration=extra, rcp_points=rcp_points, rcp_source=rcp_source)
+        fitted = fit_all(results.records, extra_calibration=extra,
+                         rcp_points=None if rcp_in is None else rcp_in.points,
+                         rcp_source="" if rcp_in is None else rcp_in.source,
+                         rcp_pruned=() if rcp_in is None else rcp_in.pruned)
     except NotFittable as err:
         raise PredictInputError(f"{results.path}: {err}") from None
-    warnings = list(results.errors)
+    warnings = list(results.errors) + list(rcp_in.notes if rcp_in else ())
     if args.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
-    samples = args.samples_per_epoch or derived.get("samples_per_epoch")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
-    machine = MachineWhatIf()
-    if args.topology:
-        cpu = results.environment.get("cpu_model") or "CPU of the sweep"
-        machine = MachineWhatIf(note=f"CPU assumed as fast as the measured {cpu} (the target topology gives no "
-                                     "per-core GEMM peak to scale compute by)")
+    machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if args.topology else SAME_MACHINE
     return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
                          backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine)

@@ -1,5 +1,6 @@
 """`orch predict`'s output: the prediction for a target, its tables (terminal, Markdown, CSV, JSON) and
-plots (time-to-train and node-hours against nodes; the all-reduce calibration with its fitted lines)."""
+plots (time-to-train and node-hours against nodes; throughput against cores and ranks and epochs against the
+global batch, in `prediction_plots`; the all-reduce calibration with its fitted lines)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.table import Table
 from orchestrator.report.plots import DPI, PNG_METADATA, _figure
+from orchestrator.report.prediction_plots import epochs_figure, throughput_figure
 from orchestrator.report.render import to_csv, to_json, to_markdown, to_rich
 
 if TYPE_CHECKING:
@@ -154,7 +156,8 @@ def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
         put(f"{table.name}.csv", to_csv(table))
         put(f"{table.name}.json", to_json(table))
     put("prediction.json", json.dumps(report.to_dict(), indent=2) + "\n")
-    figures = {"prediction.png": time_figure(report), "allreduce.png": calibration_figure(report.fitted)}
+    figures = {"prediction.png": time_figure(report), "prediction-throughput.png": throughput_figure(report),
+               "prediction-epochs.png": epochs_figure(report), "allreduce.png": calibration_figure(report.fitted)}
     for name, fig in figures.items():
         if fig is not None:
             fig.savefig(out_dir / name, dpi=DPI, metadata=PNG_METADATA)

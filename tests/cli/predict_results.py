@@ -35,10 +35,10 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                   params: dict | None = None, links: dict[str, tuple[float, float]] | None = None,
                   gradient_bytes: int = GRADIENT_BYTES, epochs_truth: tuple[float, float] = (1.5, 64.0),
                   seed_factors: tuple[float, ...] = (0.95, 1.0, 1.05),
-                  global_batches: tuple[int, ...] = (8, 16, 32, 64)) -> Path:
+                  global_batches: tuple[int, ...] = (8, 16, 32, 64), peak_gflops: float | None = None) -> Path:
     """A results folder written with the production writers (records.make_record, store.write_json) whose
     throughput comes from a known step model (`params`, `links`: link class → (α s, β s/byte)) and whose
-    epochs are E_min·(1 + B/B_crit) × each seed factor."""
+    epochs are E_min·(1 + B/B_crit) × each seed factor; with `peak_gflops`, a 1-rank 1-thread fp32 GEMM peak."""
     links = links or {"socket": (ALPHA_S, BETA_S_PER_BYTE)}
     sweep_file = folder / "synthetic.yaml"
     sweep_file.write_text(textwrap.dedent("""
@@ -55,7 +55,7 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
         "samples_per_epoch": 8192, "ranks": [1, 2], "threads": [1, 2], "local_batches": [8, 16, 32, 64, 128],
         "workload": "classifier", "metric": "accuracy"}})
     write_json(results / "topology.json", topology.to_dict())
-    write_json(results / "environment.json", {"backend": {"chosen": "gloo"}})
+    write_json(results / "environment.json", {"backend": {"chosen": "gloo"}, "cpu_model": "Test CPU"})
     m = StepModel(params or PARAMS, {k: comm.LinkFit(k, a, b, 8, 0.0) for k, (a, b) in links.items()},
                   tuple(comm.ddp_buckets(gradient_bytes)))
     lines = []
@@ -76,6 +76,11 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                 placement=_placement(n, 1),
                 allreduce={"link": link, "ranks": n, "dtype": "fp32", "algorithm": "ring", "sizes_bytes": sizes,
                            "time_s": [comm.ring_allreduce_s(n, s, alpha, beta) for s in sizes]}))
+    if peak_gflops is not None:
+        lines.append(rec.make_record(
+            kind=rec.PEAK, key="peak-r1-t1-fp32", status=rec.OK, ranks=1, threads_per_rank=1,
+            placement=_placement(1, 1), peak={"precision": "fp32", "gemm_size": 2048, "gflops": peak_gflops,
+                                              "concurrent": True}))
     if convergence:
         for g in global_batches:
             for seed, f in enumerate(seed_factors):

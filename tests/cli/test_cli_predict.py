@@ -62,10 +62,17 @@ def test_predict_for_a_cluster_prints_table_and_recommendation(results, capsys, 
 def test_rcp_file_drives_epochs_with_leave_one_batch_out(results, capsys, tmp_path):
     assert main(["predict", str(results), "--rcp", str(RCP_RETINANET), "--validate", "--local-batch", "64,128",
                  "--topology", str(CLUSTER), "--samples-per-epoch", "1170301", "--out", str(tmp_path / "o")]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "RCP file rcps_retinanet.json, benchmark retinanet" in text
     epochs = json.loads((tmp_path / "o" / "prediction-epochs.json").read_text())
-    assert [r["label"] for r in epochs["rows"]] == ["256", "320", "512", "768", "1024", "1280", "2048", "2560", "4096"]
+    # the checker's pruning on the olympic means (4.0, 4.11, 5.0, 5.0, 6.0, 6.67, 7.89, 8.64, 15.15 at 256 … 4096):
+    # 512 lies above the 320–768 line (4.49), then 1024, 1280 and 2048 above the lines from 768 to their next
+    # kept neighbour (5.83, 6.16, 7.60); 2560 is below the 768–4096 line (10.47)
+    assert [r["label"] for r in epochs["rows"]] == ["256", "320", "768", "2560", "4096"]
+    pruned = "global batch(es) 512 (5 epochs), 1024 (6 epochs), 1280 (6.67 epochs), 2048 (7.89 epochs) dropped"
+    assert pruned in " ".join(captured.err.split())
+    assert any(pruned in w for w in json.loads((tmp_path / "o" / "prediction.json").read_text())["warnings"])
     left_out = [r["cells"][2]["value"] for r in epochs["rows"]]
     assert all(v is not None for v in left_out)            # every batch predicted from the others
     layouts = json.loads((tmp_path / "o" / "prediction-layouts.json").read_text())
@@ -136,3 +143,24 @@ def test_rcp_file_exported_by_orch_report_round_trips_into_predict(results, tmp_
     # exactly: −0.083% at every batch here (what remains after the records' rounding). 0.5% leaves room for
     # that and catches any real model or export error (the old bound, 10%, could not fail).
     assert all(abs(e) < 0.5 for e in errors.values()), errors
+
+
+BERT_LIKE = {f"bert_ref_{bs}": {"Benchmark": "bert", "BS": bs, "Epochs to converge": [s * 0.9, s, s, s, s * 1.2]}
+             for bs, s in ((256, 2_400_000), (448, 2_600_000), (1024, 3_200_000))}
+
+
+def test_samples_rcp_of_another_benchmark_needs_its_dataset_size(results, tmp_path, capsys):
+    """BERT's RCP counts samples: without --samples-per-epoch the classifier's dataset size is not BERT's, so
+    orch refuses (exit 2, the reason); with it, 2.4M samples at 256 are 2.4M / 400k = 6 epochs."""
+    bert = rcp_file(tmp_path, BERT_LIKE)
+    assert main(["predict", str(results), "--rcp", str(bert)]) == 2
+    err = capsys.readouterr().err
+    assert "counts samples to converge" in err and "benchmark bert, but the sweep ran workload classifier" in err
+    assert "--samples-per-epoch" in err and "Traceback" not in err
+    assert main(["predict", str(results), "--rcp", str(bert), "--samples-per-epoch", "400000", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert any("converted to epochs of 400,000 samples (--samples-per-epoch)" in w for w in report["warnings"])
+    epochs = next(t for t in report["tables"] if t["name"] == "prediction-epochs")
+    measured = {r["label"]: r["cells"][0]["value"] for r in epochs["rows"]}
+    assert measured == pytest.approx({"256": 6.0, "448": 6.5, "1024": 8.0})

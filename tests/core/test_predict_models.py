@@ -145,21 +145,6 @@ def test_one_global_batch_freezes_the_critical_batch():
     assert m.predict(64).epochs == pytest.approx(4.0)
 
 
-def test_rcp_parse_reports_every_problem():
-    points, bench, errors = epochs.parse_rcp({
-        "a_ref_8": {"Benchmark": "a", "BS": 8, "Epochs to converge": [3, 4]},
-        "a_ref_x": {"Benchmark": "a", "BS": "16", "Epochs to converge": [3]},
-        "a_ref_32": {"Benchmark": "a", "BS": 32, "Epochs to converge": []},
-        "b_ref_64": {"Benchmark": "b", "BS": 64, "Epochs to converge": [9]},
-        "junk": 5}, "rcps.json")
-    assert [p.global_batch for p in points] == [8, 64]
-    assert "rcps.json: entry 'a_ref_x': BS must be a positive integer, got '16'" in errors
-    assert any("'a_ref_32'" in e and "non-empty list" in e for e in errors)
-    assert "rcps.json: entry 'junk': expected an object, got int" in errors
-    assert any("several benchmarks ['a', 'b']" in e for e in errors)
-    assert epochs.parse_rcp([], "x")[2] == ["x: expected a JSON object of reference entries (name → {BS, Epochs to converge})"]
-
-
 def test_fit_recovers_every_term_with_usl_contention():
     """κ ≠ 0 with 3 thread counts (1, 2, 4), and μ, ρ, γ away from their neutral values: every term recovered."""
     truth_k = step.StepModel({**TRUE, "kappa": 0.02, "mu": 0.15, "rho": 1.8, "gamma": 2.5}, LINKS, BUCKETS)

@@ -29,6 +29,7 @@ from orchestrator.core.predict.bands import ErrorBands, choose, extrapolation_ax
 from orchestrator.core.predict.comm import stand_in_direction
 from orchestrator.core.predict.data import layout_on_sockets
 from orchestrator.core.predict.epochs import NOT_CONVERGED, EpochsModel, EpochsPrediction
+from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.step import Cell, Layout, StepModel
 from orchestrator.core.predict.uncertainty import log_spread
 from orchestrator.core.predict.validate import MODEL, amdahl_sigma, baseline
@@ -79,15 +80,6 @@ GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band
 
 
 @dataclass(frozen=True, slots=True)
-class MachineWhatIf:
-    """How the target's cores compare with the measured ones (a CPU what-if), or the assumption made."""
-
-    compute_scale: float = 1.0           # target compute time ÷ measured (1 / the GEMM-peak ratio)
-    other_end_scale: float = 1.0         # the scale at the interval's other end (memory-bandwidth ratio or 1)
-    note: str = ""                       # said on every row of another machine
-
-
-@dataclass(frozen=True, slots=True)
 class Band:
     value: float
     low: float | None
@@ -106,7 +98,7 @@ def _value(predictor: str, model: StepModel, cells: Sequence[Cell], sigma: float
 
 
 def _band(model: StepModel, lay: Layout, cells: Sequence[Cell], bands: ErrorBands,
-          boot: Sequence[StepModel] = (), machine: MachineWhatIf = MachineWhatIf()) -> Band:
+          boot: Sequence[StepModel] = (), machine: MachineWhatIf = SAME_MACHINE) -> Band:
     """samples/s of a layout with its interval, the predictor that gave it, and its notes."""
     axes = extrapolation_axes(lay, cells)
     choice = choose(bands, axes)
@@ -197,7 +189,7 @@ class Target:
     local_batches: tuple[int, ...]
     samples_per_epoch: int | None
     same_machine: bool                 # the target's nodes are the machine the cells were measured on
-    machine: MachineWhatIf = MachineWhatIf()
+    machine: MachineWhatIf = SAME_MACHINE
 
 
 def predict_layouts(target: Target, spec: SweepSpec, model: StepModel, cells: Sequence[Cell], bands: ErrorBands,

@@ -16,8 +16,9 @@ batches and refuses to go above the largest, so a planner that does must say it 
 beyond one that did not converge gets no prediction.
 
 Convergence data come from convergence records (`orchestrator.core.convergence`) or from an MLPerf RCP
-file (`parse_rcp`), the layout MLCommons publishes in mlcommons/logging
-(`mlperf_logging/rcp_checker/training_*/rcps_<benchmark>.json`) and `orch report` exports.
+file (`orchestrator.core.predict.rcp`: units, the checker's olympic mean and pruning), the layout MLCommons
+publishes in mlcommons/logging (`mlperf_logging/rcp_checker/training_*/rcps_<benchmark>.json`) and
+`orch report` exports.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -45,6 +45,7 @@ class BatchPoint:
     global_batch: int
     epochs: tuple[float, ...]
     max_epochs: float | None = None     # the cap of a batch that did not converge
+    dropped_each_end: int = 1           # runs the olympic mean drops at each end (an RCP's unet3d: 4)
     # seeds that did not converge where the batch did overall: they count in the olympic mean as the slowest
     # runs (MLPerf's rule, and the convergence table's), though the fit can only use the converged seeds
     not_converged: int = 0
@@ -55,7 +56,7 @@ class BatchPoint:
 
     @property
     def mean(self) -> float:
-        return olympic_mean(self.epochs + (math.inf,) * self.not_converged)
+        return olympic_mean(self.epochs + (math.inf,) * self.not_converged, self.dropped_each_end)
 
     @property
     def sd(self) -> float:
@@ -70,46 +71,8 @@ def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]
         if b.mean_epochs is None:
             out.append(BatchPoint(b.global_batch, (), b.max_epochs))
         else:
-            out.append(BatchPoint(b.global_batch, seeds, b.max_epochs, len(b.runs) - len(seeds)))
+            out.append(BatchPoint(b.global_batch, seeds, b.max_epochs, not_converged=len(b.runs) - len(seeds)))
     return sorted(out, key=lambda p: p.global_batch)
-
-
-def parse_rcp(data: Any, source: str = "RCP file") -> tuple[list[BatchPoint], str | None, list[str]]:
-    """Points, benchmark name and every problem of an MLPerf RCP JSON document (already decoded).
-
-    >>> pts, bench, errors = parse_rcp({"x_ref_8": {"Benchmark": "x", "BS": 8, "Epochs to converge": [3, 4, 5]}})
-    >>> pts[0].global_batch, pts[0].mean, bench, errors
-    (8, 4.0, 'x', [])
-    >>> for error in parse_rcp({"x_ref_8": {"BS": -1}})[2]: print(error)
-    RCP file: entry 'x_ref_8': BS must be a positive integer, got -1
-    RCP file: entry 'x_ref_8': 'Epochs to converge' must be a non-empty list of positive numbers
-    """
-    if not isinstance(data, dict) or not data:
-        return [], None, [f"{source}: expected a JSON object of reference entries (name → {{BS, Epochs to converge}})"]
-    points: dict[int, BatchPoint] = {}
-    errors: list[str] = []
-    benchmarks = set()
-    for name, entry in data.items():
-        where = f"{source}: entry {name!r}"
-        if not isinstance(entry, dict):
-            errors.append(f"{where}: expected an object, got {type(entry).__name__}")
-            continue
-        bs, epochs = entry.get("BS"), entry.get("Epochs to converge")
-        if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
-            errors.append(f"{where}: BS must be a positive integer, got {bs!r}")
-        if (not isinstance(epochs, list) or not epochs
-                or not all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in epochs)):
-            errors.append(f"{where}: 'Epochs to converge' must be a non-empty list of positive numbers")
-            continue
-        if isinstance(bs, int) and bs > 0:
-            if bs in points:
-                errors.append(f"{where}: global batch {bs} appears twice")
-            points[bs] = BatchPoint(bs, tuple(float(e) for e in epochs))
-        if isinstance(entry.get("Benchmark"), str):
-            benchmarks.add(entry["Benchmark"])
-    if len(benchmarks) > 1:
-        errors.append(f"{source}: entries of several benchmarks {sorted(benchmarks)}; give one benchmark's file")
-    return sorted(points.values(), key=lambda p: p.global_batch), next(iter(benchmarks), None), errors
 
 
 def critical_batch_epochs(global_batch: float, e_min: float, b_crit: float) -> float:

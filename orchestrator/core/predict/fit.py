@@ -43,6 +43,7 @@ class Fitted:
     epochs_source: str                       # 'records', 'RCP file …' or '' when there is no convergence data
     warnings: tuple[str, ...]
     bootstrap: tuple[StepModel, ...] = ()    # refits with resampled residuals (uncertainty.bootstrap_models)
+    pruned_points: tuple[BatchPoint, ...] = ()   # RCP batches the checker's pruning dropped: shown, not fitted
 
 
 def suggest_cells(cells: Sequence[Cell]) -> list[str]:
@@ -74,7 +75,8 @@ def check_fittable(cells: Sequence[Cell]) -> None:
 
 
 def fit_all(records: Sequence[Mapping[str, Any]], *, extra_calibration: Sequence[Mapping[str, Any]] = (),
-            rcp_points: Sequence[BatchPoint] | None = None, rcp_source: str = "") -> Fitted:
+            rcp_points: Sequence[BatchPoint] | None = None, rcp_source: str = "",
+            rcp_pruned: Sequence[BatchPoint] = ()) -> Fitted:
     """Fit every model the records allow. Raises NotFittable when the throughput cells cannot support one."""
     cells = data.cells_from_records(records)
     check_fittable(cells)
@@ -109,4 +111,4 @@ def fit_all(records: Sequence[Mapping[str, Any]], *, extra_calibration: Sequence
         warnings.append("no convergence data (run the sweep with a convergence section, or give --rcp): "
                         "throughput only, no time-to-train")
     return Fitted(tuple(cells), links, tuple(samples), buckets, prior, model, validation, points, epochs_model,
-                  held, source, tuple(warnings), boot)
+                  held, source, tuple(warnings), boot, tuple(rcp_pruned))

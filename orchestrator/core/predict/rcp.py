@@ -1,0 +1,209 @@
+"""MLPerf RCP files (reference convergence points) as epochs-to-target points, read the way MLCommons'
+checker reads them. Pure.
+
+The rules, from mlcommons/logging `mlperf_logging/rcp_checker/rcp_checker.py` (read at 7bbf792, version
+4.1.59; implemented here, not copied):
+
+- **Units.** `_process_raw_rcp_data` takes the runs from "samples to converge" for llama2_70b_lora and
+  flux1 and from "Epochs to converge" otherwise; but `read_submission_file` shows what those numbers are:
+  `train_samples` for bert, `metadata.samples_count` for stable_diffusion and the LLM benchmarks
+  (`metadata.step_num`, steps, in ruleset 3.1.0, whose file names the benchmark "sd"), `epoch_num` for the
+  rest. So BERT's "Epochs to converge" are samples (about 2.8 million at batch 256), not epochs. Samples are
+  converted with the dataset size of the training planned (epochs = samples ÷ samples per epoch), steps first
+  to samples (× the batch). A file whose benchmark this table does not know, with numbers no epoch count
+  reaches (`EPOCHS_PLAUSIBLE_MAX`), is refused with the reason rather than read as epochs.
+- **Olympic mean.** `compute_rcp_stats` sorts the runs and drops one at each end (4 for unet3d) before the
+  mean (`BatchPoint.mean`); its spread is the population standard deviation over every run.
+- **Pruning.** `_prune_rcps`: drop every batch below the one with the fewest mean epochs, then walk the rest
+  and drop a batch whose mean lies above the straight line between its two neighbours, stepping back one
+  place after a drop so the next batch is checked against its new neighbours. (The checker's own comment
+  says this is not a full lower convex envelope: a batch kept is not checked again after a later drop.)
+  What is dropped converged slower than its neighbours imply: a less well tuned reference.
+- **Duplicates.** The checker keys records by name and keeps every record of a pruned batch; a batch that
+  appears in two entries is merged here: their runs are pooled, and the merge is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from orchestrator.core.predict.epochs import BatchPoint
+
+EPOCHS, SAMPLES, STEPS = "epochs", "samples", "steps"
+EPOCHS_KEY, SAMPLES_KEY = "Epochs to converge", "samples to converge"
+# read_submission_file: train_samples (bert) or metadata.samples_count (stable_diffusion, the LLMs)
+SAMPLES_BENCHMARKS = frozenset({"bert", "stable_diffusion", "llama2_70b_lora", "flux1", "llama31_405b",
+                                "llama31_8b", "gpt_oss_20b", "deepseekv3_671b", "qwen35_397b_grpo"})
+STEPS_BENCHMARKS = frozenset({"sd"})          # training_3.1.0's stable diffusion file: metadata.step_num
+# More epochs than any MLPerf reference needs (unet3d's, the most, stay below 5,000): a larger number in a
+# file of a benchmark not listed above is a count of samples, steps or tokens, not of epochs.
+EPOCHS_PLAUSIBLE_MAX = 10_000
+FLOAT_SLACK = 1e-9   # a batch exactly on its neighbours' line is kept, whatever the last bit of the division says
+UNET3D_DROPPED_EACH_END = 4                   # compute_rcp_stats: samples_rejected = 4 for unet3d, else 1
+
+
+class RcpUnitError(ValueError):
+    """The RCP file's numbers cannot be turned into epochs; the message says why and what would."""
+
+
+@dataclass(frozen=True, slots=True)
+class RcpFile:
+    """An RCP file as read: one point per global batch (duplicates merged), in the file's own unit."""
+
+    points: tuple[BatchPoint, ...]
+    benchmark: str | None
+    unit: str                        # EPOCHS, SAMPLES or STEPS
+    unit_why: str                    # how the unit was decided
+    notes: tuple[str, ...] = ()      # merged duplicates
+
+
+def _runs(entry: Mapping[str, Any]) -> tuple[str, Any]:
+    """The entry's runs under "samples to converge" where it has that key (as llama2_70b_lora's and flux1's
+    files do), else under "Epochs to converge"."""
+    key = SAMPLES_KEY if SAMPLES_KEY in entry else EPOCHS_KEY
+    return key, entry.get(key)
+
+
+def _positive_numbers(values: Any) -> bool:
+    return (isinstance(values, list) and bool(values)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values))
+
+
+def read_rcp(data: Any, source: str = "RCP file") -> tuple[RcpFile | None, list[str]]:
+    """The file's points, benchmark and unit, and every problem in it (None with the problems when any).
+
+    >>> rcp, errors = read_rcp({"x_ref_8": {"Benchmark": "x", "BS": 8, "Epochs to converge": [3, 4, 5]},
+    ...                         "x_ref_8b": {"Benchmark": "x", "BS": 8, "Epochs to converge": [6]}})
+    >>> rcp.points[0].epochs, rcp.unit, errors
+    ((3.0, 4.0, 5.0, 6.0), 'epochs', [])
+    >>> print(rcp.notes[0])
+    RCP file: global batch 8 appears in entries 'x_ref_8', 'x_ref_8b': their 3 + 1 runs are pooled
+    >>> for error in read_rcp({"x_ref_8": {"BS": -1}})[1]: print(error)
+    RCP file: entry 'x_ref_8': BS must be a positive integer, got -1
+    RCP file: entry 'x_ref_8': 'Epochs to converge' must be a non-empty list of positive numbers
+    """
+    if not isinstance(data, dict) or not data:
+        return None, [f"{source}: expected a JSON object of reference entries (name → {{BS, Epochs to converge}})"]
+    runs: dict[int, list[float]] = {}
+    names: dict[int, list[str]] = {}
+    counts: dict[int, list[int]] = {}
+    errors: list[str] = []
+    benchmarks, keys = set(), set()
+    for name, entry in data.items():
+        where = f"{source}: entry {name!r}"
+        if not isinstance(entry, dict):
+            errors.append(f"{where}: expected an object, got {type(entry).__name__}")
+            continue
+        bs = entry.get("BS")
+        key, values = _runs(entry)
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
+            errors.append(f"{where}: BS must be a positive integer, got {bs!r}")
+        if not _positive_numbers(values):
+            errors.append(f"{where}: '{key}' must be a non-empty list of positive numbers")
+            continue
+        if isinstance(entry.get("Benchmark"), str):
+            benchmarks.add(entry["Benchmark"])
+        if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0:
+            keys.add(key)
+            runs.setdefault(bs, []).extend(float(v) for v in values)
+            names.setdefault(bs, []).append(str(name))
+            counts.setdefault(bs, []).append(len(values))
+    if len(benchmarks) > 1:
+        errors.append(f"{source}: entries of several benchmarks {sorted(benchmarks)}; give one benchmark's file")
+    if len(keys) > 1:
+        errors.append(f"{source}: some entries give '{EPOCHS_KEY}' and others '{SAMPLES_KEY}'; give one unit")
+    benchmark = next(iter(benchmarks), None)
+    unit, why, unit_error = _unit(benchmark, keys, max((max(v) for v in runs.values()), default=0.0), source)
+    if unit_error:
+        errors.append(unit_error)
+    if errors:
+        return None, errors
+    drop = UNET3D_DROPPED_EACH_END if benchmark == "unet3d" else 1
+    notes = tuple(f"{source}: global batch {bs} appears in entries {', '.join(repr(n) for n in names[bs])}: their "
+                  f"{' + '.join(map(str, counts[bs]))} runs are pooled" for bs in sorted(runs) if len(names[bs]) > 1)
+    points = tuple(BatchPoint(bs, tuple(runs[bs]), dropped_each_end=drop) for bs in sorted(runs))
+    return RcpFile(points, benchmark, unit, why, notes), []
+
+
+def _unit(benchmark: str | None, keys: set[str], largest: float, source: str) -> tuple[str, str, str]:
+    """(unit, why, error): the unit of the file's numbers, from its key, its benchmark or their size."""
+    if SAMPLES_KEY in keys:
+        return SAMPLES, f"its entries give '{SAMPLES_KEY}'", ""
+    if benchmark in SAMPLES_BENCHMARKS:
+        return SAMPLES, (f"benchmark {benchmark}: MLPerf's RCP checker reads its convergence point as samples "
+                         "(train_samples or samples_count), whatever the key says"), ""
+    if benchmark in STEPS_BENCHMARKS:
+        return STEPS, f"benchmark {benchmark}: MLPerf's RCP checker reads its convergence point as steps", ""
+    if largest > EPOCHS_PLAUSIBLE_MAX:
+        name = f"benchmark {benchmark}" if benchmark else "a file that names no benchmark"
+        return EPOCHS, "", (f"{source}: '{EPOCHS_KEY}' reaches {largest:.4g}, more than any epoch count "
+                            f"({EPOCHS_PLAUSIBLE_MAX:,}), and orch does not know the unit of {name}: these look like "
+                            f"samples, steps or tokens. Give the runs as epochs, or as '{SAMPLES_KEY}' (samples) to "
+                            "have them converted with --samples-per-epoch")
+    return EPOCHS, f"'{EPOCHS_KEY}', all within {EPOCHS_PLAUSIBLE_MAX:,}", ""
+
+
+def to_epochs(rcp: RcpFile, samples_per_epoch: int | None, source: str) -> tuple[BatchPoint, ...]:
+    """The points in epochs: samples ÷ samples per epoch, steps × batch ÷ samples per epoch. RcpUnitError when
+    the file counts samples or steps and no dataset size is known.
+
+    >>> rcp = RcpFile((BatchPoint(256, (2_560_000.0,)),), "bert", SAMPLES, "bert")
+    >>> to_epochs(rcp, 1_280_000, "f")[0].epochs
+    (2.0,)
+    """
+    if rcp.unit == EPOCHS:
+        return rcp.points
+    if not samples_per_epoch:
+        raise RcpUnitError(f"{source}: counts {rcp.unit} to converge, not epochs ({rcp.unit_why}); give "
+                           "--samples-per-epoch N, the dataset size of the training you plan, to convert them")
+
+    def convert(p: BatchPoint) -> BatchPoint:
+        per_run = p.global_batch if rcp.unit == STEPS else 1
+        return replace(p, epochs=tuple(v * per_run / samples_per_epoch for v in p.epochs))
+    return tuple(convert(p) for p in rcp.points)
+
+
+def conversion_note(rcp: RcpFile, samples_per_epoch: int | None, spe_source: str, source: str) -> str:
+    """What the conversion did, in words ('' when the file was in epochs)."""
+    if rcp.unit == EPOCHS or not samples_per_epoch:
+        return ""
+    return (f"{source}: its figures are {rcp.unit} to converge ({rcp.unit_why}); converted to epochs of "
+            f"{samples_per_epoch:,} samples ({spe_source}); time-to-train (samples ÷ samples/s) does not depend on "
+            "that size")
+
+
+def prune(points: Sequence[BatchPoint]) -> tuple[tuple[BatchPoint, ...], tuple[BatchPoint, ...]]:
+    """(kept, dropped) by the checker's `_prune_rcps` rule, on the olympic means.
+
+    >>> pts = [BatchPoint(b, (e,)) for b, e in ((64, 5.0), (128, 4.0), (256, 6.0), (512, 6.0), (1024, 9.0))]
+    >>> kept, dropped = prune(pts)
+    >>> [p.global_batch for p in kept], [p.global_batch for p in dropped]
+    ([128, 512, 1024], [64, 256])
+    """
+    ordered = sorted(points, key=lambda p: p.global_batch)
+    if not ordered:
+        return (), ()
+    fastest = min(ordered, key=lambda p: (p.mean, p.global_batch))
+    kept = [p for p in ordered if p.global_batch >= fastest.global_batch]
+    i = 1
+    while i < len(kept) - 1:
+        low, mid, high = kept[i - 1], kept[i], kept[i + 1]
+        line = float(np.interp(mid.global_batch, [low.global_batch, high.global_batch], [low.mean, high.mean]))
+        if mid.mean > line * (1 + FLOAT_SLACK):
+            del kept[i]
+            i -= 1
+        i += 1
+    dropped = tuple(p for p in ordered if p not in kept)
+    return tuple(kept), dropped
+
+
+def pruning_note(dropped: Sequence[BatchPoint], source: str) -> str:
+    if not dropped:
+        return ""
+    batches = ", ".join(f"{p.global_batch} ({p.mean:.3g} epochs)" for p in dropped)
+    return (f"{source}: global batch(es) {batches} dropped by the RCP checker's pruning (below the fastest-converging "
+            "batch, or slower than the line between their neighbours): not fitted, shown apart")
