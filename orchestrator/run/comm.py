@@ -9,8 +9,8 @@ from typing import Any
 
 # oneCCL's settings that decide how it ran: rank_environment (run.launcher) sets the CCL_ ones; libfabric's
 # (FI_*) are recorded where a user set them.
-CCL_ENV_KEYS = ("CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_YIELD", "CCL_LOCAL_RANK",
-                "CCL_LOCAL_SIZE", "CCL_PROCESS_LAUNCHER", "FI_PROVIDER", "FI_PROVIDER_PATH")
+CCL_ENV_KEYS = ("CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_YIELD",
+                "CCL_LOCAL_RANK", "CCL_LOCAL_SIZE", "CCL_PROCESS_LAUNCHER", "FI_PROVIDER", "FI_PROVIDER_PATH")
 # Distributions that install oneCCL's runtime (libccl.so), CPU-only first.
 ONECCL_DISTS = ("oneccl-cpu", "oneccl")
 
