@@ -7,8 +7,9 @@
 #
 # What is pinned (each torch-ccl tag supports exactly one torch release; the project is deprecated upstream):
 # - source: intel/torch-ccl tag v2.8.0+xpu, commit 3b4b1dc3 (the tag for torch 2.8; no v2.8 "+cpu" tag
-#   exists). TORCH_CCL_SRC is a git repository holding that tag (bare or not; the tag is checked against the
-#   commit), or a plain source tree (not checkable: said so). Unset: the tag is cloned from GitHub.
+#   exists), from third_party/torch-ccl/ (its README says why it is kept there; its SHA-256 is checked).
+#   TORCH_CCL_SRC overrides it: a git repository holding that tag (bare or not; the tag is checked against
+#   the commit), or a plain source tree (not checkable: said so).
 # - oneCCL: oneccl-cpu(-devel) 2022.1.2 + impi-rt 2021.18.1, the newest CPU-only set whose dependencies the
 #   registry has (2022.2.0 wants libfabric>=2.6); no SYCL runtime. Its libccl.so.1 names a library
 #   "libccl.so.2" that no package ships; the only symbols it lacks are Intel's compiler runtime
@@ -29,6 +30,8 @@ cd "$(dirname "$0")/.."
 
 TAG="v2.8.0+xpu"
 COMMIT=3b4b1dc338e5b5cd67a58d9041fc9bbfce8fbaf3
+ARCHIVE="third_party/torch-ccl/torch-ccl-$TAG.tar.gz"
+ARCHIVE_SHA256=6bfca8be34ace2f15f53c44ea5328ca040c0bde9535f5c8162090c4d33e30898
 ONECCL_PINS="oneccl-cpu==2022.1.2 oneccl-cpu-devel==2022.1.2 impi-rt==2021.18.1 intel-cmplr-lib-rt==2025.2.1"
 BUILD_TOOLS="wheel==0.45.1"  # setup.py bdist_wheel; .venv-ipex's setuptools 65 has no bdist_wheel of its own
 WHEEL_VERSION="2.8.0+cpu"
@@ -74,15 +77,13 @@ fi
 
 work=$(mktemp -d /tmp/torch-ccl-build.XXXXXX)
 log=$work/build.log
-fetch_source() {  # into $work/src, from TORCH_CCL_SRC or GitHub, checked against $COMMIT where possible
+fetch_source() {  # into $work/src, from the kept archive or TORCH_CCL_SRC, checked where possible
   local src=${TORCH_CCL_SRC:-}
   mkdir "$work/src"
   if [ -z "$src" ]; then
-    git clone --quiet --depth 1 --branch "$TAG" https://github.com/intel/torch-ccl "$work/clone" \
-      || die "could not clone intel/torch-ccl; set TORCH_CCL_SRC to a checkout of tag $TAG"
-    src=$work/clone
-  fi
-  if git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 || git -C "$src" rev-parse >/dev/null 2>&1; then
+    echo "$ARCHIVE_SHA256  $ARCHIVE" | sha256sum --check --quiet || die "$ARCHIVE is not the archive pinned here"
+    tar -xzf "$ARCHIVE" -C "$work/src"
+  elif git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 || git -C "$src" rev-parse >/dev/null 2>&1; then
     local gd; gd=$(git -C "$src" rev-parse --absolute-git-dir 2>/dev/null || echo "$src")
     [ "$(git --git-dir="$gd" rev-parse "$TAG^{commit}" 2>/dev/null)" = "$COMMIT" ] \
       || die "$src has no tag $TAG at commit $COMMIT"
