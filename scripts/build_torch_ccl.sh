@@ -106,9 +106,11 @@ PYTHON_INCLUDE_DIR=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.ge
 export TORCH_DIR PYTHON_INCLUDE_DIR
 say "building $TAG in $work/src with make -j$MAX_JOBS (log: $log; load before: $(cut -d' ' -f1-3 /proc/loadavg))"
 start_s=$(date +%s)
-(cd "$work/src" && timeout "${TORCH_CCL_BUILD_TIMEOUT_S:-1800}" "$venv/bin/python" setup.py bdist_wheel \
-  >"$log" 2>&1) || { say "build FAILED after $(( $(date +%s) - start_s )) s; the end of $log:";
-                     tail -30 "$log" >&2; die "build failed; full log: $log (kept)"; }
+limit_s=${TORCH_CCL_BUILD_TIMEOUT_S:-1800}
+(cd "$work/src" && timeout "$limit_s" "$venv/bin/python" setup.py bdist_wheel >"$log" 2>&1) || {
+  rc=$?; why="exit status $rc"; [ "$rc" = 124 ] && why="time limit of $limit_s s reached (TORCH_CCL_BUILD_TIMEOUT_S)"
+  say "build FAILED after $(( $(date +%s) - start_s )) s ($why); the end of $log:"; tail -30 "$log" >&2
+  die "build failed ($why); the bindings were not installed; full log: $log (kept)"; }
 say "built in $(( $(date +%s) - start_s )) s wall (load after: $(cut -d' ' -f1-3 /proc/loadavg))"
 mkdir -p "$cache"
 cp "$work"/src/dist/*.whl "$log" "$cache/"

@@ -33,4 +33,35 @@ def communication_report(backend: str) -> dict[str, Any]:
     import oneccl_bindings_for_pytorch as ccl
 
     return {"backend": "ccl", "version": ccl.__version__, "oneccl": dist_version(*ONECCL_DISTS),
-            "env": {key: os.environ[key] for key in CCL_ENV_KEYS if key in os.environ}}
+            "env": {key: os.environ[key] for key in CCL_ENV_KEYS if key in os.environ},
+            "worker_threads_on_cpu": worker_threads_on_cpu()}
+
+
+def my_worker_cpus(env: dict[str, str]) -> list[int]:
+    """This rank's slice of CCL_WORKER_AFFINITY, as oneCCL takes it (CCL_WORKER_COUNT per CCL_LOCAL_RANK).
+
+    >>> my_worker_cpus({"CCL_WORKER_AFFINITY": "6,7,14,15", "CCL_WORKER_COUNT": "2", "CCL_LOCAL_RANK": "1"})
+    [14, 15]
+    """
+    cpus = [int(c) for c in env.get("CCL_WORKER_AFFINITY", "").split(",") if c.strip().isdigit()]
+    count, local = int(env.get("CCL_WORKER_COUNT", "1")), int(env.get("CCL_LOCAL_RANK", "0"))
+    return cpus[local * count:(local + 1) * count]
+
+
+def worker_threads_on_cpu() -> dict[str, int] | None:
+    """For each of this rank's oneCCL worker cores, how many of the process's threads are bound to that core
+    alone: read from the OS, the evidence that oneCCL pinned its worker there (1 each). None where a worker
+    shares a compute core (ccl_workers 0), whose OpenMP thread is bound there too."""
+    mine = my_worker_cpus(dict(os.environ))
+    compute = {int(c) for c in os.environ.get("OMP_PLACES", "").replace("{", "").replace("}", "").split(",") if c}
+    if not mine or compute & set(mine):
+        return None
+    counts = dict.fromkeys(mine, 0)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            mask = os.sched_getaffinity(int(tid))
+        except OSError:   # the thread ended meanwhile
+            continue
+        if len(mask) == 1 and next(iter(mask)) in counts:
+            counts[next(iter(mask))] += 1
+    return {str(cpu): n for cpu, n in counts.items()}

@@ -57,6 +57,7 @@ def test_auto_picks_ccl_for_two_ranks_and_the_calibration(ray_local, tmp_path):
     assert (comm["backend"], comm["version"], comm["oneccl"]) == ("ccl", "2.8.0+cpu", env["oneccl"])
     cores = [r["cpus"][0] for r in sorted(two["placement"], key=lambda r: r["local_rank"])]
     assert comm["env"]["CCL_WORKER_AFFINITY"] == ",".join(map(str, cores))   # each rank's own core, shared
+    assert comm["worker_threads_on_cpu"] is None   # shared with the OpenMP thread: not told apart
     assert [comm["env"][k] for k in ("CCL_WORKER_COUNT", "CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_YIELD")] == [
         "1", "ofi", "1", "sched_yield"]
 
@@ -84,6 +85,8 @@ def test_a_reserved_worker_core_is_pinned_apart_from_the_compute_core(ray_local,
     assert len(compute) == 1 and len(worker) == 1 and set(compute + worker) == set(CPUS[:2])
     assert one["communication"]["env"]["CCL_WORKER_AFFINITY"] == str(worker[0])
     assert "CCL_YIELD" not in one["communication"]["env"]
+    # read back from the OS inside the rank: one thread (oneCCL's worker) bound to the worker core alone
+    assert one["communication"]["worker_threads_on_cpu"] == {str(worker[0]): 1}
     # the rank's process may use both cores; its OpenMP thread is bound to the compute core only
     assert sorted(placed["observed_cpus"]) == sorted(compute + worker)
     # two ranks of one core would need 2 × (1 + 1) cores
