@@ -48,7 +48,7 @@ def direct(workload: str, params: dict, ranks: int, threads: int, batch: int, wa
     procs = []
     for rank in range(ranks):
         mine = cpus[rank * threads:(rank + 1) * threads]
-        env = rank_environment(dict(os.environ), cpus=mine, ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
+        env = rank_environment(dict(os.environ), cpus=mine, ccl_cpus_on_node=[], backend="gloo", rank=rank,
                                local_rank=rank, world_size=ranks, local_world_size=ranks, master_addr="127.0.0.1",
                                master_port=port)
         pin = (["numactl", f"--physcpubind={cpu_ranges(mine)}", "--membind=0"] if shutil.which("numactl")

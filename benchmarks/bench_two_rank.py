@@ -142,7 +142,7 @@ def launch(ranks: int, params: dict, local_batch: int, warmup: int, steps: int, 
         raise SystemExit(f"need {ranks} CPUs, this process may use {len(cpus)}")
     port, procs = free_port(), []
     for rank in range(ranks):
-        env = rank_environment(dict(os.environ), cpus=[cpus[rank]], ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
+        env = rank_environment(dict(os.environ), cpus=[cpus[rank]], ccl_cpus_on_node=[], backend="gloo", rank=rank,
                                local_rank=rank, world_size=ranks, local_world_size=ranks,
                                master_addr="127.0.0.1", master_port=port)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)

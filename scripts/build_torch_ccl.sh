@@ -1,56 +1,118 @@
 #!/usr/bin/env bash
-# Build oneCCL's PyTorch bindings (oneccl_bindings_for_pytorch) from a torch-ccl source tree you supply,
-# against .venv-ipex's torch 2.8, linking the registry's oneCCL runtime and headers (pip packages oneccl,
-# oneccl-devel, impi-rt, impi-devel) instead of building oneCCL, and install the wheel into .venv-ipex.
+# Build oneCCL's PyTorch bindings (oneccl_bindings_for_pytorch) from intel/torch-ccl's source, CPU only,
+# against .venv-ipex's torch 2.8 and the registry's CPU-only oneCCL, and install the wheel into .venv-ipex.
+# Called by `bash scripts/setup.sh --ipex --ccl`; it can be run alone once .venv-ipex exists:
 #
-#   bash scripts/setup.sh --ipex
-#   bash scripts/build_torch_ccl.sh /path/to/torch-ccl      # a checkout of intel/torch-ccl, tag v2.8.0+xpu
+#   TORCH_CCL_SRC=/path/to/torch-ccl bash scripts/build_torch_ccl.sh
 #
-# The source is copied to a scratch folder and built there; nothing of it enters this repository. Two
-# changes are made to the copy, both because of where the pieces come from here:
-# - the registry's torch 2.8.0 is the CUDA build, whose CMake config (find_package(Torch)) insists on a CUDA
-#   toolkit; the bindings need only torch's CPU headers and libraries, so they are named directly;
-# - USE_SYSTEM_ONECCL=ON with CCL_ROOT and MPI_HOME pointing at the venv, where the pip packages put
-#   include/oneapi/ccl.hpp, lib/libccl.so, include/mpi.h and lib/libmpi.so.
-# The compile runs under `nice -n 19` and a time limit (TORCH_CCL_BUILD_TIMEOUT_S, default 2400 s).
+# What is pinned (each torch-ccl tag supports exactly one torch release; the project is deprecated upstream):
+# - source: intel/torch-ccl tag v2.8.0+xpu, commit 3b4b1dc3 (the tag for torch 2.8; no v2.8 "+cpu" tag
+#   exists), from third_party/torch-ccl/ (its README says why it is kept there; its SHA-256 is checked).
+#   TORCH_CCL_SRC overrides it: a git repository holding that tag (bare or not; the tag is checked against
+#   the commit), or a plain source tree (not checkable: said so).
+# - oneCCL: oneccl-cpu(-devel) 2022.1.2 + impi-rt 2021.18.1, the newest CPU-only set whose dependencies the
+#   registry has (2022.2.0 wants libfabric>=2.6); no SYCL runtime. Its libccl.so.1 names a library
+#   "libccl.so.2" that no package ships; the only symbols it lacks are Intel's compiler runtime
+#   (_intel_fast_memcpy, __intel_cpu_features_init_x), so libintlc.so.5 of intel-cmplr-lib-rt 2025.2.1 is
+#   shipped in the wheel under that name.
+# Changes made to a scratch copy of the source (nothing of it enters this repository):
+# - torch's CMake config (the registry's torch 2.8.0 is the CUDA build) insists on a CUDA toolkit: torch's
+#   CPU headers and libraries are named directly instead;
+# - find_package(MPI) is dropped: the bindings call no MPI function (oneCCL loads libmpi itself at run
+#   time), and the registry has no MPI compiler wrapper for CMake to find;
+# - `make -j<all CPUs>` becomes `make -j$MAX_JOBS` (default 2), and version.txt says +cpu.
+# The build has a time limit (TORCH_CCL_BUILD_TIMEOUT_S, default 1800 s) and logs its wall time. The wheel
+# is installed only after it built and a one-rank ccl all-reduce ran in a fresh process; if that check
+# fails, the wheel is uninstalled again. Built wheels are kept in TORCH_CCL_CACHE (default
+# ~/.cache/orch/torch-ccl), keyed by everything pinned above: a second run installs the cached wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-src=${1:?usage: bash scripts/build_torch_ccl.sh /path/to/torch-ccl (a checkout of intel/torch-ccl)}
-[ -f "$src/setup.py" ] && [ -f "$src/CMakeLists.txt" ] || { echo "build_torch_ccl: $src is not a torch-ccl tree" >&2; exit 2; }
+TAG="v2.8.0+xpu"
+COMMIT=3b4b1dc338e5b5cd67a58d9041fc9bbfce8fbaf3
+ARCHIVE="third_party/torch-ccl/torch-ccl-$TAG.tar.gz"
+ARCHIVE_SHA256=6bfca8be34ace2f15f53c44ea5328ca040c0bde9535f5c8162090c4d33e30898
+ONECCL_PINS="oneccl-cpu==2022.1.2 oneccl-cpu-devel==2022.1.2 impi-rt==2021.18.1 intel-cmplr-lib-rt==2025.2.1"
+BUILD_TOOLS="wheel==0.45.1"  # setup.py bdist_wheel; .venv-ipex's setuptools 65 has no bdist_wheel of its own
+WHEEL_VERSION="2.8.0+cpu"
 venv=$(pwd)/.venv-ipex
-[ -x "$venv/bin/python" ] || { echo "build_torch_ccl: run 'bash scripts/setup.sh --ipex' first" >&2; exit 2; }
-# intel-sycl-rt below 2026: libccl.so.1 of oneccl 2021.16.1 needs libsycl.so.8, and 2026.x ships libsycl.so.9.
-ONECCL_PINS="oneccl==2021.16.1 oneccl-devel==2021.16.1 impi-rt==2021.16.1 impi-devel==2021.16.1 intel-sycl-rt<2026"
+say() { echo "build_torch_ccl: $*" >&2; }
+die() { say "$*"; exit 1; }
 
-echo "build_torch_ccl: installing $ONECCL_PINS and cmake into $venv" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check $ONECCL_PINS cmake
+[ -x "$venv/bin/python" ] || { say "run 'bash scripts/setup.sh --ipex' first (no $venv)"; exit 2; }
+torch_version=$("$venv/bin/python" -c "import torch; print(torch.__version__.split('+')[0])")
+case "$torch_version" in 2.8.*) ;; *) say "$TAG needs torch 2.8, $venv has $torch_version"; exit 2 ;; esac
+command -v make >/dev/null && command -v cmake >/dev/null && command -v g++ >/dev/null \
+  || { say "needs make, cmake and g++ (apt-get install build-essential cmake)"; exit 2; }
+
+say "installing $ONECCL_PINS $BUILD_TOOLS into $venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check $ONECCL_PINS $BUILD_TOOLS
+
+# The cache key: the source commit, the oneCCL pins, torch, the compiler and this script (its patches).
+key=$( { echo "$COMMIT $ONECCL_PINS torch-$torch_version"; g++ --version | head -1; cat "$0"; } \
+       | sha256sum | cut -c1-16)
+cache=${TORCH_CCL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orch/torch-ccl}/$key
+check_installed() {  # a fresh process: import, the backend registered, a one-rank all-reduce
+  "$venv/bin/python" - <<'PY'
+import os, tempfile, torch, torch.distributed as dist, oneccl_bindings_for_pytorch as ccl
+assert dist.is_backend_available("ccl"), "the ccl backend is not registered"
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29577", CCL_ATL_TRANSPORT="ofi")
+dist.init_process_group("ccl", rank=0, world_size=1)
+t = torch.ones(4)
+dist.all_reduce(t)
+dist.destroy_process_group()
+print(f"build_torch_ccl: ready: oneccl_bindings_for_pytorch {ccl.__version__}, a 1-rank ccl all-reduce ran")
+PY
+}
+install_wheel() {
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$1"
+  check_installed || { "$venv/bin/python" -m pip uninstall --quiet -y oneccl-bind-pt; rm -rf "$cache";
+                       die "the wheel $1 installed but failed its check; uninstalled it, and removed it from $cache"; }
+}
+if compgen -G "$cache/*.whl" >/dev/null; then
+  say "installing the cached wheel $(ls "$cache"/*.whl) (remove $cache to rebuild)"
+  install_wheel "$(ls "$cache"/*.whl)"
+  exit 0
+fi
 
 work=$(mktemp -d /tmp/torch-ccl-build.XXXXXX)
-cp -r "$src/." "$work/"
-"$venv/bin/python" - "$work/CMakeLists.txt" <<'PY'
-import sys
-path = sys.argv[1]
-text = open(path).read()
-old = ('find_package(Torch REQUIRED)\nlist(APPEND DEPENDS_LIB torch)\n'
-       'set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} ${TORCH_CXX_FLAGS}")')
-new = ('include_directories($ENV{TORCH_DIR}/include $ENV{TORCH_DIR}/include/torch/csrc/api/include '
-       '$ENV{PYTHON_INCLUDE_DIR})\nlist(APPEND DEPENDS_LIB $ENV{TORCH_DIR}/lib/libtorch.so '
-       '$ENV{TORCH_DIR}/lib/libtorch_cpu.so $ENV{TORCH_DIR}/lib/libc10.so)\n'
-       'set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} -D_GLIBCXX_USE_CXX11_ABI=1")')
-if old not in text:
-    sys.exit(f"build_torch_ccl: {path} has no find_package(Torch) block to replace; is this torch-ccl 2.x?")
-open(path, "w").write(text.replace(old, new))
-PY
+log=$work/build.log
+fetch_source() {  # into $work/src, from the kept archive or TORCH_CCL_SRC, checked where possible
+  local src=${TORCH_CCL_SRC:-}
+  mkdir "$work/src"
+  if [ -z "$src" ]; then
+    echo "$ARCHIVE_SHA256  $ARCHIVE" | sha256sum --check --quiet || die "$ARCHIVE is not the archive pinned here"
+    tar -xzf "$ARCHIVE" -C "$work/src"
+  elif git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 || git -C "$src" rev-parse >/dev/null 2>&1; then
+    local gd; gd=$(git -C "$src" rev-parse --absolute-git-dir 2>/dev/null || echo "$src")
+    [ "$(git --git-dir="$gd" rev-parse "$TAG^{commit}" 2>/dev/null)" = "$COMMIT" ] \
+      || die "$src has no tag $TAG at commit $COMMIT"
+    git --git-dir="$gd" archive "$TAG" | tar -x -C "$work/src"
+  else
+    [ -f "$src/setup.py" ] && [ -f "$src/CMakeLists.txt" ] || die "$src is not a torch-ccl source tree"
+    say "note: $src is a plain tree: it cannot be checked against $TAG ($COMMIT)"
+    cp -r "$src/." "$work/src/"
+  fi
+}
+fetch_source
+"$venv/bin/python" scripts/patch_torch_ccl.py "$work/src" "$WHEEL_VERSION" || die "patching failed (see above)"
+# The name libccl.so.1 asks for (see the header), next to the bindings' library: $ORIGIN is on its rpath.
+mkdir -p "$work/src/oneccl_bindings_for_pytorch/lib"
+cp "$venv/lib/libintlc.so.5" "$work/src/oneccl_bindings_for_pytorch/lib/libccl.so.2"
 
-export PATH="$venv/bin:$PATH" CCL_ROOT="$venv" MPI_HOME="$venv" I_MPI_ROOT="$venv" USE_SYSTEM_ONECCL=ON
+export PATH="$venv/bin:$PATH" CCL_ROOT="$venv" USE_SYSTEM_ONECCL=ON MAX_JOBS=${MAX_JOBS:-2}
 TORCH_DIR=$("$venv/bin/python" -c "import os, torch; print(os.path.dirname(torch.__file__))" 2>/dev/null)
 PYTHON_INCLUDE_DIR=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 export TORCH_DIR PYTHON_INCLUDE_DIR
-echo "build_torch_ccl: building in $work (log: $work/build.log)" >&2
-(cd "$work" && timeout "${TORCH_CCL_BUILD_TIMEOUT_S:-2400}" nice -n 19 "$venv/bin/python" setup.py bdist_wheel \
-  >"$work/build.log" 2>&1) || { echo "build_torch_ccl: build failed; the end of $work/build.log:" >&2;
-                                tail -30 "$work/build.log" >&2; exit 1; }
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$work"/dist/*.whl
-"$venv/bin/python" -c "import torch, oneccl_bindings_for_pytorch as ccl; \
-print('build_torch_ccl: ready:', ccl.__version__, 'ccl backend:', torch.distributed.is_backend_available('ccl'))"
+say "building $TAG in $work/src with make -j$MAX_JOBS (log: $log; load before: $(cut -d' ' -f1-3 /proc/loadavg))"
+start_s=$(date +%s)
+limit_s=${TORCH_CCL_BUILD_TIMEOUT_S:-1800}
+(cd "$work/src" && timeout "$limit_s" "$venv/bin/python" setup.py bdist_wheel >"$log" 2>&1) || {
+  rc=$?; why="exit status $rc"; [ "$rc" = 124 ] && why="time limit of $limit_s s reached (TORCH_CCL_BUILD_TIMEOUT_S)"
+  say "build FAILED after $(( $(date +%s) - start_s )) s ($why); the end of $log:"; tail -30 "$log" >&2
+  die "build failed ($why); the bindings were not installed; full log: $log (kept)"; }
+say "built in $(( $(date +%s) - start_s )) s wall (load after: $(cut -d' ' -f1-3 /proc/loadavg))"
+mkdir -p "$cache"
+cp "$work"/src/dist/*.whl "$log" "$cache/"
+install_wheel "$(ls "$cache"/*.whl)"
+rm -rf "$work"

@@ -2,17 +2,21 @@
 # Set up orch on a fresh machine: a virtual environment in .venv with orch and its pinned dependencies
 # (torch and torchvision as a matching pair), plus numactl when the system package manager allows it.
 # Idempotent: a second run only checks. `--dev` adds the test tools. `--ipex` sets up the optional Intel
-# stack instead, in .venv-ipex (see ipex_env below); .venv is left as it is.
+# stack instead, in .venv-ipex (see ipex_env below); .venv is left as it is. `--ccl` (implies --ipex) then
+# builds oneCCL's PyTorch bindings from source into .venv-ipex (scripts/build_torch_ccl.sh says what it pins;
+# minutes on two cores, once: the wheel is cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
 ipex=0
+ccl=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras="[dev]" ;;
     --ipex) ipex=1 ;;
-    *) echo "setup: unknown option '$arg' (valid: --dev, --ipex)" >&2; exit 2 ;;
+    --ccl) ipex=1; ccl=1 ;;
+    *) echo "setup: unknown option '$arg' (valid: --dev, --ipex, --ccl)" >&2; exit 2 ;;
   esac
 done
 
@@ -59,6 +63,9 @@ print(f'setup: ready: $venv: torch {torch.__version__}, intel_extension_for_pyto
 
 if [ "$ipex" = 1 ]; then
   ipex_env
+  if [ "$ccl" = 1 ]; then
+    bash scripts/build_torch_ccl.sh
+  fi
   exit 0
 fi
 

@@ -78,6 +78,8 @@ RECORD_KEYS = (
     "ranks", "threads_per_rank", "local_batch", "global_batch",
     "seed",              # convergence runs only
     "backend",           # 'gloo' or 'ccl'
+    "communication",     # what the ranks communicated with: {backend, version, oneccl, env{CCL_*: value},
+                         # worker_threads_on_cpu{cpu: threads bound there alone}}, see run.comm
     "placement",         # list of per-rank placements, see module docstring
     "started_at",        # ISO-8601 UTC, `utc_timestamp`: '2025-11-20T09:03:00Z'
     "wall_s",            # from reservation to release

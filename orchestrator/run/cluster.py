@@ -99,11 +99,11 @@ def wait_for_nodes(min_nodes: int, timeout_s: float, poll_s: float = 1.0) -> int
 
 @ray.remote(num_cpus=0)
 def _describe_node() -> dict[str, Any]:
-    from orchestrator.io.backends import ccl_installed
+    from orchestrator.io.backends import ccl_import_problem
     from orchestrator.io.detect import detect_local, usable_cpus
 
     return {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
-            "cpus": usable_cpus(), "ccl": ccl_installed(), "topology": detect_local(probe_isa=True)}
+            "cpus": usable_cpus(), "ccl": ccl_import_problem() is None, "topology": detect_local(probe_isa=True)}
 
 
 def discover() -> Cluster:

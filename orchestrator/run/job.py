@@ -101,6 +101,7 @@ class RankResult:
     peak: dict[str, Any] | None = None        # kind peak: protocol.gemm_peak's report
     allreduce: dict[str, Any] | None = None   # kind allreduce: protocol.allreduce_timing's report
     profile: dict[str, Any] | None = None     # kind profile: profiling.profile_rank's report
+    communication: dict[str, Any] | None = None  # run.comm.communication_report: backend, version, CCL settings
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

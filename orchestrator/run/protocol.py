@@ -170,30 +170,31 @@ def gradient_sizes(module: Any) -> dict[str, Any]:
 
 def allreduce_timing(sizes_bytes: list[int], dtype_name: str, min_time_s: float = 0.05, min_reps: int = 5,
                      max_reps: int = 200, blocks: int = 3,
-                     on_block: Callable[[], None] | None = None) -> dict[str, Any]:
+                     on_block: Callable[[], None] | None = None, group: Any = None) -> dict[str, Any]:
     """Time of one `dist.all_reduce` for each message size on this rank: back-to-back calls in a block
     (as DDP issues its buckets, and as OSU and nccl-tests time collectives: a lone call pays thread wake-ups
     that a training step does not), the block's mean per call, the median over `blocks` blocks. Every rank
     must make the same calls, so rank 0 picks each size's calls per block and broadcasts the count.
-    `on_block` is called after each block: the rank's heartbeat for the watchdog."""
+    `on_block` is called after each block: the rank's heartbeat for the watchdog. `group`: the process
+    group to time (default: the default group)."""
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
     element = torch.tensor([], dtype=dtype).element_size()
     medians = []
     for size in sizes_bytes:
         tensor = torch.ones(max(1, size // element), dtype=dtype)
         for _ in range(3):      # warm-up: connection set-up and buffer allocation
-            dist.all_reduce(tensor)
+            dist.all_reduce(tensor, group=group)
         t0 = time.perf_counter()
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
         once_s = max(time.perf_counter() - t0, 1e-9)
         reps = torch.tensor([min(max_reps, max(min_reps, math.ceil(min_time_s / once_s)))])
-        dist.broadcast(reps, src=0)
+        dist.broadcast(reps, src=0, group=group)
         per_call = []
         for _ in range(blocks):
-            dist.barrier()
+            dist.barrier(group=group)
             t0 = time.perf_counter()
             for _ in range(int(reps.item())):
-                dist.all_reduce(tensor)
+                dist.all_reduce(tensor, group=group)
             per_call.append((time.perf_counter() - t0) / int(reps.item()))
             if on_block:
                 on_block()

@@ -122,6 +122,10 @@ def main(argv: list[str]) -> int:
         sections = {"allreduce": _allreduce(job, status, clock)}
     else:
         sections = _train(job, status, clock)
+    if job.kind != Kind.PEAK:   # the peak's barriers are gloo's whatever the trial's backend
+        from orchestrator.run.comm import communication_report
+
+        sections["communication"] = communication_report(job.backend)
     result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
                         affinity=observed_affinity(), run_s=time.perf_counter() - started,
                         ready_at=clock.ready_at, started_at=clock.started_at, startup_breakdown_s=clock.laps_s,

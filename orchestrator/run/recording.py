@@ -51,10 +51,16 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[
     return placed
 
 
+def _communication(run: TrialRun) -> dict[str, Any] | None:
+    """The first reporting rank's backend, version and CCL settings (the others differ only in CCL_LOCAL_RANK)."""
+    return next((o.result.communication for o in run.outcomes if o and o.result and o.result.communication), None)
+
+
 def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, started_at: float) -> dict[str, Any]:
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     applied = next((o.result.applied for o in run.outcomes if o and o.result), None)
-    return dict(status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
+    return dict(status=run.status, reason=run.reason, backend=backend, communication=_communication(run),
+                placement=_placement(p, topology, run),
                 started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
                 log_tail=failing.log_tail if failing else None,
                 memory={"peak_uss_mib": [o.peak_uss_mib if o else None for o in run.outcomes],
@@ -120,8 +126,9 @@ def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, top
                      started_at: float) -> dict[str, Any]:
     """One calibration trial: per message size, the slowest rank's median all-reduce time."""
     fields: dict[str, Any] = dict(
-        status=run.status, reason=run.reason, backend=backend, placement=_placement(p, topology, run),
-        started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s,
+        status=run.status, reason=run.reason, backend=backend, communication=_communication(run),
+        placement=_placement(p, topology, run), started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s,
+        startup_s=run.ready_s,
         log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))
     if run.status == rec.OK:
         reports = [_section(o, "allreduce") for o in run.outcomes]

@@ -20,7 +20,6 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,10 @@ from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibra
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schedule import Admission, Region, admit_convergence, admit_timing
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
+from orchestrator.io.backends import CCL_BINDINGS_DIST
 from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
+from orchestrator.run.comm import ONECCL_DISTS, dist_version
 from orchestrator.run.job import JobKind, RankJob
 from orchestrator.run.progress import SweepProgress
 from orchestrator.run.recording import (
@@ -66,18 +67,12 @@ class SweepSummary:
 
 
 def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
     cpu_model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
                       if line.startswith("model name")), platform.processor())
-    return {"orch": __version__, "python": platform.python_version(), "torch": version("torch"),
-            "torchvision": version("torchvision"), "ray": version("ray"),
-            "oneccl_bindings_for_pytorch": version("oneccl_bindings_for_pytorch"),
-            "intel_extension_for_pytorch": version("intel_extension_for_pytorch"),
+    return {"orch": __version__, "python": platform.python_version(), "torch": dist_version("torch"),
+            "torchvision": dist_version("torchvision"), "ray": dist_version("ray"),
+            "oneccl_bindings_for_pytorch": dist_version(CCL_BINDINGS_DIST), "oneccl": dist_version(*ONECCL_DISTS),
+            "intel_extension_for_pytorch": dist_version("intel_extension_for_pytorch"),
             "hostname": socket.gethostname(), "cpu_model": cpu_model, "ray_nodes": cluster_size,
             "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note},
             "precision": plan.precision.to_dict() if plan.precision else None,

@@ -131,7 +131,12 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
               stop: threading.Event | None = None, pool: NodePool | None = None) -> TrialRun:
     """Run the ranks to their end. `stop`, when set (from another thread: the sweep's Ctrl-C), stops them
     and returns a run marked interrupted. `pool`: the sweep's nodes and reservation; without one, the trial
-    reserves its own CPUs and starts its own launchers, and releases both at its end."""
+    reserves its own CPUs and starts its own launchers, and releases both at its end. `ccl_workers`: the
+    cores per rank the plan reserved for oneCCL; a rank placed with worker cores must hold that many (the
+    calibration's ranks hold none: their worker shares the rank's core, see `_environments`)."""
+    wrong = [r.rank for r in ranks if r.ccl_cpus and len(r.ccl_cpus) != ccl_workers]
+    if wrong:
+        raise ValueError(f"ranks {wrong} do not hold the {ccl_workers} oneCCL worker core(s) per rank planned")
     started = time.time()
     stop = stop or threading.Event()
     own = pool is None
@@ -151,7 +156,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
         infos = ray.get([h.actor.node_info.remote() for h in handles])
         port = ray.get(handles[0].actor.free_port.remote())
         ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
-                 for h, r, env in zip(handles, ranks, _environments(ranks, infos[0]["ip"], port, ccl_workers))])
+                 for h, r, env in zip(handles, ranks, _environments(ranks, infos[0]["ip"], port, job.backend))])
         return _supervise(handles, ranks, started, started + timeout_s, step_timeout_s, on_status,
                           [info["node_id"] for info in infos], stop)
     finally:
@@ -164,14 +169,16 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
             pool.close()
 
 
-def _environments(ranks: list[RankSpec], master_addr: str, port: int, ccl_workers: int) -> list[dict[str, str]]:
-    """Each rank's environment: its pinning, its place in the world, the rendezvous."""
+def _environments(ranks: list[RankSpec], master_addr: str, port: int, backend: str) -> list[dict[str, str]]:
+    """Each rank's environment: its pinning, its place in the world, the rendezvous, and with ccl its
+    oneCCL worker cores: the ones reserved for it (ccl_workers), or with ccl_workers 0 one worker on the
+    rank's last compute core, shared (oneCCL always starts at least one worker thread)."""
     ccl_by_node: dict[int, list[int]] = {}
     for r in sorted(ranks, key=lambda r: r.local_rank):
-        ccl_by_node.setdefault(r.node, []).extend(r.ccl_cpus)
+        ccl_by_node.setdefault(r.node, []).extend(r.ccl_cpus or r.cpus[-1:])
     local_sizes = {n: sum(1 for r in ranks if r.node == n) for n in {r.node for r in ranks}}
-    return [rank_environment(_worker_env(), cpus=list(r.cpus), ccl_cpus_on_node=ccl_by_node[r.node],
-                             ccl_workers=ccl_workers, rank=r.rank, local_rank=r.local_rank, world_size=len(ranks),
+    return [rank_environment(_worker_env(), cpus=list(r.cpus), ccl_cpus_on_node=ccl_by_node[r.node], backend=backend,
+                             rank=r.rank, local_rank=r.local_rank, world_size=len(ranks),
                              local_world_size=local_sizes[r.node], master_addr=master_addr, master_port=port)
             for r in ranks]
 

@@ -197,7 +197,7 @@ def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, ti
     launchers, outcomes = [], [None] * world
     for rank, (job, cpus) in enumerate(jobs_cpus):
         launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
-        env = rank_environment(dict(os.environ), cpus=cpus, ccl_cpus_on_node=[], ccl_workers=0, rank=rank,
+        env = rank_environment(dict(os.environ), cpus=cpus, ccl_cpus_on_node=[], backend="gloo", rank=rank,
                                local_rank=rank, world_size=world, local_world_size=world, master_addr="127.0.0.1",
                                master_port=port)
         launcher.start(job, env, cpus, [0])

@@ -145,6 +145,9 @@ grid:
   threads_per_rank: [1]
   local_batch: [32]
 measure: {warmup_steps: 2, timed_steps: 10, repeats: 2, peak: false}
+# Where oneCCL's bindings are installed too, auto picks ccl: its worker shares the rank's core, so that
+# 2 ranks fit 2 CPUs with either backend.
+constraints: {ccl_workers: 0}
 """
 
 

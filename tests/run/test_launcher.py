@@ -11,7 +11,7 @@ import pytest
 from conftest import run_launchers
 
 from orchestrator.run.job import RankJob
-from orchestrator.run.launcher import pin_prefix, rank_environment
+from orchestrator.run.launcher import ccl_environment, pin_prefix, rank_environment
 
 CPUS = sorted(os.sched_getaffinity(0))
 
@@ -34,13 +34,30 @@ def test_pin_prefix_skips_membind_for_numa_nodes_this_machine_lacks(tmp_path):
 
 
 def test_rank_environment_pins_openmp_and_sets_rendezvous():
-    env = rank_environment({"PATH": "/bin"}, cpus=[4, 5, 6], ccl_cpus_on_node=[7, 15], ccl_workers=1, rank=3,
+    env = rank_environment({"PATH": "/bin"}, cpus=[4, 5, 6], ccl_cpus_on_node=[7, 15], backend="ccl", rank=3,
                            local_rank=1, world_size=4, local_world_size=2, master_addr="10.0.0.1", master_port=29500)
     assert env["OMP_NUM_THREADS"] == "3" and env["OMP_PLACES"] == "{4},{5},{6}"
     assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == ("3", "1", "4")
     assert env["MASTER_ADDR"] == "10.0.0.1" and env["MASTER_PORT"] == "29500"
     assert env["CCL_WORKER_COUNT"] == "1" and env["CCL_WORKER_AFFINITY"] == "7,15"
+    assert (env["CCL_LOCAL_RANK"], env["CCL_LOCAL_SIZE"]) == ("1", "2")
+    # ranks orch starts itself: the ofi transport (mpi needs mpirun), shared memory within the node
+    assert (env["CCL_ATL_TRANSPORT"], env["CCL_ATL_SHM"], env["CCL_PROCESS_LAUNCHER"]) == ("ofi", "1", "none")
+    assert "CCL_YIELD" not in env      # the worker has its own core: oneCCL's default spin is right
+    shared = rank_environment({}, cpus=[4], ccl_cpus_on_node=[4, 5], backend="ccl", rank=0, local_rank=0,
+                              world_size=2, local_world_size=2, master_addr="127.0.0.1", master_port=1)
+    assert shared["CCL_YIELD"] == "sched_yield"   # ccl_workers 0: the worker yields its rank's core
     assert env["PATH"] == "/bin"
+
+
+def test_gloo_ranks_get_no_ccl_settings_and_uneven_worker_cores_are_refused():
+    env = rank_environment({}, cpus=[0], ccl_cpus_on_node=[], backend="gloo", rank=0, local_rank=0, world_size=1,
+                           local_world_size=1, master_addr="127.0.0.1", master_port=1)
+    assert not [k for k in env if k.startswith("CCL_")]
+    with pytest.raises(ValueError, match=r"oneCCL worker cores \[3, 4, 5\] cannot be shared evenly by 2 local rank"):
+        ccl_environment([3, 4, 5], local_rank=0, local_world_size=2)
+    # two workers each: rank 1 of 2 takes the second pair (oneCCL slices the list by CCL_LOCAL_RANK)
+    assert ccl_environment([3, 4, 5, 6], local_rank=1, local_world_size=2)["CCL_WORKER_COUNT"] == "2"
 
 
 def test_single_rank_runs_pinned_and_reports(tmp_path):
@@ -111,7 +128,7 @@ def test_orphaned_rank_exits_when_its_launcher_dies(tmp_path):
         f"job = RankJob(kind='throughput', workload='chaos', params={{'fault': 'hang', 'fault_at_step': 1}},"
         " backend='gloo', local_batch=8, threads=1, warmup_steps=2, timed_steps=2, repeats=1)\n"
         f"l = RankLauncher({str(tmp_path / 'w')!r})\n"
-        "env = rank_environment(dict(os.environ), cpus=[0], ccl_cpus_on_node=[], ccl_workers=0, rank=0, local_rank=0,"
+        "env = rank_environment(dict(os.environ), cpus=[0], ccl_cpus_on_node=[], backend='gloo', rank=0, local_rank=0,"
         " world_size=1, local_world_size=1, master_addr='127.0.0.1', master_port=free_port())\n"
         "print(l.start(job, env, [0], [0]), flush=True)\n"
         "time.sleep(600)\n")
