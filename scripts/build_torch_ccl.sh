@@ -7,9 +7,11 @@
 #
 # What is pinned (each torch-ccl tag supports exactly one torch release; the project is deprecated upstream):
 # - source: intel/torch-ccl tag v2.8.0+xpu, commit 3b4b1dc3 (the tag for torch 2.8; no v2.8 "+cpu" tag
-#   exists), from third_party/torch-ccl/ (its README says why it is kept there; its SHA-256 is checked).
-#   TORCH_CCL_SRC overrides it: a git repository holding that tag (bare or not; the tag is checked against
-#   the commit), or a plain source tree (not checkable: said so).
+#   exists). TORCH_CCL_SRC names a git repository holding that tag (bare or not; the tag is checked against
+#   the commit) or a plain source tree (not checkable: said so); without it the tag is cloned from GitHub and
+#   checked. The source is not kept in this repository (it is intel's code, not ours). Without GitHub access
+#   and without TORCH_CCL_SRC, a wheel built earlier on this machine (the cache below) is still installed; with
+#   neither, the script exits 3, which .ci/run reports as "ccl tests not run" with the reason.
 # - oneCCL: oneccl-cpu(-devel) 2022.1.2 + impi-rt 2021.18.1, the newest CPU-only set whose dependencies the
 #   registry has (2022.2.0 wants libfabric>=2.6); no SYCL runtime. Its libccl.so.1 names a library
 #   "libccl.so.2" that no package ships; the only symbols it lacks are Intel's compiler runtime
@@ -30,8 +32,7 @@ cd "$(dirname "$0")/.."
 
 TAG="v2.8.0+xpu"
 COMMIT=3b4b1dc338e5b5cd67a58d9041fc9bbfce8fbaf3
-ARCHIVE="third_party/torch-ccl/torch-ccl-$TAG.tar.gz"
-ARCHIVE_SHA256=6bfca8be34ace2f15f53c44ea5328ca040c0bde9535f5c8162090c4d33e30898
+UPSTREAM=https://github.com/intel/torch-ccl
 ONECCL_PINS="oneccl-cpu==2022.1.2 oneccl-cpu-devel==2022.1.2 impi-rt==2021.18.1 intel-cmplr-lib-rt==2025.2.1"
 BUILD_TOOLS="wheel==0.45.1"  # setup.py bdist_wheel; .venv-ipex's setuptools 65 has no bdist_wheel of its own
 WHEEL_VERSION="2.8.0+cpu"
@@ -48,8 +49,9 @@ command -v make >/dev/null && command -v cmake >/dev/null && command -v g++ >/de
 say "installing $ONECCL_PINS $BUILD_TOOLS into $venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $ONECCL_PINS $BUILD_TOOLS
 
-# The cache key: the source commit, the oneCCL pins, torch, the compiler and this script (its patches).
-key=$( { echo "$COMMIT $ONECCL_PINS torch-$torch_version"; g++ --version | head -1; cat "$0"; } \
+# The cache key: the source commit, the oneCCL pins, torch, the compiler and the patches made to the source.
+key=$( { echo "$COMMIT $ONECCL_PINS $WHEEL_VERSION torch-$torch_version"; g++ --version | head -1;
+         cat scripts/patch_torch_ccl.py; } \
        | sha256sum | cut -c1-16)
 cache=${TORCH_CCL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orch/torch-ccl}/$key
 check_installed() {  # a fresh process: import, the backend registered, a one-rank all-reduce
@@ -77,13 +79,17 @@ fi
 
 work=$(mktemp -d /tmp/torch-ccl-build.XXXXXX)
 log=$work/build.log
-fetch_source() {  # into $work/src, from the kept archive or TORCH_CCL_SRC, checked where possible
+fetch_source() {  # into $work/src, from TORCH_CCL_SRC or a clone of the pinned tag, checked where possible
   local src=${TORCH_CCL_SRC:-}
   mkdir "$work/src"
   if [ -z "$src" ]; then
-    echo "$ARCHIVE_SHA256  $ARCHIVE" | sha256sum --check --quiet || die "$ARCHIVE is not the archive pinned here"
-    tar -xzf "$ARCHIVE" -C "$work/src"
-  elif git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 || git -C "$src" rev-parse >/dev/null 2>&1; then
+    say "cloning $UPSTREAM at $TAG (set TORCH_CCL_SRC to use a copy you have)"
+    timeout 300 git clone --quiet --depth 1 --branch "$TAG" "$UPSTREAM" "$work/clone" 2>>"$log" || {
+      rm -rf "$work"; say "no torch-ccl source: cloning $UPSTREAM failed (no access to GitHub?) and TORCH_CCL_SRC is"
+      say "not set; no wheel is cached in $cache either. Nothing was built or installed."; exit 3; }
+    src=$work/clone
+  fi
+  if git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 || git -C "$src" rev-parse >/dev/null 2>&1; then
     local gd; gd=$(git -C "$src" rev-parse --absolute-git-dir 2>/dev/null || echo "$src")
     [ "$(git --git-dir="$gd" rev-parse "$TAG^{commit}" 2>/dev/null)" = "$COMMIT" ] \
       || die "$src has no tag $TAG at commit $COMMIT"
