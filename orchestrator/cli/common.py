@@ -56,7 +56,7 @@ def fail_input(message: str) -> int:
 
 def add_topology_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", metavar="FILE",
-                        help="topology file (YAML/JSON, compact or detailed form, see README) describing the "
+                        help="topology file (YAML/JSON, compact or detailed form: docs/topologies.md) describing the "
                              "machine to plan for or to emulate; default: detect this machine")
 
 

@@ -25,7 +25,7 @@ def _int_list(text: str) -> list[int]:
 def add_parser(sub) -> None:
     parser = sub.add_parser(
         "predict", help="predict throughput, epochs and time-to-train for layouts and clusters not run",
-        description="Fit a step-time model (compute ⊕ all-reduce, see README 'Prediction') to RESULTS_DIR's measured "
+        description="Fit a step-time model (compute ⊕ all-reduce, see docs/prediction.md) to RESULTS_DIR's measured "
                     "cells and its all-reduce calibration, and an epochs-to-target model (critical batch) to its "
                     "convergence runs or an MLPerf RCP file; then, for every feasible layout of the target "
                     "topology at each node count (same constraint engine and placement as `orch plan`), predict "

@@ -2,7 +2,7 @@
 
 Every problem in a document is collected, each with its key path, instead of stopping at the first one:
 a user fixing a sweep file wants the whole list in one go. Field help text lives in the field's
-metadata so that `--help`, the README's schema table and the error messages share one source.
+metadata so that `--help`, docs/sweep-files.md's schema table and the error messages share one source.
 
     >>> @dataclasses.dataclass(frozen=True, kw_only=True)
     ... class Measure:

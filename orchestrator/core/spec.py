@@ -1,6 +1,6 @@
 """The sweep specification: what to run, how to measure it, and under which constraints.
 
-Each dataclass field is the single source of truth for its default and its help text (the README's
+Each dataclass field is the single source of truth for its default and its help text (docs/sweep-files.md's
 schema tables are generated from them by `schema_markdown`). Loading is strict: see `orchestrator.core.schema`.
 """
 
@@ -178,7 +178,7 @@ def _default_text(default: str) -> str:
 
 
 def schema_markdown() -> str:
-    """The README's schema tables, generated from the dataclasses so the docs cannot drift from the code."""
+    """The schema tables of docs/sweep-files.md, generated from the dataclasses so the docs cannot drift."""
     from orchestrator.core.schema import field_help
 
     out = []

@@ -1,6 +1,7 @@
 """Start one pinned rank process and watch it: exit status, memory against its budget, progress against
-its timeouts. Runs inside a Ray actor placed in the rank's bundle (see `orchestrator.run.trial`), but the
-class itself is plain Python so it can be tested without Ray.
+its timeouts. `RankLauncher` runs inside its node's `NodeLaunchers`, the one Ray actor per node that a sweep
+starts on first use and keeps (`orchestrator.run.trial.NodePool`), but the classes themselves are plain
+Python so they can be tested without Ray.
 
 Why a process per rank and not the actor itself: OpenMP, the allocator and CPU affinity only take full
 effect when set before the process starts (as torch.backends.xeon.run_cpu does). Ray's CPUs are

@@ -1,4 +1,4 @@
-"""The shipped table3 sweep reproduces the published study's feasibility pattern on its machine, and the README
+"""The shipped table3 sweep reproduces the published study's feasibility pattern on its machine, and docs/commands.md
 shows that plan as `orch plan` prints it."""
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def test_table3_56_threads_per_rank_fill_one_socket_with_its_siblings(capsys):
     assert sorted(second["cpus"]) == list(range(28, 56)) + list(range(84, 112)) and second["socket"] == 1
 
 
-def test_readme_shows_the_table3_plan_as_printed(capsys):
+def test_docs_show_the_table3_plan_as_printed(capsys):
     assert main(["plan", TABLE3, "--topology", SMT_SERVER]) == 0
     printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
     block = readme.split("$ orch plan sweeps/retinanet-table3.yaml --topology sweeps/topologies/xeon-2s28c-smt.yaml\n",
                          1)[1].split("```", 1)[0].splitlines()
     start = printed.index(block[0])

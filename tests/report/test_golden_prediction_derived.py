@@ -3,7 +3,7 @@
 `test_report_golden.py` pins what `orch report` writes for `tests/data/results/golden-sweep/`; its
 prediction-model.csv, prediction-validation.csv and prediction-epochs.csv were first written by the code
 itself, so alone they would pin a bug as faithfully as a right answer. Here every number in those three files
-is derived again with nothing from `orchestrator` but the documented rules (README "Prediction" and the
+is derived again with nothing from `orchestrator` but the documented rules (docs/prediction.md and the
 report's own captions), written out below:
 
 - step model, per rank: a·U(T; σ_a) + c·b·U(T; σ), U(T; s) = (1 + s·(T−1) + κ·T·(T−1)) / T; μ = 0, ρ = γ = 1
