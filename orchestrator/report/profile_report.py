@@ -106,7 +106,8 @@ def attribution_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 def checks_section(ok: Sequence[Mapping[str, Any]], findings: Sequence[pc.Finding]) -> list[str]:
     """The top of profile.md: which targets are disturbed and why, or that every check passed."""
     runs = ", ".join(f"{t['label']} {t.get('passes', 1)}" for t in ok)
-    head = (f"Checks: nothing above its roof, no efficiency above 1, no negative overhead, every rank ≥ "
+    head = (f"Checks: nothing above its roof, no efficiency above 1, the replay on the rank's threads and CPUs, "
+            f"no negative overhead, every rank ≥ "
             f"{pc.MIN_CPU_SHARE:.0%} of its CPUs in every pass, the same work measured twice within its noise "
             f"(≥ {pc.NOISE_FLOOR:.0%}). Runs per target (a disturbed target is run again): {runs}.")
     if not findings:
@@ -190,8 +191,9 @@ def _sections(ok: Sequence[Mapping[str, Any]], disturbed: frozenset[str]) -> lis
          "`named_of_plain` / `named_of_profiled`: time inside ops the profiler recorded (ATen ops, autograd nodes, "
          "collectives; nothing inferred, no record_function range's own Python) ÷ the plain step and ÷ the "
          "profiled step, the lowest over ranks; the ≥ 90% check reads `named_of_plain`. `efficiency_ratio`: "
-         "Σ(isolated time × calls) of the replayed convolution, matmul and reorder problems ÷ the time oneDNN "
-         "logged for them in the model (both oneDNN's own timing, no framework time); "
+         "Σ(fastest isolated call × calls) of the replayed convolution, matmul and reorder problems ÷ Σ(fastest "
+         "call oneDNN logged for each in the model × calls) (both oneDNN's own timing, no framework time; fastest "
+         "against fastest because another process's time slice only ever adds to a call); "
          "`replayed_share_of_step`: those primitives' in-model time ÷ the plain step."),
         ("Attribution per rank (ms per step)", "attribution", attribution_rows(ok),
          "Every rank. `recorded_allreduce_ms`: communication ops the profiler recorded (self time), part of "

@@ -177,3 +177,22 @@ def test_attribution_of_every_rank_against_plain_and_profiled_steps():
     assert a1.profiler_overhead == pytest.approx(120 / 121 - 1)
     # The summary takes the lowest rank: rank 0's 95 / 101, rank 1's 114 / 121.
     assert pa.summary(target).named_of_plain == pytest.approx(min(95 / 101, 114 / 121))
+
+
+def test_the_efficiency_compares_fastest_call_with_fastest_call():
+    """Issue 20, defect A: on a 2-CPU machine at 2 threads a neighbour's time slice stalls a primitive's
+    barrier, so a few of its calls take several times its own time, in the model or alone. The median of the
+    replay's calls against the mean of the model's then measured luck (1.51 at 1×2); the fastest calls do not
+    carry the stalls."""
+    t = _target("1x2x8", 1, 2, 40.0, 5.0, 100.0)    # in the model: 4 calls, 80 ms, mean 20 ms a call
+    r = t["results"][0]
+    r["onednn"]["shapes"][0]["min_ms"] = 10.0        # ... its fastest call 10 ms (the others were stalled)
+    r["replay"][0].update(isolated_ms=19.0, isolated_min_ms=10.5, runs=30)   # alone: median 19, fastest 10.5
+    (row,) = pa.replay_rows(t)
+    assert row["efficiency"] == pytest.approx(10.5 / 10.0)
+    assert (row["in_model_fastest_ms"], row["isolated_fastest_ms"], row["replay_runs"]) == (10.0, 10.5, 30)
+    assert row["lost_ms_per_step"] == pytest.approx((1 - 1.05) * 40.0)
+    assert pa.efficiency(t)["efficiency_ratio"] == pytest.approx(10.5 / 10.0)
+    # Results written before fastest calls were kept: the replay's median against the model's mean, as before.
+    del r["onednn"]["shapes"][0]["min_ms"], r["replay"][0]["isolated_min_ms"]
+    assert pa.replay_rows(t)[0]["efficiency"] == pytest.approx(19.0 / 20.0)
