@@ -5,9 +5,10 @@ The rule, per rank:
 
 - each oneDNN primitive problem of the verbose pass (ms per step) is scaled by where the roofline puts it
   on each CPU: time × attainable_source(I) ÷ attainable_target(I), with attainable(I) = min(peak, I ×
-  bandwidth) at its arithmetic intensity I (core/roofline). A problem compute-bound on both CPUs scales by
-  the peak ratio, one memory-bound on both by the bandwidth ratio, one that crosses the ridge by the mix
-  the roofline gives. A reorder (no FLOPs) scales by the bandwidth ratio;
+  bandwidth) at its arithmetic intensity I (core/roofline); the peak is its class's own (a convolution's
+  direction) where both CPUs have one measured, else the overall one (`Roof.kind_gflops`). A problem
+  compute-bound on both CPUs scales by the peak ratio, one memory-bound on both by the bandwidth ratio, one
+  that crosses the ridge by the mix the roofline gives. A reorder (no FLOPs) scales by the bandwidth ratio;
 - everything else (the plain step less its oneDNN primitives: ATen elementwise ops, the optimizer, Python,
   dispatch, communication) is scaled by a stated rule, `OtherRule`: kept as measured (`same`, the default:
   a change of ISA leaves Python and dispatch alone, and ATen's elementwise kernels stream memory), or
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -48,14 +49,28 @@ class OtherRule(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Roof:
-    """A CPU's roofline on the rank's cores: compute roof (GFLOP/s) and memory roof (GB/s, STREAM triad)."""
+    """A CPU's roofline on the rank's cores: compute roof (GFLOP/s) and memory roof (GB/s, STREAM triad),
+    and optionally a compute roof per primitive class ('convolution backward_weights': GFLOP/s), measured
+    with that class's own kernel. Why per class: under the AVX2 cap a GEMM and a forward convolution ran as
+    fast as natively on the Zen 4 here (its AVX-512 is two 256-bit halves), while the backward-weights
+    convolutions ran 1.44× slower: a kernel's ISA changes its efficiency, not only the peak."""
 
     gflops: float
     gbs: float
+    kind_gflops: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.gflops <= 0 or self.gbs <= 0:
-            raise ValueError(f"a roof needs gflops({self.gflops}) > 0 and gbs({self.gbs}) > 0")
+        bad = {k: v for k, v in self.kind_gflops.items() if v <= 0}
+        if self.gflops <= 0 or self.gbs <= 0 or bad:
+            raise ValueError(f"a roof needs gflops({self.gflops}) > 0, gbs({self.gbs}) > 0 and every class's "
+                             f"roof > 0 (got {bad})")
+
+    def for_class(self, key: str, other: Roof) -> Roof:
+        """This roof with its compute roof for primitive class `key`, where both this CPU and `other` have
+        one measured (like against like); the overall roof otherwise."""
+        if key in self.kind_gflops and key in other.kind_gflops:
+            return Roof(self.kind_gflops[key], self.gbs)
+        return Roof(self.gflops, self.gbs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +132,12 @@ def project_rank(result: Mapping[str, Any], rank: int, source: Roof, target: Roo
     for s in result["onednn"]["shapes"]:
         ms = s["time_ms"] / steps
         cost = rl.primitive_cost(s["kind"], s["problem"], s["dtype"], s.get("dst_dtype") or None)
+        key = f"{s['kind']} {s['direction']}"
+        src, tgt = source.for_class(key, target), target.for_class(key, source)
         if cost is None:
             bound, scale = "other", scales[OtherRule.SAME.value]
         else:
-            bound, scale = _bound(cost.intensity, source, target), primitive_scale(cost.intensity, source, target)
+            bound, scale = _bound(cost.intensity, src, tgt), primitive_scale(cost.intensity, src, tgt)
         rows.append(PrimitiveRow(s["kind"], s["direction"], s["problem"], s["dtype"], ms, bound, scale, ms * scale))
     plain = float(statistics.median(result["plain_step_ms"]))
     onednn = sum(r.measured_ms for r in rows)

@@ -15,7 +15,8 @@ PROJECTION_FILE = "projection.md"
 VALIDATION_FILE = "validation.md"
 
 RULES = ("Each oneDNN primitive problem's time per step (verbose pass) × attainable(source) ÷ attainable(target) "
-         "at its arithmetic intensity, attainable = min(peak, intensity × bandwidth): compute-bound problems scale "
+         "at its arithmetic intensity, attainable = min(peak, intensity × bandwidth), the peak its class's own (a "
+         "convolution direction's) where both CPUs have one: compute-bound problems scale "
          "by the peak ratio, memory-bound ones by the bandwidth ratio, reorders (no FLOPs) by the bandwidth ratio, "
          "kinds with no cost model as the rest. The rest (plain step − primitives: ATen, optimizer, Python, "
          "communication) is scaled by a stated rule: `same` (kept as measured; the projection), `bandwidth` or "
@@ -35,8 +36,8 @@ def write_projection(projections: Sequence[Mapping[str, Any]], out: Path) -> Pat
         s, t = p["source_roof"], p["target_roof"]
         steps = p["projected_step_ms"]
         md += [f"## {p['label']} → {p['target']}", "", p["note"] + ".", "",
-               md_table([{"": "source", "GFLOP/s": s["gflops"], "GB/s": s["gbs"]},
-                         {"": "target", "GFLOP/s": t["gflops"], "GB/s": t["gbs"]}]),
+               md_table([{"": name, "GFLOP/s": r["gflops"], "GB/s": r["gbs"], **r.get("kind_gflops", {})}
+                         for name, r in (("source", s), ("target", t))]),
                f"Measured plain step {p['measured_step_ms']:.1f} ms; projected **{steps['same']:.1f} ms** "
                f"(rest kept), {steps['bandwidth']:.1f} ms (rest × bandwidth ratio), {steps['peak']:.1f} ms (rest × "
                "peak ratio).", "", "Largest primitives of rank 0 (ms per step):", "",

@@ -4,7 +4,7 @@ profiled target (core/projection holds the rule).
 Two targets:
 - `avx2`: this CPU under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2. Both roofs are measured now, by
   the same probe (roof_probe), natively and under the cap, on rank 0's cores at the target's threads:
-  like against like, whatever the profile's own in-rank peak read;
+  like against like, whatever the profile's own in-rank peak read; with a roof per convolution direction;
 - a topology file whose nodes' `isa` state one core's GEMM peak in the profile's precision and its
   STREAM-triad bandwidth (`peak_fp32_gflops_per_core` / `peak_bf16_gflops_per_core`,
   `triad_gb_per_s_per_core`, added for `orch predict`'s CPU what-if): the slowest node's figures × the
@@ -79,10 +79,12 @@ def roofs_for(result: Mapping[str, Any], to: str, topology: Topology | None,
     if to == AVX2:
         capped = probes["avx2"]
         cap = " ".join(f"{k}={v}" for k, v in AVX2_CAP_ENV.items())
-        return Roofs(pj.Roof(native["gflops"], native["triad_gbs"]), pj.Roof(capped["gflops"], capped["triad_gbs"]),
+        return Roofs(pj.Roof(native["gflops"], native["triad_gbs"], native.get("kind_gflops", {})),
+                     pj.Roof(capped["gflops"], capped["triad_gbs"], capped.get("kind_gflops", {})),
                      f"this CPU under {cap}",
                      f"both roofs probed now on CPUs {cpus} at {len(cpus)} thread(s), {precision}: the best of the "
-                     "median GEMM and a 3×3 convolution, and the STREAM triad, natively and under the cap "
+                     "median GEMM and a 3×3 convolution (and that convolution in each direction, for the "
+                     "convolutions of that direction), and the STREAM triad, natively and under the cap "
                      "alternately, the best of each", probes)
     assert topology is not None
     peak, triad = _slowest_isa(topology, precision)
@@ -104,12 +106,16 @@ def project(results: list[Mapping[str, Any]], to: str, topology: Topology | None
         roofs = roofs_for(result, to, topology, measure)
         ranks = pj.project_target(result, roofs.source, roofs.target)
         out.append({"label": result["label"], "target": roofs.target_name, "note": roofs.note,
-                    "source_roof": {"gflops": roofs.source.gflops, "gbs": roofs.source.gbs},
-                    "target_roof": {"gflops": roofs.target.gflops, "gbs": roofs.target.gbs},
+                    "source_roof": _roof_json(roofs.source), "target_roof": _roof_json(roofs.target),
                     "measured_step_ms": max(r.plain_step_ms for r in ranks),
                     "projected_step_ms": {rule.value: pj.projected_step_ms(ranks, rule) for rule in pj.OtherRule},
                     "ranks": [_rank_json(r) for r in ranks], "probes": roofs.probes})
     return out
+
+
+def _roof_json(roof: pj.Roof) -> dict[str, Any]:
+    return {"gflops": roof.gflops, "gbs": roof.gbs, **({"kind_gflops": dict(roof.kind_gflops)}
+                                                      if roof.kind_gflops else {})}
 
 
 def _rank_json(r: pj.RankProjection) -> dict[str, Any]:

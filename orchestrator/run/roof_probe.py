@@ -5,6 +5,9 @@ the AVX2 cap's roof cannot be measured in a process that already ran a kernel.
 
     python -m orchestrator.run.roof_probe --threads 2 --precision fp32     # prints one JSON object
 
+It also times the roof's convolution in each direction (forward, backward data, backward weights) by oneDNN's
+own log: the projection scales each convolution direction by its own kernel's ratio.
+
 `measure_roofs` runs it pinned like a rank (OpenMP threads bound one per core) natively and under the cap,
 alternately, and keeps each setting's best figures: on a shared machine another process's time slice only
 ever lowers a rate, so the best of a few rounds is the least disturbed one.
@@ -17,12 +20,47 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 PROBE_ROUNDS = 2
 # What an AVX2-only CPU runs, reproduced on a newer one (design.md); DNNL_ is oneDNN 2.x's spelling, removed too
 AVX2_CAP_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 CAP_VARS = (*AVX2_CAP_ENV, "DNNL_MAX_CPU_ISA")
+
+
+PEAK_CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # conv_peak_gflops's problem
+
+
+def conv_class_gflops(precision: str) -> dict[str, float]:
+    """The large 3×3 convolution of the compute roof in each direction, timed by oneDNN itself (the fastest
+    logged call of the primitive, as the replay times one): 'convolution forward' etc. → GFLOP/s. A kernel's
+    ISA changes its efficiency per direction (see core/projection.Roof)."""
+    import torch
+
+    from orchestrator.core.roofline import conv_flops, conv_problem
+    from orchestrator.run.profile_replay import _captured
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    x = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(256, 256, 3, 3, dtype=dtype).to(memory_format=torch.channels_last)
+    grad = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
+    flops = conv_flops(conv_problem(PEAK_CONV))
+    def backward(mask: list[bool]) -> Callable[[], Any]:
+        return lambda: torch.ops.aten.convolution_backward(grad, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0],
+                                                           1, mask)
+
+    calls: dict[str, Callable[[], Any]] = {"forward": lambda: torch.nn.functional.conv2d(x, w, padding=1),
+                                           "backward_data": backward([True, False, False]),
+                                           "backward_weights": backward([False, True, False])}
+    out = {}
+    for direction, call in calls.items():
+        executions, _ = _captured(call)
+        times = [e.time_ms for e in executions if (e.kind, e.direction, e.problem) == ("convolution", direction,
+                                                                                        PEAK_CONV)]
+        if times:
+            out[f"convolution {direction}"] = flops / (min(times) / 1e3) / 1e9
+    return out
 
 
 def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
@@ -35,6 +73,7 @@ def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
     gemm = gemm_peak(threads, precision, seconds=seconds)
     conv = conv_peak_gflops(precision, seconds=seconds)
     return {"gemm_gflops": gemm["gflops"], "conv_gflops": conv, "gflops": max(gemm["gflops"], conv),
+            "kind_gflops": conv_class_gflops(precision),
             "triad_gbs": stream_triad_gbs(), "threads": torch.get_num_threads(), "precision": precision,
             "aten_capability": torch.backends.cpu.get_cpu_capability(),
             "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"), "cpus": sorted(os.sched_getaffinity(0))}
@@ -71,6 +110,8 @@ def measure_roofs(cpus: list[int], precision: str, rounds: int = PROBE_ROUNDS) -
         for name in runs:
             runs[name].append(probe(cpus, precision, capped=name == "avx2"))
     return {name: {**max(found, key=lambda r: r["gflops"]), "triad_gbs": max(r["triad_gbs"] for r in found),
+                   "kind_gflops": {k: max(r["kind_gflops"].get(k, 0.0) for r in found)
+                                   for k in {k for r in found for k in r.get("kind_gflops", {})}},
                    "runs": found} for name, found in runs.items()}
 
 

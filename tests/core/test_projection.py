@@ -98,3 +98,17 @@ def test_validation_compares_kind_by_kind_and_the_step():
     assert pj.kernels_above({"results": [capped]}) == []
     capped["onednn"]["shapes"][1]["implementation"] = "jit:avx512_core"
     assert pj.kernels_above({"results": [capped]}) == ["jit:avx512_core"]
+
+
+def test_a_class_with_its_own_measured_roof_on_both_cpus_scales_by_that_roof():
+    """Under the AVX2 cap the Zen 4 here ran GEMMs and forward convolutions as fast as natively and
+    backward-weights convolutions 1.44× slower: each class is scaled by its own kernel's roof."""
+    src = pj.Roof(200.0, 20.0, {"convolution forward": 150.0})
+    tgt = pj.Roof(80.0, 16.0, {"convolution forward": 100.0})
+    rows = {r.kind: r for r in pj.project_rank(_rank(), 0, src, tgt).rows}
+    assert rows["convolution"].scale == pytest.approx(1.5)      # 150 / 100, not 200 / 80
+    # a class measured on one CPU only falls back to the overall roofs on both
+    one_sided = pj.Roof(80.0, 16.0, {"convolution backward_data": 10.0})
+    assert pj.project_rank(_rank(), 0, src, one_sided).rows[0].scale == pytest.approx(2.5)
+    with pytest.raises(ValueError, match="every class's roof > 0"):
+        pj.Roof(1.0, 1.0, {"convolution forward": 0.0})

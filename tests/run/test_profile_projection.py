@@ -26,18 +26,21 @@ def _result() -> dict:
 
 def _probes(cpus: list[int], precision: str) -> dict:
     assert (cpus, precision) == ([0, 1], "fp32")      # rank 0's cores, in the profile's precision
-    return {"native": {"gflops": 200.0, "gemm_gflops": 180.0, "triad_gbs": 30.0},
-            "avx2": {"gflops": 100.0, "gemm_gflops": 90.0, "triad_gbs": 30.0}}
+    return {"native": {"gflops": 200.0, "gemm_gflops": 180.0, "triad_gbs": 30.0,
+                       "kind_gflops": {"convolution forward": 150.0, "convolution backward_weights": 140.0}},
+            "avx2": {"gflops": 100.0, "gemm_gflops": 90.0, "triad_gbs": 30.0,
+                     "kind_gflops": {"convolution forward": 100.0, "convolution backward_weights": 70.0}}}
 
 
 def test_avx2_projection_scales_the_primitives_by_the_probed_roofs():
     (p,) = pp.project([_result()], pp.AVX2, None, measure=_probes)
-    # the convolution's 60 ms × 200 / 100 = 120 ms; the other 40 ms of the step kept: 160 ms
-    assert p["projected_step_ms"]["same"] == pytest.approx(160.0)
-    assert p["projected_step_ms"]["peak"] == pytest.approx(120 + 40 * 2)
-    assert p["target_roof"] == {"gflops": 100.0, "gbs": 30.0}
+    # the forward convolution's 60 ms × 150 / 100 (its own direction's roofs) = 90 ms; the other 40 ms of the
+    # step kept: 130 ms; with the rest × the overall peak ratio 200 / 100: 90 + 80
+    assert p["projected_step_ms"]["same"] == pytest.approx(130.0)
+    assert p["projected_step_ms"]["peak"] == pytest.approx(90 + 40 * 2)
+    assert p["target_roof"]["gflops"] == 100.0 and p["target_roof"]["kind_gflops"]["convolution forward"] == 100.0
     (rank,) = pp.ranks_from_json(json.loads(json.dumps(p)))      # what the validation reads back
-    assert rank.projected_step_ms() == pytest.approx(160.0)
+    assert rank.projected_step_ms() == pytest.approx(130.0)
 
 
 def _topology(isa: dict) -> object:
@@ -50,7 +53,7 @@ def _topology(isa: dict) -> object:
 def test_a_topology_target_uses_its_per_core_figures_times_the_threads():
     topology = _topology({"features": ["avx2"], "peak_fp32_gflops_per_core": 45.0, "triad_gb_per_s_per_core": 10.0})
     (p,) = pp.project([_result()], "target.yaml", topology, measure=_probes)
-    # target 2 × 45 = 90 GFLOP/s against the source's GEMM, 180: × 2 → 120 + 40 ms
+    # target 2 × 45 = 90 GFLOP/s against the source's GEMM, 180 (the file states no class roofs): × 2 → 120 + 40
     assert p["target_roof"] == {"gflops": 90.0, "gbs": 20.0}
     assert p["projected_step_ms"]["same"] == pytest.approx(160.0)
 
