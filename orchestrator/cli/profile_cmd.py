@@ -55,6 +55,13 @@ def add_parser(sub) -> None:
                         help="run a target whose own checks fail (above its roof, efficiency above 1, negative "
                              "overhead, a rank short of its CPUs, ranks disagreeing) again, up to N runs in all "
                              f"(default {DEFAULT_MAX_PASSES}); the report says how many it took")
+    parser.add_argument("--project-to", metavar="avx2|TOPOLOGY", dest="project_to",
+                        help="also project each target's step onto another CPU from its primitives (each scaled by "
+                             "the target's peak or bandwidth, whichever bounds it): 'avx2' (this CPU under "
+                             "ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2, both roofs probed now on the "
+                             "rank's cores) or a topology file whose isa states peak_<precision>_gflops_per_core "
+                             "and triad_gb_per_s_per_core; writes projection.md and projection.json; works with "
+                             "--report-only")
     add_topology_option(parser)
     parser.add_argument("--address", metavar="ADDR", help="join an existing Ray cluster (as in orch sweep)")
     parser.set_defaults(run=run)
@@ -87,8 +94,12 @@ def run(args: argparse.Namespace) -> int:
     profile = sweep.spec.profile or ProfileSpec()
     out = Path(args.out) if args.out else Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / \
         sweep.spec.name / "profile"
+    try:
+        projection_topology = _projection_topology(args.project_to)
+    except ValueError as exc:
+        return fail_input(f"--project-to {args.project_to}: {exc}")
     if args.report_only:
-        return _report_only(out, console(stderr=True))
+        return _project(args.project_to, projection_topology, out, _report_only(out, console(stderr=True)))
     chosen = _options(args, profile)
     if isinstance(chosen, str):
         return fail_input(chosen)
@@ -123,7 +134,45 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if started_ray:
                 ray.shutdown()
-    return _report(results, sweep, plan, out, steps, profile, err)
+    return _project(args.project_to, projection_topology, out, _report(results, sweep, plan, out, steps, profile, err))
+
+
+def _projection_topology(project_to: str | None):
+    """The topology file --project-to names (None for 'avx2' or no projection), loaded before anything runs:
+    a bad file is bad input, not a failure after the profile."""
+    from orchestrator.run.profile_projection import AVX2
+
+    if project_to is None or project_to == AVX2:
+        return None
+    from orchestrator.io.topofile import load_topology
+    from orchestrator.run.profile_projection import check_projectable
+
+    topology = load_topology(project_to)
+    check_projectable(topology)
+    return topology
+
+
+def _project(project_to: str | None, topology, out: Path, code: int) -> int:
+    """Project the saved results (after the profile's own report, whose exit code passes through)."""
+    if project_to is None or not (out / HEADER_FILE).is_file():
+        return code
+    from orchestrator.report.projection_report import write_projection
+    from orchestrator.run.profile_projection import project
+    from orchestrator.run.profile_run import RESULT_FILE
+
+    labels = json.loads((out / HEADER_FILE).read_text())["targets"]
+    results = [json.loads((out / label / RESULT_FILE).read_text()) for label in labels]
+    try:
+        projections = project(results, project_to, topology)
+    except ValueError as exc:
+        return fail_input(str(exc))
+    path = write_projection(projections, out)
+    err = console(stderr=True)
+    for p in projections:
+        err.print(f"projection {p['label']} → {p['target']}: measured {p['measured_step_ms']:.1f} ms, projected "
+                  f"{p['projected_step_ms']['same']:.1f} ms")
+    err.print(f"projection: {path}")
+    return code
 
 
 def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> list[dict]:

@@ -115,6 +115,7 @@ class ShapeTotal:
     dst_layout: str = ""
     implementation: str = ""   # the kernel(s) oneDNN ran for it, most calls first, joined by " | "
     median_ms: float = 0.0     # median time of one call: robust to the odd slow call a busy machine causes
+    min_ms: float = 0.0        # fastest call: the kernel's own time, least disturbed by other processes
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +252,14 @@ def by_shape(executions: Iterable[Execution]) -> list[ShapeTotal]:
         out.append(ShapeTotal(kind, direction, problem, dtype, layout, calls=len(runs),
                               time_ms=sum(times), dst_dtype=dst_dtype, dst_layout=dst_layout,
                               implementation=" | ".join(sorted(impls, key=lambda i: (-impls[i], i))),
-                              median_ms=_median(times)))
+                              median_ms=_median(times), min_ms=times[0] if times else 0.0))
     return sorted(out, key=lambda t: (-t.time_ms, t.kind, t.problem, t.layout, t.dst_layout))
+
+
+def shape_row(t: ShapeTotal) -> dict[str, object]:
+    """A ShapeTotal as the plain dict a rank's result keeps (one spelling for the rank and for a report
+    rebuilt from a kept log)."""
+    return {f: getattr(t, f) for f in ShapeTotal.__dataclass_fields__}
 
 
 def _median(sorted_values: list[float]) -> float:

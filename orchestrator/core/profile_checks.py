@@ -7,7 +7,8 @@ A target is disturbed when
   (intensity × the measured STREAM triad) is DRAM's: a primitive whose data stays in the caches (the P6/P7
   convolutions on 1×1 inputs, a few MB of weights) may run above it without breaking anything, so it is shown
   in the roofline, not checked;
-- an efficiency is above 1 beyond NOISE_FLOOR (the same oneDNN kernel ran faster in the model than alone);
+- an efficiency is above 1 beyond NOISE_FLOOR (the same oneDNN kernel's fastest call was faster in the model
+  than alone), or the replay ran with other threads or on other CPUs than the rank;
 - an overhead is negative beyond the plain step's noise (a profiled pass ran faster than the plain one);
 - a rank got less than MIN_CPU_SHARE of its CPUs during a pass (its CPU time ÷ wall time ÷ its threads);
 - the same work, measured twice, disagrees by more than its noise: every rank of a layout does the same
@@ -31,6 +32,8 @@ Target = Mapping[str, Any]
 MIN_CPU_SHARE = 0.8     # below this, a rank's times measure its neighbours as much as itself
 NOISE_FLOOR = 0.10      # two measurements of the same work may differ by this much before they disagree
 PASSES = ("plain", "verbose", "profiler")
+CHECKS = ("above roof", "efficiency above 1", "replay setting", "negative overhead", "cpu share",
+          "same work disagrees")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,7 @@ class Finding:
     """One failed check, with its numbers."""
 
     target: str
-    check: str      # above roof | efficiency above 1 | negative overhead | cpu share | same work disagrees
+    check: str      # one of CHECKS
     detail: str
 
 
@@ -86,10 +89,31 @@ def _efficiency(target: Target) -> list[Finding]:
     worst = max(over, key=lambda x: x["efficiency"])
     ratio = pa.efficiency(target)["efficiency_ratio"]
     return [Finding(target["label"], "efficiency above 1",
-                    f"{len(over)} of {len(rows)} replayed primitive(s) ran faster in the model than alone, worst "
-                    f"{worst['kind']} {worst['direction']} {worst['problem']}: {worst['isolated_ms_per_call']:.3g} ms "
-                    f"alone, {worst['in_model_ms_per_call']:.3g} ms in the model (×{worst['efficiency']:.2f}); "
-                    f"ratio over all replayed {ratio:.2f}")]
+                    f"{len(over)} of {len(rows)} replayed primitive(s) ran faster in the model than alone (fastest "
+                    f"call against fastest call), worst {worst['kind']} {worst['direction']} {worst['problem']}: "
+                    f"{worst['isolated_fastest_ms']:.3g} ms alone, {worst['in_model_fastest_ms']:.3g} ms in the "
+                    f"model (×{worst['efficiency']:.2f}); ratio over all replayed {ratio:.2f}")]
+
+
+def _replay_setting(target: Target) -> list[Finding]:
+    """The replay must run where the rank ran: its threads, on its cores. A replay with other threads or
+    on other cores times another machine, and every efficiency built on it compares unlike with unlike."""
+    out = []
+    placement = {p["rank"]: sorted(p["cpus"]) for p in target.get("placement", [])}
+    for rank, r in enumerate(target["results"]):
+        setting = r.get("replay_setting")
+        if not r.get("replay") or not setting:
+            continue
+        if setting["threads"] != target["threads"]:
+            out.append(Finding(target["label"], "replay setting",
+                               f"rank {rank}: the replay ran {setting['threads']} thread(s), the rank "
+                               f"{target['threads']}"))
+        cpus = placement.get(rank)
+        if cpus is not None and sorted(setting["cpus"]) != cpus:
+            out.append(Finding(target["label"], "replay setting",
+                               f"rank {rank}: the replay could run on CPUs {setting['cpus']}, the rank was placed "
+                               f"on {cpus}"))
+    return out
 
 
 def _overheads(target: Target) -> list[Finding]:
@@ -158,7 +182,8 @@ def check_target(target: Target) -> list[Finding]:
     """Every check that one target's own data can fail; what `orch profile` repeats a pass for."""
     out = _cpu_shares(target)
     if all("plain_step_ms" in r for r in target["results"]):
-        out += _overheads(target) + _roof(target) + _efficiency(target) + _ranks_agree(target)
+        out += (_overheads(target) + _roof(target) + _efficiency(target) + _replay_setting(target)
+                + _ranks_agree(target))
     return out
 
 

@@ -97,6 +97,7 @@ def attribution_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     the inferred all-reduce wait in its own column, never in the named share."""
     return [{"target": t["label"], "rank": a.rank, "plain_step_ms": a.plain_step_ms,
              "profiled_step_ms": a.profiled_step_ms, "profiler_overhead": _pct(a.profiler_overhead),
+             "profiler_overhead_ms": a.profiler_overhead_ms,
              "named_ms": a.named_ms, "named_of_plain": _pct(a.named_of_plain),
              "named_of_profiled": _pct(a.named_of_profiled), "recorded_allreduce_ms": a.recorded_allreduce_ms,
              "allreduce_wait_ms (inferred)": a.inferred_wait_ms, "other_ms": a.other_ms}
@@ -106,7 +107,8 @@ def attribution_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 def checks_section(ok: Sequence[Mapping[str, Any]], findings: Sequence[pc.Finding]) -> list[str]:
     """The top of profile.md: which targets are disturbed and why, or that every check passed."""
     runs = ", ".join(f"{t['label']} {t.get('passes', 1)}" for t in ok)
-    head = (f"Checks: nothing above its roof, no efficiency above 1, no negative overhead, every rank ≥ "
+    head = (f"Checks: nothing above its roof, no efficiency above 1, the replay on the rank's threads and CPUs, "
+            f"no negative overhead, every rank ≥ "
             f"{pc.MIN_CPU_SHARE:.0%} of its CPUs in every pass, the same work measured twice within its noise "
             f"(≥ {pc.NOISE_FLOOR:.0%}). Runs per target (a disturbed target is run again): {runs}.")
     if not findings:
@@ -187,17 +189,24 @@ def _sections(ok: Sequence[Mapping[str, Any]], disturbed: frozenset[str]) -> lis
          "`passes`: runs it took (a run whose checks fail is repeated). `cpu_share`: CPU time the rank process got "
          "during the plain steps ÷ (wall time × its threads), the lowest over ranks: well below 100% means other "
          "processes took the rank's cores, and the step times measure that contention rather than the layout. "
-         "`named_of_plain` / `named_of_profiled`: time inside ops the profiler recorded (ATen ops, autograd nodes, "
-         "collectives; nothing inferred, no record_function range's own Python) ÷ the plain step and ÷ the "
-         "profiled step, the lowest over ranks; the ≥ 90% check reads `named_of_plain`. `efficiency_ratio`: "
-         "Σ(isolated time × calls) of the replayed convolution, matmul and reorder problems ÷ the time oneDNN "
-         "logged for them in the model (both oneDNN's own timing, no framework time); "
+         "`named_of_profiled`: time inside ops the profiler recorded (ATen ops, autograd nodes, collectives; "
+         "nothing inferred, no record_function range's own Python) ÷ the profiled step, the lowest over ranks. "
+         "`named_of_plain`: the share of the plain step in named ops, at least: (named time − the profiler's "
+         "overhead) ÷ the plain step, the lowest over ranks. The named time is measured in the profiled pass, "
+         "which the profiler slows, largely inside ops (an op's range holds the recording of the ops nested in "
+         "it); profiling makes nothing faster, so this bound holds whatever the overhead was spent on, and it "
+         "cannot exceed 100%. The ≥ 90% check reads it. `efficiency_ratio`: "
+         "Σ(fastest isolated call × calls) of the replayed convolution, matmul and reorder problems ÷ Σ(fastest "
+         "call oneDNN logged for each in the model × calls) (both oneDNN's own timing, no framework time; fastest "
+         "against fastest because another process's time slice only ever adds to a call); "
          "`replayed_share_of_step`: those primitives' in-model time ÷ the plain step."),
         ("Attribution per rank (ms per step)", "attribution", attribution_rows(ok),
          "Every rank. `recorded_allreduce_ms`: communication ops the profiler recorded (self time), part of "
          "`named_ms`. `allreduce_wait_ms (inferred)`: DDP's wait for gradients, placed by where a gap sits "
          "between its bucket copies; no profiler range marks it, so it is never counted as named. "
-         "`profiler_overhead`: the rank's profiled step ÷ its plain step − 1."),
+         "`profiler_overhead`: the rank's profiled step ÷ its plain step − 1 (`profiler_overhead_ms`: the "
+         "difference, 0 where the profiled step came out shorter). `named_of_plain`: (named_ms − "
+         "profiler_overhead_ms) ÷ plain_step_ms, the share of the plain step in named ops, at least."),
         ("oneDNN primitives by kind and direction (ms per step)", "onednn_breakdown", _breakdown_rows(ok),
          f"From oneDNN's verbose log of the profiled steps (rank 0). `{pa.OUTSIDE_ONEDNN}`: the rest of the "
          "verbose pass's step — work oneDNN never saw (fp32 linear layers go to BLAS, elementwise ops and losses "

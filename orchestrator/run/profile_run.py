@@ -136,20 +136,18 @@ def save_result(result: dict[str, Any], out_dir: Path) -> None:
 
 
 def refresh_shapes(result: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Results written before the per-problem table kept destination formats and kernels: rebuild that
-    table from the rank's own oneDNN log, kept beside the result, so a re-rendered report keys reorders by
-    both formats and prices a cast by its destination type. Nothing else is touched."""
+    """Results written before the per-problem table kept destination formats, kernels and each problem's
+    fastest call: rebuild that table from the rank's own oneDNN log, kept beside the result, so a re-rendered
+    report keys reorders by both formats, prices a cast by its destination type and compares a replay with
+    the model's fastest call. Nothing else is touched."""
     import gzip
 
     for rank in result.get("results", []):
         onednn = rank.get("onednn", {})
         log = out_dir / result["label"] / onednn.get("log", "")
-        if not onednn.get("shapes") or "dst_dtype" in onednn["shapes"][0] or not log.is_file():
+        if not onednn.get("shapes") or "min_ms" in onednn["shapes"][0] or not log.is_file():
             continue
         text = gzip.decompress(log.read_bytes()).decode(errors="replace") if log.suffix == ".gz" else log.read_text()
         executions, _ = ov.parse_lines(text.splitlines())
-        onednn["shapes"] = [{"kind": t.kind, "direction": t.direction, "problem": t.problem, "dtype": t.dtype,
-                             "layout": t.layout, "dst_dtype": t.dst_dtype, "dst_layout": t.dst_layout,
-                             "implementation": t.implementation, "calls": t.calls, "time_ms": t.time_ms,
-                             "median_ms": t.median_ms} for t in ov.by_shape(executions)]
+        onednn["shapes"] = [ov.shape_row(t) for t in ov.by_shape(executions)]
     return result

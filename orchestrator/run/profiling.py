@@ -30,7 +30,13 @@ import torch.distributed as dist
 from orchestrator.core import onednn_verbose as ov
 from orchestrator.core import profile_events as pe
 from orchestrator.run.job import Phase, RankJob, StatusWriter
-from orchestrator.run.profile_replay import conv_peak_gflops, replay_shapes, stdout_to, stream_triad_gbs
+from orchestrator.run.profile_replay import (
+    conv_peak_gflops,
+    replay_setting,
+    replay_shapes,
+    stdout_to,
+    stream_triad_gbs,
+)
 from orchestrator.run.protocol import gemm_peak, make_step
 
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
@@ -204,7 +210,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
               **{f"{name}_cpu_share": _share(u, job.threads) for name, u in usage.items()},
               "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),
                          "totals": [_kind_total(t) for t in ov.aggregate(executions)],
-                         "shapes": [_shape_total(t) for t in ov.by_shape(executions)]},
+                         "shapes": [ov.shape_row(t) for t in ov.by_shape(executions)]},
               "profiler": prof}
     return {**result, **_alone(job, cfg, executions, status)}
 
@@ -224,8 +230,9 @@ def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], st
     bandwidth = stream_triad_gbs()
     replay = (replay_shapes(ov.by_shape(executions), budget_s=float(cfg.get("replay_budget_s", 60.0)))
               if cfg.get("replay") else [])
+    setting = replay_setting() if replay else None
     dist.barrier()
-    return {"peak": peak, "stream_triad_gbs": bandwidth, "replay": replay}
+    return {"peak": peak, "stream_triad_gbs": bandwidth, "replay": replay, "replay_setting": setting}
 
 
 def _gzip(path: Path) -> Path:
@@ -244,7 +251,3 @@ def _kind_total(t: ov.KindTotal) -> dict[str, Any]:
             "time_ms": t.time_ms}
 
 
-def _shape_total(t: ov.ShapeTotal) -> dict[str, Any]:
-    return {"kind": t.kind, "direction": t.direction, "problem": t.problem, "dtype": t.dtype, "layout": t.layout,
-            "dst_dtype": t.dst_dtype, "dst_layout": t.dst_layout, "implementation": t.implementation,
-            "calls": t.calls, "time_ms": t.time_ms, "median_ms": t.median_ms}

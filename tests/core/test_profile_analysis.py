@@ -172,8 +172,46 @@ def test_attribution_of_every_rank_against_plain_and_profiled_steps():
     a0, a1 = pa.attribution(target)
     # rank 1: plain median of [120, 122] = 121; profiled step 120, named 0.95 × 120 = 114.
     assert (a1.rank, a1.plain_step_ms, a1.named_ms) == (1, 121.0, pytest.approx(114.0))
-    assert a1.named_of_plain == pytest.approx(114 / 121)
+    # the profiled step came out 1 ms shorter than the plain one (noise): no overhead to take away
+    assert a1.profiler_overhead_ms == 0.0 and a1.named_of_plain == pytest.approx(114 / 121)
     assert a1.inferred_wait_ms == 10.0 and a1.recorded_allreduce_ms == 7.0
     assert a1.profiler_overhead == pytest.approx(120 / 121 - 1)
     # The summary takes the lowest rank: rank 0's 95 / 101, rank 1's 114 / 121.
     assert pa.summary(target).named_of_plain == pytest.approx(min(95 / 101, 114 / 121))
+
+
+def test_the_named_share_of_the_plain_step_is_a_share():
+    """Issue 20, defect B: at 1×1 the named time of the profiled pass (which the profiler slowed 17%) over
+    the plain step read 112.5%. Named 1125 ms of a 1170 ms profiled step, plain step 1000 ms: the profiler
+    added 170 ms, so at least 1125 − 170 = 955 ms of the plain step was in named ops: 95.5%."""
+    t = _target("1x1x8", 1, 1, 40.0, 5.0, 1170.0)
+    r = t["results"][0]
+    r["plain_step_ms"] = [1000.0, 1000.0]
+    r["profiler"]["coverage"].update(named_ms=1125.0, other_ms=45.0)
+    (a,) = pa.attribution(t)
+    assert a.named_ms / a.plain_step_ms == pytest.approx(1.125)      # the old figure: a ratio of two passes
+    assert a.profiler_overhead_ms == pytest.approx(170.0)
+    assert a.named_of_plain == pytest.approx(955 / 1000)
+    assert a.named_of_plain <= a.named_of_profiled == pytest.approx(1125 / 1170)
+    # It cannot pass 1: the named time never exceeds its own step, overhead or not.
+    r["profiler"]["coverage"].update(named_ms=1170.0, other_ms=0.0)
+    assert pa.attribution(t)[0].named_of_plain == pytest.approx(1.0)
+
+
+def test_the_efficiency_compares_fastest_call_with_fastest_call():
+    """Issue 20, defect A: on a 2-CPU machine at 2 threads a neighbour's time slice stalls a primitive's
+    barrier, so a few of its calls take several times its own time, in the model or alone. The median of the
+    replay's calls against the mean of the model's then measured luck (1.51 at 1×2); the fastest calls do not
+    carry the stalls."""
+    t = _target("1x2x8", 1, 2, 40.0, 5.0, 100.0)    # in the model: 4 calls, 80 ms, mean 20 ms a call
+    r = t["results"][0]
+    r["onednn"]["shapes"][0]["min_ms"] = 10.0        # ... its fastest call 10 ms (the others were stalled)
+    r["replay"][0].update(isolated_ms=19.0, isolated_min_ms=10.5, runs=30)   # alone: median 19, fastest 10.5
+    (row,) = pa.replay_rows(t)
+    assert row["efficiency"] == pytest.approx(10.5 / 10.0)
+    assert (row["in_model_fastest_ms"], row["isolated_fastest_ms"], row["replay_runs"]) == (10.0, 10.5, 30)
+    assert row["lost_ms_per_step"] == pytest.approx((1 - 1.05) * 40.0)
+    assert pa.efficiency(t)["efficiency_ratio"] == pytest.approx(10.5 / 10.0)
+    # Results written before fastest calls were kept: the replay's median against the model's mean, as before.
+    del r["onednn"]["shapes"][0]["min_ms"], r["replay"][0]["isolated_min_ms"]
+    assert pa.replay_rows(t)[0]["efficiency"] == pytest.approx(19.0 / 20.0)

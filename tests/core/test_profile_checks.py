@@ -111,3 +111,17 @@ def test_the_same_convolutions_in_two_variants_and_the_same_peak_must_agree():
 def test_the_noise_is_the_steps_own_spread_when_larger_than_the_floor():
     assert pc._noise([100.0, 130.0, 110.0]) == pytest.approx(0.3 / 1.1)
     assert pc._noise([100.0, 101.0]) == pc.NOISE_FLOOR
+
+
+def test_a_replay_with_other_threads_or_cpus_than_the_rank_is_disturbed():
+    """The replay must time the rank's own setting (defect A of issue 20 asked whether it did): the threads
+    and CPUs it recorded are compared with the layout's threads and the rank's placement."""
+    t = _clean()
+    t["placement"] = [{"rank": 0, "cpus": [1]}]
+    t["results"][0]["replay_setting"] = {"threads": 1, "cpus": [1]}
+    assert pc.check_target(t) == []
+    t["results"][0]["replay_setting"] = {"threads": 2, "cpus": [0, 1]}
+    found = pc.check_target(t)
+    assert [f.check for f in found] == ["replay setting"] * 2
+    assert "the replay ran 2 thread(s), the rank 1" in found[0].detail
+    assert "the replay could run on CPUs [0, 1], the rank was placed on [1]" in found[1].detail

@@ -145,3 +145,22 @@ def test_every_pass_records_the_ranks_cpu_share_and_the_runs_it_took(profiled):
         assert 0 < rank0[f"{name}_cpu_share"] <= 1.5, name   # CPU time ÷ wall ÷ threads (a little over 1: helpers)
     md = (out / "profile.md").read_text()
     assert md.index("## Checks") < md.index("## Summary") and "## Attribution per rank" in md
+
+
+def test_a_replayed_problem_is_called_until_enough_calls_and_time(monkeypatch):
+    """Defect A of issue 20: five calls could not tell a slow kernel from one that lost a CPU to another
+    process for a scheduler slice. A replay now calls at least REPLAY_MIN_RUNS times and for at least
+    REPLAY_MIN_S, never more than REPLAY_MAX_RUNS."""
+    import time
+
+    from orchestrator.run import profile_replay as prp
+
+    calls = []
+    prp._captured(lambda: calls.append(1), min_runs=4, min_s=0.0, max_runs=50)
+    assert len(calls) == 2 + 4                     # two warm-up calls, then the minimum
+    calls.clear()
+    prp._captured(lambda: (calls.append(1), time.sleep(0.01)), min_runs=4, min_s=0.1, max_runs=50)
+    assert 2 + 9 <= len(calls) <= 2 + 12           # ~0.1 s of 10 ms calls
+    calls.clear()
+    prp._captured(lambda: (calls.append(1), time.sleep(0.01)), min_runs=4, min_s=10.0, max_runs=7)
+    assert len(calls) == 2 + 7

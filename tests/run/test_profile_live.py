@@ -37,11 +37,11 @@ def profiled(ray_local, tmp_path_factory):
     result = json.loads((out / "1x1x2" / "profile-result.json").read_text())
     assert result["status"] == "ok", result.get("reason")
     log = gzip.decompress((out / "1x1x2" / "onednn-rank0.log.gz").read_bytes()).decode(errors="replace")
-    return result["results"][0], log
+    return result["results"][0], log, result
 
 
 def test_a_real_rank_records_onednn_convolutions_in_every_direction(profiled):
-    rank0, log = profiled
+    rank0, log, _ = profiled
     executions, problems = ov.parse_lines(log.splitlines())
     assert problems == [] and rank0["onednn"]["executions"] == len(executions) > 0
     convs = [e for e in executions if e.kind == "convolution"]
@@ -60,7 +60,7 @@ def test_a_replayed_convolution_runs_the_models_onednn_kernel(profiled, capfd):
 
     from orchestrator.run.profile_replay import replay_shapes
 
-    _, log = profiled
+    _, log, _ = profiled
     executions, _ = ov.parse_lines(log.splitlines())
     shape = next(s for s in ov.by_shape(executions) if s.kind == "convolution" and s.direction == "forward")
     in_model = {e.implementation for e in executions
@@ -78,3 +78,13 @@ def test_a_replayed_convolution_runs_the_models_onednn_kernel(profiled, capfd):
     replayed = {e.implementation for e in ov.parse_lines(replay_log.splitlines())[0]
                 if (e.kind, e.direction, e.problem) == ("convolution", "forward", shape.problem)}
     assert replayed and replayed == in_model, (shape.problem, replayed, in_model)
+
+
+def test_the_replay_runs_on_the_ranks_threads_and_cpus(profiled):
+    """The replay runs inside the rank process after its steps, so it inherits the rank's OpenMP threads and
+    core binding; its recorded setting proves it, and the check that compares it with the placement passes.
+    A replay moved to another process (or one that called set_num_threads) would fail here."""
+    rank0, _, result = profiled
+    (placed,) = result["placement"]
+    assert rank0["replay_setting"] == {"threads": result["threads"], "cpus": sorted(placed["cpus"])}
+    assert rank0["replay_setting"]["cpus"] == sorted(result["observed_cpus"][0])

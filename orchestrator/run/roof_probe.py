@@ -1,0 +1,129 @@
+"""A CPU's roof on given cores, in a process of its own: the compute roof as `orch profile` measures it inside
+a rank (the best of the median GEMM and a large 3×3 convolution) and the STREAM triad. A process of its own
+because ONEDNN_MAX_CPU_ISA and ATEN_CPU_CAPABILITY only take effect when set before oneDNN and ATen start:
+the AVX2 cap's roof cannot be measured in a process that already ran a kernel.
+
+    python -m orchestrator.run.roof_probe --threads 2 --precision fp32     # prints one JSON object
+
+It also times the roof's convolution in each direction (forward, backward data, backward weights) by oneDNN's
+own log: the projection scales each convolution direction by its own kernel's ratio.
+
+`measure_roofs` runs it pinned like a rank (OpenMP threads bound one per core) natively and under the cap,
+alternately, and keeps each setting's best figures: on a shared machine another process's time slice only
+ever lowers a rate, so the best of a few rounds is the least disturbed one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+PROBE_ROUNDS = 2
+# What an AVX2-only CPU runs, reproduced on a newer one (design.md); DNNL_ is oneDNN 2.x's spelling, removed too
+AVX2_CAP_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+CAP_VARS = (*AVX2_CAP_ENV, "DNNL_MAX_CPU_ISA")
+
+
+PEAK_CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # conv_peak_gflops's problem
+
+
+def conv_class_gflops(precision: str) -> dict[str, float]:
+    """The large 3×3 convolution of the compute roof in each direction, timed by oneDNN itself (the fastest
+    logged call of the primitive, as the replay times one): 'convolution forward' etc. → GFLOP/s. A kernel's
+    ISA changes its efficiency per direction (see core/projection.Roof)."""
+    import torch
+
+    from orchestrator.core.roofline import conv_flops, conv_problem
+    from orchestrator.run.profile_replay import _captured
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    x = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(256, 256, 3, 3, dtype=dtype).to(memory_format=torch.channels_last)
+    grad = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
+    flops = conv_flops(conv_problem(PEAK_CONV))
+    def backward(mask: list[bool]) -> Callable[[], Any]:
+        return lambda: torch.ops.aten.convolution_backward(grad, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0],
+                                                           1, mask)
+
+    calls: dict[str, Callable[[], Any]] = {"forward": lambda: torch.nn.functional.conv2d(x, w, padding=1),
+                                           "backward_data": backward([True, False, False]),
+                                           "backward_weights": backward([False, True, False])}
+    out = {}
+    for direction, call in calls.items():
+        executions, _ = _captured(call)
+        times = [e.time_ms for e in executions if (e.kind, e.direction, e.problem) == ("convolution", direction,
+                                                                                        PEAK_CONV)]
+        if times:
+            out[f"convolution {direction}"] = flops / (min(times) / 1e3) / 1e9
+    return out
+
+
+def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
+    import torch
+
+    from orchestrator.run.profile_replay import conv_peak_gflops, stream_triad_gbs
+    from orchestrator.run.protocol import gemm_peak
+
+    torch.set_num_threads(threads)
+    gemm = gemm_peak(threads, precision, seconds=seconds)
+    conv = conv_peak_gflops(precision, seconds=seconds)
+    return {"gemm_gflops": gemm["gflops"], "conv_gflops": conv, "gflops": max(gemm["gflops"], conv),
+            "kind_gflops": conv_class_gflops(precision),
+            "triad_gbs": stream_triad_gbs(), "threads": torch.get_num_threads(), "precision": precision,
+            "aten_capability": torch.backends.cpu.get_cpu_capability(),
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"), "cpus": sorted(os.sched_getaffinity(0))}
+
+
+def probe_env(cpus: list[int], capped: bool) -> dict[str, str]:
+    """The environment a rank on `cpus` gets (OpenMP threads = cores, one bound per core), with the AVX2 cap
+    added or removed."""
+    env = {k: v for k, v in os.environ.items() if k not in CAP_VARS}
+    env.update({"OMP_NUM_THREADS": str(len(cpus)), "MKL_NUM_THREADS": str(len(cpus)),
+                "OMP_PLACES": ",".join(f"{{{c}}}" for c in cpus), "OMP_PROC_BIND": "close"})
+    if capped:
+        env.update(AVX2_CAP_ENV)
+    return env
+
+
+def probe(cpus: list[int], precision: str, capped: bool, seconds: float = 1.0) -> dict[str, Any]:
+    """One probe process pinned to `cpus`; its JSON."""
+    cmd = [sys.executable, "-m", "orchestrator.run.roof_probe", "--threads", str(len(cpus)),
+           "--precision", precision, "--seconds", str(seconds)]
+    done = subprocess.run(cmd, env=probe_env(cpus, capped), capture_output=True, text=True, check=False,
+                          preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    if done.returncode != 0:
+        raise RuntimeError(f"the roof probe failed ({' '.join(cmd)}): {done.stderr.strip()[-500:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure_roofs(cpus: list[int], precision: str, rounds: int = PROBE_ROUNDS) -> dict[str, dict[str, Any]]:
+    """{"native": ..., "avx2": ...}: each setting's best compute roof and best triad over `rounds`
+    alternating probes, with every probe kept under "runs"."""
+    runs: dict[str, list[dict[str, Any]]] = {"native": [], "avx2": []}
+    for _ in range(rounds):
+        for name in runs:
+            runs[name].append(probe(cpus, precision, capped=name == "avx2"))
+    return {name: {**max(found, key=lambda r: r["gflops"]), "triad_gbs": max(r["triad_gbs"] for r in found),
+                   "kind_gflops": {k: max(r["kind_gflops"].get(k, 0.0) for r in found)
+                                   for k in {k for r in found for k in r.get("kind_gflops", {})}},
+                   "runs": found} for name, found in runs.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), required=True)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    print(json.dumps(_measure(args.threads, args.precision, args.seconds)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
