@@ -164,3 +164,34 @@ def test_a_replayed_problem_is_called_until_enough_calls_and_time(monkeypatch):
     calls.clear()
     prp._captured(lambda: (calls.append(1), time.sleep(0.01)), min_runs=4, min_s=10.0, max_runs=7)
     assert len(calls) == 2 + 7
+
+
+def test_each_problem_is_replayed_in_blocks_spread_over_passes_through_all_problems(monkeypatch):
+    """A burst of other work can cover every back-to-back call of a short primitive, so the replay makes
+    REPLAY_PASSES passes through all problems, each a block of calls per problem (found in a quiet run at
+    1 × 2: a different small primitive 1.2-2.2× slower alone on each try while its calls were back to back).
+    The real torch calls run; only the capture around them is recorded instead of timed."""
+    from orchestrator.core import onednn_verbose as ov
+    from orchestrator.run import profile_replay as prp
+
+    shapes = [ov.ShapeTotal("convolution", "forward", p, "f32", "abcd", 1, 1.0) for p in
+              ("mb1_ic4oc4_ih8oh8kh3sh1dh0ph1_iw8ow8kw3sw1dw0pw1", "mb1_ic8oc8_ih8oh8kh3sh1dh0ph1_iw8ow8kw3sw1dw0pw1")]
+    order, budgets = [], []
+
+    def captured(call, min_runs, min_s, max_runs):
+        out = call()
+        order.append(out.shape[1])      # which problem (by its channels) this block ran
+        budgets.append((min_runs, min_s, max_runs))
+        shape = shapes[0] if out.shape[1] == 4 else shapes[1]
+        execution = ov.Execution(kind=shape.kind, direction=shape.direction, implementation="test",
+                                 src="src:f32::blocked:abcd::f0", problem=shape.problem, time_ms=0.5)
+        return [execution], 0.6
+
+    monkeypatch.setattr(prp, "_captured", captured)
+    rows = prp.replay_shapes(shapes)
+    assert order == [4, 8] * prp.REPLAY_PASSES
+    per_pass = budgets[0]
+    assert per_pass[0] * prp.REPLAY_PASSES >= prp.REPLAY_MIN_RUNS
+    assert per_pass[1] * prp.REPLAY_PASSES == pytest.approx(prp.REPLAY_MIN_S)
+    assert per_pass[2] * prp.REPLAY_PASSES <= prp.REPLAY_MAX_RUNS
+    assert [r["runs"] for r in rows] == [prp.REPLAY_PASSES] * 2 and all(r["isolated_min_ms"] == 0.5 for r in rows)
