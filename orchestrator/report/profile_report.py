@@ -176,10 +176,11 @@ def _intro(header: Mapping[str, Any], ok: Sequence[Mapping[str, Any]]) -> str:
     return (f"Workload `{header['workload']}`, {header['steps']} profiled steps per pass after {header['warmup']} "
             f"warm-up steps, on {header['machine']}; backend {header['backend']}. Command: `{header['command']}`.\n\n"
             "Each target ran as a throughput trial runs (Ray placement group, one pinned process per rank, the "
-            "same launcher), in three passes of the same steps: plain (timed, no profiling: the step time "
-            "below), oneDNN verbose on, torch.profiler on. The overheads are those passes' step times against "
-            "the plain one. None of these steps is a throughput figure; `orch sweep` measures throughput. "
-            "Per-rank figures are rank 0's; step times are the slowest rank's.")
+            "same launcher), in passes of the same steps: plain (timed, no profiling: the step time below), "
+            "oneDNN verbose on, torch.profiler on, then plain again (the plain figures are both plain passes' "
+            "steps, so a drift over the run cannot make a later pass look faster). The overheads are those "
+            "passes' step times against the plain one. None of these steps is a throughput figure; `orch sweep` "
+            "measures throughput. Per-rank figures are rank 0's; step times are the slowest rank's.")
 
 
 def _sections(ok: Sequence[Mapping[str, Any]], disturbed: frozenset[str]) -> list[tuple[str, str, Rows, str]]:

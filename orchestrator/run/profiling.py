@@ -1,7 +1,11 @@
 """Profiling inside a rank process (`RankJob.kind == "profile"`), after the same build and warm-up as a
 throughput trial. Three passes over the same batches, each `steps` long and barrier-synchronised:
 
-1. plain: timed like a throughput repeat, profiling off: the reference for the overhead of the others;
+1. plain: timed like a throughput repeat, profiling off: the reference for the overhead of the others. It
+   runs twice, first and again last, and its figures are both runs' steps: steps drift over a run (a
+   quiet focal-loss profile's plain pass, run only first, read 1,479, 1,322 and 1,217 ms, and the verbose
+   pass after it came out 7.8% faster), and a reference taken at one end of the drift makes the later
+   passes' overheads read low, even negative; bracketed, a steady drift cancels;
 2. oneDNN verbose: `torch.backends.mkldnn.verbose` on for these steps only, the process's stdout
    redirected to a file so the primitive log is not mixed with the rank's own log;
 3. torch.profiler: operator table (self time, calls, input shapes, FLOPs), a Chrome trace, and the
@@ -188,7 +192,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
     step = make_step(module, trainer.optimizer)
     batches = _batches(trainer, job.warmup_steps + steps)
 
-    status.update(phase=Phase.WARMUP, of=4)
+    status.update(phase=Phase.WARMUP, of=4)   # timing repeats: plain, verbose, profiler, plain
     for _ in range(job.warmup_steps):
         step(next(batches))
         status.step()
@@ -206,6 +210,10 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
     status.update(phase=Phase.TIMING, repeat=3, force=True)
     prof = _profiler_pass(step, batches, trainer.module, steps, out_dir / f"trace-rank{rank}.json.gz", status,
                           usage["profiler"])
+    status.update(phase=Phase.TIMING, repeat=4, force=True)
+    again: dict[str, float] = {}
+    plain_ms += _timed_steps(step, batches, steps, status, again)      # the bracket's other end (docstring)
+    usage["plain"] = {k: usage["plain"][k] + again[k] for k in ("cpu_s", "wall_s")}
     result = {"plain_step_ms": plain_ms, "verbose_step_ms": verbose_ms, "steps": steps,
               **{f"{name}_cpu_share": _share(u, job.threads) for name, u in usage.items()},
               "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),

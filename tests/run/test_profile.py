@@ -46,7 +46,7 @@ def test_classifier_1x1_is_profiled_through_ray(profiled):
     # Pinned like a throughput trial: the rank's threads could only run on its one planned CPU.
     assert result["observed_cpus"] == [result["placement"][0]["cpus"]]
     rank0 = result["results"][0]
-    assert len(rank0["plain_step_ms"]) == 2 and len(rank0["verbose_step_ms"]) == 2
+    assert len(rank0["plain_step_ms"]) == 2 * 2 and len(rank0["verbose_step_ms"]) == 2   # plain: first and last
     assert len(rank0["profiler"]["step_ms"]) == 2
     ops = {row["op"] for row in rank0["profiler"]["ops"]}
     assert "aten::addmm" in ops                       # the fp32 linear layers, seen by the profiler
