@@ -116,11 +116,17 @@ def _replay_setting(target: Target) -> list[Finding]:
     return out
 
 
+def step_noise(target: Target) -> float:
+    """The plain steps' relative spread, the largest over ranks (never below NOISE_FLOOR): how far apart two
+    passes of the same steps may come out before the difference means anything."""
+    return max(_noise(r["plain_step_ms"]) for r in target["results"])
+
+
 def _overheads(target: Target) -> list[Finding]:
     s = pa.summary(target)
     # a profiled pass cannot be faster than the plain one; by less than the plain steps' own spread it only
     # looks so
-    noise = max(_noise(r["plain_step_ms"]) for r in target["results"])
+    noise = step_noise(target)
     out = [Finding(target["label"], "negative overhead",
                    f"the {name} pass's step ({(1 + value) * s.plain_step_ms:.1f} ms) is {-value:.1%} faster than "
                    f"the plain step ({s.plain_step_ms:.1f} ms), beyond its noise ({noise:.0%})")

@@ -83,7 +83,8 @@ def summary_rows(targets: Sequence[Mapping[str, Any]], disturbed: frozenset[str]
                      "named_of_profiled": _pct(s.named_share), "named_of_plain": _pct(s.named_of_plain),
                      f"named ≥ {NAMED_TARGET:.0%}": WITHHELD if bad else "yes" if s.named_of_plain >= NAMED_TARGET
                      else "no",
-                     "verbose_overhead": _pct(s.verbose_overhead), "profiler_overhead": _pct(s.profiler_overhead),
+                     "verbose_overhead": _overhead(s.verbose_overhead, t),
+                     "profiler_overhead": _overhead(s.profiler_overhead, t),
                      "peak_gflops": t["results"][0]["peak"]["gflops"],
                      "triad_gbs": t["results"][0]["stream_triad_gbs"],
                      "efficiency_ratio": WITHHELD if bad and e["efficiency_ratio"] is not None
@@ -92,11 +93,19 @@ def summary_rows(targets: Sequence[Mapping[str, Any]], disturbed: frozenset[str]
     return rows
 
 
+def _overhead(value: float, target: Mapping[str, Any]) -> str:
+    """An overhead as a percentage; a negative one, which passed the checks only because it lies within the
+    plain steps' noise, says so: profiling cannot speed a step up, so the figure is noise, not a finding."""
+    if value >= 0:
+        return _pct(value)
+    return f"{_pct(value)} ≈ 0 (within the steps' ±{pc.step_noise(target):.0%} noise)"
+
+
 def attribution_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every rank of every target: what the profiler recorded, against the plain and the profiled step;
     the inferred all-reduce wait in its own column, never in the named share."""
     return [{"target": t["label"], "rank": a.rank, "plain_step_ms": a.plain_step_ms,
-             "profiled_step_ms": a.profiled_step_ms, "profiler_overhead": _pct(a.profiler_overhead),
+             "profiled_step_ms": a.profiled_step_ms, "profiler_overhead": _overhead(a.profiler_overhead, t),
              "profiler_overhead_ms": a.profiler_overhead_ms,
              "named_ms": a.named_ms, "named_of_plain": _pct(a.named_of_plain),
              "named_of_profiled": _pct(a.named_of_profiled), "recorded_allreduce_ms": a.recorded_allreduce_ms,
