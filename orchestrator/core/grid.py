@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from orchestrator.core.spec import GridSpec
 from orchestrator.core.topology import Topology
+
+if TYPE_CHECKING:   # only a type here: spec imports profile_layout, which imports this module's Trial
+    from orchestrator.core.spec import GridSpec
 
 
 class Trial(NamedTuple):

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestrator.core.profile_layout import parse_layout
 from orchestrator.core.schema import MISSING, Problem, load, opt
 
 Auto = Literal["auto"]
@@ -129,8 +130,6 @@ class ProfileSpec:
                              "the rank, for the efficiency ratio")
 
     def __post_init__(self) -> None:
-        from orchestrator.core.profile_layout import parse_layout
-
         errors = []
         for text in self.layouts:
             try:

@@ -107,7 +107,7 @@ def _source_cpu(results: Results) -> SourceCpu:
     """The measured CPU as the results keep it: its name, the precision trained in, its 1-rank 1-thread GEMM
     peak record, and its ISA figures (environment.json's probe, or topology.json's where a file stated them)."""
     env = results.environment
-    params = ((results.spec.get("spec") or {}).get("workload") or {}).get("params") or {}
+    params = (results.sweep_spec.get("workload") or {}).get("params") or {}
     precision = ((env.get("precision") or {}).get("chosen") or params.get("precision") or "fp32")
     precision = precision if precision in ("fp32", "bf16") else "fp32"
     isa = None

@@ -43,6 +43,11 @@ class Results:
     def derived(self) -> dict[str, Any]:
         return self.spec.get("derived", {})
 
+    @property
+    def sweep_spec(self) -> dict[str, Any]:
+        """The sweep specification as it ran (spec.json's `spec`; empty for a folder without one)."""
+        return self.spec.get("spec") or {}
+
 
 class NotAResultsFolder(ValueError):
     pass

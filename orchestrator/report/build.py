@@ -68,13 +68,8 @@ class ReportData:
         return [t for _, tables in self.sections() for t in tables]
 
 
-def sweep_spec(results: Results) -> dict[str, Any]:
-    """The sweep spec (spec.json's "spec")."""
-    return results.spec.get("spec") or {}
-
-
 def planned_seeds(results: Results) -> tuple[int, ...]:
-    return tuple((sweep_spec(results).get("convergence") or {}).get("seeds") or ())
+    return tuple((results.sweep_spec.get("convergence") or {}).get("seeds") or ())
 
 
 def platform(results: Results) -> str:
@@ -126,7 +121,7 @@ def _prediction(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def benchmark_name(results: Results) -> str:
     """The workload's name, as the RCP file's benchmark and in its file name."""
-    return results.derived.get("workload") or (sweep_spec(results).get("workload") or {}).get("name") or "workload"
+    return results.derived.get("workload") or (results.sweep_spec.get("workload") or {}).get("name") or "workload"
 
 
 def rcp_file_name(results: Results) -> str:
@@ -205,7 +200,7 @@ def terminal_report(results: Results) -> list:
     from rich.text import Text
 
     data = analyze(results)
-    name = sweep_spec(results).get("name") or results.path.name
+    name = results.sweep_spec.get("name") or results.path.name
     out: list = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
     for section, tables in data.sections():
         out.append(Rule(section, style="dim"))

@@ -17,6 +17,7 @@ from orchestrator.core.predict.capacity import (
     Target,
     predict_layouts,
     recommend,
+    why_nothing_fits,
 )
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.fit import Fitted
@@ -92,26 +93,10 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
                                   ErrorBands.from_validation(f.validation, f.cells), f.epochs_model,
                                   inputs.sweep.rank_memory_mib, inputs.ccl_available, f.bootstrap)
     if not predictions:
-        raise NoFeasibleLayout(_why_nothing_fits(inputs))
+        raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, inputs.sweep.rank_memory_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
     return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe(),
                             tuple(dict.fromkeys([*inputs.warnings, *f.warnings])))
-
-
-def _why_nothing_fits(inputs: PredictInputs) -> str:
-    from orchestrator.core.constraints import Rules, check
-    from orchestrator.core.grid import Trial
-
-    cons = inputs.sweep.spec.constraints
-    batch = min(inputs.local_batches)
-    need = cons.rank_memory_mib or inputs.sweep.rank_memory_mib(batch)
-    rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=0, memory_headroom=cons.memory_headroom,
-                  rank_memory_mib=need, memory_budget_mib=cons.memory_budget_mib, backend_error=None)
-    reasons = check(Trial(1, 1, batch), inputs.topology, rules)
-    detail = "; ".join(r.message for r in reasons) or "no layout uses exactly the node counts asked"
-    return (f"workload {inputs.sweep.workload.name} fits no layout of the target ({inputs.topology.describe()}) at "
-            f"node counts {','.join(map(str, inputs.node_counts))} and local batch(es) "
-            f"{','.join(map(str, inputs.local_batches))}: even 1 rank × 1 thread at local batch {batch}: {detail}")
 
 
 def _summary_table(report: PredictionReport) -> Table:

@@ -40,6 +40,13 @@ class JobKind(StrEnum):
     PROFILE = "profile"
 
 
+def init_timeout_s(step_timeout_s: float) -> float:
+    """torch.distributed's own timeout (rendezvous and collectives) for a job whose watchdog allows
+    `step_timeout_s` without progress: kept well above it, so that a hang is judged by one clock, the
+    watchdog's, and reported as a timeout rather than as a collective's error."""
+    return 2 * step_timeout_s + 30
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""

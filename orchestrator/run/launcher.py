@@ -244,13 +244,6 @@ class RankLauncher:
         self._stop = threading.Event()
         self._stop_reason = ""
 
-    # --- facts about where we run -------------------------------------------------------------------
-    def node_info(self) -> dict[str, Any]:
-        return node_info()
-
-    def free_port(self) -> int:
-        return free_port()
-
     # --- the rank process ---------------------------------------------------------------------------
     def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
         job_file = self.workdir / "job.json"

@@ -23,8 +23,8 @@ from orchestrator.core.profile_layout import layout_label
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import GridSpec
 from orchestrator.io.sweepfile import Sweep
-from orchestrator.run.job import JobKind, RankJob
-from orchestrator.run.sweep import WORK_ROOT, _rank_specs
+from orchestrator.run.job import JobKind, RankJob, init_timeout_s
+from orchestrator.run.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.trial import run_ranks
 
 RESULT_FILE = "profile-result.json"
@@ -103,14 +103,14 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     backend = plan.backend.chosen
     job = RankJob(kind=JobKind.PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
                   local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
-                  warmup_steps=warmup_steps, init_timeout_s=2 * m.step_timeout_s + 30,
+                  warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s),
                   profile={"steps": steps, "out_dir": str(folder.resolve()), "replay": replay})
-    workers = sweep.spec.constraints.ccl_workers if backend == "ccl" else 0
+    workers = plan.ccl_workers
     started = time.time()
     workdir = f"{WORK_ROOT}/{sweep.spec.name}/profile-{target.label}-{int(started * 1000)}"
     # Profiled steps are slower than training steps (verbose logging, the profiler) and the trace export
     # happens between two of them: the watchdog gets PROFILE_SLACK times the sweep's limits.
-    run = run_ranks(cluster, _rank_specs(target.planned), job, workdir=workdir,
+    run = run_ranks(cluster, rank_specs(target.planned), job, workdir=workdir,
                     step_timeout_s=PROFILE_SLACK * m.step_timeout_s, timeout_s=PROFILE_SLACK * m.timeout_s,
                     ccl_workers=workers, on_status=on_status)
     result: dict[str, Any] = {

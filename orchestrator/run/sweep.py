@@ -33,7 +33,7 @@ from orchestrator.io.backends import CCL_BINDINGS_DIST
 from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
-from orchestrator.run.job import JobKind, RankJob
+from orchestrator.run.job import JobKind, RankJob, init_timeout_s
 from orchestrator.run.progress import SweepProgress
 from orchestrator.run.recording import (
     allreduce_record,
@@ -87,7 +87,7 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-def _rank_specs(p: PlannedTrial) -> list[RankSpec]:
+def rank_specs(p: PlannedTrial) -> list[RankSpec]:
     if p.placement is None:
         raise ValueError(f"{p.trial.key} is infeasible: it has no placement to run on")
     budgets = p.memory_budget_mib
@@ -143,7 +143,7 @@ class SweepRunner:
              stop: threading.Event) -> tuple[TrialRun, float]:
         started = time.time()
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
-        run = run_ranks(self.cluster, _rank_specs(p), job, workdir=workdir,
+        run = run_ranks(self.cluster, rank_specs(p), job, workdir=workdir,
                         step_timeout_s=self.spec.measure.step_timeout_s, timeout_s=timeout_s,
                         ccl_workers=self.workers, on_status=lambda status: progress.phase(key, status), stop=stop,
                         pool=self.pool)
@@ -164,9 +164,7 @@ class SweepRunner:
         return RankJob(kind=JobKind(kind), workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                        backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
                        warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
-                       # torch.distributed's own timeout (rendezvous and collectives) is kept well above the
-                       # watchdog's, so that a hang is judged by one clock, ours, and reported as timeout.
-                       init_timeout_s=2 * m.step_timeout_s + 30, **extra)
+                       init_timeout_s=init_timeout_s(m.step_timeout_s), **extra)
 
     def _label(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial) -> str:
         t = p.trial

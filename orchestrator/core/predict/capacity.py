@@ -22,7 +22,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from orchestrator.core.grid import powers_of_two_up_to
+from orchestrator.core.constraints import Rules, check
+from orchestrator.core.grid import Trial, powers_of_two_up_to
 from orchestrator.core.placement import Placement
 from orchestrator.core.plan import make_plan
 from orchestrator.core.predict.bands import ErrorBands, choose, extrapolation_axes
@@ -190,6 +191,21 @@ class Target:
     samples_per_epoch: int | None
     same_machine: bool                 # the target's nodes are the machine the cells were measured on
     machine: MachineWhatIf = SAME_MACHINE
+
+
+def why_nothing_fits(target: Target, spec: SweepSpec, rank_memory_mib: Callable[[int], float]) -> str:
+    """Why the target hosts no layout of the workload, in the planner's own words: its rules applied to the
+    smallest layout there is, 1 rank × 1 thread at the smallest local batch asked."""
+    cons = spec.constraints
+    batch = min(target.local_batches)
+    need = cons.rank_memory_mib or rank_memory_mib(batch)
+    rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=0, memory_headroom=cons.memory_headroom,
+                  rank_memory_mib=need, memory_budget_mib=cons.memory_budget_mib, backend_error=None)
+    reasons = check(Trial(1, 1, batch), target.topology, rules)
+    detail = "; ".join(r.message for r in reasons) or "no layout uses exactly the node counts asked"
+    return (f"workload {spec.workload.name} fits no layout of the target ({target.topology.describe()}) at "
+            f"node counts {','.join(map(str, target.node_counts))} and local batch(es) "
+            f"{','.join(map(str, target.local_batches))}: even 1 rank × 1 thread at local batch {batch}: {detail}")
 
 
 def predict_layouts(target: Target, spec: SweepSpec, model: StepModel, cells: Sequence[Cell], bands: ErrorBands,
