@@ -9,6 +9,8 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.core.plan import Plan, PlanTooLarge, make_plan
 from orchestrator.core.schema import InvalidInput, Problem
@@ -46,6 +48,51 @@ def embedded_ray_environment(address: str | None) -> Iterator[None]:
     finally:
         for name in added:
             os.environ.pop(name, None)
+
+
+@dataclass(frozen=True)
+class RaySession:
+    """What a command that runs on Ray works with: the Ray nodes (`run.cluster.Cluster`) and the topology it
+    plans against (the file's, checked against those nodes and given their CPU verdicts, or theirs)."""
+
+    cluster: Any
+    topology: Topology
+
+    @property
+    def ccl_available(self) -> bool:
+        """oneCCL's bindings import on every node the topology uses."""
+        return all(n.ccl_installed for n in self.cluster.nodes[:len(self.topology.nodes)])
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, file_topology: Topology | None, topology_path: str | None, *,
+                min_nodes: int | None = None, nodes_timeout_s: float = DEFAULT_NODES_TIMEOUT_S,
+                sigterm_as_ctrl_c: bool = False) -> Iterator[RaySession]:
+    """Every command that runs on Ray, one way: the embedded Ray's environment for the command's length, Ray
+    started (or joined at `address`), `min_nodes` waited for, the nodes discovered and the topology settled,
+    and Ray shut down afterwards if this command started it. With `sigterm_as_ctrl_c`, SIGTERM (scancel, a
+    time limit, a deleted pod) ends the work as Ctrl-C does; installed after ray.init, which puts its own
+    SIGTERM handler in place."""
+    with embedded_ray_environment(address):
+        import ray
+
+        from orchestrator.run import cluster as ray_cluster
+
+        started_ray = ray_cluster.connect(address)
+        try:
+            with sigterm_as_interrupt() if sigterm_as_ctrl_c else contextlib.nullcontext():
+                if min_nodes:
+                    ray_cluster.wait_for_nodes(min_nodes, nodes_timeout_s)
+                cluster = ray_cluster.discover()
+                if file_topology is not None:
+                    ray_cluster.check_topology_fits(file_topology, cluster, topology_path or "the topology file")
+                    topology = ray_cluster.with_node_isa(file_topology, cluster)
+                else:
+                    topology = ray_cluster.detected_topology(cluster)
+                yield RaySession(cluster, topology)
+        finally:
+            if started_ray:
+                ray.shutdown()
 
 
 def fail_input(message: str) -> int:

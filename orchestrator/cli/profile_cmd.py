@@ -13,9 +13,9 @@ from orchestrator.cli.common import (
     EXIT_RUN_FAILED,
     add_topology_option,
     console,
-    embedded_ray_environment,
     fail_input,
     plan_for,
+    ray_session,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile_layout import parse_layout
@@ -113,27 +113,13 @@ def run(args: argparse.Namespace) -> int:
         from orchestrator.io.topofile import load_topology
 
         file_topology = load_topology(args.topology)
-    with embedded_ray_environment(args.address):
-        import ray
-
-        from orchestrator.run import cluster as ray_cluster
-
-        err = console(stderr=True)
-        started_ray = ray_cluster.connect(args.address)
-        try:
-            cluster = ray_cluster.discover()
-            if file_topology is not None:
-                ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
-            topology = (ray_cluster.with_node_isa(file_topology, cluster) if file_topology is not None
-                        else ray_cluster.detected_topology(cluster))
-            ccl = all(n.ccl_installed for n in cluster.nodes[:len(topology.nodes)])
-            targets, plan = plan_targets(sweep, layouts, variants, lambda s: plan_for(s, topology, ccl_available=ccl))
-            if plan.backend.error:
-                return fail_input(plan.backend.error)
-            results = _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, args.max_passes)
-        finally:
-            if started_ray:
-                ray.shutdown()
+    err = console(stderr=True)
+    with ray_session(args.address, file_topology, args.topology) as session:
+        targets, plan = plan_targets(sweep, layouts, variants,
+                                     lambda s: plan_for(s, session.topology, ccl_available=session.ccl_available))
+        if plan.backend.error:
+            return fail_input(plan.backend.error)
+        results = _run_all(targets, sweep, plan, session.cluster, out, steps, profile, replay, err, args.max_passes)
     return _project(args.project_to, projection_topology, out, _report(results, sweep, plan, out, steps, profile, err))
 
 

@@ -11,20 +11,19 @@ from orchestrator.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUN_FAILED,
+    RaySession,
     add_min_nodes_options,
     add_topology_option,
     console,
-    embedded_ray_environment,
     fail_input,
     plan_for,
     positive_int,
-    sigterm_as_interrupt,
+    ray_session,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:
-    from orchestrator.core.topology import Topology
     from orchestrator.run.sweep import SweepSummary
 
 
@@ -73,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.min_nodes and not (args.address or os.environ.get("RAY_ADDRESS")):
         return fail_input("--min-nodes needs --address (or RAY_ADDRESS): an embedded Ray has one node")
-    with embedded_ray_environment(args.address):
-        outcome = _on_ray(args, sweep, file_topology, results)
+    with ray_session(args.address, file_topology, args.topology, min_nodes=args.min_nodes,
+                     nodes_timeout_s=args.nodes_timeout_s, sigterm_as_ctrl_c=True) as session:
+        outcome = _run_on_ray(args, sweep, session, results)
     if isinstance(outcome, int):
         return outcome
     if args.report:
@@ -82,45 +82,16 @@ def run(args: argparse.Namespace) -> int:
     return _summary(outcome)
 
 
-def _on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology | None,
-            results: Path) -> int | SweepSummary:
-    """Start or join Ray, run the sweep on it, and shut down the Ray this command started."""
-    # Ray and torch are imported only here: planning and bad-input paths stay fast.
-    import ray
-
-    from orchestrator.run import cluster as ray_cluster
-
-    started_ray = ray_cluster.connect(args.address)
-    try:
-        # `scancel`, a time limit or a deleted pod keeps what finished, as Ctrl-C does. Installed after
-        # ray.init, which puts its own SIGTERM handler in place (a stack dump, then death).
-        with sigterm_as_interrupt():
-            if args.min_nodes:
-                ray_cluster.wait_for_nodes(args.min_nodes, args.nodes_timeout_s)
-            return _run_on_ray(args, sweep, file_topology, results)
-    finally:
-        if started_ray:
-            ray.shutdown()
-
-
-def _run_on_ray(args: argparse.Namespace, sweep: Sweep, file_topology: Topology | None,
-                results: Path) -> int | SweepSummary:
+def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, results: Path) -> int | SweepSummary:
     """Plan against the Ray nodes and run every trial; an exit status when the sweep ends early."""
     from orchestrator.core.eta import duration_text
-    from orchestrator.run import cluster as ray_cluster
     from orchestrator.run.estimate import sweep_estimate
     from orchestrator.run.progress import SweepProgress
     from orchestrator.run.sweep import SweepOptions, SweepRunner
 
     err = console(stderr=True)
-    cluster = ray_cluster.discover()
-    if file_topology is not None:
-        ray_cluster.check_topology_fits(file_topology, cluster, args.topology)
-        topology = ray_cluster.with_node_isa(file_topology, cluster)
-    else:
-        topology = ray_cluster.detected_topology(cluster)
-    used = cluster.nodes[:len(topology.nodes)]
-    plan = plan_for(sweep, topology, ccl_available=all(n.ccl_installed for n in used))
+    cluster, topology = session.cluster, session.topology
+    plan = plan_for(sweep, topology, ccl_available=session.ccl_available)
     if plan.backend.error:
         return fail_input(plan.backend.error)
     if plan.precision is not None and plan.precision.error:
