@@ -57,11 +57,20 @@ def worker_threads_on_cpu() -> dict[str, int] | None:
     if not mine or compute & set(mine):
         return None
     counts = dict.fromkeys(mine, 0)
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            mask = os.sched_getaffinity(int(tid))
-        except OSError:   # the thread ended meanwhile
-            continue
+    for mask in thread_cpu_masks():
         if len(mask) == 1 and next(iter(mask)) in counts:
             counts[next(iter(mask))] += 1
     return {str(cpu): n for cpu, n in counts.items()}
+
+
+def thread_cpu_masks() -> list[set[int]]:
+    """The CPU mask of every live thread of this process, read from the OS (OpenMP's workers, oneCCL's and
+    gloo's threads included): what a rank could really run on, whatever it was asked for. Kept in this light
+    module because the rank's record (rank_main), its oneCCL worker check and the profile replay read them."""
+    masks = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            masks.append(os.sched_getaffinity(int(tid)))
+        except OSError:   # the thread ended while we looked
+            continue
+    return masks

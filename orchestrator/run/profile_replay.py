@@ -46,6 +46,7 @@ import torch.nn.functional as F
 
 from orchestrator.core import onednn_verbose as ov
 from orchestrator.core.roofline import conv_flops, conv_problem, matmul_problem
+from orchestrator.run.comm import thread_cpu_masks
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 REPLAY_MIN_RUNS = 10        # calls timed per problem at least ...
@@ -223,13 +224,7 @@ def replay_setting() -> dict[str, Any]:
     """The threads and CPUs the replay ran with, read from the OS: every thread's mask and torch's thread
     count. The checks compare them with the rank's own (profile_checks: a replay on other cores or with
     other threads measured another machine)."""
-    cpus: set[int] = set()
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            cpus |= os.sched_getaffinity(int(task.name))
-        except OSError:  # a thread that ended while we looked
-            continue
-    return {"threads": torch.get_num_threads(), "cpus": sorted(cpus)}
+    return {"threads": torch.get_num_threads(), "cpus": sorted(set().union(*thread_cpu_masks()))}
 
 
 def stream_triad_gbs(elements: int = TRIAD_ELEMENTS, runs: int = 10) -> float:

@@ -49,13 +49,9 @@ def observed_affinity() -> dict[str, list[int]]:
     """CPU masks read from the OS, so a record shows where the work could really run, not what we asked
     for: the union over all threads (OpenMP workers included) and the main thread's own mask (OpenMP
     binds the main thread to the first of the rank's cores, so it alone is narrower)."""
-    threads: set[int] = set()
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            threads |= os.sched_getaffinity(int(task.name))
-        except OSError:  # a thread that ended while we looked
-            continue
-    return {"threads": sorted(threads), "main_thread": sorted(os.sched_getaffinity(0))}
+    from orchestrator.run.comm import thread_cpu_masks
+
+    return {"threads": sorted(set().union(*thread_cpu_masks())), "main_thread": sorted(os.sched_getaffinity(0))}
 
 
 def process_started_at(stat: str | None = None) -> float | None:
