@@ -37,19 +37,25 @@ def ccl_here():
         pytest.fail(f"oneCCL's bindings must work in this environment: {problem}")
 
 
-def test_auto_picks_ccl_for_two_ranks_and_the_calibration(ray_local, tmp_path):
-    # ccl_workers 0: two ranks of one core fit two CPUs; each rank's oneCCL worker shares its core
-    sweep = write_sweep(tmp_path, "ccl2", """
-        workload: {name: classifier, params: {hidden: 128, train_samples: 2048}}
-        grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [16]}
-        constraints: {ccl_workers: 0}
-        """ + MEASURE)
+def _ccl_sweep(tmp_path, name: str, ccl_workers: int, measure: str = MEASURE):
+    """The classifier at 1 and 2 ranks of one thread, run by `orch sweep` with auto backend; the results
+    folder and its records by key."""
+    sweep = write_sweep(tmp_path, name, f"""
+        workload: {{name: classifier, params: {{hidden: 128, train_samples: 2048}}}}
+        grid: {{ranks: [1, 2], threads_per_rank: [1], local_batch: [16]}}
+        constraints: {{ccl_workers: {ccl_workers}}}
+        """ + measure)
     results = tmp_path / "results"
     assert main(["sweep", str(sweep), "--results", str(results), "--no-report"]) == 0
+    return results, by_key(read_records(results))
+
+
+def test_auto_picks_ccl_for_two_ranks_and_the_calibration(ray_local, tmp_path):
+    # ccl_workers 0: two ranks of one core fit two CPUs; each rank's oneCCL worker shares its core
+    results, records = _ccl_sweep(tmp_path, "ccl2", 0)
     env = json.loads((results / "environment.json").read_text())
     assert env["backend"]["chosen"] == "ccl" and env["oneccl_bindings_for_pytorch"] == "2.8.0+cpu"
     assert env["oneccl"] is not None
-    records = by_key(read_records(results))
     two = records["r2-t1-b16"]
     assert two["status"] == "ok", two["reason"]
     assert two["backend"] == "ccl" and two["throughput"]["samples_per_s"] > 0
@@ -70,14 +76,7 @@ def test_auto_picks_ccl_for_two_ranks_and_the_calibration(ray_local, tmp_path):
 
 
 def test_a_reserved_worker_core_is_pinned_apart_from_the_compute_core(ray_local, tmp_path):
-    sweep = write_sweep(tmp_path, "ccl1", """
-        workload: {name: classifier, params: {hidden: 128, train_samples: 2048}}
-        grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [16]}
-        constraints: {ccl_workers: 1}
-        """ + MEASURE.replace("peak: false", "peak: false, allreduce: false"))
-    results = tmp_path / "results"
-    assert main(["sweep", str(sweep), "--results", str(results), "--no-report"]) == 0
-    records = by_key(read_records(results))
+    _, records = _ccl_sweep(tmp_path, "ccl1", 1, MEASURE.replace("peak: false", "peak: false, allreduce: false"))
     one = records["r1-t1-b16"]
     assert one["status"] == "ok", one["reason"]
     (placed,) = one["placement"]
