@@ -20,47 +20,34 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from typing import Any
+
+from orchestrator.io.isa import ISA_CAP_ENV_VARS
 
 PROBE_ROUNDS = 2
 # What an AVX2-only CPU runs, reproduced on a newer one (design.md); DNNL_ is oneDNN 2.x's spelling, removed too
 AVX2_CAP_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-CAP_VARS = (*AVX2_CAP_ENV, "DNNL_MAX_CPU_ISA")
+CAP_VARS = (*AVX2_CAP_ENV, *ISA_CAP_ENV_VARS)
 
 
 PEAK_CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # conv_peak_gflops's problem
 
 
 def conv_class_gflops(precision: str) -> dict[str, float]:
-    """The large 3×3 convolution of the compute roof in each direction, timed by oneDNN itself (the fastest
-    logged call of the primitive, as the replay times one): 'convolution forward' etc. → GFLOP/s. A kernel's
-    ISA changes its efficiency per direction (see core/projection.Roof)."""
-    import torch
-
+    """The large 3×3 convolution of the compute roof in each direction, replayed and timed by oneDNN itself as
+    `orch profile`'s replay times a primitive (profile_replay.replay_shapes: its fastest logged call):
+    'convolution forward' etc. → GFLOP/s. A kernel's ISA changes its efficiency per direction (see
+    core/projection.Roof)."""
+    from orchestrator.core import onednn_verbose as ov
     from orchestrator.core.roofline import conv_flops, conv_problem
-    from orchestrator.run.profile_replay import _captured
+    from orchestrator.run.profile_replay import replay_shapes
 
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    x = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
-    w = torch.randn(256, 256, 3, 3, dtype=dtype).to(memory_format=torch.channels_last)
-    grad = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
+    dtype = "bf16" if precision == "bf16" else "f32"
+    shapes = [ov.ShapeTotal("convolution", direction, PEAK_CONV, dtype, "acdb", 1, 0.0)
+              for direction in ("forward", "backward_data", "backward_weights")]
     flops = conv_flops(conv_problem(PEAK_CONV))
-    def backward(mask: list[bool]) -> Callable[[], Any]:
-        return lambda: torch.ops.aten.convolution_backward(grad, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0],
-                                                           1, mask)
-
-    calls: dict[str, Callable[[], Any]] = {"forward": lambda: torch.nn.functional.conv2d(x, w, padding=1),
-                                           "backward_data": backward([True, False, False]),
-                                           "backward_weights": backward([False, True, False])}
-    out = {}
-    for direction, call in calls.items():
-        executions, _ = _captured(call)
-        times = [e.time_ms for e in executions if (e.kind, e.direction, e.problem) == ("convolution", direction,
-                                                                                        PEAK_CONV)]
-        if times:
-            out[f"convolution {direction}"] = flops / (min(times) / 1e3) / 1e9
-    return out
+    return {f"convolution {row['direction']}": flops / (row["isolated_min_ms"] / 1e3) / 1e9
+            for row in replay_shapes(shapes) if row["isolated_min_ms"]}
 
 
 def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
@@ -80,11 +67,13 @@ def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
 
 
 def probe_env(cpus: list[int], capped: bool) -> dict[str, str]:
-    """The environment a rank on `cpus` gets (OpenMP threads = cores, one bound per core), with the AVX2 cap
-    added or removed."""
-    env = {k: v for k, v in os.environ.items() if k not in CAP_VARS}
-    env.update({"OMP_NUM_THREADS": str(len(cpus)), "MKL_NUM_THREADS": str(len(cpus)),
-                "OMP_PLACES": ",".join(f"{{{c}}}" for c in cpus), "OMP_PROC_BIND": "close"})
+    """The environment a one-rank job on `cpus` gets (launcher.rank_environment: OpenMP threads = cores, one
+    bound per core), with the AVX2 cap added or removed."""
+    from orchestrator.run.launcher import rank_environment
+
+    base = {k: v for k, v in os.environ.items() if k not in CAP_VARS}
+    env = rank_environment(base, cpus=cpus, ccl_cpus_on_node=[], backend="gloo", rank=0, local_rank=0,
+                           world_size=1, local_world_size=1, master_addr="127.0.0.1", master_port=0)
     if capped:
         env.update(AVX2_CAP_ENV)
     return env
