@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core import projection as pj  # noqa: E402
+from orchestrator.core.profile import projection as pj  # noqa: E402
 from orchestrator.report.projection_report import write_validation  # noqa: E402
 from orchestrator.run.profile_projection import ranks_from_json  # noqa: E402
 from orchestrator.run.roof_probe import AVX2_CAP_ENV, CAP_VARS  # noqa: E402

@@ -18,7 +18,7 @@ from orchestrator.cli.common import (
     ray_session,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
-from orchestrator.core.profile_layout import parse_layout
+from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.spec import ProfileSpec
 from orchestrator.io.sweepfile import load_sweep
 
@@ -173,7 +173,7 @@ def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, ma
 def _run_checked(target, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> dict:
     """Run a target until its own physical checks pass or `max_passes` runs are spent; the result keeps
     how many runs it took and what each disturbed one failed."""
-    from orchestrator.core.profile_checks import check_target
+    from orchestrator.core.profile.checks import check_target
     from orchestrator.run.profile_run import run_target, save_result
 
     disturbed_runs: list[list[str]] = []

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import profile_analysis as pa
+from orchestrator.core.profile import analysis as pa
 from orchestrator.report.plots import DPI, PNG_METADATA, _figure
 
 TOP_SEGMENTS = 9

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import profile_analysis as pa
-from orchestrator.core import profile_checks as pc
+from orchestrator.core.profile import analysis as pa
+from orchestrator.core.profile import checks as pc
 from orchestrator.report import profile_plots as pp
 
 PROFILE_FILE = "profile.md"

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import projection as pj
+from orchestrator.core.profile import projection as pj
 from orchestrator.report.profile_report import md_table
 
 PROJECTION_FILE = "projection.md"

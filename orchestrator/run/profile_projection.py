@@ -1,5 +1,5 @@
 """`orch profile --project-to`: the roofs a projection needs, measured or read, and the projection of every
-profiled target (core/projection holds the rule).
+profiled target (core/profile/projection holds the rule).
 
 Two targets:
 - `avx2`: this CPU under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2. Both roofs are measured now, by
@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core import projection as pj
 from orchestrator.core.isa import CpuIsa
+from orchestrator.core.profile import projection as pj
 from orchestrator.core.topology import Topology
 from orchestrator.run.roof_probe import AVX2_CAP_ENV, measure_roofs
 

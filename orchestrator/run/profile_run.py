@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import workloads
-from orchestrator.core import onednn_verbose as ov
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan, PlannedTrial
-from orchestrator.core.profile_layout import layout_label
+from orchestrator.core.profile import onednn_verbose as ov
+from orchestrator.core.profile.layout import layout_label
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import GridSpec
 from orchestrator.io.sweepfile import Sweep

@@ -13,7 +13,7 @@ throughput trial. Three passes over the same batches, each `steps` long and barr
    `module::<path>` range for this pass only).
 
 Each pass records the share of its CPUs the rank got (CPU time ÷ wall time ÷ threads), which the
-physical checks (core/profile_checks) read. Then, alone on the same pinned cores: the GEMM peak, a
+physical checks (core/profile/checks) read. Then, alone on the same pinned cores: the GEMM peak, a
 STREAM-triad bandwidth, and each distinct convolution, matmul and reorder problem of the oneDNN log
 replayed through torch with oneDNN's verbose capture on (benchdnn ships in no package; see
 profile_replay). None of these steps feed a throughput figure.
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from orchestrator.core import onednn_verbose as ov
-from orchestrator.core import profile_events as pe
+from orchestrator.core.profile import events as pe
+from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.run.job import Phase, RankJob, StatusWriter
 from orchestrator.run.profile_replay import (
     conv_peak_gflops,
@@ -179,7 +179,7 @@ def _barrier() -> None:
 
 
 def _share(usage: dict[str, float], threads: int) -> float | None:
-    """CPU time ÷ wall time ÷ threads: the share of its CPUs the rank got (profile_checks.MIN_CPU_SHARE)."""
+    """CPU time ÷ wall time ÷ threads: the share of its CPUs the rank got (profile.checks.MIN_CPU_SHARE)."""
     return usage["cpu_s"] / (usage["wall_s"] * threads) if usage.get("wall_s") else None
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core import roofline as rl
+from orchestrator.core.profile import roofline as rl
 
 Target = Mapping[str, Any]
 OTHER = "other (between ops)"
@@ -185,7 +185,7 @@ def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]],
     (threads ratio; same local batch per rank). A category whose speed-up stays near 1 while threads
     double does not scale with threads. No verdict is given when a rank of either target got less than
     CONTENDED of its cores (then the times measure the other processes on the machine, not the layout), nor
-    when either target is in `disturbed` (a failed physical check, see profile_checks)."""
+    when either target is in `disturbed` (a failed physical check, see profile.checks)."""
     bases: dict[str, int] = {}
     for i, t in enumerate(targets):
         bases.setdefault(t.get("variant", ""), i)
@@ -251,7 +251,7 @@ def layer_share(target: Target, name: str) -> float:
 def roofline_points(target: Target, rank: int = 0) -> list[dict[str, Any]]:
     """Per distinct primitive problem of one rank: FLOPs and bytes per call, achieved GFLOP/s from the
     logged time, the attainable GFLOP/s under that rank's measured peak and bandwidth, and the fraction
-    reached (above 1 is physically impossible: a check marks it, profile_checks)."""
+    reached (above 1 is physically impossible: a check marks it, profile.checks)."""
     r = target["results"][rank]
     peak, bw = r["peak"]["gflops"], r["stream_triad_gbs"]
     steps = r["steps"]

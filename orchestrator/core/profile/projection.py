@@ -1,11 +1,11 @@
 """Project a profiled step onto another CPU from its primitives (issue 20, deliverable 5). Pure: plain data
-in (a profiled target as profile_analysis reads it, two roofs), plain data out; no torch, no clock.
+in (a profiled target as profile.analysis reads it, two roofs), plain data out; no torch, no clock.
 
 The rule, per rank:
 
 - each oneDNN primitive problem of the verbose pass (ms per step) is scaled by where the roofline puts it
   on each CPU: time × attainable_source(I) ÷ attainable_target(I), with attainable(I) = min(peak, I ×
-  bandwidth) at its arithmetic intensity I (core/roofline); the peak is its class's own (a convolution's
+  bandwidth) at its arithmetic intensity I (core/profile/roofline); the peak is its class's own (a convolution's
   direction) where both CPUs have one measured, else the overall one (`Roof.kind_gflops`). A problem
   compute-bound on both CPUs scales by the peak ratio, one memory-bound on both by the bandwidth ratio, one
   that crosses the ridge by the mix the roofline gives. A reorder (no FLOPs) scales by the bandwidth ratio;
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.core import roofline as rl
+from orchestrator.core.profile import roofline as rl
 
 Target = Mapping[str, Any]
 

@@ -1,5 +1,5 @@
 """What physics allows a profile, checked: a failed check marks the target "disturbed", and the report
-withholds the verdicts that rest on it. Pure: the same plain data as profile_analysis, no torch, no clock.
+withholds the verdicts that rest on it. Pure: the same plain data as profile.analysis, no torch, no clock.
 
 A target is disturbed when
 - a primitive ran above its compute roof (achieved GFLOP/s above the measured peak of the same cores by more
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core import profile_analysis as pa
+from orchestrator.core.profile import analysis as pa
 
 Target = Mapping[str, Any]
 MIN_CPU_SHARE = 0.8     # below this, a rank's times measure its neighbours as much as itself
