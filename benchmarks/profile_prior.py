@@ -43,12 +43,13 @@ from orchestrator.core.predict.fit import fit_all  # noqa: E402
 from orchestrator.core.predict.validate import AMDAHL, LINEAR, MODEL, validate_step  # noqa: E402
 from orchestrator.core.profile import analysis as pa  # noqa: E402
 from orchestrator.core.profile.checks import check_target  # noqa: E402
+from orchestrator.core.profile.result import ProfiledTarget  # noqa: E402
 from orchestrator.io.store import load_results  # noqa: E402
 
 FIXED = ("optimizer", pa.OTHER)   # the categories that do not grow with the local batch
 
 
-def split_ms(target: dict) -> tuple[float, float]:
+def split_ms(target: ProfiledTarget) -> tuple[float, float]:
     """(fixed, per-sample) ms of the slowest rank's plain step, in the profiled step's proportions."""
     cats = pa.categories(target)
     fixed = sum(v for k, v in cats.items() if k in FIXED)
@@ -58,13 +59,14 @@ def split_ms(target: dict) -> tuple[float, float]:
 
 
 def priors(profile_dir: Path, one: str, two: str, allow_disturbed: bool) -> dict[str, dict[str, float]]:
-    targets = {label: json.loads((profile_dir / label / "profile-result.json").read_text()) for label in (one, two)}
+    targets = {label: ProfiledTarget.from_json(json.loads((profile_dir / label / "profile-result.json").read_text()))
+               for label in (one, two)}
     findings = [f for t in targets.values() for f in check_target(t)]
     for f in findings:
         print(f"prior: {f.target} disturbed: {f.check}: {f.detail}", file=sys.stderr)
     if findings and not allow_disturbed:
         raise SystemExit("prior: the profile is disturbed; re-run it on a quiet machine (or --allow-disturbed)")
-    threads = targets[two]["threads"] // targets[one]["threads"]
+    threads = targets[two].threads // targets[one].threads
     (f1, s1), (f2, s2) = split_ms(targets[one]), split_ms(targets[two])
     sigma = st.sigma_from_speedup(threads, s1 / s2)
     sigma_a = st.sigma_from_speedup(threads, f1 / f2)

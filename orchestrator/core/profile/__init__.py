@@ -6,5 +6,7 @@
 - `roofline`: FLOPs and bytes of a primitive as benchdnn counts them, and the roofline;
 - `analysis`: `orch profile`'s tables from the ranks' profile results;
 - `checks`: the physical bounds that mark a measurement disturbed;
-- `projection`: a profiled step projected onto another CPU from its primitives.
+- `projection`: a profiled step projected onto another CPU from its primitives;
+- `result`: a profiled target as saved (`profile-result.json`) and every rank's profile, typed; built on
+  `record`, the frozen dataclasses read from JSON and written back byte for byte.
 """
