@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.common import (
     EXIT_OK,
@@ -21,13 +22,22 @@ from orchestrator.cli.common import (
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.spec import ProfileSpec
-from orchestrator.io.sweepfile import load_sweep
+from orchestrator.io.sweepfile import Sweep, load_sweep
+
+if TYPE_CHECKING:   # types only: rich and the run layer are imported when a profile runs, not when the CLI starts
+    from rich.console import Console
+
+    from orchestrator.core.grid import Trial
+    from orchestrator.core.plan import Plan
+    from orchestrator.core.profile.result import ProfiledTarget
+    from orchestrator.core.topology import Topology
+    from orchestrator.run.profile_run import ProfileTarget
 
 HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
 DEFAULT_MAX_PASSES = 3   # a disturbed target is run again up to this many times in all before giving up
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "profile", help="profile training steps on one or more layouts: oneDNN primitives, layers, ops, roofline",
         description="Run the sweep's workload on each layout exactly as a throughput trial runs (Ray placement "
@@ -68,7 +78,7 @@ def add_parser(sub) -> None:
     parser.set_defaults(run=run)
 
 
-def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list, int] | str:
+def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list[Trial], int] | str:
     """(layouts, steps), or the bad-input message."""
     texts = args.layouts or list(profile.layouts)
     if not texts:
@@ -124,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     return _project(args.project_to, projection_topology, out, _report(results, sweep, plan, out, steps, profile, err))
 
 
-def _projection_topology(project_to: str | None):
+def _projection_topology(project_to: str | None) -> Topology | None:
     """The topology file --project-to names (None for 'avx2' or no projection), loaded before anything runs:
     a bad file is bad input, not a failure after the profile."""
     from orchestrator.run.profile_projection import AVX2
@@ -139,7 +149,7 @@ def _projection_topology(project_to: str | None):
     return topology
 
 
-def _project(project_to: str | None, topology, out: Path, code: int) -> int:
+def _project(project_to: str | None, topology: Topology | None, out: Path, code: int) -> int:
     """Project the saved results (after the profile's own report, whose exit code passes through)."""
     if project_to is None or not (out / HEADER_FILE).is_file():
         return code
@@ -162,7 +172,8 @@ def _project(project_to: str | None, topology, out: Path, code: int) -> int:
     return code
 
 
-def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> list:
+def _run_all(targets: list[ProfileTarget], sweep: Sweep, plan: Plan, cluster: Any, out: Path, steps: int,
+             profile: ProfileSpec, replay: bool, err: Console, max_passes: int) -> list[ProfiledTarget]:
     results = []
     for i, target in enumerate(targets, 1):
         err.print(f"[bold]profile {i}/{len(targets)}[/]: {target.label} ({target.trial.ranks} rank(s) × "
@@ -171,7 +182,8 @@ def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, ma
     return results
 
 
-def _run_checked(target, sweep, plan, cluster, out, steps, profile, replay, err, max_passes):
+def _run_checked(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, out: Path, steps: int,
+                 profile: ProfileSpec, replay: bool, err: Console, max_passes: int) -> ProfiledTarget:
     """Run a target until its own physical checks pass or `max_passes` runs are spent; the result keeps
     how many runs it took and what each disturbed one failed."""
     from orchestrator.core.profile.checks import check_target
@@ -195,14 +207,15 @@ def _run_checked(target, sweep, plan, cluster, out, steps, profile, replay, err,
     return result
 
 
-def _command_line(sweep, results, steps) -> str:
+def _command_line(sweep: Sweep, results: list[ProfiledTarget], steps: int) -> str:
     """The command that reproduces this profile (layouts as run, not as typed)."""
     layouts = dict.fromkeys(f"{r.ranks}x{r.threads}x{r.local_batch}" for r in results)
     parts = ["orch", "profile", str(sweep.path), *(f"--layout {lay}" for lay in layouts), f"--steps {steps}"]
     return " ".join(p if " " in p else shlex.quote(p) for p in parts)
 
 
-def _report(results, sweep, plan, out, steps, profile, err) -> int:
+def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, steps: int, profile: ProfileSpec,
+            err: Console) -> int:
     header = {"sweep": sweep.spec.name, "workload": sweep.spec.workload.name, "steps": steps,
               "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
               "command": _command_line(sweep, results, steps)}
@@ -211,7 +224,7 @@ def _report(results, sweep, plan, out, steps, profile, err) -> int:
     return _write(results, header, out, err)
 
 
-def _report_only(out: Path, err) -> int:
+def _report_only(out: Path, err: Console) -> int:
     from orchestrator.run.profile_run import RESULT_FILE, load_result
 
     try:
@@ -225,7 +238,7 @@ def _report_only(out: Path, err) -> int:
     return _write(results, header, out, err)
 
 
-def _write(results: list, header: dict, out: Path, err) -> int:
+def _write(results: list[ProfiledTarget], header: dict[str, Any], out: Path, err: Console) -> int:
     from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
 
     paths = write_profile_report(results, out, header)

@@ -54,10 +54,11 @@ from orchestrator.run.profile_replay import (
 )
 from orchestrator.run.protocol import gemm_peak, make_step
 
+Batch = tuple[Any, ...]   # what a trainer's batches yield and a step takes
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
 
 
-def _timed_steps(step: Callable[[tuple], Any], batches: Iterator[tuple], steps: int,
+def _timed_steps(step: Callable[[Batch], Any], batches: Iterator[Batch], steps: int,
                  status: StatusWriter, cpu: dict[str, float] | None = None) -> list[float]:
     """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
     shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
@@ -86,7 +87,7 @@ def _module_ranges(root: torch.nn.Module) -> Iterator[None]:
         stack: list[Any] = []
 
         def pre(_m: Any, _i: Any, name: str = name, stack: list[Any] = stack) -> None:
-            rf = record_function(name)
+            rf: Any = record_function(name)   # entered here, left in the forward hook: no `with` spans both
             rf.__enter__()
             stack.append(rf)
 
@@ -132,7 +133,7 @@ def _op_table(prof: Any, steps: int) -> list[OpRow]:
     return rows[:OP_TABLE_ROWS]
 
 
-def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root: torch.nn.Module, steps: int,
+def _profiler_pass(step: Callable[[Batch], Any], batches: Iterator[Batch], root: torch.nn.Module, steps: int,
                    trace_path: Path, status: StatusWriter, usage: dict[str, float]) -> ProfilerSummary:
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -176,8 +177,8 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
         layers=tuple(LayerRow(r.name, r.forward_ms, r.backward_ms) for r in layers), trace=trace_path.name)
 
 
-def _batches(trainer: Any, count: int) -> Iterator[tuple]:
-    def epochs() -> Iterator[tuple]:
+def _batches(trainer: Any, count: int) -> Iterator[Batch]:
+    def epochs() -> Iterator[Batch]:
         for epoch in itertools.count():
             yield from trainer.batches(epoch)
 
@@ -212,7 +213,8 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
 
     status.update(phase=Phase.TIMING, repeat=2, force=True)
     log_path = out_dir / f"onednn-rank{rank}.log"
-    with stdout_to(log_path), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+    verbose: Any = torch.backends.mkldnn.verbose   # untyped in torch
+    with stdout_to(log_path), verbose(torch.backends.mkldnn.VERBOSE_ON):
         verbose_ms = _timed_steps(step, batches, steps, status, usage["verbose"])
     executions, problems = ov.parse_lines(log_path.read_text(errors="replace").splitlines())
     log_path = _gzip(log_path)   # ~30× smaller; read it with zcat
