@@ -162,7 +162,7 @@ def write_profile_report(targets: Targets, out: Path, header: Mapping[str, Any])
     """Every table and plot for the targets that ran (`status` ok); failed ones are listed with the cause."""
     typed = [as_target(t) for t in targets]
     ok = [t for t in typed if t.status == "ok" and t.results]
-    failed = [t for t in typed if t not in ok]
+    failed = [t for t in typed if not (t.status == "ok" and t.results)]
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     md = [f"# Profile: {header['sweep']}", ""]
