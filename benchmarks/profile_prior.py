@@ -3,7 +3,7 @@
 The step model's compute term is (a·U(T; σ_a) + c·b·U(T; σ)) (core/predict/step.py): a fixed part and a
 per-sample part, each with its own serial fraction. A profile splits one step into parts by what they scale
 with: oneDNN primitives and the ATen ops between them work on every sample; the optimizer's update and the
-Python between ops (profile_analysis's `optimizer` category and "other (between ops)") do not. Profiles of
+Python between ops (profile.analysis's `optimizer` category and "other (between ops)") do not. Profiles of
 the same model at 1 and at 2 threads per rank (same local batch) then give, without any cell:
 
 - σ from the per-sample part's speed-up, σ_a from the fixed part's (step.sigma_from_speedup);
@@ -18,7 +18,7 @@ largest level out; validate_step) is repeated: without a prior, with σ and σ_a
 
 PROFILE_DIR is an `orch profile` output of the sweep's model at those two layouts (same precision, same
 machine: e.g. `orch profile sweeps/retinanet.yaml --layout 1x1x8 --layout 1x2x8 --no-replay --out DIR`).
-A target that failed its own checks (profile_checks: a rank short of its CPUs, ...) gives no prior: on a
+A target that failed its own checks (profile.checks: a rank short of its CPUs, ...) gives no prior: on a
 contended run the 2-thread step came out slower than the 1-thread one (σ = 1), and that prior made every
 hold-out error several times worse. `--allow-disturbed` uses it anyway, to see that.
 
@@ -38,17 +38,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core import profile_analysis as pa  # noqa: E402
 from orchestrator.core.predict import step as st  # noqa: E402
 from orchestrator.core.predict.fit import fit_all  # noqa: E402
 from orchestrator.core.predict.validate import AMDAHL, LINEAR, MODEL, validate_step  # noqa: E402
-from orchestrator.core.profile_checks import check_target  # noqa: E402
+from orchestrator.core.profile import analysis as pa  # noqa: E402
+from orchestrator.core.profile.checks import check_target  # noqa: E402
+from orchestrator.core.profile.result import ProfiledTarget  # noqa: E402
 from orchestrator.io.store import load_results  # noqa: E402
 
 FIXED = ("optimizer", pa.OTHER)   # the categories that do not grow with the local batch
 
 
-def split_ms(target: dict) -> tuple[float, float]:
+def split_ms(target: ProfiledTarget) -> tuple[float, float]:
     """(fixed, per-sample) ms of the slowest rank's plain step, in the profiled step's proportions."""
     cats = pa.categories(target)
     fixed = sum(v for k, v in cats.items() if k in FIXED)
@@ -58,13 +59,14 @@ def split_ms(target: dict) -> tuple[float, float]:
 
 
 def priors(profile_dir: Path, one: str, two: str, allow_disturbed: bool) -> dict[str, dict[str, float]]:
-    targets = {label: json.loads((profile_dir / label / "profile-result.json").read_text()) for label in (one, two)}
+    targets = {label: ProfiledTarget.from_json(json.loads((profile_dir / label / "profile-result.json").read_text()))
+               for label in (one, two)}
     findings = [f for t in targets.values() for f in check_target(t)]
     for f in findings:
         print(f"prior: {f.target} disturbed: {f.check}: {f.detail}", file=sys.stderr)
     if findings and not allow_disturbed:
         raise SystemExit("prior: the profile is disturbed; re-run it on a quiet machine (or --allow-disturbed)")
-    threads = targets[two]["threads"] // targets[one]["threads"]
+    threads = targets[two].threads // targets[one].threads
     (f1, s1), (f2, s2) = split_ms(targets[one]), split_ms(targets[two])
     sigma = st.sigma_from_speedup(threads, s1 / s2)
     sigma_a = st.sigma_from_speedup(threads, f1 / f2)

@@ -29,9 +29,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core import projection as pj  # noqa: E402
+from orchestrator.core.profile import projection as pj  # noqa: E402
+from orchestrator.core.profile.result import ProfiledTarget  # noqa: E402
 from orchestrator.report.projection_report import write_validation  # noqa: E402
 from orchestrator.run.profile_projection import ranks_from_json  # noqa: E402
+from orchestrator.run.profile_run import load_result  # noqa: E402
 from orchestrator.run.roof_probe import AVX2_CAP_ENV, CAP_VARS  # noqa: E402
 
 
@@ -45,9 +47,9 @@ def _orch(args: list[str], capped: bool) -> tuple[int, str]:
     return subprocess.run(cmd, env={**env, "PYTHONPATH": str(REPO)}, cwd=REPO, check=False).returncode, shown
 
 
-def _results(folder: Path) -> dict[str, dict]:
+def _results(folder: Path) -> dict[str, ProfiledTarget]:
     header = json.loads((folder / "profile-header.json").read_text())
-    return {label: json.loads((folder / label / "profile-result.json").read_text()) for label in header["targets"]}
+    return {label: load_result(folder / label / "profile-result.json") for label in header["targets"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     path = write_validation(rows, header, args.out)
     for label, found in rows.items():
         step = found[-1]
-        print(f"validate: {label}: native {step['native_ms']:.1f} ms, projected {step['projected_ms']:.1f} ms, "
-              f"measured under the cap {step['measured_ms']:.1f} ms, error {step['error']:+.1%}")
+        print(f"validate: {label}: native {step.native_ms:.1f} ms, projected {step.projected_ms:.1f} ms, "
+              f"measured under the cap {step.measured_ms:.1f} ms, error {step.error:+.1%}")
     print(f"validate: {path}", file=sys.stderr)
     return 1 if header["kernels_above"] else 0
 

@@ -10,11 +10,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.plan import Plan, PlanTooLarge, make_plan
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.core.topology import Topology
+
+if TYPE_CHECKING:   # rich is imported when a console is made, not when the CLI starts
+    from rich.console import Console
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # what a shell reports for a command ended by Ctrl-C: 130
@@ -22,7 +25,7 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT    # what a shell reports for a command e
 DEFAULT_NODES_TIMEOUT_S = 300.0
 
 
-def console(stderr: bool = False):
+def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=False)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.common import (
     EXIT_OK,
@@ -18,15 +20,24 @@ from orchestrator.cli.common import (
     ray_session,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
-from orchestrator.core.profile_layout import parse_layout
+from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.spec import ProfileSpec
-from orchestrator.io.sweepfile import load_sweep
+from orchestrator.io.sweepfile import Sweep, load_sweep
+
+if TYPE_CHECKING:   # types only: rich and the run layer are imported when a profile runs, not when the CLI starts
+    from rich.console import Console
+
+    from orchestrator.core.grid import Trial
+    from orchestrator.core.plan import Plan
+    from orchestrator.core.profile.result import ProfiledTarget
+    from orchestrator.core.topology import Topology
+    from orchestrator.run.profile_run import ProfileTarget
 
 HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
 DEFAULT_MAX_PASSES = 3   # a disturbed target is run again up to this many times in all before giving up
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "profile", help="profile training steps on one or more layouts: oneDNN primitives, layers, ops, roofline",
         description="Run the sweep's workload on each layout exactly as a throughput trial runs (Ray placement "
@@ -67,7 +78,7 @@ def add_parser(sub) -> None:
     parser.set_defaults(run=run)
 
 
-def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list, int] | str:
+def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list[Trial], int] | str:
     """(layouts, steps), or the bad-input message."""
     texts = args.layouts or list(profile.layouts)
     if not texts:
@@ -123,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     return _project(args.project_to, projection_topology, out, _report(results, sweep, plan, out, steps, profile, err))
 
 
-def _projection_topology(project_to: str | None):
+def _projection_topology(project_to: str | None) -> Topology | None:
     """The topology file --project-to names (None for 'avx2' or no projection), loaded before anything runs:
     a bad file is bad input, not a failure after the profile."""
     from orchestrator.run.profile_projection import AVX2
@@ -138,16 +149,16 @@ def _projection_topology(project_to: str | None):
     return topology
 
 
-def _project(project_to: str | None, topology, out: Path, code: int) -> int:
+def _project(project_to: str | None, topology: Topology | None, out: Path, code: int) -> int:
     """Project the saved results (after the profile's own report, whose exit code passes through)."""
     if project_to is None or not (out / HEADER_FILE).is_file():
         return code
     from orchestrator.report.projection_report import write_projection
     from orchestrator.run.profile_projection import project
-    from orchestrator.run.profile_run import RESULT_FILE
+    from orchestrator.run.profile_run import RESULT_FILE, load_result
 
     labels = json.loads((out / HEADER_FILE).read_text())["targets"]
-    results = [json.loads((out / label / RESULT_FILE).read_text()) for label in labels]
+    results = [load_result(out / label / RESULT_FILE) for label in labels]
     try:
         projections = project(results, project_to, topology)
     except ValueError as exc:
@@ -161,7 +172,8 @@ def _project(project_to: str | None, topology, out: Path, code: int) -> int:
     return code
 
 
-def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> list[dict]:
+def _run_all(targets: list[ProfileTarget], sweep: Sweep, plan: Plan, cluster: Any, out: Path, steps: int,
+             profile: ProfileSpec, replay: bool, err: Console, max_passes: int) -> list[ProfiledTarget]:
     results = []
     for i, target in enumerate(targets, 1):
         err.print(f"[bold]profile {i}/{len(targets)}[/]: {target.label} ({target.trial.ranks} rank(s) × "
@@ -170,53 +182,54 @@ def _run_all(targets, sweep, plan, cluster, out, steps, profile, replay, err, ma
     return results
 
 
-def _run_checked(target, sweep, plan, cluster, out, steps, profile, replay, err, max_passes) -> dict:
+def _run_checked(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, out: Path, steps: int,
+                 profile: ProfileSpec, replay: bool, err: Console, max_passes: int) -> ProfiledTarget:
     """Run a target until its own physical checks pass or `max_passes` runs are spent; the result keeps
     how many runs it took and what each disturbed one failed."""
-    from orchestrator.core.profile_checks import check_target
+    from orchestrator.core.profile.checks import check_target
     from orchestrator.run.profile_run import run_target, save_result
 
-    disturbed_runs: list[list[str]] = []
+    disturbed_runs: list[tuple[str, ...]] = []
     for attempt in range(1, max_passes + 1):
         result = run_target(target, sweep, plan, cluster, out, steps=steps, warmup_steps=profile.warmup_steps,
                             replay=replay)
-        reason = f": {result['reason']}" if result["reason"] else ""
-        err.print(f"  {result['status']} in {result['wall_s']:.0f} s{reason}")
-        if result["status"] != "ok":
+        reason = f": {result.reason}" if result.reason else ""
+        err.print(f"  {result.status} in {result.wall_s:.0f} s{reason}")
+        if result.status != "ok":
             break
         findings = check_target(result)
         if not findings:
             break
-        disturbed_runs.append([f"{f.check}: {f.detail}" for f in findings])
+        disturbed_runs.append(tuple(f"{f.check}: {f.detail}" for f in findings))
         err.print(f"  [yellow]disturbed[/] (run {attempt} of at most {max_passes}): {disturbed_runs[-1][0]}")
-    result["passes"] = attempt
-    result["disturbed_passes"] = disturbed_runs
+    result = dataclasses.replace(result, passes=attempt, disturbed_passes=tuple(disturbed_runs))
     save_result(result, out)
     return result
 
 
-def _command_line(sweep, results, steps) -> str:
+def _command_line(sweep: Sweep, results: list[ProfiledTarget], steps: int) -> str:
     """The command that reproduces this profile (layouts as run, not as typed)."""
-    layouts = dict.fromkeys(f"{r['ranks']}x{r['threads']}x{r['local_batch']}" for r in results)
+    layouts = dict.fromkeys(f"{r.ranks}x{r.threads}x{r.local_batch}" for r in results)
     parts = ["orch", "profile", str(sweep.path), *(f"--layout {lay}" for lay in layouts), f"--steps {steps}"]
     return " ".join(p if " " in p else shlex.quote(p) for p in parts)
 
 
-def _report(results, sweep, plan, out, steps, profile, err) -> int:
+def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, steps: int, profile: ProfileSpec,
+            err: Console) -> int:
     header = {"sweep": sweep.spec.name, "workload": sweep.spec.workload.name, "steps": steps,
               "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
               "command": _command_line(sweep, results, steps)}
     out.mkdir(parents=True, exist_ok=True)
-    (out / HEADER_FILE).write_text(json.dumps({**header, "targets": [r["label"] for r in results]}, indent=1) + "\n")
+    (out / HEADER_FILE).write_text(json.dumps({**header, "targets": [r.label for r in results]}, indent=1) + "\n")
     return _write(results, header, out, err)
 
 
-def _report_only(out: Path, err) -> int:
-    from orchestrator.run.profile_run import RESULT_FILE
+def _report_only(out: Path, err: Console) -> int:
+    from orchestrator.run.profile_run import RESULT_FILE, load_result
 
     try:
         header = json.loads((out / HEADER_FILE).read_text())
-        results = [json.loads((out / label / RESULT_FILE).read_text()) for label in header["targets"]]
+        results = [load_result(out / label / RESULT_FILE) for label in header["targets"]]
     except (OSError, ValueError, KeyError) as exc:
         return fail_input(f"{out} holds no complete `orch profile` output to report from ({exc})")
     from orchestrator.run.profile_run import refresh_shapes
@@ -225,12 +238,12 @@ def _report_only(out: Path, err) -> int:
     return _write(results, header, out, err)
 
 
-def _write(results: list[dict], header: dict, out: Path, err) -> int:
+def _write(results: list[ProfiledTarget], header: dict[str, Any], out: Path, err: Console) -> int:
     from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
 
     paths = write_profile_report(results, out, header)
     err.print(f"profile: {out / PROFILE_FILE} and {len(paths) - 1} more file(s)")
-    failed = [r for r in results if r["status"] != "ok"]
+    failed = [r for r in results if r.status != "ok"]
     for r in failed:
-        err.print(f"[bold red]{r['label']}: {r['status']}[/] — {r['reason']}")
+        err.print(f"[bold red]{r.label}: {r.status}[/] — {r.reason}")
     return EXIT_RUN_FAILED if failed else EXIT_OK

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.core.topology import Topology
 
-if TYPE_CHECKING:   # only a type here: spec imports profile_layout, which imports this module's Trial
+if TYPE_CHECKING:   # only a type here: spec imports profile.layout, which imports this module's Trial
     from orchestrator.core.spec import GridSpec
 
 

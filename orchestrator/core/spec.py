@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.core.profile_layout import parse_layout
+from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.schema import MISSING, Problem, load, opt
 
 Auto = Literal["auto"]

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import profile_analysis as pa
+from orchestrator.core.profile import analysis as pa
+from orchestrator.core.profile.result import ProfiledTarget
 from orchestrator.report.plots import DPI, PNG_METADATA, _figure
 
 TOP_SEGMENTS = 9
@@ -48,61 +49,61 @@ def _stacked(values: Sequence[Mapping[str, float]], labels: Sequence[str], title
     return _save(fig, path)
 
 
-def _layer_shares(t: Mapping[str, Any]) -> dict[str, float]:
-    rows = t["results"][0]["profiler"]
-    step = rows["coverage"]["step_ms"]
-    out = {r["layer"]: 100 * (r["forward_ms"] + r["backward_ms"]) / step for r in rows["layers"]}
+def _layer_shares(t: ProfiledTarget) -> dict[str, float]:
+    profiler = t.results[0].profiler
+    step = profiler.coverage.step_ms
+    out = {r.layer: 100 * (r.forward_ms + r.backward_ms) / step for r in profiler.layers}
     out["outside every layer"] = max(0.0, 100.0 - sum(out.values()))
     return out
 
 
-def layer_bars(t: Mapping[str, Any], path: Path, top: int = 15) -> Path:
+def layer_bars(t: ProfiledTarget, path: Path, top: int = 15) -> Path:
     rows = pa.layers(t, top)[::-1]
     fig = _figure(8.0, 0.32 * len(rows) + 1.4)
     ax = fig.add_subplot()
     ys = range(len(rows))
-    fwd = [r["forward_ms"] for r in rows]
+    fwd = [r.forward_ms for r in rows]
     ax.barh(ys, fwd, label="forward", color="#4c72b0")
-    ax.barh(ys, [r["backward_ms"] for r in rows], left=fwd, label="backward", color="#dd8452")
-    ax.set_yticks(ys, [r["layer"][-45:] for r in rows], fontsize=7)
+    ax.barh(ys, [r.backward_ms for r in rows], left=fwd, label="backward", color="#dd8452")
+    ax.set_yticks(ys, [r.layer[-45:] for r in rows], fontsize=7)
     ax.set_xlabel("ms per step (rank 0, profiler pass)")
-    ax.set_title(f"{t['label']}: top layers, forward and backward", fontsize=10)
+    ax.set_title(f"{t.label}: top layers, forward and backward", fontsize=10)
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
-def roofline_plot(t: Mapping[str, Any], path: Path) -> Path | None:
+def roofline_plot(t: ProfiledTarget, path: Path) -> Path | None:
     points = pa.roofline_points(t)
-    flop_points = [p for p in points if p["gflop_per_call"] > 0]
-    if not flop_points:
+    flop_points = [p for p in points if p.gflop_per_call > 0]
+    r0 = t.results[0]
+    if not flop_points or r0.peak is None:
         return None
-    r0 = t["results"][0]
-    peak, bw = r0["peak"]["gflops"], r0["stream_triad_gbs"]
+    peak, bw = r0.peak.gflops, r0.stream_triad_gbs
     fig = _figure(7.0, 4.8)
     ax = fig.add_subplot()
-    xs = [p["flop_per_byte"] for p in flop_points]
+    xs = [p.flop_per_byte for p in flop_points]
     lo, hi = min(xs + [peak / bw]) / 4, max(xs + [peak / bw]) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(peak, x * bw) for x in grid], color="black", linewidth=1.2,
             label=f"roof: peak {peak:.0f} GFLOP/s (best of GEMM, conv), triad {bw:.1f} GB/s")
-    kinds = sorted({(p["kind"], p["direction"]) for p in flop_points})
+    kinds = sorted({(p.kind, p.direction) for p in flop_points})
     for kind in kinds:
-        sel = [p for p in flop_points if (p["kind"], p["direction"]) == kind]
-        sizes = [max(8.0, 300 * p["ms_per_call"] * p["calls"] / max(q["ms_per_call"] * q["calls"] for q in flop_points))
+        sel = [p for p in flop_points if (p.kind, p.direction) == kind]
+        sizes = [max(8.0, 300 * p.ms_per_call * p.calls / max(q.ms_per_call * q.calls for q in flop_points))
                  for p in sel]
-        ax.scatter([p["flop_per_byte"] for p in sel], [p["achieved_gflops"] for p in sel], s=sizes, alpha=0.6,
+        ax.scatter([p.flop_per_byte for p in sel], [p.achieved_gflops for p in sel], s=sizes, alpha=0.6,
                    label=" ".join(k for k in kind if k != "undef"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte, lower bound on traffic)")
     ax.set_ylabel("achieved GFLOP/s")
-    ax.set_title(f"{t['label']}: oneDNN primitives on the roofline (marker area ∝ time per step)", fontsize=10)
+    ax.set_title(f"{t.label}: oneDNN primitives on the roofline (marker area ∝ time per step)", fontsize=10)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
 
-def write_plots(ok: Sequence[Mapping[str, Any]], out: Path) -> list[tuple[Path, str]]:
-    labels = [t["label"] for t in ok]
+def write_plots(ok: Sequence[ProfiledTarget], out: Path) -> list[tuple[Path, str]]:
+    labels = [t.label for t in ok]
     plots = [
         (_stacked([pa.onednn_breakdown(t) for t in ok], labels, "oneDNN primitives per step (rank 0, verbose pass)",
                   "ms per step", out / "onednn-breakdown.png", last=(pa.OUTSIDE_ONEDNN,)),
@@ -113,8 +114,8 @@ def write_plots(ok: Sequence[Mapping[str, Any]], out: Path) -> list[tuple[Path, 
                   "% of profiled step", out / "layers.png", last=("outside every layer",)), "layer shares"),
     ]
     for t in ok:
-        plots.append((layer_bars(t, out / f"layers-{t['label']}.png"), f"{t['label']} top layers"))
-        roof = roofline_plot(t, out / f"roofline-{t['label']}.png")
+        plots.append((layer_bars(t, out / f"layers-{t.label}.png"), f"{t.label} top layers"))
+        roof = roofline_plot(t, out / f"roofline-{t.label}.png")
         if roof is not None:
-            plots.append((roof, f"{t['label']} roofline"))
+            plots.append((roof, f"{t.label} roofline"))
     return plots

@@ -1,7 +1,10 @@
 """Write `orch profile`'s output: profile.md, a CSV and a JSON per table, and the PNGs.
 
-    targets = [json.loads(p.read_text()) for p in sorted(out.glob("*/profile-result.json"))]
+    targets = [ProfiledTarget.from_json(json.loads(p.read_text())) for p in sorted(out.glob("*/profile-result.json"))]
     write_profile_report(targets, out, header)
+
+The analysis's rows are typed (core/profile/analysis); the tables written here are the dicts of their fields,
+so profile.md, the CSVs and the JSONs keep their columns.
 """
 
 from __future__ import annotations
@@ -13,14 +16,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import profile_analysis as pa
-from orchestrator.core import profile_checks as pc
+from orchestrator.core.profile import analysis as pa
+from orchestrator.core.profile import checks as pc
+from orchestrator.core.profile.record import Row
+from orchestrator.core.profile.result import ProfiledTarget, ReplayRow, as_target
 from orchestrator.report import profile_plots as pp
 
 PROFILE_FILE = "profile.md"
 NAMED_TARGET = 0.9     # the share of a plain step that should sit inside named ops (recorded, not inferred)
 WITHHELD = "withheld (disturbed)"
 Rows = Sequence[Mapping[str, Any]]
+Targets = Sequence[ProfiledTarget | Mapping[str, Any]]   # typed, or as read from profile-result.json
+
+
+def plain_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Typed rows as the table dicts the Markdown, CSV and JSON writers take."""
+    return [r.to_json() for r in rows]
 
 
 def _cell(value: Any) -> str:
@@ -69,14 +80,15 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-def summary_rows(targets: Sequence[Mapping[str, Any]], disturbed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def summary_rows(targets: Targets, disturbed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     rows = []
-    for t in targets:
+    for t in map(as_target, targets):
         s = pa.summary(t)
         e = pa.efficiency(t)
-        bad = t["label"] in disturbed
-        rows.append({"target": t["label"], "ranks": t["ranks"], "threads": t["threads"],
-                     "local_batch": t["local_batch"], "passes": t.get("passes", 1),
+        bad = t.label in disturbed
+        peak = t.results[0].peak
+        rows.append({"target": t.label, "ranks": t.ranks, "threads": t.threads,
+                     "local_batch": t.local_batch, "passes": t.runs,
                      "checks": "disturbed" if bad else "passed",
                      "step_ms": s.plain_step_ms, "cpu_share": _pct(pa.cpu_share(t)),
                      "onednn_ms_per_step": s.onednn_ms,
@@ -85,15 +97,15 @@ def summary_rows(targets: Sequence[Mapping[str, Any]], disturbed: frozenset[str]
                      else "no",
                      "verbose_overhead": _overhead(s.verbose_overhead, t),
                      "profiler_overhead": _overhead(s.profiler_overhead, t),
-                     "peak_gflops": t["results"][0]["peak"]["gflops"],
-                     "triad_gbs": t["results"][0]["stream_triad_gbs"],
-                     "efficiency_ratio": WITHHELD if bad and e["efficiency_ratio"] is not None
-                     else e["efficiency_ratio"],
-                     "replayed_share_of_step": e["replayed_share_of_step"]})
+                     "peak_gflops": peak.gflops if peak else None,
+                     "triad_gbs": t.results[0].stream_triad_gbs,
+                     "efficiency_ratio": WITHHELD if bad and e.efficiency_ratio is not None
+                     else e.efficiency_ratio,
+                     "replayed_share_of_step": e.replayed_share_of_step})
     return rows
 
 
-def _overhead(value: float, target: Mapping[str, Any]) -> str:
+def _overhead(value: float, target: ProfiledTarget) -> str:
     """An overhead as a percentage; a negative one, which passed the checks only because it lies within the
     plain steps' noise, says so: profiling cannot speed a step up, so the figure is noise, not a finding."""
     if value >= 0:
@@ -101,21 +113,21 @@ def _overhead(value: float, target: Mapping[str, Any]) -> str:
     return f"{_pct(value)} ≈ 0 (within the steps' ±{pc.step_noise(target):.0%} noise)"
 
 
-def attribution_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def attribution_rows(targets: Targets) -> list[dict[str, Any]]:
     """Every rank of every target: what the profiler recorded, against the plain and the profiled step;
     the inferred all-reduce wait in its own column, never in the named share."""
-    return [{"target": t["label"], "rank": a.rank, "plain_step_ms": a.plain_step_ms,
+    return [{"target": t.label, "rank": a.rank, "plain_step_ms": a.plain_step_ms,
              "profiled_step_ms": a.profiled_step_ms, "profiler_overhead": _overhead(a.profiler_overhead, t),
              "profiler_overhead_ms": a.profiler_overhead_ms,
              "named_ms": a.named_ms, "named_of_plain": _pct(a.named_of_plain),
              "named_of_profiled": _pct(a.named_of_profiled), "recorded_allreduce_ms": a.recorded_allreduce_ms,
              "allreduce_wait_ms (inferred)": a.inferred_wait_ms, "other_ms": a.other_ms}
-            for t in targets for a in pa.attribution(t)]
+            for t in map(as_target, targets) for a in pa.attribution(t)]
 
 
-def checks_section(ok: Sequence[Mapping[str, Any]], findings: Sequence[pc.Finding]) -> list[str]:
+def checks_section(ok: Sequence[ProfiledTarget], findings: Sequence[pc.Finding]) -> list[str]:
     """The top of profile.md: which targets are disturbed and why, or that every check passed."""
-    runs = ", ".join(f"{t['label']} {t.get('passes', 1)}" for t in ok)
+    runs = ", ".join(f"{t.label} {t.runs}" for t in ok)
     head = (f"Checks: nothing above its roof, no efficiency above 1, the replay on the rank's threads and CPUs, "
             f"no negative overhead, every rank ≥ "
             f"{pc.MIN_CPU_SHARE:.0%} of its CPUs in every pass, the same work measured twice within its noise "
@@ -131,38 +143,39 @@ def checks_section(ok: Sequence[Mapping[str, Any]], findings: Sequence[pc.Findin
     return md + [""]
 
 
-def _breakdown_rows(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _breakdown_rows(targets: Sequence[ProfiledTarget]) -> list[dict[str, Any]]:
     values = [pa.onednn_breakdown(t) for t in targets]
     keys = sorted({k for v in values for k in v},
                   key=lambda k: (k == pa.OUTSIDE_ONEDNN, -max(v.get(k, 0) for v in values)))
-    return [{"primitive": k, **{f"{t['label']} ms": v.get(k, 0.0) for t, v in zip(targets, values)},
-             **{f"{t['label']} share": _pct(v.get(k, 0.0) / sum(v.values())) for t, v in zip(targets, values)}}
+    return [{"primitive": k, **{f"{t.label} ms": v.get(k, 0.0) for t, v in zip(targets, values)},
+             **{f"{t.label} share": _pct(v.get(k, 0.0) / sum(v.values())) for t, v in zip(targets, values)}}
             for k in keys]
 
 
-def _layer_share_rows(targets: Sequence[Mapping[str, Any]], top: int = 8) -> list[dict[str, Any]]:
-    names = list(dict.fromkeys(r["layer"] for t in targets for r in pa.layers(t, top)))
-    rows = [{"layer": n, **{t["label"]: _pct(pa.layer_share(t, n)) for t in targets}} for n in names]
+def _layer_share_rows(targets: Sequence[ProfiledTarget], top: int = 8) -> list[dict[str, Any]]:
+    names = list(dict.fromkeys(r.layer for t in targets for r in pa.layers(t, top)))
+    rows = [{"layer": n, **{t.label: _pct(pa.layer_share(t, n)) for t in targets}} for n in names]
     return sorted(rows, key=lambda r: -max(pa.layer_share(t, r["layer"]) for t in targets))
 
 
-def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header: Mapping[str, Any]) -> list[Path]:
+def write_profile_report(targets: Targets, out: Path, header: Mapping[str, Any]) -> list[Path]:
     """Every table and plot for the targets that ran (`status` ok); failed ones are listed with the cause."""
-    ok = [t for t in targets if t.get("status") == "ok" and t.get("results")]
-    failed = [t for t in targets if t not in ok]
+    typed = [as_target(t) for t in targets]
+    ok = [t for t in typed if t.status == "ok" and t.results]
+    failed = [t for t in typed if not (t.status == "ok" and t.results)]
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     md = [f"# Profile: {header['sweep']}", ""]
     for t in failed:
-        md.append(f"- **{t['label']} did not run:** {t.get('status')} — {t.get('reason')}")
+        md.append(f"- **{t.label} did not run:** {t.status} — {t.reason}")
     if not ok:
         (out / PROFILE_FILE).write_text("\n".join([*md, _intro(header, ok)]) + "\n")
         return [out / PROFILE_FILE]
     findings = [f for t in ok for f in pc.check_target(t)] + pc.check_across(ok)
     disturbed = pc.disturbed(findings)
     md += checks_section(ok, findings) + [_intro(header, ok), ""]
-    low = [f"{t['label']} ({100 * pa.summary(t).named_of_plain:.1f}%)" for t in ok
-           if t["label"] not in disturbed and pa.summary(t).named_of_plain < NAMED_TARGET]
+    low = [f"{t.label} ({100 * pa.summary(t).named_of_plain:.1f}%)" for t in ok
+           if t.label not in disturbed and pa.summary(t).named_of_plain < NAMED_TARGET]
     if low:
         md += [f"**Below {NAMED_TARGET:.0%} of the plain step in named ops (lowest rank):** {', '.join(low)}. The "
                "rest is shown as \"other (between ops)\" in the categories table: Python and framework time, and "
@@ -181,7 +194,7 @@ def write_profile_report(targets: Sequence[Mapping[str, Any]], out: Path, header
     return [out / PROFILE_FILE, *paths]
 
 
-def _intro(header: Mapping[str, Any], ok: Sequence[Mapping[str, Any]]) -> str:
+def _intro(header: Mapping[str, Any], ok: Sequence[ProfiledTarget]) -> str:
     return (f"Workload `{header['workload']}`, {header['steps']} profiled steps per pass after {header['warmup']} "
             f"warm-up steps, on {header['machine']}; backend {header['backend']}. Command: `{header['command']}`.\n\n"
             "Each target ran as a throughput trial runs (Ray placement group, one pinned process per rank, the "
@@ -192,7 +205,7 @@ def _intro(header: Mapping[str, Any], ok: Sequence[Mapping[str, Any]]) -> str:
             "measures throughput. Per-rank figures are rank 0's; step times are the slowest rank's.")
 
 
-def _sections(ok: Sequence[Mapping[str, Any]], disturbed: frozenset[str]) -> list[tuple[str, str, Rows, str]]:
+def _sections(ok: Sequence[ProfiledTarget], disturbed: frozenset[str]) -> list[tuple[str, str, Rows, str]]:
     cats = [pa.categories(t) for t in ok]
     return [
         ("Summary", "summary", summary_rows(ok, disturbed),
@@ -243,30 +256,34 @@ def _withhold(rows: list[dict[str, Any]], bad: bool, column: str = "fraction_of_
     return [{**r, column: WITHHELD} for r in rows] if bad else rows
 
 
-def _per_target(ok: Sequence[Mapping[str, Any]], out: Path, paths: list[Path], disturbed: frozenset[str]) -> list[str]:
+def _per_target(ok: Sequence[ProfiledTarget], out: Path, paths: list[Path], disturbed: frozenset[str]) -> list[str]:
     md = []
     for t in ok:
-        label, bad = t["label"], t["label"] in disturbed
-        points = pa.roofline_points(t)
-        for p in points:
-            p["above_roof"] = bool(p["attainable_gflops"]) and p["achieved_gflops"] > p["attainable_gflops"]
+        label, bad = t.label, t.label in disturbed
+        typed_points = pa.roofline_points(t)
+        points = [{**p.to_json(), "above_roof": bool(p.attainable_gflops) and p.achieved_gflops > p.attainable_gflops}
+                  for p in typed_points]
         replayed = pa.replay_rows(t)
-        lost = [] if bad else [{k: r[k] for k in ("kind", "direction", "problem", "layout", "efficiency",
-                                                   "in_model_ms_per_step", "lost_ms_per_step")} for r in replayed]
-        ops = t["results"][0]["profiler"]["ops"][:25]
-        md += [f"## {label}: {t['ranks']} rank(s) × {t['threads']} thread(s), local batch {t['local_batch']}", ""]
+        lost = [] if bad else [{"kind": r.kind, "direction": r.direction, "problem": r.problem, "layout": r.layout,
+                                "efficiency": r.efficiency, "in_model_ms_per_step": r.in_model_ms_per_step,
+                                "lost_ms_per_step": r.lost_ms_per_step} for r in replayed]
+        all_ops = [o.to_json() for o in t.results[0].profiler.ops]
+        md += [f"## {label}: {t.ranks} rank(s) × {t.threads} thread(s), local batch {t.local_batch}", ""]
         if bad:
             md += [f"**Disturbed** (see Checks at the top): figures as measured, verdicts {WITHHELD}.", ""]
-        if t.get("applied"):
-            md += [f"Applied: `{json.dumps(t['applied'])}`", ""]
-        tables = (("oneDNN kernels", "onednn_kernels", pa.onednn_kernels(t)), ("Top layers", "layers", pa.layers(t)),
-                  ("Roofline by kind (per step)", "roofline_by_kind", _withhold(pa.roofline_by_kind(points), bad)),
+        if t.applied:
+            md += [f"Applied: `{json.dumps(t.applied)}`", ""]
+        tables = (("oneDNN kernels", "onednn_kernels", plain_rows(pa.onednn_kernels(t))),
+                  ("Top layers", "layers", plain_rows(pa.layers(t))),
+                  ("Roofline by kind (per step)", "roofline_by_kind",
+                   _withhold(plain_rows(pa.roofline_by_kind(typed_points)), bad)),
                   ("Roofline per problem", "roofline", _withhold(points, bad)),
-                  ("Operators (top 25 by self time; all in the CSV)", "ops", ops),
+                  ("Operators (top 25 by self time; all in the CSV)", "ops", all_ops[:25]),
                   ("Lost time: (1 − efficiency) × in-model time, largest first", "lost_time", lost),
-                  ("Replayed primitives: in the model and alone, and the kernel each ran", "replay", replayed))
+                  ("Replayed primitives: in the model and alone, and the kernel each ran", "replay",
+                   plain_rows(replayed)))
         for title, name, rows in tables:
-            full = t["results"][0]["profiler"]["ops"] if name == "ops" else rows
+            full = all_ops if name == "ops" else rows
             paths += _write_rows(out, f"{name}-{label}", full) if full else []
             shown = rows if name not in ("roofline", "replay", "lost_time") else rows[:15]
             if name == "lost_time" and bad:
@@ -274,26 +291,26 @@ def _per_target(ok: Sequence[Mapping[str, Any]], out: Path, paths: list[Path], d
                                             "failed a check._", ""]
                 continue
             md += [f"### {title}", "", md_table(shown), f"Data: [{name}-{label}.csv]({name}-{label}.csv)", ""]
-        md += _mismatches(replayed, t["results"][0].get("replay", []))
-        traces = ", ".join(f"[{r['profiler']['trace']}]({label}/{r['profiler']['trace']})" for r in t["results"])
-        logs = ", ".join(f"[{r['onednn']['log']}]({label}/{r['onednn']['log']})" for r in t["results"])
+        md += _mismatches(replayed, t.results[0].replay)
+        traces = ", ".join(f"[{r.profiler.trace}]({label}/{r.profiler.trace})" for r in t.results)
+        logs = ", ".join(f"[{r.onednn.log}]({label}/{r.onednn.log})" for r in t.results)
         md += [f"Chrome traces (open in chrome://tracing or https://ui.perfetto.dev): {traces}. "
                f"oneDNN verbose logs: {logs}.", ""]
     return md
 
 
-def _mismatches(replayed: Rows, raw: Rows) -> list[str]:
+def _mismatches(replayed: Sequence[pa.ReplayComparison], raw: Sequence[ReplayRow]) -> list[str]:
     """Replays that ran another kernel than the model, and replays that could not be matched or run."""
     md = []
-    wrong = [r for r in replayed if r["same_implementation"] is False]
+    wrong = [r for r in replayed if r.same_implementation is False]
     if wrong:
         md += [f"**{len(wrong)} replay(s) ran another kernel than the model** (their isolated time measures that "
-               "kernel): " + "; ".join(f"{r['kind']} {r['direction']} {r['problem']}: model `{r['implementation']}`, "
-                                       f"replay `{r['replay_implementation']}`" for r in wrong[:5]), ""]
-    if any(r.get("implementation") is None and r.get("isolated_ms") is not None for r in raw):
+               "kernel): " + "; ".join(f"{r.kind} {r.direction} {r.problem}: model `{r.implementation}`, "
+                                       f"replay `{r.replay_implementation}`" for r in wrong[:5]), ""]
+    if any(r.implementation is None and r.isolated_ms is not None for r in raw):
         md += ["Replays recorded before the replay captured oneDNN's log carry no kernel name and time the whole "
                "torch call (dispatch, allocation, weight reorder included).", ""]
-    skipped = sum(1 for r in raw if r.get("isolated_ms") is None)
+    skipped = sum(1 for r in raw if r.isolated_ms is None)
     if skipped:
         md += [f"{skipped} problem(s) not replayed (see the `note` column of the replay JSON).", ""]
     return md

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core import projection as pj
+from orchestrator.core.profile import projection as pj
 from orchestrator.report.profile_report import md_table
 
 PROJECTION_FILE = "projection.md"
@@ -46,17 +46,18 @@ def write_projection(projections: Sequence[Mapping[str, Any]], out: Path) -> Pat
     return out / PROJECTION_FILE
 
 
-def write_validation(rows_by_target: Mapping[str, list[dict[str, Any]]], header: Mapping[str, Any],
+def write_validation(rows_by_target: Mapping[str, Sequence[pj.ValidationRow]], header: Mapping[str, Any],
                      out: Path) -> Path:
     """Projected against measured on the target, kind by kind and for the step, per layout."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "validation.json").write_text(json.dumps({"header": dict(header), "targets": rows_by_target},
+    plain = {label: [r.to_json() for r in rows] for label, rows in rows_by_target.items()}
+    (out / "validation.json").write_text(json.dumps({"header": dict(header), "targets": plain},
                                                     indent=1) + "\n")
     md = ["# Projection against a run on the target", "", f"Commands: `{header['native_command']}` then "
           f"`{header['target_command']}`.", "", RULES, "",
           f"`error`: projected ÷ measured − 1. `{pj.OUTSIDE}` is projected under the `same` rule.", ""]
     for label, rows in rows_by_target.items():
-        shown = [{**r, "error": "–" if r["error"] is None else f"{r['error']:+.1%}"} for r in rows]
+        shown = [{**r.to_json(), "error": "–" if r.error is None else f"{r.error:+.1%}"} for r in rows]
         md += [f"## {label}", "", md_table(shown), ""]
         above = header.get("kernels_above", {}).get(label)
         if above:

@@ -1,5 +1,5 @@
 """`orch profile --project-to`: the roofs a projection needs, measured or read, and the projection of every
-profiled target (core/projection holds the rule).
+profiled target (core/profile/projection holds the rule).
 
 Two targets:
 - `avx2`: this CPU under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2. Both roofs are measured now, by
@@ -14,12 +14,13 @@ Two targets:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core import projection as pj
 from orchestrator.core.isa import CpuIsa
+from orchestrator.core.profile import projection as pj
+from orchestrator.core.profile.result import ProfiledTarget, as_target
 from orchestrator.core.topology import Topology
 from orchestrator.run.roof_probe import AVX2_CAP_ENV, measure_roofs
 
@@ -36,8 +37,9 @@ class Roofs:
     probes: Mapping[str, Any]       # the probes' own records
 
 
-def _precision(result: Mapping[str, Any]) -> str:
-    return str(result["results"][0].get("peak", {}).get("precision") or "fp32")
+def _precision(result: ProfiledTarget) -> str:
+    peak = result.results[0].peak
+    return str((peak.precision if peak else None) or "fp32")
 
 
 def _slowest_isa(topology: Topology, precision: str) -> tuple[float, float]:
@@ -66,13 +68,14 @@ def check_projectable(topology: Topology) -> None:
     raise ValueError(errors[0])
 
 
-def roofs_for(result: Mapping[str, Any], to: str, topology: Topology | None,
+def roofs_for(target: ProfiledTarget | Mapping[str, Any], to: str, topology: Topology | None,
               measure: Measure = measure_roofs) -> Roofs:
     """The source and target roofs for one profiled target (`to`: "avx2", or a topology file's name with
     `topology` loaded from it)."""
-    cpus = sorted(result["placement"][0]["cpus"]) if result.get("placement") else []
+    result = as_target(target)
+    cpus = sorted(result.placement[0].cpus) if result.placement else []
     if not cpus:
-        raise ValueError(f"{result['label']}: no placement recorded; the probe needs rank 0's cores")
+        raise ValueError(f"{result.label}: no placement recorded; the probe needs rank 0's cores")
     precision = _precision(result)
     probes = measure(cpus, precision)
     native = probes["native"]
@@ -88,24 +91,24 @@ def roofs_for(result: Mapping[str, Any], to: str, topology: Topology | None,
                      "alternately, the best of each", probes)
     assert topology is not None
     peak, triad = _slowest_isa(topology, precision)
-    threads = int(result["threads"])
+    threads = int(result.threads)
     return Roofs(pj.Roof(native["gemm_gflops"], native["triad_gbs"]), pj.scaled_roof(peak, triad, threads), to,
                  f"source: this CPU's GEMM and triad probed now on CPUs {cpus} at {threads} thread(s), {precision}; "
                  f"target: {to}'s slowest node, {peak:g} GFLOP/s and {triad:g} GB/s per core × {threads} "
                  "core(s) (linear in cores, assumed)", {"native": native})
 
 
-def project(results: list[Mapping[str, Any]], to: str, topology: Topology | None,
+def project(results: Sequence[ProfiledTarget | Mapping[str, Any]], to: str, topology: Topology | None,
             measure: Measure = measure_roofs) -> list[dict[str, Any]]:
     """One projection per profiled target that ran: its roofs, each rank's projection and the step under
     every rule for what lies outside oneDNN."""
     out = []
-    for result in results:
-        if result.get("status") != "ok" or not result.get("results"):
+    for result in map(as_target, results):
+        if result.status != "ok" or not result.results:
             continue
         roofs = roofs_for(result, to, topology, measure)
         ranks = pj.project_target(result, roofs.source, roofs.target)
-        out.append({"label": result["label"], "target": roofs.target_name, "note": roofs.note,
+        out.append({"label": result.label, "target": roofs.target_name, "note": roofs.note,
                     "source_roof": _roof_json(roofs.source), "target_roof": _roof_json(roofs.target),
                     "measured_step_ms": max(r.plain_step_ms for r in ranks),
                     "projected_step_ms": {rule.value: pj.projected_step_ms(ranks, rule) for rule in pj.OtherRule},

@@ -44,8 +44,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from orchestrator.core import onednn_verbose as ov
-from orchestrator.core.roofline import conv_flops, conv_problem, matmul_problem
+from orchestrator.core.profile import onednn_verbose as ov
+from orchestrator.core.profile.roofline import conv_flops, conv_problem, matmul_problem
 from orchestrator.run.comm import thread_cpu_masks
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -222,7 +222,7 @@ def _record(row: dict[str, Any], found: list[ov.Execution], call_ms: list[float]
 
 def replay_setting() -> dict[str, Any]:
     """The threads and CPUs the replay ran with, read from the OS: every thread's mask and torch's thread
-    count. The checks compare them with the rank's own (profile_checks: a replay on other cores or with
+    count. The checks compare them with the rank's own (profile.checks: a replay on other cores or with
     other threads measured another machine)."""
     return {"threads": torch.get_num_threads(), "cpus": sorted(set().union(*thread_cpu_masks()))}
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import workloads
-from orchestrator.core import onednn_verbose as ov
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan, PlannedTrial
-from orchestrator.core.profile_layout import layout_label
+from orchestrator.core.profile import onednn_verbose as ov
+from orchestrator.core.profile.layout import layout_label
+from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, RankProfile
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import GridSpec
 from orchestrator.io.sweepfile import Sweep
@@ -95,7 +96,7 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
 
 
 def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, out_dir: Path, *, steps: int,
-               warmup_steps: int, replay: bool, on_status: Any = None) -> dict[str, Any]:
+               warmup_steps: int, replay: bool, on_status: Any = None) -> ProfiledTarget:
     """Run one target; write and return its result (every rank's profile, or the failure)."""
     folder = out_dir / target.label
     folder.mkdir(parents=True, exist_ok=True)
@@ -113,41 +114,48 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     run = run_ranks(cluster, rank_specs(target.planned), job, workdir=workdir,
                     step_timeout_s=PROFILE_SLACK * m.step_timeout_s, timeout_s=PROFILE_SLACK * m.timeout_s,
                     ccl_workers=workers, on_status=on_status)
-    result: dict[str, Any] = {
-        "label": target.label, "variant": target.variant, "ranks": target.trial.ranks,
-        "threads": target.trial.threads_per_rank, "local_batch": target.trial.local_batch, "status": run.status,
-        "reason": run.reason, "wall_s": run.wall_s, "backend": backend, "params": target.params,
-        "placement": [{"rank": r.rank, "cpus": list(r.cpus)} for r in target.planned.placement.ranks]
-        if target.planned.placement else [],
-        "applied": next((o.result.applied for o in run.outcomes if o and o.result), None),
+    result = ProfiledTarget(
+        label=target.label, variant=target.variant, ranks=target.trial.ranks,
+        threads=target.trial.threads_per_rank, local_batch=target.trial.local_batch, status=run.status,
+        reason=run.reason, wall_s=run.wall_s, backend=backend, params=target.params,
+        placement=tuple(RankPlacement(r.rank, tuple(r.cpus)) for r in target.planned.placement.ranks)
+        if target.planned.placement else (),
+        applied=next((o.result.applied for o in run.outcomes if o and o.result), None),
         # CPU masks read inside each rank process: the evidence that the profiled ranks were pinned.
-        "observed_cpus": [o.result.affinity.get("threads") if o and o.result else None for o in run.outcomes],
-        "results": [o.result.profile for o in run.outcomes if o and o.result and o.result.profile is not None]
-        if run.status == "ok" else [],
-    }
-    if run.status != "ok":
-        result["log_tail"] = next((o.log_tail for o in run.outcomes if o and o.status != "ok"), "")
+        observed_cpus=tuple(o.result.affinity.get("threads") if o and o.result else None for o in run.outcomes),
+        results=tuple(RankProfile.from_json(o.result.profile) for o in run.outcomes
+                      if o and o.result and o.result.profile is not None) if run.status == "ok" else (),
+        log_tail=None if run.status == "ok" else next((o.log_tail for o in run.outcomes if o and o.status != "ok"), ""),
+    )
     save_result(result, out_dir)
     return result
 
 
-def save_result(result: dict[str, Any], out_dir: Path) -> None:
-    (out_dir / result["label"] / RESULT_FILE).write_text(json.dumps(result, indent=1))
+def save_result(result: ProfiledTarget, out_dir: Path) -> None:
+    (out_dir / result.label / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=1))
 
 
-def refresh_shapes(result: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+def load_result(path: Path) -> ProfiledTarget:
+    """A saved profile-result.json, typed (written back, it gives the same bytes)."""
+    return ProfiledTarget.from_json(json.loads(path.read_text()))
+
+
+def refresh_shapes(result: ProfiledTarget, out_dir: Path) -> ProfiledTarget:
     """Results written before the per-problem table kept destination formats, kernels and each problem's
     fastest call: rebuild that table from the rank's own oneDNN log, kept beside the result, so a re-rendered
     report keys reorders by both formats, prices a cast by its destination type and compares a replay with
     the model's fastest call. Nothing else is touched."""
     import gzip
 
-    for rank in result.get("results", []):
-        onednn = rank.get("onednn", {})
-        log = out_dir / result["label"] / onednn.get("log", "")
-        if not onednn.get("shapes") or "min_ms" in onednn["shapes"][0] or not log.is_file():
+    ranks = []
+    for rank in result.results:
+        onednn = rank.onednn
+        log = out_dir / result.label / onednn.log
+        if not onednn.shapes or onednn.shapes[0].has("min_ms") or not onednn.log or not log.is_file():
+            ranks.append(rank)
             continue
         text = gzip.decompress(log.read_bytes()).decode(errors="replace") if log.suffix == ".gz" else log.read_text()
         executions, _ = ov.parse_lines(text.splitlines())
-        onednn["shapes"] = [ov.shape_row(t) for t in ov.by_shape(executions)]
-    return result
+        shapes = tuple(ov.by_shape(executions))
+        ranks.append(dataclasses.replace(rank, onednn=dataclasses.replace(onednn, shapes=shapes)))
+    return dataclasses.replace(result, results=tuple(ranks))

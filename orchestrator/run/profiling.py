@@ -13,7 +13,7 @@ throughput trial. Three passes over the same batches, each `steps` long and barr
    `module::<path>` range for this pass only).
 
 Each pass records the share of its CPUs the rank got (CPU time ÷ wall time ÷ threads), which the
-physical checks (core/profile_checks) read. Then, alone on the same pinned cores: the GEMM peak, a
+physical checks (core/profile/checks) read. Then, alone on the same pinned cores: the GEMM peak, a
 STREAM-triad bandwidth, and each distinct convolution, matmul and reorder problem of the oneDNN log
 replayed through torch with oneDNN's verbose capture on (benchdnn ships in no package; see
 profile_replay). None of these steps feed a throughput figure.
@@ -31,8 +31,19 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from orchestrator.core import onednn_verbose as ov
-from orchestrator.core import profile_events as pe
+from orchestrator.core.profile import events as pe
+from orchestrator.core.profile import onednn_verbose as ov
+from orchestrator.core.profile.result import (
+    CoverageJson,
+    LayerRow,
+    OnednnSummary,
+    OpRow,
+    Peak,
+    ProfilerSummary,
+    RankProfile,
+    ReplayRow,
+    ReplaySetting,
+)
 from orchestrator.run.job import Phase, RankJob, StatusWriter
 from orchestrator.run.profile_replay import (
     conv_peak_gflops,
@@ -43,10 +54,11 @@ from orchestrator.run.profile_replay import (
 )
 from orchestrator.run.protocol import gemm_peak, make_step
 
+Batch = tuple[Any, ...]   # what a trainer's batches yield and a step takes
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
 
 
-def _timed_steps(step: Callable[[tuple], Any], batches: Iterator[tuple], steps: int,
+def _timed_steps(step: Callable[[Batch], Any], batches: Iterator[Batch], steps: int,
                  status: StatusWriter, cpu: dict[str, float] | None = None) -> list[float]:
     """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
     shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
@@ -75,7 +87,7 @@ def _module_ranges(root: torch.nn.Module) -> Iterator[None]:
         stack: list[Any] = []
 
         def pre(_m: Any, _i: Any, name: str = name, stack: list[Any] = stack) -> None:
-            rf = record_function(name)
+            rf: Any = record_function(name)   # entered here, left in the forward hook: no `with` spans both
             rf.__enter__()
             stack.append(rf)
 
@@ -107,22 +119,22 @@ def _events(prof: Any) -> list[pe.Event]:
     return out
 
 
-def _op_table(prof: Any, steps: int) -> list[dict[str, Any]]:
+def _op_table(prof: Any, steps: int) -> list[OpRow]:
     skip = (pe.MODULE_PREFIX, pe.REGION_PREFIX, pe.STEP_PREFIX)
     rows = []
     for a in prof.key_averages(group_by_input_shape=True):
         if a.key.startswith(skip):
             continue
-        rows.append({"op": a.key, "calls_per_step": a.count / steps,
-                     "self_ms_per_step": a.self_cpu_time_total / 1e3 / steps,
-                     "total_ms_per_step": a.cpu_time_total / 1e3 / steps, "input_shapes": str(a.input_shapes),
-                     "gflop_per_step": (a.flops or 0) / 1e9 / steps})
-    rows.sort(key=lambda r: -r["self_ms_per_step"])
+        rows.append(OpRow(op=a.key, calls_per_step=a.count / steps,
+                          self_ms_per_step=a.self_cpu_time_total / 1e3 / steps,
+                          total_ms_per_step=a.cpu_time_total / 1e3 / steps, input_shapes=str(a.input_shapes),
+                          gflop_per_step=(a.flops or 0) / 1e9 / steps))
+    rows.sort(key=lambda r: -r.self_ms_per_step)
     return rows[:OP_TABLE_ROWS]
 
 
-def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root: torch.nn.Module, steps: int,
-                   trace_path: Path, status: StatusWriter, usage: dict[str, float]) -> dict[str, Any]:
+def _profiler_pass(step: Callable[[Batch], Any], batches: Iterator[Batch], root: torch.nn.Module, steps: int,
+                   trace_path: Path, status: StatusWriter, usage: dict[str, float]) -> ProfilerSummary:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     captured: dict[str, Any] = {}
@@ -159,15 +171,14 @@ def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root:
     events = captured["events"]
     cov = pe.coverage(events)
     layers = pe.layer_times(events, steps)
-    return {"step_ms": step_ms, "ops": captured["ops"],
-            "coverage": {"step_ms": cov.step_ms, "named_ms": cov.named_ms, "other_ms": cov.other_ms,
-                         "allreduce_wait_ms": cov.wait_ms},
-            "layers": [{"layer": r.name, "forward_ms": r.forward_ms, "backward_ms": r.backward_ms} for r in layers],
-            "trace": trace_path.name}
+    return ProfilerSummary(
+        step_ms=tuple(step_ms), ops=tuple(captured["ops"]),
+        coverage=CoverageJson(cov.step_ms, cov.named_ms, cov.other_ms, allreduce_wait_ms=cov.wait_ms),
+        layers=tuple(LayerRow(r.name, r.forward_ms, r.backward_ms) for r in layers), trace=trace_path.name)
 
 
-def _batches(trainer: Any, count: int) -> Iterator[tuple]:
-    def epochs() -> Iterator[tuple]:
+def _batches(trainer: Any, count: int) -> Iterator[Batch]:
+    def epochs() -> Iterator[Batch]:
         for epoch in itertools.count():
             yield from trainer.batches(epoch)
 
@@ -179,11 +190,11 @@ def _barrier() -> None:
 
 
 def _share(usage: dict[str, float], threads: int) -> float | None:
-    """CPU time ÷ wall time ÷ threads: the share of its CPUs the rank got (profile_checks.MIN_CPU_SHARE)."""
+    """CPU time ÷ wall time ÷ threads: the share of its CPUs the rank got (profile.checks.MIN_CPU_SHARE)."""
     return usage["cpu_s"] / (usage["wall_s"] * threads) if usage.get("wall_s") else None
 
 
-def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) -> dict[str, Any]:
+def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) -> RankProfile:
     cfg = job.profile or {}
     steps = int(cfg["steps"])
     out_dir = Path(cfg["out_dir"])
@@ -202,7 +213,8 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
 
     status.update(phase=Phase.TIMING, repeat=2, force=True)
     log_path = out_dir / f"onednn-rank{rank}.log"
-    with stdout_to(log_path), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+    verbose: Any = torch.backends.mkldnn.verbose   # untyped in torch
+    with stdout_to(log_path), verbose(torch.backends.mkldnn.VERBOSE_ON):
         verbose_ms = _timed_steps(step, batches, steps, status, usage["verbose"])
     executions, problems = ov.parse_lines(log_path.read_text(errors="replace").splitlines())
     log_path = _gzip(log_path)   # ~30× smaller; read it with zcat
@@ -214,16 +226,21 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
     again: dict[str, float] = {}
     plain_ms += _timed_steps(step, batches, steps, status, again)      # the bracket's other end (docstring)
     usage["plain"] = {k: usage["plain"][k] + again[k] for k in ("cpu_s", "wall_s")}
-    result = {"plain_step_ms": plain_ms, "verbose_step_ms": verbose_ms, "steps": steps,
-              **{f"{name}_cpu_share": _share(u, job.threads) for name, u in usage.items()},
-              "onednn": {"log": log_path.name, "problems": problems[:20], "executions": len(executions),
-                         "totals": [_kind_total(t) for t in ov.aggregate(executions)],
-                         "shapes": [ov.shape_row(t) for t in ov.by_shape(executions)]},
-              "profiler": prof}
-    return {**result, **_alone(job, cfg, executions, status)}
+    onednn = OnednnSummary(log=log_path.name, problems=tuple(problems[:20]), executions=len(executions),
+                           totals=tuple(ov.aggregate(executions)), shapes=tuple(ov.by_shape(executions)))
+    peak, bandwidth, replay, setting = _alone(job, cfg, executions, status)
+    return RankProfile(plain_step_ms=tuple(plain_ms), verbose_step_ms=tuple(verbose_ms), steps=steps,
+                       plain_cpu_share=_share(usage["plain"], job.threads),
+                       verbose_cpu_share=_share(usage["verbose"], job.threads),
+                       profiler_cpu_share=_share(usage["profiler"], job.threads),
+                       onednn=onednn, profiler=prof, peak=peak, stream_triad_gbs=bandwidth, replay=replay,
+                       replay_setting=setting)
 
 
-def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: StatusWriter) -> dict[str, Any]:
+Alone = tuple[Peak, float, tuple[ReplayRow, ...], ReplaySetting | None]
+
+
+def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: StatusWriter) -> Alone:
     """Alone on the pinned cores, after training: peak, bandwidth, isolated primitives. The ranks measure
     in step (gemm_peak's barrier starts and ends its window on every rank at once), so the ranks of one
     node share memory bandwidth and power as they do in training."""
@@ -238,9 +255,11 @@ def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], st
     bandwidth = stream_triad_gbs()
     replay = (replay_shapes(ov.by_shape(executions), budget_s=float(cfg.get("replay_budget_s", 60.0)))
               if cfg.get("replay") else [])
-    setting = replay_setting() if replay else None
+    setting = ReplaySetting.from_json(replay_setting()) if replay else None
     dist.barrier()
-    return {"peak": peak, "stream_triad_gbs": bandwidth, "replay": replay, "replay_setting": setting}
+    # The peak and the replay rows are built by protocol and profile_replay as dicts: read as records, they
+    # keep those keys in that order.
+    return Peak.from_json(peak), bandwidth, tuple(ReplayRow.from_json(r) for r in replay), setting
 
 
 def _gzip(path: Path) -> Path:
@@ -252,10 +271,4 @@ def _gzip(path: Path) -> Path:
         shutil.copyfileobj(src, dst)
     path.unlink()
     return target
-
-
-def _kind_total(t: ov.KindTotal) -> dict[str, Any]:
-    return {"kind": t.kind, "direction": t.direction, "implementation": t.implementation, "calls": t.calls,
-            "time_ms": t.time_ms}
-
 

@@ -252,7 +252,7 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         elif job.kind == JobKind.PROFILE:
             from orchestrator.run.profiling import profile_rank
 
-            out["profile"] = profile_rank(job, trainer, module, status)
+            out["profile"] = profile_rank(job, trainer, module, status).to_json()
         else:
             out["convergence"] = protocol.train_to_target(job, trainer, module, status)
         dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts

@@ -37,9 +37,9 @@ def conv_class_gflops(precision: str) -> dict[str, float]:
     """The large 3×3 convolution of the compute roof in each direction, replayed and timed by oneDNN itself as
     `orch profile`'s replay times a primitive (profile_replay.replay_shapes: its fastest logged call):
     'convolution forward' etc. → GFLOP/s. A kernel's ISA changes its efficiency per direction (see
-    core/projection.Roof)."""
-    from orchestrator.core import onednn_verbose as ov
-    from orchestrator.core.roofline import conv_flops, conv_problem
+    core/profile/projection.Roof)."""
+    from orchestrator.core.profile import onednn_verbose as ov
+    from orchestrator.core.profile.roofline import conv_flops, conv_problem
     from orchestrator.run.profile_replay import replay_shapes
 
     dtype = "bf16" if precision == "bf16" else "f32"

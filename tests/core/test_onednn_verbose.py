@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import onednn_verbose as ov
+from orchestrator.core.profile import onednn_verbose as ov
 
 DATA = Path(__file__).parent.parent / "data" / "onednn"
 CONV = "mb2_ic3oc8_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"

@@ -3,7 +3,7 @@ roofline points and the efficiency ratio."""
 
 import pytest
 
-from orchestrator.core import profile_analysis as pa
+from orchestrator.core.profile import analysis as pa
 
 CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # 2.218786816 GFLOP per call (46² taps)
 

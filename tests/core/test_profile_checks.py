@@ -6,8 +6,8 @@ import copy
 import pytest
 from test_profile_analysis import _target
 
-from orchestrator.core import profile_analysis as pa
-from orchestrator.core import profile_checks as pc
+from orchestrator.core.profile import analysis as pa
+from orchestrator.core.profile import checks as pc
 
 
 def _clean() -> dict:

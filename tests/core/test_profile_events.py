@@ -3,8 +3,8 @@
 import pytest
 
 from orchestrator.core.grid import Trial
-from orchestrator.core.profile_events import UNATTRIBUTED_BACKWARD, Event, coverage, layer_times
-from orchestrator.core.profile_layout import layout_label, parse_layout
+from orchestrator.core.profile.events import UNATTRIBUTED_BACKWARD, Event, coverage, layer_times
+from orchestrator.core.profile.layout import layout_label, parse_layout
 
 BWD = "autograd::engine::evaluate_function: "
 

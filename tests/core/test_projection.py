@@ -2,8 +2,8 @@
 
 import pytest
 
-from orchestrator.core import projection as pj
-from orchestrator.core.roofline import conv_cost, conv_problem
+from orchestrator.core.profile import projection as pj
+from orchestrator.core.profile.roofline import conv_cost, conv_problem
 
 # 3×3 convolution, 8 × 256 → 256 channels at 16×16, pad 1: 2·8·256·256·46² = 2,218,786,816 FLOPs (46 taps
 # per row of 16 outputs × 3 taps, less the 2 that fall in the padding); bf16 bytes: (8·256·256 src + 256·256·9

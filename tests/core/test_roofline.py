@@ -4,7 +4,7 @@ summed over output positions; per spatial dimension the tap count is worked out 
 
 import pytest
 
-from orchestrator.core import roofline as rl
+from orchestrator.core.profile import roofline as rl
 
 
 def test_conv_3x3_same_padding_by_hand():

@@ -171,7 +171,7 @@ def test_each_problem_is_replayed_in_blocks_spread_over_passes_through_all_probl
     REPLAY_PASSES passes through all problems, each a block of calls per problem (found in a quiet run at
     1 × 2: a different small primitive 1.2-2.2× slower alone on each try while its calls were back to back).
     The real torch calls run; only the capture around them is recorded instead of timed."""
-    from orchestrator.core import onednn_verbose as ov
+    from orchestrator.core.profile import onednn_verbose as ov
     from orchestrator.run import profile_replay as prp
 
     shapes = [ov.ShapeTotal("convolution", "forward", p, "f32", "abcd", 1, 1.0) for p in

@@ -13,7 +13,7 @@ import pytest
 from conftest import write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core import onednn_verbose as ov
+from orchestrator.core.profile import onednn_verbose as ov
 
 pytestmark = [pytest.mark.ray]
 

@@ -11,8 +11,8 @@ Older logs have `onednn_verbose,info,prim_template:...` / `onednn_verbose,exec,c
 prefixes `dnnl_verbose` (oneDNN 1.x–2.x) and `mkldnn_verbose` (MKL-DNN 0.x, no engine and no attributes
 field, no header). Without a header the historical default order for the prefix is used.
 
-    >>> log = ["dnnl_verbose,exec,cpu,convolution,jit:avx2,forward_training,src_f32::blocked:abcd:f0,,"
-    ...        "alg:convolution_direct,mb2_ic3oc8_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1,0.5"]
+    >>> log = ("dnnl_verbose,exec,cpu,convolution,jit:avx2,forward_training,src_f32::blocked:abcd:f0,,"
+    ...        "alg:convolution_direct,mb2_ic3oc8_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1,0.5",)
     >>> parse_lines(log)[0][0].kind, parse_lines(log)[0][0].time_ms
     ('convolution', 0.5)
 
@@ -21,8 +21,11 @@ Pure: no torch, no files.
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from orchestrator.core.profile.record import Record
 
 PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
 DTYPES = ("f32", "bf16", "f16", "f64", "s8", "u8", "s32", "f8_e5m2", "f8_e4m3")
@@ -100,33 +103,44 @@ class Execution:
 
 
 @dataclass(frozen=True, slots=True)
-class ShapeTotal:
+class ShapeTotal(Record):
     """Aggregate of one distinct problem (kind × direction × descriptor × source and destination data type
-    and layout: two reorders of the same dims into different formats are different problems)."""
+    and layout: two reorders of the same dims into different formats are different problems). A record: a
+    rank's result keeps it as JSON (results written before a field existed lack it: its default)."""
 
-    kind: str
-    direction: str
-    problem: str
-    dtype: str
-    layout: str
-    calls: int
-    time_ms: float
+    kind: str = ""
+    direction: str = ""
+    problem: str = ""
+    dtype: str = ""
+    layout: str = ""
+    calls: int = 0
+    time_ms: float = 0.0
     dst_dtype: str = ""
     dst_layout: str = ""
     implementation: str = ""   # the kernel(s) oneDNN ran for it, most calls first, joined by " | "
     median_ms: float = 0.0     # median time of one call: robust to the odd slow call a busy machine causes
     min_ms: float = 0.0        # fastest call: the kernel's own time, least disturbed by other processes
 
+    @property
+    def key(self) -> tuple[str, str, str, str, str, str, str]:
+        """The problem's identity, as shape_key gives it for an execution."""
+        return self.kind, self.direction, self.problem, self.dtype, self.layout, self.dst_dtype, self.dst_layout
+
 
 @dataclass(frozen=True, slots=True)
-class KindTotal:
+class KindTotal(Record):
     """Aggregate of one primitive kind × direction × implementation over the log."""
 
-    kind: str
-    direction: str
-    implementation: str
-    calls: int
-    time_ms: float
+    kind: str = ""
+    direction: str = ""
+    implementation: str = ""
+    calls: int = 0
+    time_ms: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """'kind direction', or the kind alone for kinds without a direction (reorder, matmul)."""
+        return self.kind if self.direction == "undef" else f"{self.kind} {self.direction}"
 
 
 def _split_prefix(line: str) -> tuple[str, list[str]] | None:
@@ -149,7 +163,22 @@ def _template(rest: list[str]) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-def _exec_fields(rest: list[str], order: tuple[str, ...]) -> dict[str, str] | None:
+@dataclass(frozen=True, slots=True)
+class ExecLine:
+    """The fields of one exec line this module reads, by the template's names (absent ones: their default)."""
+
+    primitive: str = "unknown"
+    implementation: str = ""
+    prop_kind: str = "undef"
+    memory_descriptors: str = ""
+    problem_desc: str = ""
+    exec_time: str | None = None
+
+
+_LINE_FIELDS = frozenset(ExecLine.__dataclass_fields__)
+
+
+def _exec_fields(rest: list[str], order: tuple[str, ...]) -> ExecLine | None:
     """Map an exec line's fields onto the template: the template's `operation` lines up with the line's
     `exec` token (anything printed before it, a version tag or a component, is skipped); the time is the
     last field whatever the count, since a descriptor may in principle contain the separator."""
@@ -163,7 +192,7 @@ def _exec_fields(rest: list[str], order: tuple[str, ...]) -> dict[str, str] | No
         return None
     fields = dict(zip(order[:-1], tokens[:len(order) - 1]))
     fields[order[-1]] = tokens[-1]
-    return fields
+    return ExecLine(**{k: v for k, v in fields.items() if k in _LINE_FIELDS})
 
 
 def _component(rest: list[str]) -> str:
@@ -194,21 +223,20 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[Execution], list[str]]:
         if component != "primitive":
             continue   # graph partitions: their primitives are logged as well, counting both would double
         order = templates.get("primitive", DEFAULT_ORDER[prefix])
-        fields = _exec_fields(rest, order)
-        if fields is None:
+        line_fields = _exec_fields(rest, order)
+        if line_fields is None:
             problems.append(f"line {number}: {len(rest) + 1} fields do not match the template {','.join(order)}")
             continue
         try:
-            time_ms = float(fields.get("exec_time", ""))
+            time_ms = float(line_fields.exec_time or "")
         except ValueError:
-            problems.append(f"line {number}: exec_time {fields.get('exec_time')!r} is not a number")
+            problems.append(f"line {number}: exec_time {line_fields.exec_time!r} is not a number")
             continue
-        prop = fields.get("prop_kind", "undef")
-        descriptors = fields.get("memory_descriptors", "").split(" ")
+        descriptors = line_fields.memory_descriptors.split(" ")
         executions.append(Execution(
-            kind=fields.get("primitive", "unknown"), direction=_DIRECTIONS.get(prop, "undef"),
-            implementation=fields.get("implementation", ""), src=descriptors[0],
-            problem=fields.get("problem_desc", ""), time_ms=time_ms,
+            kind=line_fields.primitive, direction=_DIRECTIONS.get(line_fields.prop_kind, "undef"),
+            implementation=line_fields.implementation, src=descriptors[0],
+            problem=line_fields.problem_desc, time_ms=time_ms,
             dst=_destination(descriptors[1:]) if len(descriptors) > 1 else ""))
     return executions, problems
 
@@ -226,10 +254,10 @@ def aggregate(executions: Iterable[Execution]) -> list[KindTotal]:
 
 def by_kind_direction(executions: Iterable[Execution]) -> dict[tuple[str, str], float]:
     """Time (ms) by kind × direction, implementations merged: the stacked bar's segments."""
-    out: dict[tuple[str, str], float] = {}
+    out: defaultdict[tuple[str, str], float] = defaultdict(float)
     for e in executions:
-        out[(e.kind, e.direction)] = out.get((e.kind, e.direction), 0.0) + e.time_ms
-    return out
+        out[(e.kind, e.direction)] += e.time_ms
+    return dict(out)
 
 
 def shape_key(e: Execution) -> tuple[str, str, str, str, str, str, str]:
@@ -245,9 +273,7 @@ def by_shape(executions: Iterable[Execution]) -> list[ShapeTotal]:
     out = []
     for key, runs in groups.items():
         kind, direction, problem, dtype, layout, dst_dtype, dst_layout = key
-        impls: dict[str, int] = {}
-        for e in runs:
-            impls[e.implementation] = impls.get(e.implementation, 0) + 1
+        impls = Counter(e.implementation for e in runs)
         times = sorted(e.time_ms for e in runs)
         out.append(ShapeTotal(kind, direction, problem, dtype, layout, calls=len(runs),
                               time_ms=sum(times), dst_dtype=dst_dtype, dst_layout=dst_layout,
@@ -259,7 +285,7 @@ def by_shape(executions: Iterable[Execution]) -> list[ShapeTotal]:
 def shape_row(t: ShapeTotal) -> dict[str, object]:
     """A ShapeTotal as the plain dict a rank's result keeps (one spelling for the rank and for a report
     rebuilt from a kept log)."""
-    return {f: getattr(t, f) for f in ShapeTotal.__dataclass_fields__}
+    return t.to_json()
 
 
 def _median(sorted_values: list[float]) -> float:

@@ -1,11 +1,12 @@
-"""Project a profiled step onto another CPU from its primitives (issue 20, deliverable 5). Pure: plain data
-in (a profiled target as profile_analysis reads it, two roofs), plain data out; no torch, no clock.
+"""Project a profiled step onto another CPU from its primitives (issue 20, deliverable 5). Pure: a profiled
+target (result.ProfiledTarget, as profile.analysis reads it) and two roofs in, typed rows out; no torch, no
+clock.
 
 The rule, per rank:
 
 - each oneDNN primitive problem of the verbose pass (ms per step) is scaled by where the roofline puts it
   on each CPU: time × attainable_source(I) ÷ attainable_target(I), with attainable(I) = min(peak, I ×
-  bandwidth) at its arithmetic intensity I (core/roofline); the peak is its class's own (a convolution's
+  bandwidth) at its arithmetic intensity I (core/profile/roofline); the peak is its class's own (a convolution's
   direction) where both CPUs have one measured, else the overall one (`Roof.kind_gflops`). A problem
   compute-bound on both CPUs scales by the peak ratio, one memory-bound on both by the bandwidth ratio, one
   that crosses the ridge by the mix the roofline gives. A reorder (no FLOPs) scales by the bandwidth ratio;
@@ -29,14 +30,17 @@ timing of each primitive, so verbose printing is outside it), the rest from the 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.core import roofline as rl
+from orchestrator.core.profile import roofline as rl
+from orchestrator.core.profile.record import Row
+from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
 
-Target = Mapping[str, Any]
+Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (result.as_target)
 
 
 class OtherRule(StrEnum):
@@ -115,7 +119,7 @@ def primitive_scale(intensity: float, source: Roof, target: Roof) -> float:
 def _bound(intensity: float, source: Roof, target: Roof) -> str:
     if intensity <= 0:
         return "bandwidth"
-    on = ["compute" if intensity * r.gbs >= r.gflops else "memory" for r in (source, target)]
+    on = tuple("compute" if intensity * r.gbs >= r.gflops else "memory" for r in (source, target))
     return on[0] if on[0] == on[1] else "ridge"
 
 
@@ -124,30 +128,30 @@ def other_scales(source: Roof, target: Roof) -> dict[str, float]:
             OtherRule.PEAK.value: source.gflops / target.gflops}
 
 
-def project_rank(result: Mapping[str, Any], rank: int, source: Roof, target: Roof) -> RankProjection:
+def project_rank(result: RankProfile | Mapping[str, Any], rank: int, source: Roof, target: Roof) -> RankProjection:
     """One rank's step on the target CPU (see the module docstring for the rule)."""
-    steps = result["steps"]
+    r = result if isinstance(result, RankProfile) else RankProfile.from_json(result)
     scales = other_scales(source, target)
     rows = []
-    for s in result["onednn"]["shapes"]:
-        ms = s["time_ms"] / steps
-        cost = rl.primitive_cost(s["kind"], s["problem"], s["dtype"], s.get("dst_dtype") or None)
-        key = f"{s['kind']} {s['direction']}"
+    for s in r.onednn.shapes:
+        ms = s.time_ms / r.steps
+        cost = rl.primitive_cost(s.kind, s.problem, s.dtype, s.dst_dtype or None)
+        key = f"{s.kind} {s.direction}"
         src, tgt = source.for_class(key, target), target.for_class(key, source)
         if cost is None:
             bound, scale = "other", scales[OtherRule.SAME.value]
         else:
             bound, scale = _bound(cost.intensity, src, tgt), primitive_scale(cost.intensity, src, tgt)
-        rows.append(PrimitiveRow(s["kind"], s["direction"], s["problem"], s["dtype"], ms, bound, scale, ms * scale))
-    plain = float(statistics.median(result["plain_step_ms"]))
-    onednn = sum(r.measured_ms for r in rows)
-    return RankProjection(rank, plain, onednn, max(0.0, plain - onednn), sum(r.projected_ms for r in rows),
-                          scales, tuple(sorted(rows, key=lambda r: -r.measured_ms)))
+        rows.append(PrimitiveRow(s.kind, s.direction, s.problem, s.dtype, ms, bound, scale, ms * scale))
+    plain = float(statistics.median(r.plain_step_ms))
+    onednn = sum(row.measured_ms for row in rows)
+    return RankProjection(rank, plain, onednn, max(0.0, plain - onednn), sum(row.projected_ms for row in rows),
+                          scales, tuple(sorted(rows, key=lambda row: -row.measured_ms)))
 
 
 def project_target(target: Target, source: Roof, to: Roof) -> list[RankProjection]:
     """Every rank of a profiled target, rank order."""
-    return [project_rank(r, i, source, to) for i, r in enumerate(target["results"])]
+    return [project_rank(r, i, source, to) for i, r in enumerate(as_target(target).results)]
 
 
 def projected_step_ms(ranks: Sequence[RankProjection], rule: OtherRule = OtherRule.SAME) -> float:
@@ -158,12 +162,14 @@ def projected_step_ms(ranks: Sequence[RankProjection], rule: OtherRule = OtherRu
 def by_kind(ranks: Sequence[RankProjection]) -> dict[str, tuple[float, float]]:
     """Rank 0's 'kind direction' → (measured, projected) ms per step, plus the rest under the `same` rule:
     what a measured run on the target is compared with, kind by kind."""
-    out: dict[str, tuple[float, float]] = {}
+    measured: defaultdict[str, float] = defaultdict(float)
+    projected: defaultdict[str, float] = defaultdict(float)
     r0 = ranks[0]
     for row in r0.rows:
         key = row.kind if row.direction == "undef" else f"{row.kind} {row.direction}"
-        measured, projected = out.get(key, (0.0, 0.0))
-        out[key] = (measured + row.measured_ms, projected + row.projected_ms)
+        measured[key] += row.measured_ms
+        projected[key] += row.projected_ms
+    out = {key: (measured[key], projected[key]) for key in measured}
     out[OUTSIDE] = (r0.other_ms, r0.other_ms)
     return out
 
@@ -195,28 +201,43 @@ def measured_by_kind(target: Target) -> dict[str, tuple[float, float]]:
 
 
 def slowest_plain_step_ms(target: Target) -> float:
-    return float(max(statistics.median(r["plain_step_ms"]) for r in target["results"]))
+    return float(max(statistics.median(r.plain_step_ms) for r in as_target(target).results))
 
 
 def kernels_above(target: Target, isa_word: str = "avx512") -> list[str]:
     """The oneDNN kernels of a run (every rank) whose name says they used `isa_word`: under the AVX2 cap
     there must be none, or the 'capped' run was not capped."""
-    return sorted({s.get("implementation", "") for r in target["results"] for s in r["onednn"]["shapes"]
-                   if isa_word in s.get("implementation", "")})
+    return sorted({s.implementation for r in as_target(target).results for s in r.onednn.shapes
+                   if isa_word in s.implementation})
 
 
-def validation_rows(projected: Sequence[RankProjection], measured: Target) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True, eq=False)
+class ValidationRow(Row):
+    """One kind (or the whole step) projected and measured on the target."""
+
+    part: str
+    native_ms: float
+    projected_ms: float
+    measured_ms: float
+    error: float | None       # projected ÷ measured − 1; None where nothing was measured
+
+
+def _part(parts: Mapping[str, tuple[float, float]], key: str) -> tuple[float, float]:
+    """A part's (native or measured, projected) ms; nothing where that side has no such part."""
+    return parts.get(key, (0.0, 0.0))
+
+
+def validation_rows(projected: Sequence[RankProjection], measured: Target) -> list[ValidationRow]:
     """Kind by kind (rank 0) and for the whole step (slowest rank): the native time, the projection, the
     time measured on the target and the projection's error against it."""
     ours, theirs = by_kind(projected), measured_by_kind(measured)
     rows = []
-    for key in sorted(set(ours) | set(theirs), key=lambda k: (k == OUTSIDE, -ours.get(k, (0.0, 0.0))[0])):
-        native, proj = ours.get(key, (0.0, 0.0))
-        real = theirs.get(key, (0.0, 0.0))[0]
-        rows.append({"part": key, "native_ms": native, "projected_ms": proj, "measured_ms": real,
-                     "error": relative_error(proj, real) if real > 0 else None})
+    for key in sorted(set(ours) | set(theirs), key=lambda k: (k == OUTSIDE, -_part(ours, k)[0])):
+        native, proj = _part(ours, key)
+        real = _part(theirs, key)[0]
+        rows.append(ValidationRow(key, native, proj, real, relative_error(proj, real) if real > 0 else None))
     step = projected_step_ms(projected)
     real_step = slowest_plain_step_ms(measured)
-    rows.append({"part": "step (slowest rank)", "native_ms": max(r.plain_step_ms for r in projected),
-                 "projected_ms": step, "measured_ms": real_step, "error": relative_error(step, real_step)})
+    rows.append(ValidationRow("step (slowest rank)", max(r.plain_step_ms for r in projected), step, real_step,
+                              relative_error(step, real_step)))
     return rows

@@ -16,6 +16,7 @@ backward time of a region is the time of the backward nodes created by the forwa
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -100,28 +101,27 @@ def layer_times(events: Iterable[Event], steps: int) -> list[LayerTime]:
         raise ValueError(f"steps({steps}) must be >= 1")
     evs = list(events)
     by_id = {e.id: e for e in evs}
-    forward: dict[str, float] = {}
-    backward: dict[str, float] = {}
+    forward: defaultdict[str, float] = defaultdict(float)
+    backward: defaultdict[str, float] = defaultdict(float)
     owner: dict[int, str] = {}
-    nested: dict[int, float] = {}
+    nested: defaultdict[int, float] = defaultdict(float)
     for e in evs:
         if e.parent is not None and region_name(e.name) is not None:
-            nested[e.parent] = nested.get(e.parent, 0.0) + e.duration_us
+            nested[e.parent] += e.duration_us
     for e in evs:
         region = region_name(e.name)
         if region is not None:
-            forward[region] = forward.get(region, 0.0) + e.duration_us - nested.get(e.id, 0.0)
+            forward[region] += e.duration_us - nested[e.id]
         elif e.seq >= 0 and not e.name.startswith(BACKWARD_PREFIX):
             found = _innermost_region(e, by_id)
             if found is not None:
                 owner.setdefault(e.seq, found)
     for e in evs:
         if e.name.startswith(BACKWARD_PREFIX) and not _inside_backward(e, by_id):
-            target = owner.get(e.seq, UNATTRIBUTED_BACKWARD)
-            backward[target] = backward.get(target, 0.0) + e.duration_us
+            target = owner[e.seq] if e.seq in owner else UNATTRIBUTED_BACKWARD
+            backward[target] += e.duration_us
     names = set(forward) | set(backward)
-    rows = [LayerTime(n, round(forward.get(n, 0.0) / steps / 1e3, 6), round(backward.get(n, 0.0) / steps / 1e3, 6))
-            for n in names]
+    rows = [LayerTime(n, round(forward[n] / steps / 1e3, 6), round(backward[n] / steps / 1e3, 6)) for n in names]
     return sorted(rows, key=lambda r: (-r.total_ms, r.name))
 
 
@@ -153,15 +153,15 @@ def coverage(events: Iterable[Event]) -> Coverage:
     if not steps:
         raise ValueError("no ProfilerStep# range among the events: the profiled steps were not marked")
     wall = sum(e.duration_us for e in steps)
-    children: dict[int, list[Event]] = {}
+    children: defaultdict[int, list[Event]] = defaultdict(list)
     for e in evs:
         if e.parent is not None:
-            children.setdefault(e.parent, []).append(e)
+            children[e.parent].append(e)
     gaps = wait = 0.0
     for e in evs:
         if not _is_range(e):
             continue
-        kids = sorted(children.get(e.id, []), key=lambda c: c.start_us)
+        kids = sorted(children[e.id], key=lambda c: c.start_us)
         gaps += max(0.0, e.duration_us - sum(c.duration_us for c in kids))
         for before, after in zip(kids, kids[1:]):
             if before.name.startswith(DDP_REDUCER_PREFIX):

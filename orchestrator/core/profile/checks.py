@@ -1,5 +1,5 @@
 """What physics allows a profile, checked: a failed check marks the target "disturbed", and the report
-withholds the verdicts that rest on it. Pure: the same plain data as profile_analysis, no torch, no clock.
+withholds the verdicts that rest on it. Pure: the same typed target as profile.analysis, no torch, no clock.
 
 A target is disturbed when
 - a primitive ran above its compute roof (achieved GFLOP/s above the measured peak of the same cores by more
@@ -15,20 +15,21 @@ A target is disturbed when
   primitives; targets with the same layout and the same convolution problems do the same convolutions;
   ranks with the same threads and precision measure the same GEMM peak.
 
-    >>> [f.check for f in check_target({"label": "1x1x8", "results": [{"plain_cpu_share": 0.4}]})]
+    >>> [f.check for f in check_target(ProfiledTarget(label="1x1x8", results=(RankProfile(plain_cpu_share=0.4),)))]
     ['cpu share']
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core import profile_analysis as pa
+from orchestrator.core.profile import analysis as pa
+from orchestrator.core.profile.result import Peak, ProfiledTarget, RankProfile, as_target
 
-Target = Mapping[str, Any]
+Target = pa.Target
 MIN_CPU_SHARE = 0.8     # below this, a rank's times measure its neighbours as much as itself
 NOISE_FLOOR = 0.10      # two measurements of the same work may differ by this much before they disagree
 PASSES = ("plain", "verbose", "profiler")
@@ -52,107 +53,105 @@ def _noise(step_ms: Sequence[float]) -> float:
     return max(NOISE_FLOOR, (max(step_ms) - min(step_ms)) / statistics.median(step_ms))
 
 
-def _roof(target: Target) -> list[Finding]:
+def _roof(target: ProfiledTarget) -> list[Finding]:
     out = []
-    for rank in range(len(target["results"])):
-        if "peak" not in target["results"][rank]:
+    for rank, r in enumerate(target.results):
+        if r.peak is None:
             continue
-        peak = target["results"][rank]["peak"]
-        roof, noise = float(peak["gflops"]), _peak_noise(peak)
-        above = [p for p in pa.roofline_points(target, rank) if p["achieved_gflops"] > roof * (1 + noise)]
+        roof, noise = float(r.peak.gflops), _peak_noise(r.peak)
+        above = [p for p in pa.roofline_points(target, rank) if p.achieved_gflops > roof * (1 + noise)]
         if above:
-            worst = max(above, key=lambda p: p["achieved_gflops"])
-            out.append(Finding(target["label"], "above roof",
+            worst = max(above, key=lambda p: p.achieved_gflops)
+            out.append(Finding(target.label, "above roof",
                                f"rank {rank}: {len(above)} primitive(s) above the compute roof by more than its "
-                               f"noise ({noise:.0%}), worst {worst['kind']} {worst['direction']} {worst['problem']} "
-                               f"at {worst['achieved_gflops']:.1f} GFLOP/s against {roof:.1f} "
-                               f"(×{worst['achieved_gflops'] / roof:.2f})"))
+                               f"noise ({noise:.0%}), worst {worst.kind} {worst.direction} {worst.problem} "
+                               f"at {worst.achieved_gflops:.1f} GFLOP/s against {roof:.1f} "
+                               f"(×{worst.achieved_gflops / roof:.2f})"))
     return out
 
 
-def _peak_noise(peak: Mapping[str, Any]) -> float:
+def _peak_noise(peak: Peak) -> float:
     """How far the peak itself may be off: its fastest GEMM over its median one, never below NOISE_FLOOR."""
-    best, median = peak.get("best_gflops"), peak.get("gemm_gflops", peak.get("gflops"))
+    best, median = peak.best_gflops, peak.gemm
     if isinstance(best, (int, float)) and isinstance(median, (int, float)) and median > 0:
         return max(NOISE_FLOOR, best / median - 1)
     return NOISE_FLOOR
 
 
-def _efficiency(target: Target) -> list[Finding]:
-    rows = pa.replay_rows(target) if target["results"][0].get("replay") else []
+def _efficiency(target: ProfiledTarget) -> list[Finding]:
+    rows = pa.replay_rows(target) if target.results[0].replay else []
     # The same kernel alone cannot beat itself in the model by more than the timing's noise; a replay that ran
     # another kernel measured other work (the replay table lists it as a mismatch), so it is not compared.
-    over = [x for x in rows if x["efficiency"] is not None and x["efficiency"] > 1 + NOISE_FLOOR
-            and x["same_implementation"] is not False]
+    over = [(x, x.efficiency) for x in rows if x.efficiency is not None and x.efficiency > 1 + NOISE_FLOOR
+            and x.same_implementation is not False]
     if not over:
         return []
-    worst = max(over, key=lambda x: x["efficiency"])
-    ratio = pa.efficiency(target)["efficiency_ratio"]
-    return [Finding(target["label"], "efficiency above 1",
+    worst, worst_eff = max(over, key=lambda x: x[1])
+    ratio = pa.efficiency(target).efficiency_ratio
+    return [Finding(target.label, "efficiency above 1",
                     f"{len(over)} of {len(rows)} replayed primitive(s) ran faster in the model than alone (fastest "
-                    f"call against fastest call), worst {worst['kind']} {worst['direction']} {worst['problem']}: "
-                    f"{worst['isolated_fastest_ms']:.3g} ms alone, {worst['in_model_fastest_ms']:.3g} ms in the "
-                    f"model (×{worst['efficiency']:.2f}); ratio over all replayed {ratio:.2f}")]
+                    f"call against fastest call), worst {worst.kind} {worst.direction} {worst.problem}: "
+                    f"{worst.isolated_fastest_ms:.3g} ms alone, {worst.in_model_fastest_ms:.3g} ms in the "
+                    f"model (×{worst_eff:.2f}); ratio over all replayed {ratio:.2f}")]
 
 
-def _replay_setting(target: Target) -> list[Finding]:
+def _replay_setting(target: ProfiledTarget) -> list[Finding]:
     """The replay must run where the rank ran: its threads, on its cores. A replay with other threads or
     on other cores times another machine, and every efficiency built on it compares unlike with unlike."""
     out = []
-    placement = {p["rank"]: sorted(p["cpus"]) for p in target.get("placement", [])}
-    for rank, r in enumerate(target["results"]):
-        setting = r.get("replay_setting")
-        if not r.get("replay") or not setting:
+    placement = target.rank_cpus()
+    for rank, r in enumerate(target.results):
+        setting = r.replay_setting
+        if not r.replay or not setting:
             continue
-        if setting["threads"] != target["threads"]:
-            out.append(Finding(target["label"], "replay setting",
-                               f"rank {rank}: the replay ran {setting['threads']} thread(s), the rank "
-                               f"{target['threads']}"))
+        if setting.threads != target.threads:
+            out.append(Finding(target.label, "replay setting",
+                               f"rank {rank}: the replay ran {setting.threads} thread(s), the rank "
+                               f"{target.threads}"))
         cpus = placement.get(rank)
-        if cpus is not None and sorted(setting["cpus"]) != cpus:
-            out.append(Finding(target["label"], "replay setting",
-                               f"rank {rank}: the replay could run on CPUs {setting['cpus']}, the rank was placed "
-                               f"on {cpus}"))
+        if cpus is not None and sorted(setting.cpus) != cpus:
+            out.append(Finding(target.label, "replay setting",
+                               f"rank {rank}: the replay could run on CPUs {list(setting.cpus)}, the rank was "
+                               f"placed on {cpus}"))
     return out
 
 
 def step_noise(target: Target) -> float:
     """The plain steps' relative spread, the largest over ranks (never below NOISE_FLOOR): how far apart two
     passes of the same steps may come out before the difference means anything."""
-    return max(_noise(r["plain_step_ms"]) for r in target["results"])
+    return max(_noise(r.plain_step_ms) for r in as_target(target).results)
 
 
-def _overheads(target: Target) -> list[Finding]:
+def _overheads(target: ProfiledTarget) -> list[Finding]:
     s = pa.summary(target)
     # a profiled pass cannot be faster than the plain one; by less than the plain steps' own spread it only
     # looks so
     noise = step_noise(target)
-    out = [Finding(target["label"], "negative overhead",
+    out = [Finding(target.label, "negative overhead",
                    f"the {name} pass's step ({(1 + value) * s.plain_step_ms:.1f} ms) is {-value:.1%} faster than "
                    f"the plain step ({s.plain_step_ms:.1f} ms), beyond its noise ({noise:.0%})")
            for name, value in (("oneDNN verbose", s.verbose_overhead), ("torch.profiler", s.profiler_overhead))
            if value < -noise]
-    out += [Finding(target["label"], "negative overhead",
+    out += [Finding(target.label, "negative overhead",
                     f"rank {a.rank}: profiled step {a.profiled_step_ms:.1f} ms < its plain step "
                     f"{a.plain_step_ms:.1f} ms, beyond its noise ({noise:.0%})")
             for a in pa.attribution(target) if a.profiler_overhead < -noise]
     return out
 
 
-def _cpu_shares(target: Target) -> list[Finding]:
+def _cpu_shares(target: ProfiledTarget) -> list[Finding]:
     out = []
-    for rank, r in enumerate(target["results"]):
-        for name in PASSES:
-            share = r.get(f"{name}_cpu_share")
+    for rank, r in enumerate(target.results):
+        for name, share in r.cpu_shares():
             if share is not None and share < MIN_CPU_SHARE:
-                out.append(Finding(target["label"], "cpu share",
+                out.append(Finding(target.label, "cpu share",
                                    f"rank {rank} got {share:.1%} of its CPUs in the {name} pass "
                                    f"(CPU time ÷ wall time ÷ threads; at least {MIN_CPU_SHARE:.0%} required)"))
     return out
 
 
-def _conv_ms_per_step(r: Mapping[str, Any]) -> float:
-    return float(sum(s["time_ms"] for s in r["onednn"]["shapes"] if s["kind"] == "convolution") / r["steps"])
+def _conv_ms_per_step(r: RankProfile) -> float:
+    return float(sum(s.time_ms for s in r.onednn.shapes if s.kind == "convolution") / r.steps)
 
 
 def _disagree(what: str, values: Sequence[tuple[str, float]], noise: float) -> str | None:
@@ -167,35 +166,34 @@ def _disagree(what: str, values: Sequence[tuple[str, float]], noise: float) -> s
             f"noise {noise:.0%})")
 
 
-def _ranks_agree(target: Target) -> list[Finding]:
+def _ranks_agree(target: ProfiledTarget) -> list[Finding]:
     """Data-parallel ranks run the same primitives on the same shapes: their oneDNN convolution time per
     step must agree within the steps' own spread."""
-    results = target["results"]
-    noise = max(_noise(r["plain_step_ms"]) for r in results)
+    results = target.results
+    noise = max(_noise(r.plain_step_ms) for r in results)
     msgs = [_disagree("convolution ms per step (oneDNN log)",
                       [(f"rank {i}", _conv_ms_per_step(r)) for i, r in enumerate(results)], noise)]
-    if all("peak" in r for r in results):
+    if all(r.peak is not None for r in results):
         msgs.append(_disagree("GEMM peak, GFLOP/s", [(f"rank {i}", _gemm(r)) for i, r in enumerate(results)], noise))
-    return [Finding(target["label"], "same work disagrees", m) for m in msgs if m]
+    return [Finding(target.label, "same work disagrees", m) for m in msgs if m]
 
 
-def _gemm(r: Mapping[str, Any]) -> float:
-    peak: Mapping[str, Any] = r["peak"]
-    return float(peak.get("gemm_gflops", peak["gflops"]))
+def _gemm(r: RankProfile) -> float:
+    return float(r.peak.gemm) if r.peak is not None else 0.0
 
 
 def check_target(target: Target) -> list[Finding]:
     """Every check that one target's own data can fail; what `orch profile` repeats a pass for."""
-    out = _cpu_shares(target)
-    if all("plain_step_ms" in r for r in target["results"]):
-        out += (_overheads(target) + _roof(target) + _efficiency(target) + _replay_setting(target)
-                + _ranks_agree(target))
+    t = as_target(target)
+    out = _cpu_shares(t)
+    if all(r.plain_step_ms for r in t.results):
+        out += _overheads(t) + _roof(t) + _efficiency(t) + _replay_setting(t) + _ranks_agree(t)
     return out
 
 
-def _conv_work(r: Mapping[str, Any]) -> frozenset[tuple[Any, ...]]:
-    return frozenset((s["kind"], s["direction"], s["problem"], s["dtype"], s["calls"])
-                     for s in r["onednn"]["shapes"] if s["kind"] == "convolution")
+def _conv_work(r: RankProfile) -> frozenset[tuple[Any, ...]]:
+    return frozenset((s.kind, s.direction, s.problem, s.dtype, s.calls)
+                     for s in r.onednn.shapes if s.kind == "convolution")
 
 
 def check_across(targets: Sequence[Target]) -> list[Finding]:
@@ -203,23 +201,23 @@ def check_across(targets: Sequence[Target]) -> list[Finding]:
     convolution problems (variants that change something else), and the GEMM peak of ranks with the same
     threads and precision. Each disagreement is a finding on every target involved."""
     out: list[Finding] = []
-    groups: dict[Any, list[Target]] = {}
-    for t in targets:
-        r0 = t["results"][0]
-        groups.setdefault(("conv", t["ranks"], t["threads"], t["local_batch"], _conv_work(r0)), []).append(t)
-        groups.setdefault(("peak", t["threads"], r0["peak"].get("precision")), []).append(t)
+    groups: dict[Any, list[ProfiledTarget]] = {}
+    for t in map(as_target, targets):
+        r0 = t.results[0]
+        groups.setdefault(("conv", t.ranks, t.threads, t.local_batch, _conv_work(r0)), []).append(t)
+        groups.setdefault(("peak", t.threads, r0.peak.precision if r0.peak else None), []).append(t)
     for key, members in groups.items():
         if len(members) < 2:
             continue
-        noise = max(_noise(t["results"][0]["plain_step_ms"]) for t in members)
+        noise = max(_noise(t.results[0].plain_step_ms) for t in members)
         if key[0] == "conv":
-            msg = _disagree("the same convolutions, ms per step", [(t["label"], _conv_ms_per_step(t["results"][0]))
+            msg = _disagree("the same convolutions, ms per step", [(t.label, _conv_ms_per_step(t.results[0]))
                                                                    for t in members], noise)
         else:
             msg = _disagree(f"GEMM peak at {key[1]} thread(s), {key[2]}, GFLOP/s",
-                            [(t["label"], _gemm(t["results"][0])) for t in members], noise)
+                            [(t.label, _gemm(t.results[0])) for t in members], noise)
         if msg:
-            out += [Finding(t["label"], "same work disagrees", msg) for t in members]
+            out += [Finding(t.label, "same work disagrees", msg) for t in members]
     return out
 
 

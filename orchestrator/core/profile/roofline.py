@@ -68,24 +68,42 @@ class Cost:
         return self.flops / self.bytes if self.bytes else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """A descriptor's `name<number>` tokens (`mb2`, `ic3`, `kh3`, ...), the first of each name kept."""
+
+    values: dict[str, int]
+
+    @classmethod
+    def parse(cls, desc: str) -> Tokens:
+        values: dict[str, int] = {}
+        for name, number in _TOKEN.findall(desc.replace("_", "")):
+            values.setdefault(name, int(number))
+        return cls(values)
+
+    def has(self, *names: str) -> bool:
+        return all(n in self.values for n in names)
+
+    def dim(self, name: str, default: int) -> int:
+        return self.values.get(name, default)
+
+    def spatial(self, letter: str, default: int) -> tuple[int, int, int]:
+        """(depth, height, width) of one letter: `i` input, `o` output, `k` kernel, `s` stride, ..."""
+        return self.dim(f"{letter}d", default), self.dim(f"{letter}h", default), self.dim(f"{letter}w", default)
+
+
 def conv_problem(desc: str) -> Conv:
     """Parse oneDNN's convolution descriptor, e.g. `mb2_g32ic128oc128_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1`.
     Absent dimensions take oneDNN's defaults (g1, stride 1, no dilation, no padding)."""
-    values: dict[str, int] = {}
-    for name, number in _TOKEN.findall(desc.replace("_", "")):
-        values.setdefault(name, int(number))
-    missing = [k for k in ("mb", "ic", "oc") if k not in values]
-    if missing or not any(k in values for k in ("iw", "ih", "id")):
+    t = Tokens.parse(desc)
+    missing = [k for k in ("mb", "ic", "oc") if not t.has(k)]
+    if missing or not any(t.has(k) for k in ("iw", "ih", "id")):
         raise ValueError(f"not a convolution descriptor: {desc!r} (missing {missing or 'spatial sizes'})")
-
-    def dims(letter: str, default: int) -> tuple[int, int, int]:
-        return (values.get(f"{letter}d", default), values.get(f"{letter}h", default), values.get(f"{letter}w", default))
-
-    in_sp = (values.get("id", 1), values.get("ih", 1), values.get("iw", 1))
-    out_sp = (values.get("od", in_sp[0]), values.get("oh", in_sp[1]), values.get("ow", in_sp[2]))
-    return Conv(mb=values["mb"], groups=values.get("g", 1), ic=values["ic"], oc=values["oc"], in_spatial=in_sp,
-                out_spatial=out_sp, kernel=dims("k", 1), stride=dims("s", 1), padding=dims("p", 0),
-                dilation=dims("d", 0))
+    in_sp = t.spatial("i", 1)
+    out_sp = (t.dim("od", in_sp[0]), t.dim("oh", in_sp[1]), t.dim("ow", in_sp[2]))
+    return Conv(mb=t.dim("mb", 0), groups=t.dim("g", 1), ic=t.dim("ic", 0), oc=t.dim("oc", 0), in_spatial=in_sp,
+                out_spatial=out_sp, kernel=t.spatial("k", 1), stride=t.spatial("s", 1), padding=t.spatial("p", 0),
+                dilation=t.spatial("d", 0))
 
 
 def valid_taps(outputs: int, inputs: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
@@ -144,11 +162,11 @@ def matmul_cost(mm: Matmul, element_bytes: int) -> Cost:
 
 def inner_product_cost(desc: str, element_bytes: int) -> Cost:
     """`mb2ic512oc10` or `mb2ic64ih7iw7oc10`: N × (IC·spatial) times (IC·spatial) × OC."""
-    values = {name: int(n) for name, n in _TOKEN.findall(desc.replace("_", ""))}
-    if not all(k in values for k in ("mb", "ic", "oc")):
+    t = _last_tokens(desc)
+    if not t.has("mb", "ic", "oc"):
         raise ValueError(f"not an inner-product descriptor: {desc!r}")
-    k = values["ic"] * values.get("id", 1) * values.get("ih", 1) * values.get("iw", 1)
-    return matmul_cost(Matmul(1, values["mb"], k, values["oc"]), element_bytes)
+    k = t.dim("ic", 0) * math.prod(t.spatial("i", 1))
+    return matmul_cost(Matmul(1, t.dim("mb", 0), k, t.dim("oc", 0)), element_bytes)
 
 
 def elements_of(desc: str) -> int:
@@ -156,10 +174,20 @@ def elements_of(desc: str) -> int:
     descriptor (batch/layer normalization): the tensor the primitive streams through."""
     if re.fullmatch(r"\d+(x\d+)*", desc):
         return math.prod(int(x) for x in desc.split("x"))
-    values = {name: int(n) for name, n in _TOKEN.findall(desc.replace("_", ""))}
-    if "mb" in values and "ic" in values:
-        return values["mb"] * values["ic"] * values.get("id", 1) * values.get("ih", 1) * values.get("iw", 1)
+    t = _last_tokens(desc)
+    if t.has("mb", "ic"):
+        return t.dim("mb", 0) * t.dim("ic", 0) * math.prod(t.spatial("i", 1))
     raise ValueError(f"no tensor size in descriptor {desc!r}")
+
+
+def _last_tokens(desc: str) -> Tokens:
+    """Tokens with the last of each name kept (how the inner-product and normalization readers always read)."""
+    return Tokens({name: int(n) for name, n in _TOKEN.findall(desc.replace("_", ""))})
+
+
+def _element_bytes(dtype: str, default: int) -> int:
+    """Bytes of one element of a oneDNN data type; `default` for a type not listed."""
+    return ELEMENT_BYTES.get(dtype, default)
 
 
 def primitive_cost(kind: str, desc: str, dtype: str, dst_dtype: str | None = None) -> Cost | None:
@@ -167,8 +195,8 @@ def primitive_cost(kind: str, desc: str, dtype: str, dst_dtype: str | None = Non
     Streaming kinds (eltwise, binary, normalization) do about one FLOP per element and read and write each
     element once. A reorder does no arithmetic and reads its source in `dtype` and writes its destination
     in `dst_dtype` (f32 → bf16 moves 4 + 2 bytes per element, not 4 + 4)."""
-    size = ELEMENT_BYTES.get(dtype, 4)
-    dst_size = ELEMENT_BYTES.get(dst_dtype or dtype, size)
+    size = _element_bytes(dtype, 4)
+    dst_size = _element_bytes(dst_dtype or dtype, size)
     try:
         if kind in ("convolution", "deconvolution"):
             return conv_cost(conv_problem(desc), size, deconvolution=kind == "deconvolution")

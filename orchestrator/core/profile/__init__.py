@@ -1,0 +1,12 @@
+"""What `orch profile` measures, read and judged: pure (no torch, no files, no clock).
+
+- `layout`: the `RxTxB` strings that name a profiled layout;
+- `onednn_verbose`: oneDNN's verbose lines parsed and aggregated per kind and per problem;
+- `events`: layer times and step coverage from the profiler's ranges;
+- `roofline`: FLOPs and bytes of a primitive as benchdnn counts them, and the roofline;
+- `analysis`: `orch profile`'s tables from the ranks' profile results;
+- `checks`: the physical bounds that mark a measurement disturbed;
+- `projection`: a profiled step projected onto another CPU from its primitives;
+- `result`: a profiled target as saved (`profile-result.json`) and every rank's profile, typed; built on
+  `record`, the frozen dataclasses read from JSON and written back byte for byte.
+"""
