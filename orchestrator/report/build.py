@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core import convergence as conv
 from orchestrator.core import tables as tab
 from orchestrator.core import time_to_train as ttt
+from orchestrator.core.records import Records
 from orchestrator.core.table import Table
 from orchestrator.core.topology import topology_from_data
 from orchestrator.io.store import Results
@@ -102,7 +103,7 @@ def analyze(results: Results) -> ReportData:
     )
 
 
-def _prediction(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _prediction(records: Records) -> dict[str, Any]:
     """The Prediction section: the models `orch predict` fits, with their held-out validation; nothing
     when the records cannot support a fit (the section then says which cells would)."""
     from orchestrator.core.predict import tables as ptab

@@ -10,11 +10,12 @@ Each plot function returns None when it has no data, so a partial sweep gets onl
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.convergence import BatchConvergence
+from orchestrator.core.records import Record
 from orchestrator.core.table import Table
 from orchestrator.core.tables import layout_label, samples_per_s, throughput_index
 from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
@@ -70,7 +71,7 @@ def _colormap(name: str):
     return colormaps[name]
 
 
-def throughput_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
+def throughput_figure(records: Iterable[Record]) -> Figure | None:
     """Samples/s versus total cores (ranks × threads), one line per thread count, one panel per local
     batch. Along a line only the rank count changes."""
     index = throughput_index(records)
