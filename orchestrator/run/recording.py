@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from orchestrator.core import records as rec
 from orchestrator.core.measure import summarize
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.plan_view import placement_to_list
 from orchestrator.core.topology import Topology
+from orchestrator.run.job import RankResult
 from orchestrator.run.launcher import Outcome
 from orchestrator.run.trial import TrialRun
+
+Report = TypeVar("Report")
 
 
 def infeasible_record(p: PlannedTrial, backend: str) -> rec.Record:
@@ -22,12 +26,19 @@ def infeasible_record(p: PlannedTrial, backend: str) -> rec.Record:
                       global_batch=t.global_batch)
 
 
-def _section(outcome: Outcome | None, name: str) -> dict[str, Any]:
-    """A section of an ok rank's result (throughput, convergence, peak or allreduce); an ok trial has them all."""
-    section = getattr(outcome.result, name, None) if outcome is not None else None
-    if section is None:
+def _result(outcome: Outcome | None) -> RankResult:
+    """An ok rank's result; every rank of an ok trial has one."""
+    if outcome is None or outcome.result is None:
+        raise ValueError("an ok rank reported no result")
+    return outcome.result
+
+
+def _reports(run: TrialRun, section: Callable[[RankResult], Report | None], name: str) -> list[Report]:
+    """One section (throughput, convergence, peak or allreduce) of every rank of an ok trial."""
+    reports = [section(_result(o)) for o in run.outcomes]
+    if any(r is None for r in reports):
         raise ValueError(f"an ok rank reported no {name} section")
-    return section
+    return [r for r in reports if r is not None]
 
 
 def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> tuple[rec.PlacementEntry, ...]:
@@ -44,7 +55,7 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> tuple[rec.
                 torch_threads=result.threads)
             if result.startup_breakdown_s:   # where this rank's start-up went (rank_main.StartupClock)
                 entry = entry.with_fields(startup_breakdown_s=result.startup_breakdown_s)
-            check = (result.throughput or {}).get("allreduce_check")
+            check = result.throughput.allreduce_check if result.throughput is not None else None
             if check:
                 entry = entry.with_fields(allreduce_check=check)
         placed[i] = entry
@@ -56,8 +67,7 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> tuple[rec.
 
 def _communication(run: TrialRun) -> rec.CommunicationSection | None:
     """The first reporting rank's backend, version and CCL settings (the others differ only in CCL_LOCAL_RANK)."""
-    report = next((o.result.communication for o in run.outcomes if o and o.result and o.result.communication), None)
-    return rec.CommunicationSection.from_json(report) if report is not None else None
+    return next((o.result.communication for o in run.outcomes if o and o.result and o.result.communication), None)
 
 
 def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, started_at: float) -> dict[str, Any]:
@@ -75,21 +85,21 @@ def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, st
 
 def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputSection:
     """The trial's throughput from its ranks' reports: the slowest rank's time per repeat sets the rate."""
-    reports = [_section(o, "throughput") for o in run.outcomes]
-    summary = summarize(p.trial.global_batch, measure.timed_steps, [r["repeat_s"] for r in reports])
-    total_timed = sum(r["timed_s"] for r in reports)
+    reports = _reports(run, lambda r: r.throughput, "throughput")
+    summary = summarize(p.trial.global_batch, measure.timed_steps, [r.repeat_s for r in reports])
+    total_timed = sum(r.timed_s for r in reports)
     first = reports[0]
     return rec.ThroughputSection(
         samples_per_s=summary.samples_per_s, samples_per_s_repeats=summary.samples_per_s_repeats, cv=summary.cv,
         timed_s_repeats=summary.timed_s_repeats, warmup_steps=measure.warmup_steps, timed_steps=measure.timed_steps,
         repeats=measure.repeats,
-        step_ms_median=[r["step_ms_median"] for r in reports], step_ms_p90=[r["step_ms_p90"] for r in reports],
-        data_wait_share=sum(r["data_wait_s"] for r in reports) / total_timed if total_timed else 0.0,
-        train_flops_per_sample=first["train_flops_per_sample"],
+        step_ms_median=[r.step_ms_median for r in reports], step_ms_p90=[r.step_ms_p90 for r in reports],
+        data_wait_share=sum(r.data_wait_s for r in reports) / total_timed if total_timed else 0.0,
+        train_flops_per_sample=first.train_flops_per_sample,
         # what the gradient all-reduce moves, for orch predict
-        gradient_bytes=first.get("gradient_bytes"), ddp_bucket_bytes=first.get("ddp_bucket_bytes"),
+        gradient_bytes=first.gradient_bytes, ddp_bucket_bytes=first.ddp_bucket_bytes,
         # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes
-        ddp_wire_dtype=first.get("ddp_wire_dtype"), ddp_wire_bucket_bytes=first.get("ddp_wire_bucket_bytes"))
+        ddp_wire_dtype=first.ddp_wire_dtype, ddp_wire_bucket_bytes=first.ddp_wire_bucket_bytes)
 
 
 def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,
@@ -107,11 +117,10 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
                                      base_lr=c.base_lr, base_batch=c.base_batch, warmup_epochs=c.warmup_epochs,
                                      eval_every_epochs=c.eval_every_epochs)
     if run.status == rec.OK:
-        report = _section(run.outcomes[0], "convergence")
+        report = _reports(run, lambda r: r.convergence, "convergence")[0]
         section = section.with_fields(
-            converged=report["converged"], epochs_to_target=report["epochs_to_target"],
-            epochs_run=report["epochs_run"], curve=report["curve"], lr=report["lr"], train_s=report["train_s"],
-            steps_per_epoch=report["steps_per_epoch"])
+            converged=report.converged, epochs_to_target=report.epochs_to_target, epochs_run=report.epochs_run,
+            curve=report.curve, lr=report.lr, train_s=report.train_s, steps_per_epoch=report.steps_per_epoch)
     else:
         section = section.only(*rec.CONVERGENCE_SPEC_KEYS)
     return rec.Record(kind=rec.CONVERGENCE, key=key, seed=seed, **fields, convergence=section)
@@ -122,11 +131,10 @@ def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology,
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     peak = None
     if run.status == rec.OK:
-        reports = [_section(o, "peak") for o in run.outcomes]
-        peak = rec.PeakSection(precision=reports[0]["precision"], gemm_size=reports[0]["gemm_size"],
-                               gflops=sum(r["gflops"] for r in reports),
-                               best_gflops=sum(r["best_gflops"] for r in reports),
-                               per_rank_gflops=[r["gflops"] for r in reports], concurrent=True)
+        reports = _reports(run, lambda r: r.peak, "peak")
+        peak = rec.PeakSection(precision=reports[0].precision, gemm_size=reports[0].gemm_size,
+                               gflops=sum(r.gflops for r in reports), best_gflops=sum(r.best_gflops for r in reports),
+                               per_rank_gflops=[r.gflops for r in reports], concurrent=True)
     return rec.Record(kind=rec.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
                       status=rec.Status(run.status), reason=run.reason, placement=_placement(p, topology, run),
                       started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, peak=peak,
@@ -138,13 +146,13 @@ def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, top
     """One calibration trial: per message size, the slowest rank's median all-reduce time."""
     section = None
     if run.status == rec.OK:
-        reports = [_section(o, "allreduce") for o in run.outcomes]
+        reports = _reports(run, lambda r: r.allreduce, "allreduce")
+        sizes = reports[0].sizes_bytes
         section = rec.AllreduceSection(
-            link=link, ranks=p.trial.ranks, dtype=reports[0]["dtype"],
+            link=link, ranks=p.trial.ranks, dtype=reports[0].dtype,
             # gloo's CPU all-reduce is a ring; ccl picks by size, so its fit is an effective ring
             algorithm="ring" if backend == "gloo" else f"{backend} (auto)",
-            sizes_bytes=reports[0]["sizes_bytes"],
-            time_s=[max(r["time_s"][i] for r in reports) for i in range(len(reports[0]["sizes_bytes"]))])
+            sizes_bytes=sizes, time_s=[max(r.time_s[i] for r in reports) for i in range(len(sizes))])
     return rec.Record(
         kind=rec.ALLREDUCE, key=key, ranks=p.trial.ranks, threads_per_rank=1, status=rec.Status(run.status),
         reason=run.reason, backend=backend, communication=_communication(run), placement=_placement(p, topology, run),
