@@ -41,7 +41,8 @@ class Results:
 
     @property
     def derived(self) -> dict[str, Any]:
-        return self.spec.get("derived", {})
+        derived: dict[str, Any] = self.spec.get("derived", {})
+        return derived
 
     @property
     def sweep_spec(self) -> dict[str, Any]:
@@ -57,7 +58,8 @@ class NotAResultsFolder(ValueError):
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
     except FileNotFoundError:
         return {}
     except json.JSONDecodeError as err:

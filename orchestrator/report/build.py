@@ -12,7 +12,7 @@ renderables. Output is deterministic (no generation time, no absolute paths) so 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ from orchestrator.report.render import to_csv, to_json, to_rich
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from rich.console import RenderableType
 
 FORMATS = ("md", "csv", "json", "png")
 REPORT_FILE = "report.md"
@@ -175,7 +176,7 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
     return written
 
 
-def _figures(data: ReportData, results: Results):
+def _figures(data: ReportData, results: Results) -> Iterator[tuple[str, str, Figure]]:
     """(section, file name, figure) for every plot that has data."""
     candidates: list[tuple[str, str, Callable[[], Figure | None]]] = [
         ("Scalability", f"{t.name}.png", partial(plots.heatmap_figure, t)) for t in data.scalability]
@@ -194,7 +195,7 @@ def _figures(data: ReportData, results: Results):
             yield section, name, fig
 
 
-def terminal_report(results: Results) -> list:
+def terminal_report(results: Results) -> list[RenderableType]:
     """Rich renderables: a summary, then every table under its section heading (for `orch report
     --format terminal` and the end of `orch sweep`)."""
     from rich.rule import Rule
@@ -202,7 +203,7 @@ def terminal_report(results: Results) -> list:
 
     data = analyze(results)
     name = results.sweep_spec.get("name") or results.path.name
-    out: list = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
+    out: list[RenderableType] = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
     for section, tables in data.sections():
         out.append(Rule(section, style="dim"))
         out += [to_rich(t) for t in tables] if tables else [Text(markdown.empty_message(results, section))]

@@ -269,7 +269,7 @@ class _SpecDumper(yaml.SafeDumper):
     """Block mappings, but lists of plain values on one line (`ranks: [1, 2, 4]`), as sweep files are written."""
 
 
-def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
     flow = all(not isinstance(item, (list, dict)) for item in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
 

@@ -21,6 +21,8 @@ from orchestrator.core.tables import layout_label, samples_per_s, throughput_ind
 from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.colors import Colormap
     from matplotlib.figure import Figure
 
 DPI = 110
@@ -65,7 +67,7 @@ def heatmap_figure(table: Table) -> Figure | None:
     return fig
 
 
-def _colormap(name: str):
+def _colormap(name: str) -> Colormap:
     from matplotlib import colormaps
 
     return colormaps[name]
@@ -98,7 +100,7 @@ def throughput_figure(records: Iterable[Record]) -> Figure | None:
     return fig
 
 
-def _integer_ticks(ax, ticks: Sequence[int]) -> None:
+def _integer_ticks(ax: Axes, ticks: Sequence[int]) -> None:
     ax.set_xticks(list(ticks), labels=[str(t) for t in ticks])
     ax.minorticks_off()
 
