@@ -283,6 +283,24 @@ class Record(JsonObject):
         return [line for line in (self.reason or "").splitlines() if line.strip()]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Derived(JsonObject):
+    """spec.json's `derived` section (io.store): what the sweep resolved from its spec, which the record
+    readers take beside the records (the grid's axes widen the tables; samples per epoch give time-to-train)."""
+
+    samples_per_epoch: int | None = None
+    ranks: list[int] | None = None
+    threads: list[int] | None = None
+    local_batches: list[int] | None = None
+    workload: str | None = None
+    metric: str | None = None
+
+    @staticmethod
+    def of(derived: Derived | Mapping[str, Any]) -> Derived:
+        """`derived` typed (itself when it is), from spec.json's object."""
+        return derived if isinstance(derived, Derived) else Derived.from_json(derived)
+
+
 @dataclass(frozen=True, slots=True)
 class Records:
     """The records of a sweep, with the questions its readers ask of them."""
@@ -354,9 +372,8 @@ def parse_lines(lines: Iterable[str]) -> tuple[Records, list[str]]:
 
 def _record(data: Any) -> Record | None:
     """The record of a parsed line, or None when it is not one of this schema."""
-    if not isinstance(data, Mapping) or data.get("schema") != SCHEMA_VERSION or "key" not in data:
-        return None
     try:
-        return Record.from_json(data)
-    except (TypeError, ValueError):
+        record = Record.from_json(data)
+    except (TypeError, ValueError):   # not an object, a key or kind missing, an unknown status or kind
         return None
+    return record if record.has("schema") and record.schema == SCHEMA_VERSION else None

@@ -74,13 +74,13 @@ def throughput_index(records: Iterable[rec.Record]) -> dict[Trial, rec.Record]:
     return rec.Records.of(records).by_trial()
 
 
-def grid_axes(records: Iterable[rec.Record], derived: Mapping[str, Any]) -> Axes:
+def grid_axes(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> Axes:
     """The axes from spec.json's derived section, widened by any value the records hold (a record from
     an older grid must not vanish from the tables)."""
-    index = throughput_index(records)
-    ranks = set(derived.get("ranks") or ()) | {p.ranks for p in index}
-    threads = set(derived.get("threads") or ()) | {p.threads_per_rank for p in index}
-    batches = set(derived.get("local_batches") or ()) | {p.local_batch for p in index}
+    index, grid = throughput_index(records), rec.Derived.of(derived)
+    ranks = set(grid.ranks or ()) | {p.ranks for p in index}
+    threads = set(grid.threads or ()) | {p.threads_per_rank for p in index}
+    batches = set(grid.local_batches or ()) | {p.local_batch for p in index}
     return Axes(tuple(sorted(ranks)), tuple(sorted(threads)), tuple(sorted(batches)))
 
 
@@ -153,7 +153,7 @@ def find_baseline(index: Mapping[Trial, rec.Record], axes: Axes, local_batch: in
 CellValue = Callable[[Trial, rec.Record, float, "Baseline"], tuple[Cell | None, str | None]]
 
 
-def _grid_table(records: Iterable[rec.Record], derived: Mapping[str, Any], *, name: str, title: str,
+def _grid_table(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any], *, name: str, title: str,
                 caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True) -> list[Table]:
     """One table per local batch. `value(point, ok_record, samples_per_s, baseline)` gives the cell of an ok
     point, or (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
@@ -186,7 +186,7 @@ def _baseline_words(base: Baseline | None) -> str:
     return f"{base.note} {text}" if base.note else text
 
 
-def scalability_tables(records: Iterable[rec.Record], derived: Mapping[str, Any]) -> list[Table]:
+def scalability_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Median global throughput normalized to the baseline cell (see `find_baseline`), per local batch.
 
     Example: baseline 1×1 at 4,000 samples/s, 2 ranks × 1 thread at 7,600 → cell '1.90'.
@@ -202,7 +202,7 @@ def scalability_tables(records: Iterable[rec.Record], derived: Mapping[str, Any]
                        title="Scalability, local batch {batch}: throughput normalized to the baseline")
 
 
-def throughput_tables(records: Iterable[rec.Record], derived: Mapping[str, Any]) -> list[Table]:
+def throughput_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Median global samples/s with the coefficient of variation over repeats, e.g. '7,600 ±1.2%'
     (a record's `cv` is a fraction: 0.012 is 1.2 %)."""
     def value(point: Trial, record: rec.Record, sps: float, base: Baseline) -> tuple[Cell, None]:
@@ -218,7 +218,7 @@ def throughput_tables(records: Iterable[rec.Record], derived: Mapping[str, Any])
                        title="Throughput, local batch {batch}: samples/s (± CV over repeats)")
 
 
-def efficiency_tables(records: Iterable[rec.Record], derived: Mapping[str, Any]) -> list[Table]:
+def efficiency_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Scaling efficiency in percent: speedup over the baseline ÷ (cores ÷ baseline cores).
 
     Example: baseline 1×1 (1 core) at 4,000 samples/s; 2 ranks × 2 threads (4 cores) at 13,000 →
@@ -236,7 +236,7 @@ def efficiency_tables(records: Iterable[rec.Record], derived: Mapping[str, Any])
                        title="Scaling efficiency, local batch {batch} (%)")
 
 
-def weak_scaling_tables(records: Iterable[rec.Record], derived: Mapping[str, Any]) -> list[Table]:
+def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Weak-scaling efficiency along the rank axis in percent: throughput(R ranks) ÷ (R × throughput(1
     rank)) at the same threads per rank and local batch (the global batch grows with R). When the rank axis
     does not start at 1, its first value R0 is the reference: throughput(R) ÷ (R/R0 × throughput(R0)).

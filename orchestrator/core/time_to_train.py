@@ -73,12 +73,12 @@ class LayoutTime:
         return self.point.global_batch
 
 
-def layout_times(records: Iterable[rec.Record], derived: Mapping[str, Any],
+def layout_times(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any],
                  batches: Sequence[BatchConvergence]) -> list[LayoutTime]:
     """Time-to-train of every ok throughput layout, ordered by cores, then ranks, threads, local batch."""
     index = throughput_index(records)
     by_batch = {b.global_batch: b for b in batches}
-    samples_per_epoch = derived.get("samples_per_epoch")
+    samples_per_epoch = rec.Derived.of(derived).samples_per_epoch
     times = []
     ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
     for point in sorted(ok, key=lambda p: (p.cores, p)):

@@ -40,9 +40,9 @@ class Results:
     errors: list[str] = field(default_factory=list)   # lines skipped while reading, for the user
 
     @property
-    def derived(self) -> dict[str, Any]:
-        derived: dict[str, Any] = self.spec.get("derived", {})
-        return derived
+    def derived(self) -> rec.Derived:
+        """spec.json's `derived` section (empty for a folder without one)."""
+        return rec.Derived.from_json(self.spec.get("derived") or {})
 
     @property
     def sweep_spec(self) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def analyze(results: Results) -> ReportData:
         convergence=batches,
         convergence_table=conv.convergence_table(batches, planned_seeds(results)),
         times=times,
-        time_to_train=ttt.time_to_train_table(times, derived.get("samples_per_epoch")),
+        time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
         rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
                           when=results.environment.get("started_at") or ""),
         **_prediction(records),
@@ -123,7 +123,7 @@ def _prediction(records: Records) -> dict[str, Any]:
 
 def benchmark_name(results: Results) -> str:
     """The workload's name, as the RCP file's benchmark and in its file name."""
-    return results.derived.get("workload") or (results.sweep_spec.get("workload") or {}).get("name") or "workload"
+    return results.derived.workload or (results.sweep_spec.get("workload") or {}).get("name") or "workload"
 
 
 def rcp_file_name(results: Results) -> str:
