@@ -1,5 +1,5 @@
-"""Record builders shared by the core, run and report tests: the smallest valid records (every key present, as
-`orchestrator.core.records.make_record` makes them) carrying just the numbers a test computes by hand."""
+"""Record builders shared by the core, run and report tests: the smallest valid records (`orchestrator.core.records.
+Record`, keyed by the production key functions) carrying just the numbers a test computes by hand."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from orchestrator.core import records as rec
+from orchestrator.core.grid import Trial
 
 # Tests marked `needs_cpus(n)` skip where this process may use fewer than n CPUs. A CI runner that ought to
 # have them sets ORCH_REQUIRE_CPUS=n: there a shortfall fails the test instead, so a one-CPU runner cannot
@@ -72,46 +73,55 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"skipped: {len(skipped)} test(s): {detail}")
 
 
+def _layout(ranks, threads, batch):
+    return dict(ranks=ranks, threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch)
+
+
 def tp(ranks, threads, batch, samples_per_s, *, cv=0.01, flops=None):
-    return rec.make_record(kind="throughput", key=f"r{ranks}-t{threads}-b{batch}", status="ok", ranks=ranks,
-                           threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch,
-                           throughput={"samples_per_s": samples_per_s, "cv": cv, "train_flops_per_sample": flops})
+    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.OK,
+                      **_layout(ranks, threads, batch),
+                      throughput=rec.ThroughputSection(samples_per_s=samples_per_s, cv=cv,
+                                                       train_flops_per_sample=flops))
 
 
 def infeasible(ranks, threads, batch, *messages):
-    return rec.make_record(kind="throughput", key=f"r{ranks}-t{threads}-b{batch}", status="infeasible",
-                           ranks=ranks, threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch,
-                           reasons=[{"code": "cores", "message": m} for m in messages])
+    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.INFEASIBLE,
+                      **_layout(ranks, threads, batch),
+                      reasons=tuple(rec.ReasonEntry(code="cores", message=m).only("code", "message")
+                                    for m in messages))
 
 
 def bad(ranks, threads, batch, status, reason=None):
-    return rec.make_record(kind="throughput", key=f"r{ranks}-t{threads}-b{batch}", status=status, ranks=ranks,
-                           threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch, reason=reason)
+    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.Status(status),
+                      **_layout(ranks, threads, batch), reason=reason)
 
 
 def conv(global_batch, seed, epochs, *, max_epochs=10.0, status="ok", reason=None, layout=None, lr=0.1):
     """`epochs=None`: the seed ran to max_epochs without reaching the target."""
     ranks, threads, batch = layout or (1, 1, global_batch)
-    return rec.make_record(
-        kind="convergence", key=f"conv-g{global_batch}-s{seed}", status=status, ranks=ranks,
+    return rec.Record(
+        kind=rec.CONVERGENCE, key=rec.convergence_key(global_batch, seed), status=rec.Status(status), ranks=ranks,
         threads_per_rank=threads, local_batch=batch, global_batch=global_batch, seed=seed, reason=reason,
-        convergence={"metric": "accuracy", "target": 0.9, "converged": epochs is not None,
-                     "epochs_to_target": epochs, "max_epochs": max_epochs, "lr_rule": "linear", "base_lr": 0.1,
-                     "base_batch": 32, "lr": lr, "warmup_epochs": 1.0})
+        convergence=rec.ConvergenceSection(metric="accuracy", target=0.9, converged=epochs is not None,
+                                           epochs_to_target=epochs, max_epochs=max_epochs, lr_rule="linear",
+                                           base_lr=0.1, base_batch=32, lr=lr, warmup_epochs=1.0))
 
 
 def peak(threads, gflops, precision="fp32"):
-    return rec.make_record(kind="peak", key=f"peak-t{threads}-{precision}", status="ok", ranks=1,
-                           threads_per_rank=threads, peak={"precision": precision, "gflops": gflops, "gemm_size": 4096})
+    """A peak as orch recorded it before layouts were measured at once: one rank's, keyed without the ranks."""
+    return rec.Record(kind=rec.PEAK, key=rec.one_rank_peak_key(threads, precision), status=rec.OK,
+                      ranks=1, threads_per_rank=threads,
+                      peak=rec.PeakSection(precision=precision, gflops=gflops, gemm_size=4096)
+                      .only("precision", "gflops", "gemm_size"))
 
 
 def peak_at_once(ranks, threads, per_rank_gflops, precision="fp32"):
     """A layout's peak as orch now records it: every rank's GEMM rate while all of them ran at once."""
-    return rec.make_record(kind="peak", key=f"peak-r{ranks}-t{threads}-{precision}", status="ok", ranks=ranks,
-                           threads_per_rank=threads,
-                           peak={"precision": precision, "gflops": sum(per_rank_gflops),
-                                 "best_gflops": sum(per_rank_gflops) * 1.02, "gemm_size": 2048,
-                                 "per_rank_gflops": list(per_rank_gflops), "concurrent": True})
+    return rec.Record(kind=rec.PEAK, key=rec.peak_key(ranks, threads, precision), status=rec.OK, ranks=ranks,
+                      threads_per_rank=threads,
+                      peak=rec.PeakSection(precision=precision, gflops=sum(per_rank_gflops),
+                                           best_gflops=sum(per_rank_gflops) * 1.02, gemm_size=2048,
+                                           per_rank_gflops=list(per_rank_gflops), concurrent=True))
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "predict", help="predict throughput, epochs and time-to-train for layouts and clusters not run",
         description="Fit a step-time model (compute ⊕ all-reduce, see docs/prediction.md) to RESULTS_DIR's measured "

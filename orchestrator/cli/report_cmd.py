@@ -10,7 +10,7 @@ from orchestrator.cli.common import EXIT_OK, console, fail_input
 FORMAT_CHOICES = ("terminal", "md", "csv", "json", "png", "all")
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "report", help="tables, plots and a Markdown report from a results folder",
         description="Read RESULTS_DIR (a folder written by `orch sweep`) and produce the scalability tables (rows: "

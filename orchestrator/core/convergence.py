@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
@@ -112,13 +112,13 @@ class BatchConvergence:
         return max(caps) if caps else None
 
 
-def seed_run(record: Mapping[str, Any]) -> SeedRun:
+def seed_run(record: rec.Record) -> SeedRun:
     """A convergence record as a SeedRun; failed, oom and timeout runs count as not converged."""
-    conv = record.get("convergence") or {}
-    converged = record.get("status") == rec.OK and conv.get("converged") and conv.get("epochs_to_target") is not None
-    reason = next((line for line in str(record.get("reason") or "").splitlines() if line.strip()), None)
-    return SeedRun(record.get("seed"), record_trial(record), cast(str, record.get("status")),
-                   float(conv["epochs_to_target"]) if converged else None, conv.get("max_epochs"), reason)
+    conv = record.convergence or rec.ConvergenceSection()
+    epochs = conv.epochs_to_target if record.ok and conv.converged else None
+    reason = next(iter(record.reason_lines()), None)
+    return SeedRun(record.seed, record_trial(record), record.status, float(epochs) if epochs is not None else None,
+                   conv.max_epochs, reason)
 
 
 def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> BatchConvergence:
@@ -140,25 +140,25 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> Batch
     return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method, **extra)
 
 
-def convergence_by_batch(records: Iterable[Mapping[str, Any]]) -> tuple[BatchConvergence, ...]:
+def convergence_by_batch(records: Iterable[rec.Record]) -> tuple[BatchConvergence, ...]:
     """One aggregate per global batch that has convergence records (infeasible ones never ran: skipped)."""
-    by_batch: dict[int, list[Mapping[str, Any]]] = {}
-    for r in records:
-        if r.get("kind") == rec.CONVERGENCE and r.get("status") != rec.INFEASIBLE:
-            by_batch.setdefault(r["global_batch"], []).append(r)
+    by_batch: dict[int, list[rec.Record]] = {}
+    for r in rec.Records.of(records).of_kind(rec.CONVERGENCE):
+        if r.status != rec.INFEASIBLE:
+            by_batch.setdefault(r.global_batch or 0, []).append(r)
     result = []
     for batch, group in sorted(by_batch.items()):
-        first: Mapping[str, Any] = next((r["convergence"] for r in group if r.get("convergence")), {})
+        first = next((r.convergence for r in group if r.convergence is not None), rec.ConvergenceSection())
         result.append(aggregate(batch, [seed_run(r) for r in group], hyperparams=rcp_hyperparams(first),
-                                metric=first.get("metric"), target=first.get("target")))
+                                metric=first.metric, target=first.target))
     return tuple(result)
 
 
-def rcp_hyperparams(conv: Mapping[str, Any]) -> dict[str, Any]:
-    """The learning-rate setup of a run, with MLPerf's key names where one exists."""
-    names = {"lr": "opt_base_learning_rate", "warmup_epochs": "opt_learning_rate_warmup_epochs",
-             "lr_rule": "lr_rule", "base_lr": "lr_at_base_batch", "base_batch": "base_batch"}
-    return {name: conv[key] for key, name in names.items() if conv.get(key) is not None}
+def rcp_hyperparams(conv: rec.ConvergenceSection) -> dict[str, Any]:
+    """The learning-rate setup of a run, with MLPerf's key names where one exists (in this order)."""
+    named = (("opt_base_learning_rate", conv.lr), ("opt_learning_rate_warmup_epochs", conv.warmup_epochs),
+             ("lr_rule", conv.lr_rule), ("lr_at_base_batch", conv.base_lr), ("base_batch", conv.base_batch))
+    return {name: value for name, value in named if value is not None}
 
 
 def reference_batch(batches: Sequence[BatchConvergence]) -> BatchConvergence | None:

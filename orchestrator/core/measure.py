@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 
 def repeat_throughputs(global_batch: int, timed_steps: int, repeat_s_per_rank: list[list[float]]) -> list[float]:
@@ -28,11 +29,17 @@ def coefficient_of_variation(values: list[float]) -> float:
     return statistics.stdev(values) / statistics.mean(values)
 
 
-def summarize(global_batch: int, timed_steps: int, repeat_s_per_rank: list[list[float]]) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class RepeatSummary:
+    """A trial's throughput over its repeats (the record's throughput section starts with these)."""
+
+    samples_per_s: float               # median over repeats
+    samples_per_s_repeats: list[float]
+    cv: float
+    timed_s_repeats: list[float]       # the slowest rank's time per repeat
+
+
+def summarize(global_batch: int, timed_steps: int, repeat_s_per_rank: list[list[float]]) -> RepeatSummary:
     per_repeat = repeat_throughputs(global_batch, timed_steps, repeat_s_per_rank)
-    return {
-        "samples_per_s": statistics.median(per_repeat),
-        "samples_per_s_repeats": per_repeat,
-        "cv": coefficient_of_variation(per_repeat),
-        "timed_s_repeats": [max(r[k] for r in repeat_s_per_rank) for k in range(len(per_repeat))],
-    }
+    return RepeatSummary(statistics.median(per_repeat), per_repeat, coefficient_of_variation(per_repeat),
+                         [max(r[k] for r in repeat_s_per_rank) for k in range(len(per_repeat))])

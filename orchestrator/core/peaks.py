@@ -9,9 +9,8 @@ says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestrator.core import records as rec
 
@@ -50,21 +49,20 @@ class Peaks:
         return LayoutPeak(ranks * alone, ranks == 1) if alone is not None else None
 
 
-def peak_index(records: Iterable[Mapping[str, Any]]) -> Peaks:
+def peak_index(records: Iterable[rec.Record]) -> Peaks:
     """Peaks from the ok peak records. A concurrent 1-rank measurement also serves as one rank's peak."""
     layouts: dict[tuple[int, int, str], float] = {}
     one_rank: dict[tuple[int, str], float] = {}
-    for r in records:
-        if r.get("kind") != rec.PEAK or r.get("status") != rec.OK or not r.get("peak"):
+    for r in rec.Records.of(records).ok(rec.PEAK):
+        peak, threads = r.peak, r.threads_per_rank or 0
+        if peak is None:
             continue
-        peak, threads = r["peak"], r["threads_per_rank"]
-        precision = peak.get("precision")
-        if peak.get("concurrent"):
-            layouts[(r["ranks"], threads, precision)] = peak["gflops"]
-            if r["ranks"] == 1:
-                one_rank.setdefault((threads, precision), peak["gflops"])
+        if peak.concurrent:
+            layouts[(r.ranks or 0, threads, peak.precision)] = peak.gflops
+            if r.ranks == 1:
+                one_rank.setdefault((threads, peak.precision), peak.gflops)
         else:  # an older record: one rank alone per threads count, which wins over a derived one
-            one_rank[(threads, precision)] = peak["gflops"]
+            one_rank[(threads, peak.precision)] = peak.gflops
     return Peaks(layouts, one_rank)
 
 

@@ -1,6 +1,10 @@
 """Trial records: one JSON object per line in `results/<sweep>/trials.jsonl`, with fixed keys.
 
-Every record has every key in `RECORD_KEYS` (null where it does not apply), so readers never guess.
+A record is a `Record`, its sections frozen dataclasses (`ThroughputSection`, ...), read and written by one
+generic `from_json`/`to_json` pair (`orchestrator.core.jsonobject`): a line read and written back is the same
+bytes, the keys an older orch did not write stay absent and keys this one does not know are kept. A record
+built here has every key in `RECORD_KEYS` (null where it does not apply), so readers never guess; they ask
+the `Records` collection (`ok(kind)`, `by_key()`, `by_trial()`, ...) and read fields, never keys.
 Parsing is pure and forgiving: `parse_lines` returns (records, errors) and skips a torn last line (a
 crash mid-write) instead of raising, as mlperf_logging's reader does.
 
@@ -36,12 +40,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-SCHEMA_VERSION = 1
+from orchestrator.core.grid import Trial
+from orchestrator.core.jsonobject import JsonObject, optional
 
+SCHEMA_VERSION = 1
 
 
 class Status(StrEnum):
@@ -68,6 +75,7 @@ STATUSES = tuple(Status)
 THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE = Kind.THROUGHPUT, Kind.CONVERGENCE, Kind.PEAK, Kind.ALLREDUCE
 KINDS = tuple(Kind)
 
+# The record's keys, in the order every record is written (`Record`'s fields are declared in it).
 RECORD_KEYS = (
     "schema",            # SCHEMA_VERSION
     "kind",              # one of KINDS
@@ -105,32 +113,241 @@ def peak_key(ranks: int, threads_per_rank: int, precision: str) -> str:
     return f"peak-r{ranks}-t{threads_per_rank}-{precision}"
 
 
-def make_record(**fields: Any) -> dict[str, Any]:
-    """A record with every key present; unknown keys are a programming error."""
-    unknown = set(fields) - set(RECORD_KEYS)
-    if unknown:
-        raise KeyError(f"unknown record keys: {sorted(unknown)}")
-    if fields.get("status") not in STATUSES:
-        raise ValueError(f"status must be one of {tuple(map(str, STATUSES))}, got {fields.get('status')!r}")
-    if fields.get("kind") not in KINDS:
-        raise ValueError(f"kind must be one of {tuple(map(str, KINDS))}, got {fields.get('kind')!r}")
-    record: dict[str, Any] = {key: None for key in RECORD_KEYS}
-    record.update(schema=SCHEMA_VERSION, reasons=[])
-    record.update(fields)
-    return record
+def one_rank_peak_key(threads_per_rank: int, precision: str) -> str:
+    """The key older orch gave one rank's peak on `threads_per_rank` cores, e.g. 'peak-t14-fp32' (it measured
+    no layout's peak at once); readers still meet it in results written then."""
+    return f"peak-t{threads_per_rank}-{precision}"
 
 
-def dumps(record: dict[str, Any]) -> str:
+def convergence_key(global_batch: int, seed: int) -> str:
+    """The key of one seed's convergence record, e.g. 'conv-g8-s0'."""
+    return f"conv-g{global_batch}-s{seed}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReasonEntry(JsonObject):
+    """Why a point is infeasible: a rule's code, its message for this cell, and its cell-independent summary."""
+
+    code: str
+    message: str
+    summary: str | None = None   # older records: absent
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CommunicationSection(JsonObject):
+    """What the ranks communicated with (run.comm.communication_report); the same from every rank but
+    CCL_LOCAL_RANK, so the record keeps the first one's."""
+
+    backend: str
+    version: str | None = None
+    oneccl: str | None = None
+    env: dict[str, str] | None = None
+    worker_threads_on_cpu: dict[str, int] | None = optional()   # ccl only: {cpu: threads bound there alone}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlacementEntry(JsonObject):
+    """Where one rank was placed, and (once it ran) what its process really had, read from the OS in it."""
+
+    rank: int
+    local_rank: int
+    node: int
+    node_name: str
+    socket: int
+    numa_nodes: list[int]
+    cpus: list[int]
+    ccl_cpus: list[int]
+    pin: str | None = optional()
+    pid: int | None = optional()
+    observed_cpus: list[int] | None = optional()
+    observed_main_thread_cpus: list[int] | None = optional()
+    torch_threads: int | None = optional()
+    startup_breakdown_s: dict[str, float] | None = optional()   # {phase: seconds}, creation to first step
+    allreduce_check: dict[str, list[float]] | None = optional()  # {local_grad_sums, synced_grad_sums}
+    ray_node_id: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThroughputSection(JsonObject):
+    samples_per_s: float                             # median over repeats, summed over ranks
+    samples_per_s_repeats: list[float] | None = None
+    cv: float | None = None                          # a fraction: 0.012 is 1.2 %
+    timed_s_repeats: list[float] | None = None
+    warmup_steps: int | None = None
+    timed_steps: int | None = None
+    repeats: int | None = None
+    step_ms_median: list[float] | None = None        # per rank
+    step_ms_p90: list[float] | None = None           # per rank
+    data_wait_share: float | None = None
+    train_flops_per_sample: float | None = None
+    gradient_bytes: int | None = None
+    ddp_bucket_bytes: list[int] | None = None        # null for one rank; in the gradients' dtype
+    ddp_wire_dtype: str | None = None
+    ddp_wire_bucket_bytes: list[int] | None = None   # what each bucket's all-reduce moves
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemorySection(JsonObject):
+    peak_uss_mib: list[float | None]   # per rank; null for a rank that never reported
+    budget_mib: list[float]            # per rank
+    estimate_mib: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConvergenceSection(JsonObject):
+    """The spec's convergence settings (always), then what the run reached (when it ran ok)."""
+
+    metric: str | None = None
+    target: float | None = None
+    max_epochs: float | None = None
+    lr_rule: str | None = None
+    base_lr: float | None = None
+    base_batch: int | None = None
+    warmup_epochs: float | None = None
+    eval_every_epochs: float | None = None
+    converged: bool | None = None
+    epochs_to_target: float | None = None   # None when it did not converge
+    epochs_run: float | None = None
+    curve: list[list[float]] | None = None   # [[epoch, value]]
+    lr: float | None = None
+    train_s: float | None = None
+    steps_per_epoch: int | None = None
+
+
+# The convergence section's keys that come from the spec: all a run that did not end ok writes.
+CONVERGENCE_SPEC_KEYS = ("metric", "target", "max_epochs", "lr_rule", "base_lr", "base_batch", "warmup_epochs",
+                         "eval_every_epochs")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeakSection(JsonObject):
+    precision: str
+    gemm_size: int | None = None
+    gflops: float = 0.0                          # summed over the ranks' median-matmul rates
+    best_gflops: float | None = None
+    per_rank_gflops: list[float] | None = None
+    concurrent: bool = False                     # older records: absent, one rank alone
+    precision_reason: str | None = optional()    # why this precision, when the plan chose it
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllreduceSection(JsonObject):
+    link: str
+    ranks: int
+    dtype: str
+    algorithm: str
+    sizes_bytes: list[int]
+    time_s: list[float]     # per size: the slowest rank's median
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Record(JsonObject):
+    """One trial record; its fields are `RECORD_KEYS`, in that order (see the module docstring)."""
+
+    schema: int = SCHEMA_VERSION
+    kind: Kind
+    key: str
+    status: Status
+    reason: str | None = None
+    reasons: tuple[ReasonEntry, ...] = ()
+    ranks: int | None = None
+    threads_per_rank: int | None = None
+    local_batch: int | None = None
+    global_batch: int | None = None
+    seed: int | None = None
+    backend: str | None = None
+    communication: CommunicationSection | None = None
+    placement: tuple[PlacementEntry, ...] | None = None
+    started_at: str | None = None
+    wall_s: float | None = None
+    startup_s: float | None = None
+    throughput: ThroughputSection | None = None
+    memory: MemorySection | None = None
+    convergence: ConvergenceSection | None = None
+    peak: PeakSection | None = None
+    allreduce: AllreduceSection | None = None
+    applied: dict[str, Any] | None = None
+    log_tail: str | list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @property
+    def trial(self) -> Trial:
+        """The grid point the record belongs to (its three layout fields; 0 where a hand-made one lacks them)."""
+        return Trial(self.ranks or 0, self.threads_per_rank or 0, self.local_batch or 0)
+
+    def reason_lines(self) -> list[str]:
+        """The non-blank lines of `reason`."""
+        return [line for line in (self.reason or "").splitlines() if line.strip()]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Derived(JsonObject):
+    """spec.json's `derived` section (io.store): what the sweep resolved from its spec, which the record
+    readers take beside the records (the grid's axes widen the tables; samples per epoch give time-to-train)."""
+
+    samples_per_epoch: int | None = None
+    ranks: list[int] | None = None
+    threads: list[int] | None = None
+    local_batches: list[int] | None = None
+    workload: str | None = None
+    metric: str | None = None
+
+    @staticmethod
+    def of(derived: Derived | Mapping[str, Any]) -> Derived:
+        """`derived` typed (itself when it is), from spec.json's object."""
+        return derived if isinstance(derived, Derived) else Derived.from_json(derived)
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """The records of a sweep, with the questions its readers ask of them."""
+
+    items: tuple[Record, ...] = ()
+
+    @staticmethod
+    def of(records: Iterable[Record]) -> Records:
+        """`records` as a collection (itself when it is one)."""
+        return records if isinstance(records, Records) else Records(tuple(records))
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def of_kind(self, kind: Kind) -> tuple[Record, ...]:
+        return tuple(r for r in self.items if r.kind == kind)
+
+    def ok(self, kind: Kind | None = None) -> tuple[Record, ...]:
+        """The ok records, of one kind or of all."""
+        return tuple(r for r in self.items if r.ok and (kind is None or r.kind == kind))
+
+    def failed(self) -> tuple[Record, ...]:
+        """The records that ran and did not end ok (failed, oom, timeout)."""
+        return tuple(r for r in self.items if r.status not in (Status.OK, Status.INFEASIBLE))
+
+    def by_key(self) -> dict[str, Record]:
+        return {r.key: r for r in self.items}
+
+    def by_trial(self) -> dict[Trial, Record]:
+        """The throughput records by their grid point."""
+        return {r.trial: r for r in self.of_kind(Kind.THROUGHPUT)}
+
+
+def dumps(record: Record) -> str:
     """One line of JSON (no NaN: it is not JSON)."""
-    return json.dumps(record, sort_keys=False, allow_nan=False, separators=(",", ":"))
+    return json.dumps(record.to_json(), sort_keys=False, allow_nan=False, separators=(",", ":"))
 
 
-def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
+def parse_lines(lines: Iterable[str]) -> tuple[Records, list[str]]:
     """Records from the lines of a trials file, and a message for each line that could not be used.
 
     A later record with the same key replaces an earlier one (a `--rerun` appends, never rewrites).
     """
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Record] = {}
     errors: list[str] = []
     numbered = list(enumerate(lines, start=1))
     for number, line in numbered:
@@ -138,15 +355,25 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
         if not text:
             continue
         try:
-            record = json.loads(text)
+            data = json.loads(text)
         except json.JSONDecodeError as err:
             last = number == numbered[-1][0]
             what = "torn last line (a write was interrupted); skipped" if last else f"not JSON ({err.msg}); skipped"
             errors.append(f"line {number}: {what}")
             continue
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA_VERSION or "key" not in record:
+        record = _record(data)
+        if record is None:
             errors.append(f"line {number}: not an orch record of schema {SCHEMA_VERSION}; skipped")
             continue
-        records.pop(record["key"], None)
-        records[record["key"]] = record
-    return list(records.values()), errors
+        records.pop(record.key, None)
+        records[record.key] = record
+    return Records(tuple(records.values())), errors
+
+
+def _record(data: Any) -> Record | None:
+    """The record of a parsed line, or None when it is not one of this schema."""
+    try:
+        record = Record.from_json(data)
+    except (TypeError, ValueError):   # not an object, a key or kind missing, an unknown status or kind
+        return None
+    return record if record.has("schema") and record.schema == SCHEMA_VERSION else None

@@ -12,9 +12,9 @@ with the reason in a lettered footnote.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
@@ -64,55 +64,51 @@ def describe_point(point: Trial) -> str:
             f"({cores} core{'s' if cores != 1 else ''})")
 
 
-def record_trial(record: Mapping[str, Any]) -> Trial:
+def record_trial(record: rec.Record) -> Trial:
     """The grid point a record belongs to."""
-    # Every record has the three keys (records.make_record); null only in a hand-made one.
-    return Trial(*(cast(int, record.get(key)) for key in ("ranks", "threads_per_rank", "local_batch")))
+    return record.trial
 
 
-def throughput_index(records: Iterable[Mapping[str, Any]]) -> dict[Trial, Mapping[str, Any]]:
+def throughput_index(records: Iterable[rec.Record]) -> dict[Trial, rec.Record]:
     """Throughput records by their grid point."""
-    return {record_trial(r): r for r in records if r.get("kind") == rec.THROUGHPUT}
+    return rec.Records.of(records).by_trial()
 
 
-def grid_axes(records: Iterable[Mapping[str, Any]], derived: Mapping[str, Any]) -> Axes:
+def grid_axes(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> Axes:
     """The axes from spec.json's derived section, widened by any value the records hold (a record from
     an older grid must not vanish from the tables)."""
-    index = throughput_index(records)
-    ranks = set(derived.get("ranks") or ()) | {p.ranks for p in index}
-    threads = set(derived.get("threads") or ()) | {p.threads_per_rank for p in index}
-    batches = set(derived.get("local_batches") or ()) | {p.local_batch for p in index}
+    index, grid = throughput_index(records), rec.Derived.of(derived)
+    ranks = set(grid.ranks or ()) | {p.ranks for p in index}
+    threads = set(grid.threads or ()) | {p.threads_per_rank for p in index}
+    batches = set(grid.local_batches or ()) | {p.local_batch for p in index}
     return Axes(tuple(sorted(ranks)), tuple(sorted(threads)), tuple(sorted(batches)))
 
 
-def samples_per_s(record: Mapping[str, Any] | None) -> float | None:
+def samples_per_s(record: rec.Record | None) -> float | None:
     """The median global throughput of an ok throughput record, else None."""
-    if record is None or record.get("status") != rec.OK or not record.get("throughput"):
+    if record is None or not record.ok or record.throughput is None:
         return None
-    value: float | None = record["throughput"].get("samples_per_s")
-    return value
+    return record.throughput.samples_per_s
 
 
-def reason_messages(record: Mapping[str, Any]) -> list[str]:
+def reason_messages(record: rec.Record) -> list[str]:
     """Why a record is not ok, one message per reason: the infeasible `reasons` (their cell-independent
     summary when there is one, so a table needs one footnote per rule), else the `reason` lines."""
-    messages = [r.get("summary") or r.get("message") or r.get("code") or NO_REASON for r in record.get("reasons") or ()]
-    if not messages and record.get("reason"):
-        messages = [line for line in str(record["reason"]).splitlines() if line.strip()]
-    return messages or [NO_REASON]
+    messages = [r.summary or r.message or r.code or NO_REASON for r in record.reasons]
+    return messages or record.reason_lines() or [NO_REASON]
 
 
-def status_cell(record: Mapping[str, Any] | None, notes: Footnotes) -> Cell:
+def status_cell(record: rec.Record | None, notes: Footnotes) -> Cell:
     """The cell of a point without a number: absent '– a' (not run yet), infeasible '– a,b', or its
     status ('oom c') with the reasons as footnotes."""
     if record is None:
         return Cell(f"{DASH} {notes.letter(NOT_RUN_YET)}", None, MISSING)
-    if record.get("status") == rec.OK:    # ok but without its throughput section: a writer bug, shown as such
+    if record.ok:    # ok but without its throughput section: a writer bug, shown as such
         return Cell(f"{DASH} {notes.letter(NO_MEASUREMENT)}", None, MISSING)
     letters = notes.letters(reason_messages(record))
-    if record.get("status") == rec.INFEASIBLE:
+    if record.status == rec.INFEASIBLE:
         return Cell(f"{DASH} {letters}", None, INFEASIBLE)
-    return Cell(f"{record.get('status')} {letters}", None, FAILED)
+    return Cell(f"{record.status} {letters}", None, FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +125,7 @@ class Baseline:
         return self.point.cores
 
 
-def find_baseline(index: Mapping[Trial, Mapping[str, Any]], axes: Axes, local_batch: int) -> Baseline | None:
+def find_baseline(index: Mapping[Trial, rec.Record], axes: Axes, local_batch: int) -> Baseline | None:
     """The cell with the fewest ranks (1) and the fewest threads; when that one is not ok, the cheapest
     ok cell in `Trial.cost` order (fewest cores, then ranks, then threads, as the planner picks its
     convergence layout). None when no cell of this local batch is ok.
@@ -147,17 +143,17 @@ def find_baseline(index: Mapping[Trial, Mapping[str, Any]], axes: Axes, local_ba
         return None
     point = min(ok, key=lambda p: p.cost)
     record = index.get(intended)
-    why = "was not run yet" if record is None else f"did not run ok ({record.get('status')})"
+    why = "was not run yet" if record is None else f"did not run ok ({record.status})"
     note = (f"The intended baseline, {describe_point(intended)}, {why}; normalized instead to the ok cell "
             f"with the fewest cores, {describe_point(point)}.")
     return Baseline(point, ok[point], intended, note)
 
 
 # The cell of an ok point in a grid table: (cell, None), or (None, why it cannot be computed).
-CellValue = Callable[[Trial, Mapping[str, Any], float, "Baseline"], tuple[Cell | None, str | None]]
+CellValue = Callable[[Trial, rec.Record, float, "Baseline"], tuple[Cell | None, str | None]]
 
 
-def _grid_table(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any], *, name: str, title: str,
+def _grid_table(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any], *, name: str, title: str,
                 caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True) -> list[Table]:
     """One table per local batch. `value(point, ok_record, samples_per_s, baseline)` gives the cell of an ok
     point, or (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
@@ -190,12 +186,12 @@ def _baseline_words(base: Baseline | None) -> str:
     return f"{base.note} {text}" if base.note else text
 
 
-def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+def scalability_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Median global throughput normalized to the baseline cell (see `find_baseline`), per local batch.
 
     Example: baseline 1×1 at 4,000 samples/s, 2 ranks × 1 thread at 7,600 → cell '1.90'.
     """
-    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+    def value(point: Trial, record: rec.Record, sps: float, base: Baseline) -> tuple[Cell, None]:
         return Cell.number(sps / base.samples_per_s), None
 
     def caption(base: Baseline | None, batch: int) -> str:
@@ -206,11 +202,11 @@ def scalability_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[st
                        title="Scalability, local batch {batch}: throughput normalized to the baseline")
 
 
-def throughput_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+def throughput_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Median global samples/s with the coefficient of variation over repeats, e.g. '7,600 ±1.2%'
     (a record's `cv` is a fraction: 0.012 is 1.2 %)."""
-    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
-        cv = record["throughput"].get("cv")
+    def value(point: Trial, record: rec.Record, sps: float, base: Baseline) -> tuple[Cell, None]:
+        cv = record.throughput.cv if record.throughput is not None else None
         spread = f" ±{cv * 100:.1f}%" if cv is not None else ""
         return Cell(f"{format_quantity(sps)}{spread}", sps), None
 
@@ -222,13 +218,13 @@ def throughput_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str
                        title="Throughput, local batch {batch}: samples/s (± CV over repeats)")
 
 
-def efficiency_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+def efficiency_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Scaling efficiency in percent: speedup over the baseline ÷ (cores ÷ baseline cores).
 
     Example: baseline 1×1 (1 core) at 4,000 samples/s; 2 ranks × 2 threads (4 cores) at 13,000 →
     speedup 3.25 over 4× the cores → '81%'. 100% is linear scaling in cores.
     """
-    def value(point: Trial, record: Mapping[str, Any], sps: float, base: Baseline) -> tuple[Cell, None]:
+    def value(point: Trial, record: rec.Record, sps: float, base: Baseline) -> tuple[Cell, None]:
         speedup, cores = sps / base.samples_per_s, point.cores
         return Cell.number(100 * speedup / (cores / base.cores), "{:.0f}%"), None
 
@@ -240,7 +236,7 @@ def efficiency_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str
                        title="Scaling efficiency, local batch {batch} (%)")
 
 
-def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any]) -> list[Table]:
+def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
     """Weak-scaling efficiency along the rank axis in percent: throughput(R ranks) ÷ (R × throughput(1
     rank)) at the same threads per rank and local batch (the global batch grows with R). When the rank axis
     does not start at 1, its first value R0 is the reference: throughput(R) ÷ (R/R0 × throughput(R0)).
@@ -250,7 +246,7 @@ def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[s
     index = throughput_index(records)
     first_rank = min(grid_axes(records, derived).ranks, default=1)
 
-    def value(point: Trial, record: Mapping[str, Any], sps: float,
+    def value(point: Trial, record: rec.Record, sps: float,
               base: Baseline) -> tuple[Cell | None, str | None]:
         reference = samples_per_s(index.get(point._replace(ranks=first_rank)))
         if reference is None:
@@ -267,7 +263,7 @@ def weak_scaling_tables(records: Sequence[Mapping[str, Any]], derived: Mapping[s
                        title="Weak-scaling efficiency, local batch {batch} (%)")
 
 
-def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: str | None = None) -> Table:
+def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | None = None) -> Table:
     """Achieved FLOP/s of every ok layout against the measured peak of the same cores, in percent.
 
     achieved = samples_per_s × train_flops_per_sample; peak = the layout's GEMM GFLOP/s measured with all
@@ -283,7 +279,8 @@ def hardware_efficiency_table(records: Sequence[Mapping[str, Any]], precision: s
     ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
     for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
         ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
-        flops = (index[point].get("throughput") or {}).get("train_flops_per_sample")
+        section = index[point].throughput
+        flops = section.train_flops_per_sample if section is not None else None
         achieved = sps * flops / 1e9 if flops else None
         layout_peak = peaks.of_layout(ranks, threads, precision)
         cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps)]

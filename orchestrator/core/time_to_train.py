@@ -9,10 +9,11 @@ epochs: only this product says which layout finishes first. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core import records as rec
 from orchestrator.core.convergence import BatchConvergence
 from orchestrator.core.grid import Trial
 from orchestrator.core.table import BEST, DASH, FAILED, MISSING, Cell, Footnotes, Table
@@ -72,12 +73,12 @@ class LayoutTime:
         return self.point.global_batch
 
 
-def layout_times(records: Sequence[Mapping[str, Any]], derived: Mapping[str, Any],
+def layout_times(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any],
                  batches: Sequence[BatchConvergence]) -> list[LayoutTime]:
     """Time-to-train of every ok throughput layout, ordered by cores, then ranks, threads, local batch."""
     index = throughput_index(records)
     by_batch = {b.global_batch: b for b in batches}
-    samples_per_epoch = derived.get("samples_per_epoch")
+    samples_per_epoch = rec.Derived.of(derived).samples_per_epoch
     times = []
     ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
     for point in sorted(ok, key=lambda p: (p.cores, p)):

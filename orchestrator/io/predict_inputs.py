@@ -122,7 +122,7 @@ def _source_cpu(results: Results) -> SourceCpu:
 def load_inputs(args: Any) -> PredictInputs:
     results = _results(args.results)
     try:
-        sweep = sweep_from_frozen(results.spec.get("spec", {}), results.path / "spec.json")
+        sweep = sweep_from_frozen(results.sweep_spec, results.path / "spec.json")
     except InvalidInput as err:
         raise PredictInputError(str(err)) from None
     topology = _target(args.topology, results)
@@ -133,13 +133,13 @@ def load_inputs(args: Any) -> PredictInputs:
         raise PredictInputError(f"--nodes {','.join(map(str, too_many))}: the target has {nodes} node(s) "
                                 f"({topology.describe()})")
     derived = results.derived
-    local_batches = tuple(args.local_batch or derived.get("local_batches") or ())
+    local_batches = tuple(args.local_batch or derived.local_batches or ())
     if not local_batches:
         raise PredictInputError(f"{results.path}: no local batch recorded; give --local-batch")
-    extra = []
+    extra: list[rec.Record] = []
     for folder in args.calibration:
-        extra += [r for r in _results(folder).records if r.get("kind") == rec.ALLREDUCE]
-    samples = args.samples_per_epoch or derived.get("samples_per_epoch")
+        extra += _results(folder).records.of_kind(rec.ALLREDUCE)
+    samples = args.samples_per_epoch or derived.samples_per_epoch
     rcp_in = (_rcp(args.rcp, samples, bool(args.samples_per_epoch), sweep.workload.name) if args.rcp else None)
     try:
         fitted = fit_all(results.records, extra_calibration=extra,

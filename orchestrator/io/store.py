@@ -36,17 +36,20 @@ class Results:
     spec: dict[str, Any]
     topology: dict[str, Any]
     environment: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: rec.Records
     errors: list[str] = field(default_factory=list)   # lines skipped while reading, for the user
 
     @property
-    def derived(self) -> dict[str, Any]:
-        return self.spec.get("derived", {})
+    def derived(self) -> rec.Derived:
+        """spec.json's `derived` section (empty for a folder without one)."""
+        return rec.Derived.from_json(self.spec.get("derived") or {})
 
     @property
     def sweep_spec(self) -> dict[str, Any]:
-        """The sweep specification as it ran (spec.json's `spec`; empty for a folder without one)."""
-        return self.spec.get("spec") or {}
+        """The sweep specification as it ran (spec.json's `spec`; empty for a folder without one): the one
+        reading of it, for the report, `orch predict` and the resume check."""
+        spec: dict[str, Any] = self.spec.get("spec") or {}
+        return spec
 
 
 class NotAResultsFolder(ValueError):
@@ -55,7 +58,8 @@ class NotAResultsFolder(ValueError):
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
     except FileNotFoundError:
         return {}
     except json.JSONDecodeError as err:
@@ -80,7 +84,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def append_record(folder: Path, record: dict[str, Any]) -> None:
+def append_record(folder: Path, record: rec.Record) -> None:
     """Append one record and make it durable before returning: a crash loses at most the trial in flight."""
     line = rec.dumps(record) + "\n"
     path = folder / TRIALS_FILE
@@ -143,16 +147,16 @@ class SpecChanged(ValueError):
 
 
 def prepare_folder(folder: Path, spec: dict[str, Any], derived: dict[str, Any], topology: dict[str, Any],
-                   environment: dict[str, Any]) -> list[dict[str, Any]]:
+                   environment: dict[str, Any]) -> rec.Records:
     """Create or reopen a results folder; return the records already there (for resuming).
 
     Raises SpecChanged when the folder holds results of a spec or machine that differ in a way that
     changes results."""
     folder.mkdir(parents=True, exist_ok=True)
-    records: list[dict[str, Any]] = []
+    records = rec.Records()
     if (folder / SPEC_FILE).is_file():
         old = load_results(folder)
-        changes = spec_changes(old.spec.get("spec", {}), spec, old.topology, topology)
+        changes = spec_changes(old.sweep_spec, spec, old.topology, topology)
         if changes:
             listed = "\n".join(f"  - {c}" for c in changes)
             raise SpecChanged(f"{folder} holds results of a different sweep setup:\n{listed}\n"

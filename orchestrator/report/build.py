@@ -12,7 +12,7 @@ renderables. Output is deterministic (no generation time, no absolute paths) so 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core import convergence as conv
 from orchestrator.core import tables as tab
 from orchestrator.core import time_to_train as ttt
+from orchestrator.core.records import Records
 from orchestrator.core.table import Table
 from orchestrator.core.topology import topology_from_data
 from orchestrator.io.store import Results
@@ -29,6 +30,7 @@ from orchestrator.report.render import to_csv, to_json, to_rich
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from rich.console import RenderableType
 
 FORMATS = ("md", "csv", "json", "png")
 REPORT_FILE = "report.md"
@@ -95,14 +97,14 @@ def analyze(results: Results) -> ReportData:
         convergence=batches,
         convergence_table=conv.convergence_table(batches, planned_seeds(results)),
         times=times,
-        time_to_train=ttt.time_to_train_table(times, derived.get("samples_per_epoch")),
+        time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
         rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
                           when=results.environment.get("started_at") or ""),
         **_prediction(records),
     )
 
 
-def _prediction(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _prediction(records: Records) -> dict[str, Any]:
     """The Prediction section: the models `orch predict` fits, with their held-out validation; nothing
     when the records cannot support a fit (the section then says which cells would)."""
     from orchestrator.core.predict import tables as ptab
@@ -121,7 +123,7 @@ def _prediction(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def benchmark_name(results: Results) -> str:
     """The workload's name, as the RCP file's benchmark and in its file name."""
-    return results.derived.get("workload") or (results.sweep_spec.get("workload") or {}).get("name") or "workload"
+    return results.derived.workload or (results.sweep_spec.get("workload") or {}).get("name") or "workload"
 
 
 def rcp_file_name(results: Results) -> str:
@@ -174,7 +176,7 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
     return written
 
 
-def _figures(data: ReportData, results: Results):
+def _figures(data: ReportData, results: Results) -> Iterator[tuple[str, str, Figure]]:
     """(section, file name, figure) for every plot that has data."""
     candidates: list[tuple[str, str, Callable[[], Figure | None]]] = [
         ("Scalability", f"{t.name}.png", partial(plots.heatmap_figure, t)) for t in data.scalability]
@@ -193,7 +195,7 @@ def _figures(data: ReportData, results: Results):
             yield section, name, fig
 
 
-def terminal_report(results: Results) -> list:
+def terminal_report(results: Results) -> list[RenderableType]:
     """Rich renderables: a summary, then every table under its section heading (for `orch report
     --format terminal` and the end of `orch sweep`)."""
     from rich.rule import Rule
@@ -201,7 +203,7 @@ def terminal_report(results: Results) -> list:
 
     data = analyze(results)
     name = results.sweep_spec.get("name") or results.path.name
-    out: list = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
+    out: list[RenderableType] = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
     for section, tables in data.sections():
         out.append(Rule(section, style="dim"))
         out += [to_rich(t) for t in tables] if tables else [Text(markdown.empty_message(results, section))]

@@ -97,7 +97,7 @@ def summary_lines(results: Results, data: ReportData) -> list[str]:
     index = throughput_index(results.records)
     grid = [Trial(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
     if grid:
-        counts = {s: sum(1 for p in grid if p in index and index[p].get("status") == s) for s in rec.STATUSES}
+        counts = {s: sum(1 for p in grid if p in index and index[p].status == s) for s in rec.STATUSES}
         unfinished = [f"{counts[s]} {s}" for s in (rec.FAILED, rec.OOM, rec.TIMEOUT) if counts[s]]
         not_run = sum(1 for p in grid if p not in index)
         text = (f"Throughput: {len(grid)} grid points (ranks {_join(axes.ranks)} × threads per rank "
@@ -235,20 +235,19 @@ def _measurement(results: Results) -> str:
 
 def _peak_method(results: Results) -> list[str]:
     """How the peaks were measured: with all of a layout's ranks at once, or (older records) one rank alone."""
-    ok = [r["peak"] for r in results.records
-          if r.get("kind") == rec.PEAK and r.get("status") == rec.OK and r.get("peak")]
+    ok = [r.peak for r in results.records.ok(rec.PEAK) if r.peak is not None]
     if not ok:
         return []
-    kinds = sorted({(p.get("precision"), p.get("gemm_size")) for p in ok}, key=lambda k: (str(k[0]), k[1] or 0))
+    kinds = sorted({(p.precision, p.gemm_size) for p in ok}, key=lambda k: (str(k[0]), k[1] or 0))
     what = ", ".join(f"{p} ({n}×{n}×{n} GEMM)" if n else str(p) for p, n in kinds)
     text = []
-    if any(p.get("concurrent") for p in ok):
+    if any(p.concurrent for p in ok):
         text.append(f"A layout's peak is the GFLOP/s of matrix multiplication in {what} with all of its ranks "
                     "multiplying at once, each rank pinned to its cores as in the trial, between two barriers: each "
                     "rank's rate comes from its median matmul time over a 2-second window, and the layout's peak is "
                     "the sum over its ranks. Neighbouring ranks share memory bandwidth, caches and the power budget "
                     "as they do in training.")
-    if not all(p.get("concurrent") for p in ok):
+    if not all(p.concurrent for p in ok):
         text.append(f"Some peaks were recorded by an earlier orch, on one rank alone: the GFLOP/s of matrix "
                     f"multiplication in {what} on T pinned cores of one socket. For the layouts that have no "
                     "peak of their own, the peak is ranks × peak(threads per rank), footnoted in the table: it "
@@ -270,7 +269,7 @@ class _SpecDumper(yaml.SafeDumper):
     """Block mappings, but lists of plain values on one line (`ranks: [1, 2, 4]`), as sweep files are written."""
 
 
-def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
     flow = all(not isinstance(item, (list, dict)) for item in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
 

@@ -10,16 +10,19 @@ Each plot function returns None when it has no data, so a partial sweep gets onl
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.convergence import BatchConvergence
+from orchestrator.core.records import Record
 from orchestrator.core.table import Table
 from orchestrator.core.tables import layout_label, samples_per_s, throughput_index
 from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.colors import Colormap
     from matplotlib.figure import Figure
 
 DPI = 110
@@ -64,13 +67,13 @@ def heatmap_figure(table: Table) -> Figure | None:
     return fig
 
 
-def _colormap(name: str):
+def _colormap(name: str) -> Colormap:
     from matplotlib import colormaps
 
     return colormaps[name]
 
 
-def throughput_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
+def throughput_figure(records: Iterable[Record]) -> Figure | None:
     """Samples/s versus total cores (ranks × threads), one line per thread count, one panel per local
     batch. Along a line only the rank count changes."""
     index = throughput_index(records)
@@ -97,7 +100,7 @@ def throughput_figure(records: Sequence[Mapping[str, Any]]) -> Figure | None:
     return fig
 
 
-def _integer_ticks(ax, ticks: Sequence[int]) -> None:
+def _integer_ticks(ax: Axes, ticks: Sequence[int]) -> None:
     ax.set_xticks(list(ticks), labels=[str(t) for t in ticks])
     ax.minorticks_off()
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.records import Kind
+from orchestrator.core.jsonobject import JsonObject
+from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import write_atomic
+from orchestrator.run.reports import AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
 
 
 class Phase(StrEnum):
@@ -89,7 +91,7 @@ class RankJob:
 class RankResult:
     """What a rank reports when it has finished its job: written by the rank (run.rank_main) as JSON in
     its result file, read back by its launcher and turned into the trial's record (run.recording).
-    The sections are the protocols' own reports (run.protocol): plain data, as they go into the record."""
+    The sections are the protocols' own reports (run.reports), read back typed."""
 
     rank: int
     pid: int
@@ -103,19 +105,31 @@ class RankResult:
     # Where this rank's start-up went, in order: seconds per phase from its process's creation to ready_at
     # (rank_main.StartupClock names the phases). The driver's share is what precedes started_at.
     startup_breakdown_s: dict[str, float] | None = None
-    throughput: dict[str, Any] | None = None  # kind throughput: protocol.measure_throughput's report
-    convergence: dict[str, Any] | None = None  # kind convergence: protocol.train_to_target's report
-    peak: dict[str, Any] | None = None        # kind peak: protocol.gemm_peak's report
-    allreduce: dict[str, Any] | None = None   # kind allreduce: protocol.allreduce_timing's report
+    throughput: ThroughputReport | None = None    # kind throughput: protocol.measure_throughput's report
+    convergence: ConvergenceReport | None = None  # kind convergence: protocol.train_to_target's report
+    peak: PeakReport | None = None                # kind peak: protocol.gemm_peak's report
+    allreduce: AllreduceReport | None = None      # kind allreduce: protocol.allreduce_timing's report
     profile: dict[str, Any] | None = None     # kind profile: profiling.profile_rank's report
-    communication: dict[str, Any] | None = None  # run.comm.communication_report: backend, version, CCL settings
+    communication: CommunicationSection | None = None  # run.comm.communication_report: backend, version, CCL settings
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps({f.name: _plain(getattr(self, f.name)) for f in fields(self)})
 
     @staticmethod
     def from_json(text: str) -> RankResult:
-        return RankResult(**json.loads(text))
+        data = json.loads(text)
+        return RankResult(**{**data, **{name: None if data.get(name) is None else kind.from_json(data[name])
+                                        for name, kind in _REPORTS.items()}})
+
+
+def _plain(value: Any) -> Any:
+    return value.to_json() if isinstance(value, JsonObject) else value
+
+
+# RankResult's typed sections, each read from its JSON object (the profile section stays plain data).
+_REPORTS: dict[str, type[JsonObject]] = {"throughput": ThroughputReport, "convergence": ConvergenceReport,
+                                         "peak": PeakReport, "allreduce": AllreduceReport,
+                                         "communication": CommunicationSection}
 
 
 @dataclass(slots=True)

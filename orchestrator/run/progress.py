@@ -25,23 +25,23 @@ _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", r
 RECENT_ROWS = 12
 
 
-def describe(record: dict[str, Any]) -> str:
+def describe(record: rec.Record) -> str:
     """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ..."""
-    if record["status"] != rec.OK:
-        return (record.get("reason") or "").splitlines()[0][:90] if record.get("reason") else ""
-    if record["kind"] == rec.THROUGHPUT:
-        t = record["throughput"]
-        return f"{t['samples_per_s']:,.1f} samples/s (cv {t['cv']:.1%})"
-    if record["kind"] == rec.CONVERGENCE:
-        c = record["convergence"]
-        if c["converged"]:
-            return f"{c['metric']} ≥ {c['target']:g} at {c['epochs_to_target']:.2f} epochs"
-        return f"did not reach {c['metric']} {c['target']:g} in {c['epochs_run']:.2f} epochs"
-    if record["kind"] == rec.ALLREDUCE:
-        a = record["allreduce"]
-        return (f"{a['sizes_bytes'][-1] / 2**20:g} MiB in {a['time_s'][-1] * 1e3:,.1f} ms "
-                f"({a['link']}, {a['ranks']} ranks)")
-    return f"{record['peak']['gflops']:,.1f} GFLOP/s ({record['peak']['precision']})"
+    if record.status != rec.OK:
+        return record.reason.splitlines()[0][:90] if record.reason else ""
+    if record.throughput is not None:
+        t = record.throughput
+        return f"{t.samples_per_s:,.1f} samples/s (cv {t.cv or 0.0:.1%})"
+    if record.convergence is not None:
+        c = record.convergence
+        if c.converged:
+            return f"{c.metric} ≥ {c.target:g} at {c.epochs_to_target:.2f} epochs"
+        return f"did not reach {c.metric} {c.target:g} in {c.epochs_run:.2f} epochs"
+    if record.allreduce is not None:
+        a = record.allreduce
+        return (f"{a.sizes_bytes[-1] / 2**20:g} MiB in {a.time_s[-1] * 1e3:,.1f} ms "
+                f"({a.link}, {a.ranks} ranks)")
+    return f"{record.peak.gflops:,.1f} GFLOP/s ({record.peak.precision})" if record.peak is not None else ""
 
 
 class SweepProgress:
@@ -56,7 +56,7 @@ class SweepProgress:
         self.bar = Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
                             TimeElapsedColumn(), *remaining, console=self.console)
         self.task = self.bar.add_task("trials", total=total, remaining="")
-        self.recent: list[dict[str, Any]] = []
+        self.recent: list[rec.Record] = []
         # Running trials, in start order: key -> (label, monotonic start, what it is doing now).
         self.running: dict[str, tuple[str, float, str]] = {}
         self.total, self.done, self.started = total, 0, 0
@@ -84,9 +84,9 @@ class SweepProgress:
         for column in ("trial", "layout", "status", "result"):
             table.add_column(column)
         for r in self.recent[-RECENT_ROWS:]:
-            layout = (f"{r['ranks']}×{r['threads_per_rank']} thr, b{r['local_batch']}" if r.get("ranks") is not None
-                      else f"{r['threads_per_rank']} thr")
-            table.add_row(r["key"], layout, Text(r["status"], style=_STATUS_STYLE.get(r["status"], "")), describe(r))
+            layout = (f"{r.ranks}×{r.threads_per_rank} thr, b{r.local_batch}" if r.ranks is not None
+                      else f"{r.threads_per_rank} thr")
+            table.add_row(r.key, layout, Text(r.status, style=_STATUS_STYLE.get(r.status, "")), describe(r))
         now = time.monotonic()
         self.bar.update(self.task, remaining=self._remaining_text(now))
         running = [Text(f"▶ {label}: {what} ({now - t0:,.0f} s)", style="cyan")
@@ -144,23 +144,23 @@ class SweepProgress:
             self.running.pop(key, None)
             self._refresh()
 
-    def finished(self, record: dict[str, Any], *, counts: bool = True) -> None:
+    def finished(self, record: rec.Record, *, counts: bool = True) -> None:
         with self._lock:
             if self.json_mode:
                 print(rec.dumps(record), flush=True)
             self.recent.append(record)
-            _, t0, _ = self.running.pop(record["key"], ("", time.monotonic(), ""))
+            _, t0, _ = self.running.pop(record.key, ("", time.monotonic(), ""))
             if counts:
                 self.done += 1
                 self.bar.advance(self.task)
-                if self.eta is not None and isinstance(record.get("wall_s"), (int, float)):
-                    self.eta.finished(record["key"], record["wall_s"])
+                if self.eta is not None and isinstance(record.wall_s, (int, float)):
+                    self.eta.finished(record.key, record.wall_s)
             if self.lines:
                 # Infeasible points are recorded without running, so they have no count and no duration.
                 head = f"[{self.done}/{self.total}] " if counts else ""
                 took = f" in {time.monotonic() - t0:,.0f} s" if counts else ""
                 what = describe(record)
                 left = f" ({self._remaining_text(time.monotonic())})" if counts and self.eta else ""
-                self.console.print(f"{head}{record['key']}: {record['status']}{took}{': ' + what if what else ''}"
+                self.console.print(f"{head}{record.key}: {record.status}{took}{': ' + what if what else ''}"
                                    f"{left}")
             self._refresh()

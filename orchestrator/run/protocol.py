@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from orchestrator.core.lr import learning_rate_at
 from orchestrator.run.job import Phase, RankJob, StatusWriter
+from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
     from workloads.base import DdpOptions
@@ -104,7 +105,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
+def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> ThroughputReport:
     step = make_step(module, trainer.optimizer)
     source = _cycle_epochs(trainer.batches)
     if job.data == "memory":
@@ -138,16 +139,10 @@ def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> d
     # (benchmarks/bench_orch_vs_direct.py, 1 rank × 2 threads), so counting must not precede the measurement.
     flops = count_train_flops(step, next(source))
     check = allreduce_check(module, trainer, next(source)) if hasattr(module, "no_sync") else None
-    return {
-        "allreduce_check": check,
-        **gradient_sizes(module),
-        "repeat_s": repeat_s,
-        "step_ms_median": statistics.median(step_ms),
-        "step_ms_p90": percentile(step_ms, 90),
-        "data_wait_s": wait_s,
-        "timed_s": sum(repeat_s),
-        "train_flops_per_sample": flops / job.local_batch if flops else None,
-    }
+    return ThroughputReport(allreduce_check=check, **gradient_sizes(module), repeat_s=repeat_s,
+                            step_ms_median=statistics.median(step_ms), step_ms_p90=percentile(step_ms, 90),
+                            data_wait_s=wait_s, timed_s=sum(repeat_s),
+                            train_flops_per_sample=flops / job.local_batch if flops else None)
 
 
 def gradient_sizes(module: Any) -> dict[str, Any]:
@@ -238,7 +233,7 @@ def _evaluate(trainer, metric: str) -> float:
     return float(verdict.item())
 
 
-def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
+def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
     conv = job.convergence_section()
@@ -272,15 +267,9 @@ def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict
                 break
         if reached_at is not None or steps_done >= max_steps:
             break
-    return {
-        "converged": reached_at is not None,
-        "epochs_to_target": reached_at,
-        "epochs_run": steps_done / steps_per_epoch,
-        "steps_per_epoch": steps_per_epoch,
-        "curve": curve,
-        "lr": lr,
-        "train_s": time.perf_counter() - started,
-    }
+    return ConvergenceReport(converged=reached_at is not None, epochs_to_target=reached_at,
+                             epochs_run=steps_done / steps_per_epoch, steps_per_epoch=steps_per_epoch, curve=curve,
+                             lr=lr, train_s=time.perf_counter() - started)
 
 
 # A GEMM peak multiplies square matrices of at most GEMM_MAX_SIZE, and smaller ones where one matmul would take

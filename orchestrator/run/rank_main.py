@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import EXIT_ORPHANED
-from orchestrator.core.records import Kind
+from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import write_atomic
 
 if TYPE_CHECKING:
     from orchestrator.run.job import RankJob, StatusWriter
+    from orchestrator.run.reports import AllreduceReport, PeakReport
 
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
@@ -121,7 +122,7 @@ def main(argv: list[str]) -> int:
     if job.kind != Kind.PEAK:   # the peak's barriers are gloo's whatever the trial's backend
         from orchestrator.run.comm import communication_report
 
-        sections["communication"] = communication_report(job.backend)
+        sections["communication"] = CommunicationSection.from_json(communication_report(job.backend))
     result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
                         affinity=observed_affinity(), run_s=time.perf_counter() - started,
                         ready_at=clock.ready_at, started_at=clock.started_at, startup_breakdown_s=clock.laps_s,
@@ -147,20 +148,21 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
-def _peak(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
+def _peak(job: RankJob, status: StatusWriter, clock: StartupClock) -> PeakReport:
     """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers. Each
     matmul is a step of the status file: a slow CPU's peak is progress, not a hang."""
     import torch.distributed as dist
 
     from orchestrator.run.job import Phase
     from orchestrator.run.protocol import gemm_peak
+    from orchestrator.run.reports import PeakReport
 
     def heartbeat() -> None:
         status.step(phase=Phase.TIMING)
 
     if int(os.environ.get("WORLD_SIZE", 1)) == 1:
         clock.ready("import_protocol")
-        return gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat)
+        return PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat))
     clock.lap("import_protocol")
     timeout = timedelta(seconds=job.init_timeout_s)
     # gloo for the barriers whatever the trial's backend: they carry no data, and gloo is always there
@@ -171,7 +173,7 @@ def _peak(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, 
         def barrier() -> None:
             dist.barrier()
 
-        return gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
+        return PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat))
     finally:
         dist.destroy_process_group()
 
@@ -186,12 +188,13 @@ def _init_process_group(job: RankJob) -> None:
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
 
 
-def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
+def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> AllreduceReport:
     """The all-reduce calibration: message sizes × repeats, timed on every rank."""
     import torch.distributed as dist
 
     from orchestrator.run.job import Phase
     from orchestrator.run.protocol import allreduce_timing
+    from orchestrator.run.reports import AllreduceReport
 
     clock.lap("import_protocol")
     _init_process_group(job)
@@ -200,7 +203,8 @@ def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[
         dist.barrier()
         clock.ready("barrier")
         status.update(phase=Phase.TIMING, force=True)
-        out = allreduce_timing(job.message_bytes, job.peak_precision, on_block=lambda: status.step())
+        out = AllreduceReport.from_json(allreduce_timing(job.message_bytes, job.peak_precision,
+                                                         on_block=lambda: status.step()))
         dist.barrier()  # leave together (see _train)
         return out
     finally:
@@ -248,7 +252,7 @@ def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str,
         clock.ready("barrier")
         if job.kind == Kind.THROUGHPUT:
             report = protocol.measure_throughput(job, trainer, module, status)
-            out["throughput"] = {**report, **ddp.wire_sizes(report, options if world > 1 else None)}
+            out["throughput"] = report.with_fields(**ddp.wire_sizes(report.to_json(), options if world > 1 else None))
         elif job.kind == JobKind.PROFILE:
             from orchestrator.run.profiling import profile_rank
 

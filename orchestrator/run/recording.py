@@ -2,56 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from orchestrator.core import records as rec
 from orchestrator.core.measure import summarize
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.plan_view import placement_to_list
 from orchestrator.core.topology import Topology
+from orchestrator.run.job import RankResult
 from orchestrator.run.launcher import Outcome
 from orchestrator.run.trial import TrialRun
 
-
-def infeasible_record(p: PlannedTrial, backend: str) -> dict[str, Any]:
-    return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, status=rec.INFEASIBLE, backend=backend,
-                           reason="\n".join(r.message for r in p.reasons),
-                           reasons=[r.to_dict() for r in p.reasons],
-                           **p.trial.layout())
+Report = TypeVar("Report")
 
 
-def _section(outcome: Outcome | None, name: str) -> dict[str, Any]:
-    """A section of an ok rank's result (throughput, convergence, peak or allreduce); an ok trial has them all."""
-    section = getattr(outcome.result, name, None) if outcome is not None else None
-    if section is None:
+def infeasible_record(p: PlannedTrial, backend: str) -> rec.Record:
+    t = p.trial
+    return rec.Record(kind=rec.THROUGHPUT, key=t.key, status=rec.INFEASIBLE, backend=backend,
+                      reason="\n".join(r.message for r in p.reasons),
+                      reasons=tuple(rec.ReasonEntry.from_json(r.to_dict()) for r in p.reasons),
+                      ranks=t.ranks, threads_per_rank=t.threads_per_rank, local_batch=t.local_batch,
+                      global_batch=t.global_batch)
+
+
+def _result(outcome: Outcome | None) -> RankResult:
+    """An ok rank's result; every rank of an ok trial has one."""
+    if outcome is None or outcome.result is None:
+        raise ValueError("an ok rank reported no result")
+    return outcome.result
+
+
+def _reports(run: TrialRun, section: Callable[[RankResult], Report | None], name: str) -> list[Report]:
+    """One section (throughput, convergence, peak or allreduce) of every rank of an ok trial."""
+    reports = [section(_result(o)) for o in run.outcomes]
+    if any(r is None for r in reports):
         raise ValueError(f"an ok rank reported no {name} section")
-    return section
+    return [r for r in reports if r is not None]
 
 
-def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> list[dict[str, Any]]:
+def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> tuple[rec.PlacementEntry, ...]:
     """The planned placement, with what each rank process really had (read from the OS inside it)."""
-    placed = placement_to_list(p.placement, topology)
-    for entry, outcome in zip(placed, run.outcomes):
+    placed = [rec.PlacementEntry.from_json(entry) for entry in placement_to_list(p.placement, topology)]
+    for i, outcome in enumerate(run.outcomes[:len(placed)]):
         if outcome is None:
             continue
-        entry["pin"] = outcome.pin
-        entry["pid"] = outcome.pid
-        if outcome.result:
-            entry["observed_cpus"] = outcome.result.affinity["threads"]
-            entry["observed_main_thread_cpus"] = outcome.result.affinity["main_thread"]
-            entry["torch_threads"] = outcome.result.threads
-            if outcome.result.startup_breakdown_s:   # where this rank's start-up went (rank_main.StartupClock)
-                entry["startup_breakdown_s"] = outcome.result.startup_breakdown_s
-            check = (outcome.result.throughput or {}).get("allreduce_check")
+        entry = placed[i].with_fields(pin=outcome.pin, pid=outcome.pid)
+        result = outcome.result
+        if result:
+            entry = entry.with_fields(
+                observed_cpus=result.affinity["threads"], observed_main_thread_cpus=result.affinity["main_thread"],
+                torch_threads=result.threads)
+            if result.startup_breakdown_s:   # where this rank's start-up went (rank_main.StartupClock)
+                entry = entry.with_fields(startup_breakdown_s=result.startup_breakdown_s)
+            check = result.throughput.allreduce_check if result.throughput is not None else None
             if check:
-                entry["allreduce_check"] = check
+                entry = entry.with_fields(allreduce_check=check)
+        placed[i] = entry
     if run.node_ids:
-        for entry, node_id in zip(placed, run.node_ids):
-            entry["ray_node_id"] = node_id
-    return placed
+        placed = [entry.with_fields(ray_node_id=node_id) for entry, node_id in zip(placed, run.node_ids)] + \
+            placed[len(run.node_ids):]
+    return tuple(placed)
 
 
-def _communication(run: TrialRun) -> dict[str, Any] | None:
+def _communication(run: TrialRun) -> rec.CommunicationSection | None:
     """The first reporting rank's backend, version and CCL settings (the others differ only in CCL_LOCAL_RANK)."""
     return next((o.result.communication for o in run.outcomes if o and o.result and o.result.communication), None)
 
@@ -59,83 +73,88 @@ def _communication(run: TrialRun) -> dict[str, Any] | None:
 def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, started_at: float) -> dict[str, Any]:
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     applied = next((o.result.applied for o in run.outcomes if o and o.result), None)
-    return dict(status=run.status, reason=run.reason, backend=backend, communication=_communication(run),
-                placement=_placement(p, topology, run),
+    t = p.trial
+    return dict(ranks=t.ranks, threads_per_rank=t.threads_per_rank, local_batch=t.local_batch,
+                global_batch=t.global_batch, status=rec.Status(run.status), reason=run.reason, backend=backend,
+                communication=_communication(run), placement=_placement(p, topology, run),
                 started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
                 log_tail=failing.log_tail if failing else None,
-                memory={"peak_uss_mib": [o.peak_uss_mib if o else None for o in run.outcomes],
-                        "budget_mib": list(p.memory_budget_mib), "estimate_mib": p.rank_memory_mib})
+                memory=rec.MemorySection(peak_uss_mib=[o.peak_uss_mib if o else None for o in run.outcomes],
+                                         budget_mib=list(p.memory_budget_mib), estimate_mib=p.rank_memory_mib))
+
+
+def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputSection:
+    """The trial's throughput from its ranks' reports: the slowest rank's time per repeat sets the rate."""
+    reports = _reports(run, lambda r: r.throughput, "throughput")
+    summary = summarize(p.trial.global_batch, measure.timed_steps, [r.repeat_s for r in reports])
+    total_timed = sum(r.timed_s for r in reports)
+    first = reports[0]
+    return rec.ThroughputSection(
+        samples_per_s=summary.samples_per_s, samples_per_s_repeats=summary.samples_per_s_repeats, cv=summary.cv,
+        timed_s_repeats=summary.timed_s_repeats, warmup_steps=measure.warmup_steps, timed_steps=measure.timed_steps,
+        repeats=measure.repeats,
+        step_ms_median=[r.step_ms_median for r in reports], step_ms_p90=[r.step_ms_p90 for r in reports],
+        data_wait_share=sum(r.data_wait_s for r in reports) / total_timed if total_timed else 0.0,
+        train_flops_per_sample=first.train_flops_per_sample,
+        # what the gradient all-reduce moves, for orch predict
+        gradient_bytes=first.gradient_bytes, ddp_bucket_bytes=first.ddp_bucket_bytes,
+        # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes
+        ddp_wire_dtype=first.ddp_wire_dtype, ddp_wire_bucket_bytes=first.ddp_wire_bucket_bytes)
 
 
 def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,
-                      started_at: float) -> dict[str, Any]:
+                      started_at: float) -> rec.Record:
     fields = _common(p, topology, run, backend, started_at)
-    if run.status == rec.OK:
-        reports = [_section(o, "throughput") for o in run.outcomes]
-        summary = summarize(p.trial.global_batch, measure.timed_steps, [r["repeat_s"] for r in reports])
-        total_timed = sum(r["timed_s"] for r in reports)
-        fields["throughput"] = {
-            **summary, "warmup_steps": measure.warmup_steps, "timed_steps": measure.timed_steps,
-            "repeats": measure.repeats,
-            "step_ms_median": [r["step_ms_median"] for r in reports],
-            "step_ms_p90": [r["step_ms_p90"] for r in reports],
-            "data_wait_share": sum(r["data_wait_s"] for r in reports) / total_timed if total_timed else 0.0,
-            "train_flops_per_sample": reports[0]["train_flops_per_sample"],
-            # what the gradient all-reduce moves, for orch predict
-            "gradient_bytes": reports[0].get("gradient_bytes"),
-            "ddp_bucket_bytes": reports[0].get("ddp_bucket_bytes"),
-            # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes
-            "ddp_wire_dtype": reports[0].get("ddp_wire_dtype"),
-            "ddp_wire_bucket_bytes": reports[0].get("ddp_wire_bucket_bytes"),
-        }
-    return rec.make_record(kind=rec.THROUGHPUT, key=p.trial.key, **p.trial.layout(), **fields)
+    throughput = _throughput(p, run, measure) if run.status == rec.OK else None
+    return rec.Record(kind=rec.THROUGHPUT, key=p.trial.key, **fields, throughput=throughput)
 
 
 def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, topology: Topology, backend: str,
-                       spec_convergence: Any, started_at: float) -> dict[str, Any]:
+                       spec_convergence: Any, started_at: float) -> rec.Record:
     fields = _common(p, topology, run, backend, started_at)
     c = spec_convergence
-    section = {"metric": c.metric, "target": c.target, "max_epochs": c.max_epochs, "lr_rule": c.lr_rule,
-               "base_lr": c.base_lr, "base_batch": c.base_batch, "warmup_epochs": c.warmup_epochs,
-               "eval_every_epochs": c.eval_every_epochs}
+    section = rec.ConvergenceSection(metric=c.metric, target=c.target, max_epochs=c.max_epochs, lr_rule=c.lr_rule,
+                                     base_lr=c.base_lr, base_batch=c.base_batch, warmup_epochs=c.warmup_epochs,
+                                     eval_every_epochs=c.eval_every_epochs)
     if run.status == rec.OK:
-        report = _section(run.outcomes[0], "convergence")
-        section.update({k: report[k] for k in ("converged", "epochs_to_target", "epochs_run", "curve", "lr",
-                                               "train_s", "steps_per_epoch")})
-    fields["convergence"] = section
-    return rec.make_record(kind=rec.CONVERGENCE, key=key, seed=seed, **p.trial.layout(), **fields)
+        report = _reports(run, lambda r: r.convergence, "convergence")[0]
+        section = section.with_fields(
+            converged=report.converged, epochs_to_target=report.epochs_to_target, epochs_run=report.epochs_run,
+            curve=report.curve, lr=report.lr, train_s=report.train_s, steps_per_epoch=report.steps_per_epoch)
+    else:
+        section = section.only(*rec.CONVERGENCE_SPEC_KEYS)
+    return rec.Record(kind=rec.CONVERGENCE, key=key, seed=seed, **fields, convergence=section)
 
 
-def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> dict[str, Any]:
+def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> rec.Record:
     """The layout's peak: the sum of what its ranks multiplied while all of them ran the GEMM at once."""
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
-    fields: dict[str, Any] = dict(status=run.status, reason=run.reason, placement=_placement(p, topology, run),
-                                  started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s,
-                                  startup_s=run.ready_s, log_tail=failing.log_tail if failing else None)
+    peak = None
     if run.status == rec.OK:
-        reports = [_section(o, "peak") for o in run.outcomes]
-        fields["peak"] = {"precision": reports[0]["precision"], "gemm_size": reports[0]["gemm_size"],
-                          "gflops": sum(r["gflops"] for r in reports),
-                          "best_gflops": sum(r["best_gflops"] for r in reports),
-                          "per_rank_gflops": [r["gflops"] for r in reports], "concurrent": True}
-    return rec.make_record(kind=rec.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
-                           **fields)
+        reports = _reports(run, lambda r: r.peak, "peak")
+        peak = rec.PeakSection(precision=reports[0].precision, gemm_size=reports[0].gemm_size,
+                               gflops=sum(r.gflops for r in reports), best_gflops=sum(r.best_gflops for r in reports),
+                               per_rank_gflops=[r.gflops for r in reports], concurrent=True)
+    return rec.Record(kind=rec.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
+                      status=rec.Status(run.status), reason=run.reason, placement=_placement(p, topology, run),
+                      started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, peak=peak,
+                      log_tail=failing.log_tail if failing else None)
 
 
 def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str,
-                     started_at: float) -> dict[str, Any]:
+                     started_at: float) -> rec.Record:
     """One calibration trial: per message size, the slowest rank's median all-reduce time."""
-    fields: dict[str, Any] = dict(
-        status=run.status, reason=run.reason, backend=backend, communication=_communication(run),
-        placement=_placement(p, topology, run), started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s,
-        startup_s=run.ready_s,
-        log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))
+    section = None
     if run.status == rec.OK:
-        reports = [_section(o, "allreduce") for o in run.outcomes]
-        fields["allreduce"] = {
-            "link": link, "ranks": p.trial.ranks, "dtype": reports[0]["dtype"],
+        reports = _reports(run, lambda r: r.allreduce, "allreduce")
+        sizes = reports[0].sizes_bytes
+        section = rec.AllreduceSection(
+            link=link, ranks=p.trial.ranks, dtype=reports[0].dtype,
             # gloo's CPU all-reduce is a ring; ccl picks by size, so its fit is an effective ring
-            "algorithm": "ring" if backend == "gloo" else f"{backend} (auto)",
-            "sizes_bytes": reports[0]["sizes_bytes"],
-            "time_s": [max(r["time_s"][i] for r in reports) for i in range(len(reports[0]["sizes_bytes"]))]}
-    return rec.make_record(kind=rec.ALLREDUCE, key=key, ranks=p.trial.ranks, threads_per_rank=1, **fields)
+            algorithm="ring" if backend == "gloo" else f"{backend} (auto)",
+            sizes_bytes=sizes, time_s=[max(r.time_s[i] for r in reports) for i in range(len(sizes))])
+    return rec.Record(
+        kind=rec.ALLREDUCE, key=key, ranks=p.trial.ranks, threads_per_rank=1, status=rec.Status(run.status),
+        reason=run.reason, backend=backend, communication=_communication(run), placement=_placement(p, topology, run),
+        started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, allreduce=section,
+        log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))

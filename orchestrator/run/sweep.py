@@ -111,7 +111,7 @@ class SweepRunner:
         self.pool: NodePool | None = None   # held while trials run (execute)
 
     # --- bookkeeping ----------------------------------------------------------------------------------
-    def prepare(self) -> list[dict[str, Any]]:
+    def prepare(self) -> rec.Records:
         derived = {"samples_per_epoch": self.sweep.workload.samples_per_epoch(self.sweep.params),
                    "ranks": list(self.plan.ranks), "threads": list(self.plan.threads),
                    "local_batches": list(self.plan.local_batches), "workload": self.spec.workload.name,
@@ -122,14 +122,14 @@ class SweepRunner:
         except SpecChanged as err:
             raise InvalidInput(f"results folder {self.options.results}", [Problem("", str(err))]) from None
 
-    def _record(self, record: dict[str, Any], progress: SweepProgress, run: TrialRun | None = None) -> None:
+    def _record(self, record: rec.Record, progress: SweepProgress, run: TrialRun | None = None) -> None:
         """Append the record; `run` is the trial that produced it (None for an infeasible point, which
         never ran and does not count towards progress)."""
         append_record(self.options.results, record)
-        if record["status"] not in (rec.OK, rec.INFEASIBLE):
-            self.summary.failed.append(f"{record['key']}: {record['status']} — {record.get('reason')}")
+        if record.status not in (rec.OK, rec.INFEASIBLE):
+            self.summary.failed.append(f"{record.key}: {record.status} — {record.reason}")
             if run is not None:
-                self._save_logs(record["key"], run)
+                self._save_logs(record.key, run)
         progress.finished(record, counts=run is not None)
 
     def _save_logs(self, key: str, run: TrialRun) -> None:
@@ -180,7 +180,7 @@ class SweepRunner:
         return f"{key} (global batch {item.global_batch}, seed {item.seed}, on {t.ranks}×{t.threads_per_rank}{where})"
 
     def _trial(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial, progress: SweepProgress,
-               stop: threading.Event) -> tuple[TrialRun, dict[str, Any] | None]:
+               stop: threading.Event) -> tuple[TrialRun, rec.Record | None]:
         """Run one trial on `p` (its admitted placement) and build its record; None when interrupted.
         Runs in a worker thread: it touches no shared state but the progress display."""
         timeout_s = self.spec.measure.timeout_s
@@ -202,17 +202,17 @@ class SweepRunner:
             return run, None
         return run, self._with_precision(self._build_record(key, kind, item, p, run, started))
 
-    def _with_precision(self, record: dict[str, Any]) -> dict[str, Any]:
+    def _with_precision(self, record: rec.Record) -> rec.Record:
         """The record says which precision ran and why: in `applied` (workload trials) or `peak`."""
         choice = self.plan.precision
-        if choice is not None:
-            for section in (record.get("applied"), record.get("peak")):
-                if isinstance(section, dict):
-                    section["precision_reason"] = choice.reason
-        return record
+        if choice is None:
+            return record
+        applied = {**record.applied, "precision_reason": choice.reason} if record.applied is not None else None
+        peak = record.peak.with_fields(precision_reason=choice.reason) if record.peak is not None else None
+        return replace(record, applied=applied, peak=peak)
 
     def _build_record(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial, run: TrialRun,
-                      started: float) -> dict[str, Any]:
+                      started: float) -> rec.Record:
         m, topology, backend = self.spec.measure, self.plan.topology, self.backend
         if kind == rec.PEAK:
             return peak_record(key, p, run, topology=topology, started_at=started)
@@ -226,9 +226,9 @@ class SweepRunner:
                                   spec_convergence=self.spec.convergence, started_at=started)
 
     # --- the sweep ------------------------------------------------------------------------------------
-    def work(self, existing: list[dict[str, Any]]) -> list[tuple[str, tuple[rec.Kind, Any]]]:
+    def work(self, existing: rec.Records) -> list[tuple[str, tuple[rec.Kind, Any]]]:
         """(key, planned item) for everything still to run, in order: peaks, grid, convergence."""
-        done = {r["key"] for r in existing if r["status"] == rec.OK and not self.options.rerun}
+        done = {r.key for r in existing.ok()} if not self.options.rerun else set()
         items: list[tuple[str, tuple[rec.Kind, Any]]] = []
         feasible = self.plan.feasible
         precision = _precision(self.sweep.params)
@@ -245,7 +245,8 @@ class SweepRunner:
                 self.plan.topology, counts, hyperthreads=cons.hyperthreads, memory_headroom=cons.memory_headroom)]
         items += [(p.trial.key, (rec.THROUGHPUT, p)) for p in feasible]
         if self.options.convergence:
-            items += [(f"conv-{run.key}", (rec.CONVERGENCE, run)) for run in self.plan.convergence]
+            items += [(rec.convergence_key(run.global_batch, run.seed), (rec.CONVERGENCE, run))
+                      for run in self.plan.convergence]
         self.summary.skipped = sum(1 for key, _ in items if key in done)
         return [(key, item) for key, item in items if key not in done]
 
@@ -261,16 +262,17 @@ class SweepRunner:
                                      memory_headroom=cons.memory_headroom)
         return admit_timing(self.plan.topology, p.placement, p.memory_budget_mib, self.spec.measure.isolation, taken)
 
-    def _record_infeasible(self, existing: list[dict[str, Any]], progress: SweepProgress) -> None:
-        recorded = {r["key"]: r for r in existing}
+    def _record_infeasible(self, existing: rec.Records, progress: SweepProgress) -> None:
+        recorded = existing.by_key()
         for p in self.plan.trials:
             if p.feasible:
                 continue
             record = infeasible_record(p, self.backend)
-            if recorded.get(p.trial.key, {}).get("reason") != record["reason"]:
+            earlier = recorded.get(p.trial.key)
+            if earlier is None or earlier.reason != record.reason:
                 self._record(record, progress)
 
-    def execute(self, existing: list[dict[str, Any]], progress: SweepProgress,
+    def execute(self, existing: rec.Records, progress: SweepProgress,
                 todo: list[tuple[str, Item]]) -> None:
         """Run `todo`, admitting each trial as soon as the rules give it room, in order (a waiting trial's
         planned region is kept from later ones, so that small trials cannot starve it). Ctrl-C stops every

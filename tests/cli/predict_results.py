@@ -8,11 +8,13 @@ import textwrap
 from pathlib import Path
 
 from orchestrator.core import records as rec
+from orchestrator.core.calibration import calibration_key
+from orchestrator.core.grid import Trial
 from orchestrator.core.predict import comm
 from orchestrator.core.predict.epochs import critical_batch_epochs
 from orchestrator.core.predict.step import Layout, StepModel
 from orchestrator.core.topology import CompactTopology, build_compact
-from orchestrator.io.store import write_json
+from orchestrator.io.store import append_record, write_json
 from orchestrator.io.sweepfile import load_sweep
 
 PARAMS = {"a_s": 1e-3, "c_s": 2e-4, "sigma": 0.1, "sigma_a": 0.5, "kappa": 0.0, "mu": 0.05, "rho": 1.2,
@@ -26,9 +28,10 @@ def model() -> StepModel:
     return StepModel(PARAMS, {"socket": link}, tuple(comm.ddp_buckets(GRADIENT_BYTES)))
 
 
-def _placement(ranks: int, threads: int) -> list[dict]:
-    return [{"rank": i, "local_rank": i, "node": 0, "node_name": "n0", "socket": 0, "numa_nodes": [0],
-             "cpus": list(range(i * threads, (i + 1) * threads)), "ccl_cpus": []} for i in range(ranks)]
+def _placement(ranks: int, threads: int) -> tuple[rec.PlacementEntry, ...]:
+    return tuple(rec.PlacementEntry(rank=i, local_rank=i, node=0, node_name="n0", socket=0, numa_nodes=[0],
+                                    cpus=list(range(i * threads, (i + 1) * threads)), ccl_cpus=[])
+                 for i in range(ranks))
 
 
 def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], convergence: bool = True,
@@ -36,7 +39,7 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                   gradient_bytes: int = GRADIENT_BYTES, epochs_truth: tuple[float, float] = (1.5, 64.0),
                   seed_factors: tuple[float, ...] = (0.95, 1.0, 1.05),
                   global_batches: tuple[int, ...] = (8, 16, 32, 64), peak_gflops: float | None = None) -> Path:
-    """A results folder written with the production writers (records.make_record, store.write_json) whose
+    """A results folder written with the production writers (records.Record, store.append_record and store.write_json) whose
     throughput comes from a known step model (`params`, `links`: link class → (α s, β s/byte)) and whose
     epochs are E_min·(1 + B/B_crit) × each seed factor; with `peak_gflops`, a 1-rank 1-thread fp32 GEMM peak."""
     links = links or {"socket": (ALPHA_S, BETA_S_PER_BYTE)}
@@ -58,39 +61,40 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
     write_json(results / "environment.json", {"backend": {"chosen": "gloo"}, "cpu_model": "Test CPU"})
     m = StepModel(params or PARAMS, {k: comm.LinkFit(k, a, b, 8, 0.0) for k, (a, b) in links.items()},
                   tuple(comm.ddp_buckets(gradient_bytes)))
-    lines = []
+    records: list[rec.Record] = []
     for ranks, threads, batch in layouts:
         lay = Layout(ranks, threads, batch, 1, ranks, "socket" if ranks > 1 else None)
         rate = m.samples_per_s(lay)
-        lines.append(rec.make_record(
-            kind=rec.THROUGHPUT, key=f"r{ranks}-t{threads}-b{batch}", status=rec.OK, ranks=ranks,
+        records.append(rec.Record(
+            kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.OK, ranks=ranks,
             threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch, backend="gloo",
             placement=_placement(ranks, threads),
-            throughput={"samples_per_s": rate, "cv": 0.01, "gradient_bytes": gradient_bytes,
-                        "ddp_bucket_bytes": None}))
+            throughput=rec.ThroughputSection(samples_per_s=rate, cv=0.01, gradient_bytes=gradient_bytes,
+                                             ddp_bucket_bytes=None)))
     sizes = [4096 * 4**k for k in range(8)]
     for link, (alpha, beta) in links.items():
         for n in (2, 4) if link == "nodes" else (2,):
-            lines.append(rec.make_record(
-                kind=rec.ALLREDUCE, key=f"allreduce-{link}-n{n}-fp32", status=rec.OK, ranks=n, threads_per_rank=1,
+            records.append(rec.Record(
+                kind=rec.ALLREDUCE, key=calibration_key(link, n, "fp32"), status=rec.OK, ranks=n, threads_per_rank=1,
                 placement=_placement(n, 1),
-                allreduce={"link": link, "ranks": n, "dtype": "fp32", "algorithm": "ring", "sizes_bytes": sizes,
-                           "time_s": [comm.ring_allreduce_s(n, s, alpha, beta) for s in sizes]}))
+                allreduce=rec.AllreduceSection(link=link, ranks=n, dtype="fp32", algorithm="ring", sizes_bytes=sizes,
+                                               time_s=[comm.ring_allreduce_s(n, s, alpha, beta) for s in sizes])))
     if peak_gflops is not None:
-        lines.append(rec.make_record(
-            kind=rec.PEAK, key="peak-r1-t1-fp32", status=rec.OK, ranks=1, threads_per_rank=1,
-            placement=_placement(1, 1), peak={"precision": "fp32", "gemm_size": 2048, "gflops": peak_gflops,
-                                              "concurrent": True}))
+        records.append(rec.Record(
+            kind=rec.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.OK, ranks=1, threads_per_rank=1,
+            placement=_placement(1, 1), peak=rec.PeakSection(precision="fp32", gemm_size=2048, gflops=peak_gflops,
+                                                             concurrent=True)))
     if convergence:
         for g in global_batches:
             for seed, f in enumerate(seed_factors):
                 epochs = critical_batch_epochs(g, *epochs_truth) * f
-                lines.append(rec.make_record(
-                    kind=rec.CONVERGENCE, key=f"conv-g{g}-s{seed}", status=rec.OK, seed=seed, ranks=1,
+                records.append(rec.Record(
+                    kind=rec.CONVERGENCE, key=rec.convergence_key(g, seed), status=rec.OK, seed=seed, ranks=1,
                     threads_per_rank=1, local_batch=g, global_batch=g, backend="gloo",
-                    convergence={"metric": "accuracy", "target": 0.9, "converged": True, "epochs_to_target": epochs,
-                                 "max_epochs": 20}))
-    (results / "trials.jsonl").write_text("".join(rec.dumps(r) + "\n" for r in lines))
+                    convergence=rec.ConvergenceSection(metric="accuracy", target=0.9, converged=True,
+                                                       epochs_to_target=epochs, max_epochs=20)))
+    for record in records:
+        append_record(results, record)
     return results
 
 

@@ -3,10 +3,12 @@ as infinitely slow), the convergence table, and the RCP-style export — against
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
 from orchestrator.core import convergence as conv
+from orchestrator.core.records import Status
 from orchestrator.core.table import FAILED
 
 
@@ -79,7 +81,7 @@ def test_fewer_than_three_seeds_take_the_plain_mean(make):
 
 def test_infeasible_and_other_kinds_are_ignored(make):
     records = [make.tp(1, 1, 32, 1000.0), make.conv(32, 0, 4.0),
-               {**make.conv(64, 0, None), "status": "infeasible"}]
+               replace(make.conv(64, 0, None), status=Status.INFEASIBLE)]
     assert [b.global_batch for b in conv.convergence_by_batch(records)] == [32]
 
 

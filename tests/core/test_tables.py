@@ -1,6 +1,8 @@
 """Scalability family against hand-computed values: normalization, footnotes, baseline fallback,
 absolute throughput, scaling efficiency and weak scaling."""
 
+from dataclasses import replace
+
 import pytest
 
 from orchestrator.core import tables
@@ -163,7 +165,7 @@ def test_format_quantity_keeps_three_significant_digits(value, text):
 
 
 def test_an_ok_record_without_its_measurement_is_not_shown_as_a_number(make, cell_texts):
-    broken = {**make.tp(2, 1, 32, 1.0), "throughput": None}
+    broken = replace(make.tp(2, 1, 32, 1.0), throughput=None)
     [table] = tables.scalability_tables([make.tp(1, 1, 32, 4000.0), broken],
                                         {"ranks": [1, 2], "threads": [1], "local_batches": [32]})
     assert cell_texts(table)[("1", "2")] == "– a"

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import doctest
 import os
+from dataclasses import replace
 
 import pytest
 from conftest import run_launchers
 
 import workloads
 from orchestrator.core.predict.data import gradient_buckets
+from orchestrator.core.records import Kind, Record, Status, ThroughputSection
 from orchestrator.run import ddp
 from orchestrator.run.job import RankJob
 from workloads.base import DdpOptions, ddp_options_of
@@ -55,11 +57,12 @@ def test_one_rank_records_the_switches_as_inactive():
 
 
 def test_predictor_costs_the_bytes_on_the_wire():
-    record = {"kind": "throughput", "status": "ok",
-              "throughput": {"gradient_bytes": 8000, "ddp_bucket_bytes": [6000, 2000], "ddp_wire_dtype": "bfloat16",
-                             "ddp_wire_bucket_bytes": [3000, 1000]}}
+    record = Record(kind=Kind.THROUGHPUT, key="r2-t1-b32", status=Status.OK, throughput=ThroughputSection(
+        samples_per_s=1.0, gradient_bytes=8000, ddp_bucket_bytes=[6000, 2000], ddp_wire_dtype="bfloat16",
+        ddp_wire_bucket_bytes=[3000, 1000]))
     assert gradient_buckets([record]) == (3000, 1000)
-    older = {**record, "throughput": {"gradient_bytes": 8000, "ddp_bucket_bytes": [6000, 2000]}}
+    older = replace(record, throughput=ThroughputSection(samples_per_s=1.0, gradient_bytes=8000,
+                                                         ddp_bucket_bytes=[6000, 2000]))
     assert gradient_buckets([older]) == (6000, 2000)
 
 

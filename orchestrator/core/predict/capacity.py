@@ -135,7 +135,7 @@ def _other_ends(model: StepModel, lay: Layout, value: float, low: float, high: f
     if lay.link is not None and lay.ranks > 1:
         direction = stand_in_direction(lay.link, model.links)
         if direction:
-            rho = model.params["rho"]
+            rho = model.values.rho
             changed = replace(model, params={**model.params, "rho": rho * LINK_STAND_IN_SPAN ** direction})
             ratio = changed.samples_per_s(lay) / central
             low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
+
+from orchestrator.core.records import Kind, Record, Records
 
 SOCKET, SOCKETS, NODES = "socket", "sockets", "nodes"
 LINK_CLASSES = (SOCKET, SOCKETS, NODES)      # slowest last
@@ -106,16 +107,16 @@ class Sample:
     time_s: float
 
 
-def samples_from_records(records: Iterable[Mapping[str, Any]]) -> list[Sample]:
+def samples_from_records(records: Iterable[Record]) -> list[Sample]:
     """The calibration points of every ok all-reduce record."""
     out = []
-    for r in records:
-        section = r.get("allreduce")
-        if r.get("kind") != "allreduce" or r.get("status") != "ok" or not section:
+    for r in Records.of(records).ok(Kind.ALLREDUCE):
+        section = r.allreduce
+        if section is None:
             continue
-        for size, t in zip(section["sizes_bytes"], section["time_s"]):
+        for size, t in zip(section.sizes_bytes, section.time_s):
             if t > 0:
-                out.append(Sample(section["link"], int(section["ranks"]), float(size), float(t)))
+                out.append(Sample(section.link, int(section.ranks), float(size), float(t)))
     return out
 
 

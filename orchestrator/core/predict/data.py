@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS, ddp_buckets
 from orchestrator.core.predict.step import Cell, Layout
+from orchestrator.core.records import Kind, PlacementEntry, Record, Records
 
 
 def layout_on_sockets(ranks: int, threads: int, local_batch: int, sockets: Iterable[tuple[int, int]]) -> Layout:
@@ -27,47 +27,46 @@ def layout_on_sockets(ranks: int, threads: int, local_batch: int, sockets: Itera
     return Layout(ranks, threads, local_batch, nodes, max(per_socket.values()), link)
 
 
-def layout_of(ranks: int, threads: int, local_batch: int, placement: Sequence[Mapping[str, Any]] | None) -> Layout:
-    """The layout of a record's `placement` list (or `orch plan --json`'s)."""
-    return layout_on_sockets(ranks, threads, local_batch, ((r["node"], r["socket"]) for r in placement or ()))
+def layout_of(ranks: int, threads: int, local_batch: int, placement: Iterable[PlacementEntry] | None) -> Layout:
+    """The layout of a record's `placement`."""
+    return layout_on_sockets(ranks, threads, local_batch, ((r.node, r.socket) for r in placement or ()))
 
 
-def cells_from_records(records: Iterable[Mapping[str, Any]]) -> list[Cell]:
+def cells_from_records(records: Iterable[Record]) -> list[Cell]:
     """Every ok throughput record as a measured cell, in (ranks, threads, local batch) order."""
     cells = []
-    for r in records:
-        if r.get("kind") != "throughput" or r.get("status") != "ok" or not r.get("throughput"):
+    for r in Records.of(records).ok(Kind.THROUGHPUT):
+        if r.throughput is None:
             continue
-        lay = layout_of(r["ranks"], r["threads_per_rank"], r["local_batch"], r.get("placement"))
-        cells.append(Cell(lay, float(r["throughput"]["samples_per_s"]), float(r["throughput"].get("cv") or 0.0)))
+        lay = layout_of(r.ranks or 0, r.threads_per_rank or 0, r.local_batch or 0, r.placement)
+        cells.append(Cell(lay, float(r.throughput.samples_per_s), float(r.throughput.cv or 0.0)))
     return sorted(cells, key=lambda c: (c.layout.ranks, c.layout.threads, c.layout.local_batch, c.layout.nodes))
 
 
-def gradient_buckets(records: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
+def gradient_buckets(records: Iterable[Record]) -> tuple[int, ...]:
     """DDP's bucket sizes as a multi-rank trial reported them (the bytes on the wire, which a 16-bit
     communication hook halves, where the record says), else derived from the gradient bytes any trial reported
     (`comm.ddp_buckets`); empty when no record says (records older than the field)."""
     gradient_bytes = None
-    for r in records:
-        t = r.get("throughput") or {}
-        if r.get("status") != "ok":
+    for r in Records.of(records).ok():
+        t = r.throughput
+        if t is None:
             continue
-        if t.get("ddp_wire_bucket_bytes"):
-            return tuple(int(b) for b in t["ddp_wire_bucket_bytes"])
-        if t.get("ddp_bucket_bytes"):
-            return tuple(int(b) for b in t["ddp_bucket_bytes"])
-        gradient_bytes = t.get("gradient_bytes") or gradient_bytes
+        if t.ddp_wire_bucket_bytes:
+            return tuple(int(b) for b in t.ddp_wire_bucket_bytes)
+        if t.ddp_bucket_bytes:
+            return tuple(int(b) for b in t.ddp_bucket_bytes)
+        gradient_bytes = t.gradient_bytes or gradient_bytes
     return tuple(ddp_buckets(int(gradient_bytes))) if gradient_bytes else ()
 
 
-def thread_speedups(records: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+def thread_speedups(records: Iterable[Record]) -> dict[int, float]:
     """GEMM peak on T threads over the peak on one thread, from single-rank peak records (the highest
     precision measured at 1 thread)."""
     peaks: dict[tuple[str, int], float] = {}
-    for r in records:
-        p = r.get("peak")
-        if r.get("kind") == "peak" and r.get("status") == "ok" and p and (r.get("ranks") or 1) == 1:
-            peaks[(p["precision"], int(r["threads_per_rank"]))] = float(p["gflops"])
+    for r in Records.of(records).ok(Kind.PEAK):
+        if r.peak is not None and (r.ranks or 1) == 1:
+            peaks[(r.peak.precision, int(r.threads_per_rank or 0))] = float(r.peak.gflops)
     for precision in sorted({k[0] for k in peaks}):
         base = peaks.get((precision, 1))
         if base:

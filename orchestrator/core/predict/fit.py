@@ -4,9 +4,8 @@ model, and their validations. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from orchestrator.core.convergence import convergence_by_batch
 from orchestrator.core.predict import comm, data
@@ -20,6 +19,7 @@ from orchestrator.core.predict.validate import (
     validate_epochs,
     validate_step,
 )
+from orchestrator.core.records import Record, Records
 
 MIN_CELLS = 3
 
@@ -74,10 +74,11 @@ def check_fittable(cells: Sequence[Cell]) -> None:
                       "rerun: finished trials are kept).")
 
 
-def fit_all(records: Sequence[Mapping[str, Any]], *, extra_calibration: Sequence[Mapping[str, Any]] = (),
+def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = (),
             rcp_points: Sequence[BatchPoint] | None = None, rcp_source: str = "",
             rcp_pruned: Sequence[BatchPoint] = ()) -> Fitted:
     """Fit every model the records allow. Raises NotFittable when the throughput cells cannot support one."""
+    records = Records.of(records)
     cells = data.cells_from_records(records)
     check_fittable(cells)
     samples = comm.samples_from_records([*records, *extra_calibration])

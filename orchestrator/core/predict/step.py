@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -47,6 +48,23 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mu": (0.0, 4.0), "rho": (0.5, 8.0), "gamma": (1.0, 8.0)}
 # A parameter the cells cannot separate from another is tied to it rather than frozen at a number.
 TIES = {"sigma_a": "sigma"}
+
+
+class StepParams(NamedTuple):
+    """The step model's parameters by name (`PARAMS`, in its order), read once from the fitted mapping."""
+
+    a_s: float
+    c_s: float
+    sigma: float
+    sigma_a: float
+    kappa: float
+    mu: float
+    rho: float
+    gamma: float
+
+    @classmethod
+    def of(cls, params: Mapping[str, float]) -> StepParams:
+        return cls(*(params[name] for name in PARAMS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,22 +149,26 @@ class StepModel:
     rms_log_error: float = 0.0
     solver_note: str = ""                             # why the solver's answer is doubtful; "" when it converged
     compute_scale: float = 1.0                        # target's compute time ÷ measured (CPU what-if)
+    values: StepParams = field(init=False, repr=False, compare=False)   # `params`, by attribute
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", StepParams.of(self.params))
 
     def compute_s(self, lay: Layout) -> float:
-        p = self.params
-        fixed = p["a_s"] * thread_factor(lay.threads, p["sigma_a"], p["kappa"])
-        per_batch = p["c_s"] * lay.local_batch * thread_factor(lay.threads, p["sigma"], p["kappa"])
-        return (fixed + per_batch) * (1 + p["mu"] * (lay.ranks_per_socket - 1)) * self.compute_scale
+        p = self.values
+        fixed = p.a_s * thread_factor(lay.threads, p.sigma_a, p.kappa)
+        per_batch = p.c_s * lay.local_batch * thread_factor(lay.threads, p.sigma, p.kappa)
+        return (fixed + per_batch) * (1 + p.mu * (lay.ranks_per_socket - 1)) * self.compute_scale
 
     def comm(self, lay: Layout) -> tuple[float, str]:
         """Communication seconds per step, and a note when it is not fully calibrated."""
         if lay.ranks <= 1 or lay.link is None:
             return 0.0, ""
         fit, note = link_for(lay.link, self.links)
-        return (self.params["rho"] * fit.step_s(lay.ranks, self.buckets) if fit is not None else 0.0), note
+        return (self.values.rho * fit.step_s(lay.ranks, self.buckets) if fit is not None else 0.0), note
 
     def step_s(self, lay: Layout) -> float:
-        return combine(self.compute_s(lay), self.comm(lay)[0], self.params["gamma"])
+        return combine(self.compute_s(lay), self.comm(lay)[0], self.values.gamma)
 
     def samples_per_s(self, lay: Layout) -> float:
         return lay.global_batch / self.step_s(lay)
@@ -161,26 +183,28 @@ def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Ma
     multi = [c for c in cells if c.layout.ranks > 1]
     frozen: dict[str, float] = {}
     why: dict[str, str] = {}
+
+    def freeze(name: str, value: float, reason: str) -> None:
+        frozen[name], why[name] = value, reason
+
     if len(batches) < 2:
-        frozen["a_s"], why["a_s"] = 0.0, "one local batch only: compute taken as proportional to the batch"
+        freeze("a_s", 0.0, "one local batch only: compute taken as proportional to the batch")
     if len(threads) < 2:
         t, s = max(thread_prior.items(), default=(1, 1.0))
-        frozen["sigma"] = sigma_from_speedup(t, s)
-        why["sigma"] = (f"one thread count only: thread scaling taken from the GEMM peak ({s:.2f}× on {t} threads)"
-                        if t > 1 else "one thread count only and no GEMM peak: perfect thread scaling assumed")
+        freeze("sigma", sigma_from_speedup(t, s),
+               f"one thread count only: thread scaling taken from the GEMM peak ({s:.2f}× on {t} threads)"
+               if t > 1 else "one thread count only and no GEMM peak: perfect thread scaling assumed")
     if len(threads) < 2 or len(batches) < 2:
-        frozen["sigma_a"] = math.nan   # tied to σ (TIES) by the fit
-        why["sigma_a"] = "the fixed part's thread scaling needs 2 thread counts at 2 local batches: tied to σ"
+        freeze("sigma_a", math.nan,   # tied to σ (TIES) by the fit
+               "the fixed part's thread scaling needs 2 thread counts at 2 local batches: tied to σ")
     if len(threads) < 3:
-        frozen["kappa"], why["kappa"] = 0.0, "fewer than 3 thread counts: USL contention κ = 0 (Amdahl)"
+        freeze("kappa", 0.0, "fewer than 3 thread counts: USL contention κ = 0 (Amdahl)")
     if len(shared) < 2:
-        frozen["mu"], why["mu"] = 0.0, "no ranks sharing a socket at 2 local batches: socket sharing not modelled"
+        freeze("mu", 0.0, "no ranks sharing a socket at 2 local batches: socket sharing not modelled")
     if not multi or not comm_modelled:
-        frozen["rho"] = 1.0
-        why["rho"] = "no multi-rank cell with calibrated communication: all-reduce as calibrated (ρ = 1)"
-        frozen["gamma"] = 1.0
-        why["gamma"] = ("no multi-rank cell: no overlap assumed (γ = 1)" if not multi else
-                        "no all-reduce calibration: overlap not fitted (γ = 1)")
+        freeze("rho", 1.0, "no multi-rank cell with calibrated communication: all-reduce as calibrated (ρ = 1)")
+        freeze("gamma", 1.0, "no multi-rank cell: no overlap assumed (γ = 1)" if not multi else
+               "no all-reduce calibration: overlap not fitted (γ = 1)")
     return [p for p in PARAMS if p not in frozen], frozen, why
 
 
@@ -197,7 +221,7 @@ def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets:
     buckets = tuple(buckets)
     comm_modelled = bool(links) and bool(buckets)
     free, frozen, why = free_parameters(cells, comm_modelled, thread_prior or {})
-    skeleton = StepModel({p: frozen.get(p, 0.0) for p in PARAMS}, links, buckets, why, len(cells))
+    skeleton = StepModel({**dict.fromkeys(PARAMS, 0.0), **frozen}, links, buckets, why, len(cells))
     measured = np.log([c.step_s for c in cells])
 
     def model_with(theta: np.ndarray) -> StepModel:

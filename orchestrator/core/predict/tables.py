@@ -174,14 +174,14 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
                "epochs from the epochs model; time-to-train = epochs × samples per epoch ÷ samples/s ÷ 3600 "
                "(interval from both); node-hours = hours × nodes; runs/day on the whole target. Lettered notes say "
                "where a prediction is extrapolated or rests on an assumption.")
-    columns = ["nodes", "global batch", "samples/s [interval]", "measured", "epochs", "time to train",
-               "node-hours", "runs/day", "marks"]
+    columns: tuple[str, ...] = ("nodes", "global batch", "samples/s [interval]", "measured", "epochs",
+                                "time to train", "node-hours", "runs/day", "marks")
     if compact:
-        columns = [c for c in columns if c not in ("global batch", "measured")]
+        columns = tuple(c for c in columns if c not in ("global batch", "measured"))
     else:
-        columns += ["predictor", "samples/s low", "samples/s high", "epochs low", "epochs high", "hours low",
-                    "hours high", "flags", "notes"]
-    return Table(name=name, title=title, corner="r×t×b", columns=tuple(columns), rows=tuple(rows),
+        columns += ("predictor", "samples/s low", "samples/s high", "epochs low", "epochs high", "hours low",
+                    "hours high", "flags", "notes")
+    return Table(name=name, title=title, corner="r×t×b", columns=columns, rows=tuple(rows),
                  footnotes=notes.lines(), caption=caption)
 
 

@@ -1,0 +1,74 @@
+"""What a rank reports of its job, section by section (`job.RankResult`'s throughput, convergence, peak and
+allreduce): frozen dataclasses that cross the rank's result file as JSON (`core.jsonobject`), so the
+driver's recording (`run.recording`) reads fields, not keys. No torch: the driver imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core.jsonobject import JsonObject, optional
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report(JsonObject):
+    """A section of a rank's result. Code reads its fields; `report["name"]` reads one by its JSON key, as the
+    rank tests (tests/run) read the plain dicts the reports were before they were typed."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThroughputReport(Report):
+    """protocol.measure_throughput's report, with what DDP put on the wire (ddp.wire_sizes)."""
+
+    allreduce_check: dict[str, list[float]] | None = None   # {local_grad_sums, synced_grad_sums}; None for 1 rank
+    gradient_bytes: int | None = None
+    gradient_dtype: str | None = None
+    ddp_bucket_bytes: list[int] | None = None    # DDP's own buckets, in the gradients' dtype
+    repeat_s: list[float]                        # this rank's wall time per timed repeat
+    step_ms_median: float
+    step_ms_p90: float
+    data_wait_s: float                           # waiting for batches inside the timed region
+    timed_s: float
+    train_flops_per_sample: float | None = None
+    ddp_wire_dtype: str | None = optional()
+    ddp_wire_bucket_bytes: list[int] | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConvergenceReport(Report):
+    """protocol.train_to_target's report."""
+
+    converged: bool
+    epochs_to_target: float | None        # None when the target was not reached
+    epochs_run: float
+    steps_per_epoch: int
+    curve: list[list[float]]              # [[epoch, metric]]
+    lr: float | None                      # the last learning rate set
+    train_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeakReport(Report):
+    """protocol.gemm_peak's report: this rank's GEMM rate."""
+
+    precision: str
+    gflops: float                # from the median matmul time
+    best_gflops: float           # from the fastest
+    gemm_size: int
+    threads: int | None = None
+    matmuls: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllreduceReport(Report):
+    """protocol.allreduce_timing's report: this rank's median time per message size."""
+
+    sizes_bytes: list[int]
+    time_s: list[float]
+    dtype: str
