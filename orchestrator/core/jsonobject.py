@@ -1,5 +1,6 @@
 """Frozen dataclasses that read and write a JSON object without changing its bytes: the trial records
-(`orchestrator.core.records`) and the ranks' reports (`orchestrator.run.reports`).
+(`orchestrator.core.records`), the ranks' reports (`orchestrator.run.reports`) and the profiles
+(`orchestrator.core.profile.result`).
 
 One `from_json`/`to_json` pair, generic over the dataclass's fields, so no field is looked up by a string
 anywhere else. A file written by an older orch lacks keys added since, and one written by a newer orch may
@@ -9,8 +10,20 @@ An object built in code writes every field, in declaration order, but for a fiel
 that is None (a key older writers left out when it did not apply), unless `json_keys` says otherwise
 (`only`, `with_fields`).
 
-A field is converted on the way in by its annotation: a `JsonObject` subclass (or a tuple of them) from
-its JSON object (list), a `StrEnum` from its value; anything else is kept as JSON gave it.
+A field is converted on the way in by its annotation: a `JsonObject` subclass from its JSON object, a
+`tuple[X, ...]` from its JSON list (each item converted as X), a `StrEnum` from its value; anything else
+(a `list`, a `dict`, a number: an int stays an int) is kept as JSON gave it. Tuples are written as lists.
+
+    >>> @dataclass(frozen=True, slots=True)
+    ... class Point(JsonObject):
+    ...     x: float
+    ...     tags: tuple[str, ...] = ()
+    ...     note: str | None = optional()
+    >>> p = Point.from_json({"y": [1], "x": 2, "tags": ["a"]})
+    >>> p.x, p.tags, p.to_json()
+    (2, ('a',), {'y': [1], 'x': 2, 'tags': ['a']})
+    >>> Point(x=1.5).to_json()
+    {'x': 1.5, 'tags': []}
 """
 
 from __future__ import annotations
@@ -39,10 +52,9 @@ def _converter(annotation: Any) -> Convert:
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         inner = _converter(args[0]) if len(args) == 1 else _identity
         return lambda value: None if value is None else inner(value)
-    if typing.get_origin(annotation) is tuple and args and isinstance(args[0], type) and \
-            issubclass(args[0], JsonObject):
-        item: type[JsonObject] = args[0]
-        return lambda value: tuple(item.from_json(v) for v in value)
+    if typing.get_origin(annotation) is tuple and args:
+        item = _converter(args[0])   # tuple[X, ...]: every item an X
+        return lambda value: tuple(item(v) for v in value)
     if isinstance(annotation, type) and issubclass(annotation, JsonObject):
         return annotation.from_json
     if isinstance(annotation, type) and issubclass(annotation, StrEnum):
@@ -77,8 +89,8 @@ def _plain(value: Any) -> Any:
     """A field's value as JSON holds it."""
     if isinstance(value, JsonObject):
         return value.to_json()
-    if isinstance(value, tuple) and value and isinstance(value[0], JsonObject):
-        return [v.to_json() for v in value]
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
     return value
 
 

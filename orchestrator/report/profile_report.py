@@ -18,8 +18,8 @@ from typing import Any
 
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile import checks as pc
-from orchestrator.core.profile.record import Row
 from orchestrator.core.profile.result import ProfiledTarget, ReplayRow, as_target
+from orchestrator.core.profile.row import Row
 from orchestrator.report import profile_plots as pp
 
 PROFILE_FILE = "profile.md"

@@ -7,6 +7,7 @@
 - `analysis`: `orch profile`'s tables from the ranks' profile results;
 - `checks`: the physical bounds that mark a measurement disturbed;
 - `projection`: a profiled step projected onto another CPU from its primitives;
-- `result`: a profiled target as saved (`profile-result.json`) and every rank's profile, typed; built on
-  `record`, the frozen dataclasses read from JSON and written back byte for byte.
+- `result`: a profiled target as saved (`profile-result.json`) and every rank's profile, typed
+  (`core.jsonobject`: read from JSON and written back byte for byte, as the trial records are);
+- `row`: the base of the analysis's table rows, written as the dict of their fields.
 """

@@ -18,8 +18,8 @@ from typing import Any
 
 from orchestrator.core.profile import roofline as rl
 from orchestrator.core.profile.onednn_verbose import ShapeTotal
-from orchestrator.core.profile.record import Row
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, ReplayRow, as_target
+from orchestrator.core.profile.row import Row
 
 Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (as_target)
 OTHER = "other (between ops)"

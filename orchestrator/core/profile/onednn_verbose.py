@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orchestrator.core.profile.record import Record
+from orchestrator.core.jsonobject import JsonObject
 
 PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
 DTYPES = ("f32", "bf16", "f16", "f64", "s8", "u8", "s32", "f8_e5m2", "f8_e4m3")
@@ -103,7 +103,7 @@ class Execution:
 
 
 @dataclass(frozen=True, slots=True)
-class ShapeTotal(Record):
+class ShapeTotal(JsonObject):
     """Aggregate of one distinct problem (kind × direction × descriptor × source and destination data type
     and layout: two reorders of the same dims into different formats are different problems). A record: a
     rank's result keeps it as JSON (results written before a field existed lack it: its default)."""
@@ -128,7 +128,7 @@ class ShapeTotal(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class KindTotal(Record):
+class KindTotal(JsonObject):
     """Aggregate of one primitive kind × direction × implementation over the log."""
 
     kind: str = ""

@@ -37,8 +37,8 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.core.profile import roofline as rl
-from orchestrator.core.profile.record import Row
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
+from orchestrator.core.profile.row import Row
 
 Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (result.as_target)
 

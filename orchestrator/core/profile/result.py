@@ -1,5 +1,5 @@
 """A profiled target as `orch profile` saves it (`profile-result.json` in each target's folder): the run's
-facts and every rank's profile, as typed records (core/profile/record: read and written back byte for byte).
+facts and every rank's profile, as typed JSON objects (core/jsonobject: read and written back byte for byte).
 
     target = ProfiledTarget.from_json(json.loads(path.read_text()))
     target.results[0].onednn.shapes[0].time_ms
@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.core.jsonobject import JsonObject, optional
 from orchestrator.core.profile.onednn_verbose import KindTotal, ShapeTotal
-from orchestrator.core.profile.record import Record, optional
 
 
 @dataclass(frozen=True, slots=True)
-class OnednnSummary(Record):
+class OnednnSummary(JsonObject):
     """The verbose pass's oneDNN log, aggregated: per kind × direction × kernel and per distinct problem."""
 
     log: str = ""                         # the rank's log file, gzipped, beside the result
@@ -31,7 +31,7 @@ class OnednnSummary(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class OpRow(Record):
+class OpRow(JsonObject):
     """One operator (by input shape) of the profiler pass, per step."""
 
     op: str = ""
@@ -43,7 +43,7 @@ class OpRow(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class CoverageJson(Record):
+class CoverageJson(JsonObject):
     """core/profile/events.Coverage as saved: named + allreduce_wait + other = step (ms per step)."""
 
     step_ms: float = 0.0
@@ -53,7 +53,7 @@ class CoverageJson(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class LayerRow(Record):
+class LayerRow(JsonObject):
     """core/profile/events.LayerTime as saved (ms per step)."""
 
     layer: str = ""
@@ -66,7 +66,7 @@ class LayerRow(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ProfilerSummary(Record):
+class ProfilerSummary(JsonObject):
     """The torch.profiler pass: its step times, operator table, coverage, layers and trace file."""
 
     step_ms: tuple[float, ...] = ()
@@ -77,7 +77,7 @@ class ProfilerSummary(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Peak(Record):
+class Peak(JsonObject):
     """The roof measured on the rank's cores after training: the best of the GEMM and a convolution."""
 
     precision: str | None = None
@@ -96,7 +96,7 @@ class Peak(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayRow(Record):
+class ReplayRow(JsonObject):
     """One logged problem replayed alone (run/profile_replay); the keys a result written before the layouts
     were recorded lacks are None, and the match to the logged problem ignores them."""
 
@@ -121,7 +121,7 @@ class ReplayRow(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplaySetting(Record):
+class ReplaySetting(JsonObject):
     """Where the replay ran: its threads and the CPUs it could run on."""
 
     threads: int = 0
@@ -129,7 +129,7 @@ class ReplaySetting(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class RankProfile(Record):
+class RankProfile(JsonObject):
     """One rank's profile (run/profiling.profile_rank): the plain, verbose and profiler passes, then what
     it measured alone on its cores (peak, bandwidth, replay). Step times in ms."""
 
@@ -153,13 +153,13 @@ class RankProfile(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class RankPlacement(Record):
+class RankPlacement(JsonObject):
     rank: int = 0
     cpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class ProfiledTarget(Record):
+class ProfiledTarget(JsonObject):
     """One profiled target (variant × layout): how it ran and every rank's profile, rank order."""
 
     label: str = ""
@@ -176,9 +176,9 @@ class ProfiledTarget(Record):
     applied: Mapping[str, Any] | None = None
     observed_cpus: tuple[Any, ...] = ()       # each rank's CPU masks as it read them (None: not read)
     results: tuple[RankProfile, ...] = ()
-    log_tail: str | None = optional(None)     # a failed run's log
-    passes: int | None = optional(None)       # runs it took (a disturbed run is repeated)
-    disturbed_passes: tuple[tuple[str, ...], ...] | None = optional(None)
+    log_tail: str | None = optional()     # a failed run's log
+    passes: int | None = optional()       # runs it took (a disturbed run is repeated)
+    disturbed_passes: tuple[tuple[str, ...], ...] | None = optional()
 
     @property
     def runs(self) -> int:
