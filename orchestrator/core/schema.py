@@ -49,6 +49,33 @@ class InvalidInput(ValueError):
         super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    """What `opt` says of a field (kept in its metadata under RULE): its help text and numeric bounds."""
+
+    help: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    finite: bool = True
+
+    def within(self, low: float, high: float) -> bool:
+        """Whether every number in [low, high] keeps the bounds."""
+        return ((self.minimum is None or low >= self.minimum)
+                and (self.exclusive_minimum is None or low > self.exclusive_minimum)
+                and (self.maximum is None or high <= self.maximum))
+
+
+RULE = "orch.rule"
+NO_RULE = Rule()
+
+
+def rule_of(f: dataclasses.Field[Any]) -> Rule:
+    """The field's `Rule` (a field not made by `opt` has no help and no bounds)."""
+    found = f.metadata.get(RULE, NO_RULE)
+    return found if isinstance(found, Rule) else NO_RULE
+
+
 def opt(default: Any = MISSING, help: str = "", *, minimum: float | None = None,
         maximum: float | None = None, exclusive_minimum: float | None = None,
         finite: bool = True, factory: Any = MISSING) -> Any:
@@ -57,8 +84,7 @@ def opt(default: Any = MISSING, help: str = "", *, minimum: float | None = None,
     `finite=False` lets the field take NaN and ±infinity (YAML `.nan`, `.inf`). By default they are
     refused: NaN compares false with every bound, so without this rule `.nan` would pass them all.
     """
-    meta = {"help": help, "minimum": minimum, "maximum": maximum, "exclusive_minimum": exclusive_minimum,
-            "finite": finite}
+    meta = {RULE: Rule(help, minimum, maximum, exclusive_minimum, finite)}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple or factory= for mutable defaults")
     if factory is not MISSING:
@@ -78,7 +104,7 @@ def field_help(cls: type) -> list[tuple[str, str, str]]:
             default = repr(f.default_factory())
         else:
             default = "required"
-        out.append((f.name, default, f.metadata.get("help", "")))
+        out.append((f.name, default, rule_of(f).help))
     return out
 
 
@@ -205,38 +231,35 @@ def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> 
 
 def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: list[Problem]) -> None:
     """A field's bounds hold for its number, or for every number in its (possibly nested) lists."""
-    meta = f.metadata
+    rule = rule_of(f)
     if isinstance(value, tuple):
-        if _all_within(meta, value):  # the usual case, without a key path built for every item
+        if _all_within(rule, value):  # the usual case, without a key path built for every item
             return
         for i, item in enumerate(value):
             _check_bounds(f, item, f"{path}[{i}]", problems)
         return
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if isinstance(value, float) and meta.get("finite", True) and not math.isfinite(value):
+    if isinstance(value, float) and rule.finite and not math.isfinite(value):
         # Before the bounds: NaN passes every one of them, and "must be >= 0, got nan" would mislead.
         problems.append(Problem(path, f"must be a finite number, got {value}"))
         return
-    if meta.get("minimum") is not None and value < meta["minimum"]:
-        problems.append(Problem(path, f"must be >= {meta['minimum']}, got {value}"))
-    if meta.get("exclusive_minimum") is not None and value <= meta["exclusive_minimum"]:
-        problems.append(Problem(path, f"must be > {meta['exclusive_minimum']}, got {value}"))
-    if meta.get("maximum") is not None and value > meta["maximum"]:
-        problems.append(Problem(path, f"must be <= {meta['maximum']}, got {value}"))
+    if rule.minimum is not None and value < rule.minimum:
+        problems.append(Problem(path, f"must be >= {rule.minimum}, got {value}"))
+    if rule.exclusive_minimum is not None and value <= rule.exclusive_minimum:
+        problems.append(Problem(path, f"must be > {rule.exclusive_minimum}, got {value}"))
+    if rule.maximum is not None and value > rule.maximum:
+        problems.append(Problem(path, f"must be <= {rule.maximum}, got {value}"))
 
 
-def _all_within(meta: Mapping[str, Any], items: tuple[Any, ...]) -> bool:
-    """True when `items` are plain numbers, finite where `meta` asks it, all within the bounds in `meta`."""
+def _all_within(rule: Rule, items: tuple[Any, ...]) -> bool:
+    """True when `items` are plain numbers, finite where `rule` asks it, all within its bounds."""
     kinds = set(map(type, items))
     if not items or not kinds <= {int, float}:
         return False
-    if float in kinds and meta.get("finite", True) and not all(math.isfinite(i) for i in items if type(i) is float):
+    if float in kinds and rule.finite and not all(math.isfinite(i) for i in items if type(i) is float):
         return False  # min and max are meaningless with a NaN among the items: check them one by one
-    low, high = min(items), max(items)
-    return ((meta.get("minimum") is None or low >= meta["minimum"])
-            and (meta.get("exclusive_minimum") is None or low > meta["exclusive_minimum"])
-            and (meta.get("maximum") is None or high <= meta["maximum"]))
+    return rule.within(min(items), max(items))
 
 
 # A document may hold thousands of mappings of one class (the nodes of a detailed topology): resolve each
@@ -262,7 +285,7 @@ def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
         sub = _join(path, name)
         if name not in data:
             if f.default is MISSING and f.default_factory is MISSING:
-                problems.append(Problem(sub, f"required ({f.metadata.get('help', _type_name(hints[name]))})"))
+                problems.append(Problem(sub, f"required ({rule_of(f).help or _type_name(hints[name])})"))
             continue
         before = len(problems)
         value = _convert(hints[name], data[name], sub, problems)
