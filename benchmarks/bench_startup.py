@@ -16,7 +16,7 @@ instead, as sweeps did before NodePool. Each start-up is split into:
   (model, optimizer, data), ddp (DDP wrap), barrier (waiting for the slowest rank).
 
 Columns are rank 0's view; they add up to its ready time. `--driver-probe` also times, one by one, the
-driver's Ray calls of a trial on its own pool (a copy of that sequence; the ranks are not started).
+driver's Ray calls of a trial on its own pool (run_ranks' own pieces; the ranks are not started).
 
 With `--baseline REF` the same trials also run with the rank code (orchestrator/, workloads/) of git REF,
 interleaved with the working tree's in every round (order alternating), so both see the same machine load.
@@ -86,16 +86,10 @@ def trial_cases(sweep: Any, plan: Any) -> list[tuple[str, Any, Any]]:
     return cases
 
 
-def rank_specs(p: Any) -> list[Any]:
-    from orchestrator.run.trial import RankSpec
-
-    return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, p.memory_budget_mib[r.rank])
-            for r in p.placement.ranks]
-
-
 def run_case(cluster: Any, p: Any, job: Any, workdir: str, pool: Any) -> dict[str, float]:
     """One trial through the sweep's run_ranks (on `pool`, or on its own when None): its start-up, wall time
     and rank 0's phases."""
+    from orchestrator.run.sweep import rank_specs
     from orchestrator.run.trial import run_ranks
 
     started = time.time()
@@ -121,18 +115,15 @@ def baseline_tree(ref: str, into: Path) -> Path:
 
 
 def driver_probe(cluster: Any, p: Any, rounds: int) -> dict[str, list[float]]:
-    """The driver's Ray calls of run_ranks, one by one (a copy of its sequence; no rank is started): reserve
-    right after the previous trial's release (as between trials) and after 1.5 s idle; the launcher actors
-    up (a new Ray worker each, importing orch's launcher) with their node_info; free_port; and, for
-    comparison, the same calls on launchers that already run (what a long-lived launcher would cost)."""
-    import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from orchestrator.run.launcher import RankLauncher
+    """The driver's Ray calls of a trial on its own pool, one by one, through run_ranks' own pieces (NodePool,
+    RayRanks; no rank is started): reserve after 1.5 s idle and right after the previous trial's release (as
+    between trials); the launcher actor up (a new Ray worker, importing orch's launcher) with its node_info;
+    free_port; the same calls again on the launcher now running (what the sweep's long-lived one costs); and
+    the release."""
+    from orchestrator.run.sweep import rank_specs
+    from orchestrator.run.trial import NodePool, RayRanks, trial_cpus
 
     ranks = rank_specs(p)
-    selector = [{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks]
     times: dict[str, list[float]] = {}
 
     def lap(name: str, since: float) -> float:
@@ -141,41 +132,29 @@ def driver_probe(cluster: Any, p: Any, rounds: int) -> dict[str, list[float]]:
         return now
 
     def reserve(name: str) -> Any:
-        t0 = time.time()
-        pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
-                             bundle_label_selector=selector)
-        ray.get(pg.ready())
+        pool, t0 = NodePool(cluster), time.time()
+        problem = pool.reserve(trial_cpus(ranks), threading.Event())
+        if problem is not None:
+            raise SystemExit(f"could not reserve the trial's CPUs: {problem}")
         lap(name, t0)
-        return pg
+        return pool
 
-    actor: Any = ray.remote(RankLauncher)
-    warm = [actor.options(num_cpus=0).remote(f"{tempfile.gettempdir()}/bench-startup-warm-{os.getpid()}-{j}")
-            for j in range(len(ranks))]
-    ray.get([w.node_info.remote() for w in warm])
     for i in range(rounds):
-        remove_placement_group(reserve("reserve (first, or 1.5 s after a release)"))
-        pg = reserve("reserve right after a release")
+        reserve("reserve (first, or 1.5 s after a release)").close()
+        pool = reserve("reserve right after a release")
         t = time.time()
-        launchers = [actor.options(num_cpus=float(len(r.all_cpus)), max_concurrency=4,
-                                   scheduling_strategy=PlacementGroupSchedulingStrategy(pg, j)
-                                   ).remote(f"{tempfile.gettempdir()}/bench-startup-probe-{os.getpid()}-{i}-{j}")
-                     for j, r in enumerate(ranks)]
-        ray.get([launcher.node_info.remote() for launcher in launchers])
+        host = RayRanks(pool, ranks, f"{tempfile.gettempdir()}/bench-startup-probe-{os.getpid()}-{i}")
+        host.node_infos()
         t = lap("launcher actors up + node_info", t)
-        ray.get(launchers[0].free_port.remote())
+        host.rendezvous_port()
         t = lap("free_port", t)
-        ray.get([w.node_info.remote() for w in warm])
-        ray.get(warm[0].free_port.remote())
+        host.node_infos()
+        host.rendezvous_port()
         t = lap("node_info + free_port on running launchers", t)
-        for launcher in launchers:
-            ray.get(launcher.cleanup.remote())
-            ray.kill(launcher)
-        remove_placement_group(pg)
+        host.cleanup()
+        pool.close()
         lap("cleanup + kill + release", t)
         time.sleep(1.5)
-    for w in warm:
-        ray.get(w.cleanup.remote())
-        ray.kill(w)
     return times
 
 
@@ -250,7 +229,7 @@ def main() -> None:
             pool.close()   # before the probe, which reserves CPUs of its own
         print_table("start-up per trial kind", rows)
         if args.driver_probe:
-            p = next(p for label, p, _ in cases if label.startswith(("peak 2", "throughput r2")))
+            p = next(p for _label, p, _ in cases if p.trial.ranks >= 2)
             probe = driver_probe(cluster, p, args.driver_probe)
             print(f"\ndriver's Ray calls for a {p.trial.ranks}-rank trial, {args.driver_probe} rounds "
                   "(median, min, max s)")

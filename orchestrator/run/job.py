@@ -1,5 +1,5 @@
 """What a rank process is asked to do, and how it reports progress: plain data shared by the launcher
-(which writes the job file and reads the status file) and the rank process (which does the opposite).
+(which writes the job file and reads the progress file) and the rank process (which does the opposite).
 
 No torch, no Ray: both sides import it.
 """
@@ -65,7 +65,7 @@ class RankJob:
     convergence: dict[str, Any] | None = None   # the spec's convergence section, plus global_batch
     peak_precision: str = "fp32"
     message_bytes: list[int] = field(default_factory=list)   # allreduce calibration sizes
-    status_path: str = ""
+    progress_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
     profile: dict[str, Any] | None = None       # kind profile: steps, out_dir, replay (orchestrator.run.profiling)
@@ -119,8 +119,9 @@ class RankResult:
 
 
 @dataclass(slots=True)
-class Status:
-    """A rank's progress, rewritten atomically at most every `MIN_INTERVAL_S`."""
+class RankProgress:
+    """A rank's progress, as it reports it: rewritten atomically at most every `ProgressWriter.MIN_INTERVAL_S`
+    (how the rank ended is the launcher's `rank_end.RankStatus`; how the trial ended, `records.Status`)."""
 
     phase: Phase = Phase.STARTING
     step: int = 0            # training steps done so far (all phases), the watchdog's heartbeat
@@ -130,7 +131,7 @@ class Status:
     metric: float | None = None
 
 
-class StatusWriter:
+class ProgressWriter:
     """Cheap enough to call every step: it only touches the file when the phase changes or at most every
     MIN_INTERVAL_S, so the timed region pays one clock read per step."""
 
@@ -138,27 +139,27 @@ class StatusWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self.status = Status()
+        self.progress = RankProgress()
         self._last_write = 0.0
 
     def update(self, *, force: bool = False, **changes: Any) -> None:
-        phase_changed = "phase" in changes and changes["phase"] != self.status.phase
+        phase_changed = "phase" in changes and changes["phase"] != self.progress.phase
         for key, value in changes.items():
-            setattr(self.status, key, value)
+            setattr(self.progress, key, value)
         now = time.monotonic()
         if self.path and (force or phase_changed or now - self._last_write >= self.MIN_INTERVAL_S):
-            self.status.t = time.time()
-            write_atomic(self.path, json.dumps(asdict(self.status)))
+            self.progress.t = time.time()
+            write_atomic(self.path, json.dumps(asdict(self.progress)))
             self._last_write = now
 
     def step(self, **changes: Any) -> None:
-        self.update(step=self.status.step + 1, **changes)
+        self.update(step=self.progress.step + 1, **changes)
 
 
-def read_status(path: str | Path) -> Status | None:
-    """The rank's last status, or None while there is none (or it cannot be read)."""
+def read_progress(path: str | Path) -> RankProgress | None:
+    """The rank's last progress report, or None while there is none (or it cannot be read)."""
     try:
         data = json.loads(Path(path).read_text())
-        return Status(**{**data, "phase": Phase(data.get("phase", Phase.STARTING))})
+        return RankProgress(**{**data, "phase": Phase(data.get("phase", Phase.STARTING))})
     except (OSError, ValueError, TypeError, AttributeError):
         return None

@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 from orchestrator.core import onednn_verbose as ov
 from orchestrator.core import profile_events as pe
-from orchestrator.run.job import Phase, RankJob, StatusWriter
+from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.profile_replay import (
     conv_peak_gflops,
     replay_setting,
@@ -47,7 +47,7 @@ OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self t
 
 
 def _timed_steps(step: Callable[[tuple], Any], batches: Iterator[tuple], steps: int,
-                 status: StatusWriter, cpu: dict[str, float] | None = None) -> list[float]:
+                 status: ProgressWriter, cpu: dict[str, float] | None = None) -> list[float]:
     """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
     shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
     dist.barrier()
@@ -122,7 +122,7 @@ def _op_table(prof: Any, steps: int) -> list[dict[str, Any]]:
 
 
 def _profiler_pass(step: Callable[[tuple], Any], batches: Iterator[tuple], root: torch.nn.Module, steps: int,
-                   trace_path: Path, status: StatusWriter, usage: dict[str, float]) -> dict[str, Any]:
+                   trace_path: Path, status: ProgressWriter, usage: dict[str, float]) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     captured: dict[str, Any] = {}
@@ -183,7 +183,7 @@ def _share(usage: dict[str, float], threads: int) -> float | None:
     return usage["cpu_s"] / (usage["wall_s"] * threads) if usage.get("wall_s") else None
 
 
-def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) -> dict[str, Any]:
+def profile_rank(job: RankJob, trainer: Any, module: Any, status: ProgressWriter) -> dict[str, Any]:
     cfg = job.profile or {}
     steps = int(cfg["steps"])
     out_dir = Path(cfg["out_dir"])
@@ -223,7 +223,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
     return {**result, **_alone(job, cfg, executions, status)}
 
 
-def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: StatusWriter) -> dict[str, Any]:
+def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: ProgressWriter) -> dict[str, Any]:
     """Alone on the pinned cores, after training: peak, bandwidth, isolated primitives. The ranks measure
     in step (gemm_peak's barrier starts and ends its window on every rank at once), so the ranks of one
     node share memory bandwidth and power as they do in training."""

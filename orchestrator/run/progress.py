@@ -18,7 +18,7 @@ from rich.text import Text
 
 from orchestrator.core import records as rec
 from orchestrator.core.eta import Eta, duration_text
-from orchestrator.run.job import Phase
+from orchestrator.run.job import Phase, RankProgress
 
 _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
                  rec.INFEASIBLE: "dim"}
@@ -120,18 +120,19 @@ class SweepProgress:
                 self.console.print(f"[{self.started}/{self.total}] {label}: starting")
             self._refresh()
 
-    def phase(self, key: str, status: dict[str, Any] | None) -> None:
-        if status is None:
+    def phase(self, key: str, progress: RankProgress | None) -> None:
+        """Show what the trial's rank 0 last reported (None: nothing yet, or it could not be asked)."""
+        if progress is None:
             what = str(Phase.STARTING)
-        elif status["phase"] == Phase.TIMING and not status.get("of"):   # a peak or a calibration: no repeats
-            what = f"timing, {status['step']} done"
-        elif status["phase"] == Phase.TIMING:
-            what = f"timing repeat {status['repeat']}/{status['of']}"
-        elif status["phase"] in (Phase.TRAINING, Phase.EVALUATING):
-            metric = f", last eval {status['metric']:.3f}" if status.get("metric") is not None else ""
-            what = f"{status['phase']} epoch {status['repeat']}/{status['of']}{metric}"
+        elif progress.phase == Phase.TIMING and not progress.of:   # a peak or a calibration: no repeats
+            what = f"timing, {progress.step} done"
+        elif progress.phase == Phase.TIMING:
+            what = f"timing repeat {progress.repeat}/{progress.of}"
+        elif progress.phase in (Phase.TRAINING, Phase.EVALUATING):
+            metric = f", last eval {progress.metric:.3f}" if progress.metric is not None else ""
+            what = f"{progress.phase} epoch {progress.repeat}/{progress.of}{metric}"
         else:
-            what = status["phase"]
+            what = str(progress.phase)
         with self._lock:
             if key in self.running:
                 label, t0, _ = self.running[key]

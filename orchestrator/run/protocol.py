@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from orchestrator.core.lr import learning_rate_at
-from orchestrator.run.job import Phase, RankJob, StatusWriter
+from orchestrator.run.job import Phase, ProgressWriter, RankJob
 
 if TYPE_CHECKING:
     from workloads.base import DdpOptions
@@ -104,7 +104,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
+def measure_throughput(job: RankJob, trainer, module, status: ProgressWriter) -> dict[str, Any]:
     step = make_step(module, trainer.optimizer)
     source = _cycle_epochs(trainer.batches)
     if job.data == "memory":
@@ -238,7 +238,7 @@ def _evaluate(trainer, metric: str) -> float:
     return float(verdict.item())
 
 
-def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> dict[str, Any]:
+def train_to_target(job: RankJob, trainer, module, status: ProgressWriter) -> dict[str, Any]:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
     conv = job.convergence_section()

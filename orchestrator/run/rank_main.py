@@ -2,7 +2,7 @@
 
 The launcher starts it with its CPU list already applied (numactl or taskset) and with OMP_NUM_THREADS,
 the OpenMP affinity variables and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT in its environment,
-so every thread the process creates is born inside its cores. It writes progress to the status file and
+so every thread the process creates is born inside its cores. It writes progress to the progress file and
 its result to the result file; a non-zero exit status (with the traceback in its log) means failure.
 """
 
@@ -26,7 +26,7 @@ from orchestrator.core.records import Kind
 from orchestrator.io.files import write_atomic
 
 if TYPE_CHECKING:
-    from orchestrator.run.job import RankJob, StatusWriter
+    from orchestrator.run.job import ProgressWriter, RankJob
 
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
@@ -96,10 +96,10 @@ def main(argv: list[str]) -> int:
     # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
     # goes to the log, so a hang's record says where it hung.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    from orchestrator.run.job import Phase, RankJob, RankResult, StatusWriter
+    from orchestrator.run.job import Phase, ProgressWriter, RankJob, RankResult
 
     job = RankJob.from_json(Path(argv[1]).read_text())
-    status = StatusWriter(job.status_path)
+    status = ProgressWriter(job.progress_path)
     status.update(phase=Phase.BUILDING, force=True)
 
     import torch
@@ -147,9 +147,9 @@ def _rendezvous_store(timeout: timedelta):
     return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
 
 
-def _peak(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
+def _peak(job: RankJob, status: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
     """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers. Each
-    matmul is a step of the status file: a slow CPU's peak is progress, not a hang."""
+    matmul is a step of the progress file: a slow CPU's peak is progress, not a hang."""
     import torch.distributed as dist
 
     from orchestrator.run.job import Phase
@@ -186,7 +186,7 @@ def _init_process_group(job: RankJob) -> None:
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
 
 
-def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
+def _allreduce(job: RankJob, status: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
     """The all-reduce calibration: message sizes × repeats, timed on every rank."""
     import torch.distributed as dist
 
@@ -207,7 +207,7 @@ def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[
         dist.destroy_process_group()
 
 
-def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
+def _train(job: RankJob, status: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
     """Build the model in a process group and run the job's protocol: the result's training sections."""
     import torch.distributed as dist
 
