@@ -48,41 +48,31 @@ PHASES = ("driver", "interpreter", "import_torch", "import_protocol", "rendezvou
 SWEEP = REPO / "sweeps" / "retinanet.yaml"
 
 
-def trial_cases(sweep: Any, plan: Any) -> list[tuple[str, Any, Any]]:
-    """(label, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order."""
+def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]:
+    """(label, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order: the
+    sweep's own work items and jobs, with the fewest steps each protocol allows."""
+    from dataclasses import replace
+
     from orchestrator.core import records as rec
-    from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
-    from orchestrator.core.schema import to_plain
-    from orchestrator.run.job import JobKind, RankJob
+    from orchestrator.run.kinds import item_types
+    from orchestrator.run.kinds.base import SweepContext
 
-    spec, params = sweep.spec, to_plain(sweep.params)
-    precision = getattr(sweep.params, "precision", "fp32")
-
-    def job(kind: Any, p: Any, **extra: Any) -> Any:
-        return RankJob(kind=JobKind(kind), workload=spec.workload.name, params=params, backend=plan.backend.chosen,
-                       local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank, warmup_steps=1,
-                       timed_steps=1, repeats=1, init_timeout_s=120.0, **extra)
-
-    layouts: dict[tuple[int, int], Any] = {}
-    for p in plan.feasible:
-        layouts.setdefault((p.trial.ranks, p.trial.threads_per_rank), p)
-    cases = [(f"peak {r}x{t}", p, job(rec.PEAK, p, peak_precision=precision)) for (r, t), p in sorted(layouts.items())]
-    counts = tuple(sorted({p.trial.ranks for p in plan.feasible}))
-    cases += [(f"allreduce {key.split('-')[1]} {p.trial.ranks}", p,
-               job(rec.ALLREDUCE, p, peak_precision=GRADIENT_DTYPE, message_bytes=[MESSAGE_BYTES[0]]))
-              for key, p in calibration_trials(plan.topology, counts)]
-    cases += [(f"throughput {p.trial.key}", p, job(rec.THROUGHPUT, p)) for p in plan.feasible]
-    seen: set[str] = set()
-    for run in plan.convergence if spec.convergence else ():
-        if run.layout.trial.key in seen:
-            continue
-        seen.add(run.layout.trial.key)
-        # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
-        steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // run.global_batch
-        conv = {**to_plain(spec.convergence), "global_batch": run.global_batch, "max_epochs": 1 / steps_per_epoch,
-                "warmup_epochs": 0.0}
-        cases.append((f"convergence {run.layout.trial.key}", run.layout,
-                      job(rec.CONVERGENCE, run.layout, seed=run.seed, convergence=conv)))
+    ctx = SweepContext(sweep.with_choice(plan.precision), plan, nodes)
+    cases, trained = [], set()
+    for kind in item_types():
+        for item in kind.plan_items(ctx):
+            job = item.job(ctx, item.planned)
+            job = replace(job, warmup_steps=1, timed_steps=1, repeats=1, init_timeout_s=120.0,
+                          message_bytes=job.message_bytes[:1])
+            if item.KIND == rec.CONVERGENCE:
+                if item.planned.trial.key in trained:   # one per layout: start-up does not depend on the seed
+                    continue
+                trained.add(item.planned.trial.key)
+                # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
+                conv = job.convergence_section()
+                steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // conv["global_batch"]
+                job = replace(job, convergence={**conv, "max_epochs": 1 / steps_per_epoch, "warmup_epochs": 0.0})
+            cases.append((f"{item.KIND} {item.key}", item.planned, job))
     return cases
 
 
@@ -208,7 +198,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f} at start")
     sweep, plan, cluster = connect_and_plan()
     pool = None if args.per_trial_reservation else sweep_pool(cluster)
-    cases = [c for c in trial_cases(sweep, plan) if c[0].split()[0] in args.kinds]
+    cases = [c for c in trial_cases(sweep, plan, len(cluster.nodes)) if c[0].split()[0] in args.kinds]
     rows: dict[str, dict[str, list[dict[str, float]]]] = {label: {} for label, _, _ in cases}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         # The rank processes import orch from PYTHONPATH (run_ranks passes the driver's environment on).

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from orchestrator.core.records import Kind
 from orchestrator.io.files import write_atomic
@@ -29,15 +29,15 @@ class Phase(StrEnum):
     DONE = "done"
 
 
-class JobKind(StrEnum):
-    """What a rank process is asked to do: one of the record kinds, or a profile (`orch profile`, whose
-    output is a profile folder, not a trial record). Values equal the record `Kind`'s where they share one."""
+# What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), or a
+# profile (`orch profile`, whose output is a profile folder, not a trial record).
+PROFILE: Final = "profile"
+JobKind = Kind | Literal["profile"]
 
-    THROUGHPUT = Kind.THROUGHPUT.value
-    CONVERGENCE = Kind.CONVERGENCE.value
-    PEAK = Kind.PEAK.value
-    ALLREDUCE = Kind.ALLREDUCE.value
-    PROFILE = "profile"
+
+def job_kind(value: str) -> JobKind:
+    """The job kind named `value` (as written in a job file)."""
+    return PROFILE if value == PROFILE else Kind(value)
 
 
 def init_timeout_s(step_timeout_s: float) -> float:
@@ -51,7 +51,8 @@ def init_timeout_s(step_timeout_s: float) -> float:
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: JobKind                  # the record kind this job feeds, or a profile
+    kind: JobKind                  # the record kind this job feeds, or a profile; names its rank-side module
+                                   # in orchestrator.run.kinds (run.rank_main)
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -82,7 +83,7 @@ class RankJob:
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)
-        return RankJob(**{**data, "kind": JobKind(data["kind"])})
+        return RankJob(**{**data, "kind": job_kind(data["kind"])})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
