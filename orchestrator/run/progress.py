@@ -19,6 +19,7 @@ from rich.text import Text
 from orchestrator.core import records as rec
 from orchestrator.core.eta import Eta, duration_text
 from orchestrator.run.job import Phase, RankProgress
+from orchestrator.run.kinds import kind_module
 
 _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
                  rec.INFEASIBLE: "dim"}
@@ -26,22 +27,12 @@ RECENT_ROWS = 12
 
 
 def describe(record: dict[str, Any]) -> str:
-    """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ..."""
+    """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ... (an ok
+    record's line is its kind's: run.kinds), or the first line of why it failed."""
     if record["status"] != rec.OK:
         return (record.get("reason") or "").splitlines()[0][:90] if record.get("reason") else ""
-    if record["kind"] == rec.THROUGHPUT:
-        t = record["throughput"]
-        return f"{t['samples_per_s']:,.1f} samples/s (cv {t['cv']:.1%})"
-    if record["kind"] == rec.CONVERGENCE:
-        c = record["convergence"]
-        if c["converged"]:
-            return f"{c['metric']} ≥ {c['target']:g} at {c['epochs_to_target']:.2f} epochs"
-        return f"did not reach {c['metric']} {c['target']:g} in {c['epochs_run']:.2f} epochs"
-    if record["kind"] == rec.ALLREDUCE:
-        a = record["allreduce"]
-        return (f"{a['sizes_bytes'][-1] / 2**20:g} MiB in {a['time_s'][-1] * 1e3:,.1f} ms "
-                f"({a['link']}, {a['ranks']} ranks)")
-    return f"{record['peak']['gflops']:,.1f} GFLOP/s ({record['peak']['precision']})"
+    line: str = kind_module(record["kind"]).describe(record)
+    return line
 
 
 class SweepProgress:

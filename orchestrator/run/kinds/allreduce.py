@@ -57,6 +57,12 @@ class AllreduceItem(WorkItem):
 ITEM = AllreduceItem
 
 
+def describe(record: dict[str, Any]) -> str:
+    """An ok record in one line, for the progress display: its largest message's time."""
+    a = record["allreduce"]
+    return f"{a['sizes_bytes'][-1] / 2**20:g} MiB in {a['time_s'][-1] * 1e3:,.1f} ms ({a['link']}, {a['ranks']} ranks)"
+
+
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
     """Message sizes × repeats, timed on every rank."""
     import torch.distributed as dist

@@ -70,6 +70,14 @@ class ConvergenceItem(WorkItem):
 ITEM = ConvergenceItem
 
 
+def describe(record: dict[str, Any]) -> str:
+    """An ok record in one line, for the progress display: 'accuracy ≥ 0.9 at 2.25 epochs'."""
+    c = record["convergence"]
+    if c["converged"]:
+        return f"{c['metric']} ≥ {c['target']:g} at {c['epochs_to_target']:.2f} epochs"
+    return f"did not reach {c['metric']} {c['target']:g} in {c['epochs_run']:.2f} epochs"
+
+
 def _section(ctx: SweepContext) -> Any:
     """The spec's convergence section (a convergence run is planned only with one)."""
     if ctx.spec.convergence is None:

@@ -52,6 +52,11 @@ class PeakItem(WorkItem):
 ITEM = PeakItem
 
 
+def describe(record: dict[str, Any]) -> str:
+    """An ok record in one line, for the progress display: '812.0 GFLOP/s (fp32)'."""
+    return f"{record['peak']['gflops']:,.1f} GFLOP/s ({record['peak']['precision']})"
+
+
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
     """The GEMM on every rank of the layout at once, synchronized by barriers. Each matmul is a step of the
     progress file: a slow CPU's peak is progress, not a hang. No communication section: the barriers are

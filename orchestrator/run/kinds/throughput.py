@@ -51,6 +51,12 @@ class ThroughputItem(WorkItem):
 ITEM = ThroughputItem
 
 
+def describe(record: dict[str, Any]) -> str:
+    """An ok record in one line, for the progress display: '312.4 samples/s (cv 1.2%)'."""
+    t = record["throughput"]
+    return f"{t['samples_per_s']:,.1f} samples/s (cv {t['cv']:.1%})"
+
+
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
     from orchestrator.run.rank_session import train
 
