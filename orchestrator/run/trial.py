@@ -129,10 +129,10 @@ class RayRanks:
         port: int = ray.get(self.handles[0].actor.free_port.remote())
         return port
 
-    def start(self, job: RankJob, backend: str) -> None:
+    def start(self, job: RankJob) -> None:
         """Start every rank process, pinned, with its environment (the rendezvous at rank 0's node)."""
         master_addr, port = self.node_infos()[0]["ip"], self.rendezvous_port()
-        envs = _environments(self.ranks, master_addr, port, backend)
+        envs = _environments(self.ranks, master_addr, port, job.backend)
         ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
                  for h, r, env in zip(self.handles, self.ranks, envs)])
 
@@ -193,7 +193,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
                 return TrialRun(Status.FAILED, problem, [None] * len(ranks), wall_s=time.time() - started,
                                 interrupted=stop.is_set())
         host = RayRanks(pool, ranks, workdir)
-        host.start(job, job.backend)
+        host.start(job)
         limits = Limits([r.budget_mib for r in ranks], step_timeout_s, started + timeout_s)
         return supervise(host, limits, started, stop=stop, on_progress=on_status, node_ids=host.node_ids)
     finally:
