@@ -49,7 +49,7 @@ SWEEP = REPO / "sweeps" / "retinanet.yaml"
 
 
 def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]:
-    """(label, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order: the
+    """(trial key, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order: the
     sweep's own work items and jobs, with the fewest steps each protocol allows."""
     from dataclasses import replace
 
@@ -72,7 +72,7 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
                 conv = job.convergence_section()
                 steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // conv["global_batch"]
                 job = replace(job, convergence={**conv, "max_epochs": 1 / steps_per_epoch, "warmup_epochs": 0.0})
-            cases.append((f"{item.KIND} {item.key}", item.planned, job))
+            cases.append((item.key, item.planned, job))
     return cases
 
 
@@ -198,7 +198,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f} at start")
     sweep, plan, cluster = connect_and_plan()
     pool = None if args.per_trial_reservation else sweep_pool(cluster)
-    cases = [c for c in trial_cases(sweep, plan, len(cluster.nodes)) if c[0].split()[0] in args.kinds]
+    cases = [c for c in trial_cases(sweep, plan, len(cluster.nodes)) if c[2].kind in args.kinds]
     rows: dict[str, dict[str, list[dict[str, float]]]] = {label: {} for label, _, _ in cases}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         # The rank processes import orch from PYTHONPATH (run_ranks passes the driver's environment on).
