@@ -16,7 +16,7 @@ instead, as sweeps did before NodePool. Each start-up is split into:
   (model, optimizer, data), ddp (DDP wrap), barrier (waiting for the slowest rank).
 
 Columns are rank 0's view; they add up to its ready time. `--driver-probe` also times, one by one, the
-driver's Ray calls of a trial on its own pool (a copy of that sequence; the ranks are not started).
+driver's Ray calls of a trial on its own pool (run_ranks' own pieces; the ranks are not started).
 
 With `--baseline REF` the same trials also run with the rank code (orchestrator/, workloads/) of git REF,
 interleaved with the working tree's in every round (order alternating), so both see the same machine load.
@@ -48,54 +48,38 @@ PHASES = ("driver", "interpreter", "import_torch", "import_protocol", "rendezvou
 SWEEP = REPO / "sweeps" / "retinanet.yaml"
 
 
-def trial_cases(sweep: Any, plan: Any) -> list[tuple[str, Any, Any]]:
-    """(label, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order."""
+def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]:
+    """(trial key, planned trial, RankJob) for each trial kind × layout of the default sweep, in sweep order: the
+    sweep's own work items and jobs, with the fewest steps each protocol allows."""
+    from dataclasses import replace
+
     from orchestrator.core import records as rec
-    from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
-    from orchestrator.core.schema import to_plain
-    from orchestrator.run.job import JobKind, RankJob
+    from orchestrator.run.kinds import item_types
+    from orchestrator.run.kinds.base import SweepContext
 
-    spec, params = sweep.spec, to_plain(sweep.params)
-    precision = getattr(sweep.params, "precision", "fp32")
-
-    def job(kind: Any, p: Any, **extra: Any) -> Any:
-        return RankJob(kind=JobKind(kind), workload=spec.workload.name, params=params, backend=plan.backend.chosen,
-                       local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank, warmup_steps=1,
-                       timed_steps=1, repeats=1, init_timeout_s=120.0, **extra)
-
-    layouts: dict[tuple[int, int], Any] = {}
-    for p in plan.feasible:
-        layouts.setdefault((p.trial.ranks, p.trial.threads_per_rank), p)
-    cases = [(f"peak {r}x{t}", p, job(rec.PEAK, p, peak_precision=precision)) for (r, t), p in sorted(layouts.items())]
-    counts = tuple(sorted({p.trial.ranks for p in plan.feasible}))
-    cases += [(f"allreduce {key.split('-')[1]} {p.trial.ranks}", p,
-               job(rec.ALLREDUCE, p, peak_precision=GRADIENT_DTYPE, message_bytes=[MESSAGE_BYTES[0]]))
-              for key, p in calibration_trials(plan.topology, counts)]
-    cases += [(f"throughput {p.trial.key}", p, job(rec.THROUGHPUT, p)) for p in plan.feasible]
-    seen: set[str] = set()
-    for run in plan.convergence if spec.convergence else ():
-        if run.layout.trial.key in seen:
-            continue
-        seen.add(run.layout.trial.key)
-        # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
-        steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // run.global_batch
-        conv = {**to_plain(spec.convergence), "global_batch": run.global_batch, "max_epochs": 1 / steps_per_epoch,
-                "warmup_epochs": 0.0}
-        cases.append((f"convergence {run.layout.trial.key}", run.layout,
-                      job(rec.CONVERGENCE, run.layout, seed=run.seed, convergence=conv)))
+    ctx = SweepContext(sweep.with_choice(plan.precision), plan, nodes)
+    cases, trained = [], set()
+    for kind in item_types():
+        for item in kind.plan_items(ctx):
+            job = item.job(ctx, item.planned)
+            job = replace(job, warmup_steps=1, timed_steps=1, repeats=1, init_timeout_s=120.0,
+                          message_bytes=job.message_bytes[:1])
+            if item.KIND == rec.CONVERGENCE:
+                if item.planned.trial.key in trained:   # one per layout: start-up does not depend on the seed
+                    continue
+                trained.add(item.planned.trial.key)
+                # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
+                conv = job.convergence_section()
+                steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // conv["global_batch"]
+                job = replace(job, convergence={**conv, "max_epochs": 1 / steps_per_epoch, "warmup_epochs": 0.0})
+            cases.append((item.key, item.planned, job))
     return cases
-
-
-def rank_specs(p: Any) -> list[Any]:
-    from orchestrator.run.trial import RankSpec
-
-    return [RankSpec(r.rank, r.local_rank, r.node, r.cpus, r.ccl_cpus, r.numa_nodes, p.memory_budget_mib[r.rank])
-            for r in p.placement.ranks]
 
 
 def run_case(cluster: Any, p: Any, job: Any, workdir: str, pool: Any) -> dict[str, float]:
     """One trial through the sweep's run_ranks (on `pool`, or on its own when None): its start-up, wall time
     and rank 0's phases."""
+    from orchestrator.run.sweep import rank_specs
     from orchestrator.run.trial import run_ranks
 
     started = time.time()
@@ -121,18 +105,15 @@ def baseline_tree(ref: str, into: Path) -> Path:
 
 
 def driver_probe(cluster: Any, p: Any, rounds: int) -> dict[str, list[float]]:
-    """The driver's Ray calls of run_ranks, one by one (a copy of its sequence; no rank is started): reserve
-    right after the previous trial's release (as between trials) and after 1.5 s idle; the launcher actors
-    up (a new Ray worker each, importing orch's launcher) with their node_info; free_port; and, for
-    comparison, the same calls on launchers that already run (what a long-lived launcher would cost)."""
-    import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from orchestrator.run.launcher import RankLauncher
+    """The driver's Ray calls of a trial on its own pool, one by one, through run_ranks' own pieces (NodePool,
+    RayRanks; no rank is started): reserve after 1.5 s idle and right after the previous trial's release (as
+    between trials); the launcher actor up (a new Ray worker, importing orch's launcher) with its node_info;
+    free_port; the same calls again on the launcher now running (what the sweep's long-lived one costs); and
+    the release."""
+    from orchestrator.run.sweep import rank_specs
+    from orchestrator.run.trial import NodePool, RayRanks, trial_cpus
 
     ranks = rank_specs(p)
-    selector = [{"ray.io/node-id": cluster.nodes[r.node].node_id} for r in ranks]
     times: dict[str, list[float]] = {}
 
     def lap(name: str, since: float) -> float:
@@ -141,41 +122,29 @@ def driver_probe(cluster: Any, p: Any, rounds: int) -> dict[str, list[float]]:
         return now
 
     def reserve(name: str) -> Any:
-        t0 = time.time()
-        pg = placement_group([{"CPU": float(len(r.all_cpus))} for r in ranks], strategy="PACK",
-                             bundle_label_selector=selector)
-        ray.get(pg.ready())
+        pool, t0 = NodePool(cluster), time.time()
+        problem = pool.reserve(trial_cpus(ranks), threading.Event())
+        if problem is not None:
+            raise SystemExit(f"could not reserve the trial's CPUs: {problem}")
         lap(name, t0)
-        return pg
+        return pool
 
-    actor: Any = ray.remote(RankLauncher)
-    warm = [actor.options(num_cpus=0).remote(f"{tempfile.gettempdir()}/bench-startup-warm-{os.getpid()}-{j}")
-            for j in range(len(ranks))]
-    ray.get([w.node_info.remote() for w in warm])
     for i in range(rounds):
-        remove_placement_group(reserve("reserve (first, or 1.5 s after a release)"))
-        pg = reserve("reserve right after a release")
+        reserve("reserve (first, or 1.5 s after a release)").close()
+        pool = reserve("reserve right after a release")
         t = time.time()
-        launchers = [actor.options(num_cpus=float(len(r.all_cpus)), max_concurrency=4,
-                                   scheduling_strategy=PlacementGroupSchedulingStrategy(pg, j)
-                                   ).remote(f"{tempfile.gettempdir()}/bench-startup-probe-{os.getpid()}-{i}-{j}")
-                     for j, r in enumerate(ranks)]
-        ray.get([launcher.node_info.remote() for launcher in launchers])
+        host = RayRanks(pool, ranks, f"{tempfile.gettempdir()}/bench-startup-probe-{os.getpid()}-{i}")
+        host.node_infos()
         t = lap("launcher actors up + node_info", t)
-        ray.get(launchers[0].free_port.remote())
+        host.rendezvous_port()
         t = lap("free_port", t)
-        ray.get([w.node_info.remote() for w in warm])
-        ray.get(warm[0].free_port.remote())
+        host.node_infos()
+        host.rendezvous_port()
         t = lap("node_info + free_port on running launchers", t)
-        for launcher in launchers:
-            ray.get(launcher.cleanup.remote())
-            ray.kill(launcher)
-        remove_placement_group(pg)
+        host.cleanup()
+        pool.close()
         lap("cleanup + kill + release", t)
         time.sleep(1.5)
-    for w in warm:
-        ray.get(w.cleanup.remote())
-        ray.kill(w)
     return times
 
 
@@ -229,7 +198,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f} at start")
     sweep, plan, cluster = connect_and_plan()
     pool = None if args.per_trial_reservation else sweep_pool(cluster)
-    cases = [c for c in trial_cases(sweep, plan) if c[0].split()[0] in args.kinds]
+    cases = [c for c in trial_cases(sweep, plan, len(cluster.nodes)) if c[2].kind in args.kinds]
     rows: dict[str, dict[str, list[dict[str, float]]]] = {label: {} for label, _, _ in cases}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         # The rank processes import orch from PYTHONPATH (run_ranks passes the driver's environment on).
@@ -250,7 +219,7 @@ def main() -> None:
             pool.close()   # before the probe, which reserves CPUs of its own
         print_table("start-up per trial kind", rows)
         if args.driver_probe:
-            p = next(p for label, p, _ in cases if label.startswith(("peak 2", "throughput r2")))
+            p = next(p for _label, p, _ in cases if p.trial.ranks >= 2)
             probe = driver_probe(cluster, p, args.driver_probe)
             print(f"\ndriver's Ray calls for a {p.trial.ranks}-rank trial, {args.driver_probe} rounds "
                   "(median, min, max s)")

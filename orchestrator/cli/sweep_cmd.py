@@ -107,7 +107,7 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
         if plan.precision is not None:
             err.print(f"precision: {plan.precision.reason}")
         err.print(f"results: {results}   ({len(todo)} trial(s) to run, {runner.summary.skipped} already done)")
-    eta, basis = sweep_estimate(runner.sweep, plan, todo)
+    eta, basis = sweep_estimate(runner.context, todo)
     if not args.json:
         err.print(f"expected time: about {duration_text(eta.total_s)} ({basis}; refined as trials finish)"
                   if eta is not None else basis)

@@ -54,7 +54,8 @@ def _one_per_node(topology: Topology, ranks: int, hyperthreads: bool) -> Placeme
 
 def calibration_trials(topology: Topology, rank_counts: tuple[int, ...], *, hyperthreads: bool = False,
                        memory_headroom: float = 0.9) -> list[tuple[str, PlannedTrial]]:
-    """(key, planned trial) for each link class × rank count the topology can host, in cost order."""
+    """(link class, planned trial) for each link class × rank count the topology can host, in cost order; the
+    trial's key is `calibration_key(link, ranks)`."""
     node0 = topology.nodes[0]
     single = Topology((node0,))
     out: list[tuple[str, PlannedTrial]] = []
@@ -71,5 +72,5 @@ def calibration_trials(topology: Topology, rank_counts: tuple[int, ...], *, hype
                 continue
             budgets = tuple(topology.nodes[r.node].memory_mib * memory_headroom / placement.ranks_on_node(r.node)
                             for r in placement.ranks)
-            out.append((calibration_key(link, n), PlannedTrial(Trial(n, 1, 1), (), placement, 0.0, budgets)))
+            out.append((link, PlannedTrial(Trial(n, 1, 1), (), placement, 0.0, budgets)))
     return out

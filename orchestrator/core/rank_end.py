@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from enum import IntEnum, StrEnum
 from typing import Protocol
 
+from orchestrator.core.records import Status
+
 # The exit status of a rank that stopped because its launcher went away (see run.rank_main).
 EXIT_ORPHANED = 3
 # What gloo writes when a peer never joins a collective.
@@ -31,6 +33,21 @@ class RankStatus(StrEnum):
     OOM = "oom"            # stopped by the memory watchdog
     TIMEOUT = "timeout"    # no progress, the wall-clock limit, or a collective that timed out
     STOPPED = "stopped"    # stopped by the driver because another rank ended
+
+    @property
+    def trial_status(self) -> Status:
+        """The trial status this end gives a trial it explains: its own, but a rank stopped by the driver
+        failed (the stop is an echo of another rank's end, never a verdict of its own).
+
+        >>> RankStatus.STOPPED.trial_status, RankStatus.OOM.trial_status
+        (<Status.FAILED: 'failed'>, <Status.OOM: 'oom'>)
+        """
+        return _TRIAL_STATUS[self]
+
+
+# The one place where a rank's end maps onto a trial status (core.records.Status).
+_TRIAL_STATUS = {RankStatus.OK: Status.OK, RankStatus.FAILED: Status.FAILED, RankStatus.OOM: Status.OOM,
+                 RankStatus.TIMEOUT: Status.TIMEOUT, RankStatus.STOPPED: Status.FAILED}
 
 
 class Cause(IntEnum):
@@ -89,7 +106,7 @@ def first_bad(ends: Sequence[RankEnding | None]) -> RankEnding | None:
     return min(bad, key=cause) if bad else None
 
 
-def root_cause(ends: Sequence[RankEnding | None], ended: Sequence[int]) -> tuple[int, str, str] | None:
+def root_cause(ends: Sequence[RankEnding | None], ended: Sequence[int]) -> tuple[int, Status, str] | None:
     """(rank index, trial status, reason) of the rank whose end explains the trial; None when every rank
     ended ok. `ended` lists rank indices in the order they ended: between equal causes the first to end
     is the likelier culprit. A rank stopped by the driver, or with no outcome, makes the trial 'failed'.
@@ -98,15 +115,15 @@ def root_cause(ends: Sequence[RankEnding | None], ended: Sequence[int]) -> tuple
     >>> oom = End(status="oom", reason="unique memory 950 MiB exceeded", exit_code=-9, log_tail="")
     >>> echo = End(status="failed", reason="exited with status 1", exit_code=1, log_tail="Broken pipe")
     >>> root_cause([echo, oom], ended=[0, 1])
-    (1, 'oom', 'rank 1: unique memory 950 MiB exceeded')
+    (1, <Status.OOM: 'oom'>, 'rank 1: unique memory 950 MiB exceeded')
     """
     bad = [(i, e) for i, e in enumerate(ends) if e is None or e.status != RankStatus.OK]
     if not bad:
         return None
     order = {rank: position for position, rank in enumerate(ended)}
     index, worst = min(bad, key=lambda ie: (cause(ie[1]), order.get(ie[0], len(order))))
-    status = RankStatus.FAILED if worst is None or worst.status == RankStatus.STOPPED else RankStatus(worst.status)
-    return index, str(status), f"rank {index}: {worst.reason if worst else 'no outcome'}"
+    status = Status.FAILED if worst is None else RankStatus(worst.status).trial_status
+    return index, status, f"rank {index}: {worst.reason if worst else 'no outcome'}"
 
 
 def describe_exit(code: int | None) -> str:

@@ -1,24 +1,14 @@
 """The sweep's time estimate, before its first trial: the planned work costed from the workload's FLOPs per
-sample and each node's probed GEMM rate per core in the chosen precision (`orchestrator.core.eta` says how)."""
+sample and each node's probed GEMM rate per core in the chosen precision (`orchestrator.core.eta` says how);
+what each trial costs is its kind's (`WorkItem.estimated_s`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from orchestrator.core import records as rec
-from orchestrator.core.eta import (
-    ALLREDUCE_S,
-    PEAK_S,
-    STARTUP_S,
-    STEP_EFFICIENCY,
-    Eta,
-    Work,
-    convergence_s,
-    step_s,
-    throughput_s,
-)
+from orchestrator.core.eta import STEP_EFFICIENCY, Eta, Work, step_s
+from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan
 from orchestrator.io.sweepfile import Sweep
+from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 
 def _slowest_gflops_per_core(plan: Plan, precision: str) -> float | None:
@@ -34,31 +24,23 @@ def _flops_per_sample(sweep: Sweep) -> float | None:
         return None
 
 
-def sweep_estimate(sweep: Sweep, plan: Plan, todo: list[tuple[str, tuple[rec.Kind, Any]]]) -> tuple[Eta | None, str]:
+def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None, str]:
     """(the estimate, what it rests on), or (None, why there is none)."""
+    sweep, plan = ctx.sweep, ctx.plan
     precision = plan.precision.chosen if plan.precision else "fp32"
     rate = _slowest_gflops_per_core(plan, precision)
     flops = _flops_per_sample(sweep)
-    needs_steps = any(kind in (rec.THROUGHPUT, rec.CONVERGENCE) for _, (kind, _) in todo)
+    needs_steps = any(item.trains for item in todo)
     if needs_steps and (rate is None or flops is None):
         why = "no probed GEMM rate for every node" if rate is None else "the workload does not count its FLOPs"
         return None, f"no time estimate: {why}"
-    m, conv = sweep.spec.measure, sweep.spec.convergence
-    work = []
-    for key, (kind, item) in todo:
-        t = (item.layout if kind == rec.CONVERGENCE else item).trial
-        cores = t.ranks * t.threads_per_rank
-        if kind == rec.PEAK:
-            work.append(Work(key, kind, STARTUP_S + PEAK_S, cores))
-        elif kind == rec.ALLREDUCE:
-            work.append(Work(key, kind, STARTUP_S + ALLREDUCE_S, cores))
-        else:
-            assert rate is not None and flops is not None   # checked above
-            step = step_s(flops, t.local_batch, t.threads_per_rank, rate)
-            seconds = (throughput_s(step, m.warmup_steps, m.timed_steps, m.repeats) if kind == rec.THROUGHPUT
-                       else convergence_s(step, sweep.workload.samples_per_epoch(sweep.params), t.global_batch,
-                                          conv.max_epochs if conv else 0.0))
-            work.append(Work(key, kind, seconds, cores))
+
+    def step_of(t: Trial) -> float:
+        assert rate is not None and flops is not None   # checked above, for every item that trains
+        return step_s(flops, t.local_batch, t.threads_per_rank, rate)
+
+    work = [Work(item.key, item.KIND, item.estimated_s(ctx, step_of),
+                 item.planned.trial.ranks * item.planned.trial.threads_per_rank) for item in todo]
     basis = (f"{flops / 1e9:,.2f} GFLOP per sample at {STEP_EFFICIENCY:.0%} of {rate:,.1f} GFLOP/s per core "
              f"({precision}, the ISA probe)" if needs_steps and flops and rate else "start-up and fixed-length trials")
     return Eta(work, plan.topology.usable_cores(sweep.spec.constraints.hyperthreads)), basis

@@ -1,5 +1,5 @@
 """What a rank process is asked to do, and how it reports progress: plain data shared by the launcher
-(which writes the job file and reads the status file) and the rank process (which does the opposite).
+(which writes the job file and reads the progress file) and the rank process (which does the opposite).
 
 No torch, no Ray: both sides import it.
 """
@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from orchestrator.core.jsonobject import JsonObject
 from orchestrator.core.records import CommunicationSection, Kind
@@ -31,15 +31,15 @@ class Phase(StrEnum):
     DONE = "done"
 
 
-class JobKind(StrEnum):
-    """What a rank process is asked to do: one of the record kinds, or a profile (`orch profile`, whose
-    output is a profile folder, not a trial record). Values equal the record `Kind`'s where they share one."""
+# What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), or a
+# profile (`orch profile`, whose output is a profile folder, not a trial record).
+PROFILE: Final = "profile"
+JobKind = Kind | Literal["profile"]
 
-    THROUGHPUT = Kind.THROUGHPUT.value
-    CONVERGENCE = Kind.CONVERGENCE.value
-    PEAK = Kind.PEAK.value
-    ALLREDUCE = Kind.ALLREDUCE.value
-    PROFILE = "profile"
+
+def job_kind(value: str) -> JobKind:
+    """The job kind named `value` (as written in a job file)."""
+    return PROFILE if value == PROFILE else Kind(value)
 
 
 def init_timeout_s(step_timeout_s: float) -> float:
@@ -53,7 +53,8 @@ def init_timeout_s(step_timeout_s: float) -> float:
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: JobKind                  # the record kind this job feeds, or a profile
+    kind: JobKind                  # the record kind this job feeds, or a profile; names its rank-side module
+                                   # in orchestrator.run.kinds (run.rank_main)
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -67,7 +68,7 @@ class RankJob:
     convergence: dict[str, Any] | None = None   # the spec's convergence section, plus global_batch
     peak_precision: str = "fp32"
     message_bytes: list[int] = field(default_factory=list)   # allreduce calibration sizes
-    status_path: str = ""
+    progress_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
     profile: dict[str, Any] | None = None       # kind profile: steps, out_dir, replay (orchestrator.run.profiling)
@@ -84,7 +85,7 @@ class RankJob:
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)
-        return RankJob(**{**data, "kind": JobKind(data["kind"])})
+        return RankJob(**{**data, "kind": job_kind(data["kind"])})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,8 +134,9 @@ _REPORTS: dict[str, type[JsonObject]] = {"throughput": ThroughputReport, "conver
 
 
 @dataclass(slots=True)
-class Status:
-    """A rank's progress, rewritten atomically at most every `MIN_INTERVAL_S`."""
+class RankProgress:
+    """A rank's progress, as it reports it: rewritten atomically at most every `ProgressWriter.MIN_INTERVAL_S`
+    (how the rank ended is the launcher's `rank_end.RankStatus`; how the trial ended, `records.Status`)."""
 
     phase: Phase = Phase.STARTING
     step: int = 0            # training steps done so far (all phases), the watchdog's heartbeat
@@ -144,7 +146,7 @@ class Status:
     metric: float | None = None
 
 
-class StatusWriter:
+class ProgressWriter:
     """Cheap enough to call every step: it only touches the file when the phase changes or at most every
     MIN_INTERVAL_S, so the timed region pays one clock read per step."""
 
@@ -152,27 +154,27 @@ class StatusWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self.status = Status()
+        self.progress = RankProgress()
         self._last_write = 0.0
 
     def update(self, *, force: bool = False, **changes: Any) -> None:
-        phase_changed = "phase" in changes and changes["phase"] != self.status.phase
+        phase_changed = "phase" in changes and changes["phase"] != self.progress.phase
         for key, value in changes.items():
-            setattr(self.status, key, value)
+            setattr(self.progress, key, value)
         now = time.monotonic()
         if self.path and (force or phase_changed or now - self._last_write >= self.MIN_INTERVAL_S):
-            self.status.t = time.time()
-            write_atomic(self.path, json.dumps(asdict(self.status)))
+            self.progress.t = time.time()
+            write_atomic(self.path, json.dumps(asdict(self.progress)))
             self._last_write = now
 
     def step(self, **changes: Any) -> None:
-        self.update(step=self.status.step + 1, **changes)
+        self.update(step=self.progress.step + 1, **changes)
 
 
-def read_status(path: str | Path) -> Status | None:
-    """The rank's last status, or None while there is none (or it cannot be read)."""
+def read_progress(path: str | Path) -> RankProgress | None:
+    """The rank's last progress report, or None while there is none (or it cannot be read)."""
     try:
         data = json.loads(Path(path).read_text())
-        return Status(**{**data, "phase": Phase(data.get("phase", Phase.STARTING))})
+        return RankProgress(**{**data, "phase": Phase(data.get("phase", Phase.STARTING))})
     except (OSError, ValueError, TypeError, AttributeError):
         return None

@@ -27,7 +27,7 @@ import psutil
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import RankStatus, classify_exit
 from orchestrator.core.topology import BYTES_PER_MIB, cpu_ranges
-from orchestrator.run.job import Phase, RankJob, RankResult, read_status
+from orchestrator.run.job import Phase, RankJob, RankProgress, RankResult, read_progress
 
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
 # exit status, progress, and resident memory from /proc/<pid>/statm. The exact unique set size comes from
@@ -247,8 +247,9 @@ class RankLauncher:
     # --- the rank process ---------------------------------------------------------------------------
     def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
         job_file = self.workdir / "job.json"
-        # Status and result files live next to the process, on its node.
-        job = replace(job, status_path=str(self.workdir / "status.json"), result_path=str(self.workdir / "result.json"))
+        # Progress and result files live next to the process, on its node.
+        job = replace(job, progress_path=str(self.workdir / "progress.json"),
+                      result_path=str(self.workdir / "result.json"))
         job_file.write_text(job.to_json())
         self.job = job
         prefix, self.pin = pin_prefix(list(cpus), list(numa_nodes))
@@ -275,12 +276,9 @@ class RankLauncher:
             self.pin += f"; niceness {niceness} (Ray's worker niceness: this launcher may not lower it)"
         return self.proc.pid
 
-    def status(self) -> dict[str, Any] | None:
-        if not self.proc:
-            return None
-        s = read_status(self.job.status_path)
-        return None if s is None else {"phase": s.phase, "step": s.step, "repeat": s.repeat, "of": s.of,
-                                       "metric": s.metric}
+    def progress(self) -> RankProgress | None:
+        """The rank's last progress report; None before it started or wrote one."""
+        return read_progress(self.job.progress_path) if self.proc else None
 
     def stop(self, reason: str = "stopped by the driver") -> None:
         self._stop_reason = reason
@@ -321,7 +319,7 @@ class RankLauncher:
             elif (oom := memory.over_budget(now)) is not None:
                 ended = RankStatus.OOM, oom
             else:
-                s = read_status(self.job.status_path)
+                s = read_progress(self.job.progress_path)
                 key = None if s is None else (s.phase, s.step, s.repeat)
                 if key != progress:
                     progress, progress_at = key, now
@@ -345,7 +343,7 @@ class RankLauncher:
         if ended is not None:
             return self._outcome(ended[0], ended[1], code, peak_uss_mib, None)
         written = Path(self.job.result_path).is_file()
-        reported = getattr(read_status(self.job.status_path), "phase", None) == Phase.DONE
+        reported = getattr(read_progress(self.job.progress_path), "phase", None) == Phase.DONE
         status, reason = classify_exit(code, result_written=written, reported_done=reported,
                                        log_end=self._log_text())
         result = RankResult.from_json(Path(self.job.result_path).read_text()) if status == RankStatus.OK else None
@@ -396,9 +394,9 @@ class NodeLaunchers:
     def supervise(self, key: str, **limits: Any) -> Outcome:
         return self._ranks[key].supervise(**limits)
 
-    def status(self, key: str) -> dict[str, Any] | None:
+    def progress(self, key: str) -> RankProgress | None:
         launcher = self._ranks.get(key)
-        return launcher.status() if launcher is not None else None
+        return launcher.progress() if launcher is not None else None
 
     def stop(self, key: str, reason: str = "stopped by the driver") -> None:
         launcher = self._ranks.get(key)

@@ -24,7 +24,7 @@ from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, Rank
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import GridSpec
 from orchestrator.io.sweepfile import Sweep
-from orchestrator.run.job import JobKind, RankJob, init_timeout_s
+from orchestrator.run.job import PROFILE, RankJob, init_timeout_s
 from orchestrator.run.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.trial import run_ranks
 
@@ -102,7 +102,7 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     folder.mkdir(parents=True, exist_ok=True)
     m = sweep.spec.measure
     backend = plan.backend.chosen
-    job = RankJob(kind=JobKind.PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
+    job = RankJob(kind=PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
                   local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
                   warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s),
                   profile={"steps": steps, "out_dir": str(folder.resolve()), "replay": replay})

@@ -44,7 +44,7 @@ from orchestrator.core.profile.result import (
     ReplayRow,
     ReplaySetting,
 )
-from orchestrator.run.job import Phase, RankJob, StatusWriter
+from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.profile_replay import (
     conv_peak_gflops,
     replay_setting,
@@ -59,7 +59,7 @@ OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self t
 
 
 def _timed_steps(step: Callable[[Batch], Any], batches: Iterator[Batch], steps: int,
-                 status: StatusWriter, cpu: dict[str, float] | None = None) -> list[float]:
+                 status: ProgressWriter, cpu: dict[str, float] | None = None) -> list[float]:
     """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
     shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
     dist.barrier()
@@ -134,7 +134,7 @@ def _op_table(prof: Any, steps: int) -> list[OpRow]:
 
 
 def _profiler_pass(step: Callable[[Batch], Any], batches: Iterator[Batch], root: torch.nn.Module, steps: int,
-                   trace_path: Path, status: StatusWriter, usage: dict[str, float]) -> ProfilerSummary:
+                   trace_path: Path, status: ProgressWriter, usage: dict[str, float]) -> ProfilerSummary:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     captured: dict[str, Any] = {}
@@ -194,7 +194,7 @@ def _share(usage: dict[str, float], threads: int) -> float | None:
     return usage["cpu_s"] / (usage["wall_s"] * threads) if usage.get("wall_s") else None
 
 
-def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) -> RankProfile:
+def profile_rank(job: RankJob, trainer: Any, module: Any, status: ProgressWriter) -> RankProfile:
     cfg = job.profile or {}
     steps = int(cfg["steps"])
     out_dir = Path(cfg["out_dir"])
@@ -240,7 +240,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: StatusWriter) 
 Alone = tuple[Peak, float, tuple[ReplayRow, ...], ReplaySetting | None]
 
 
-def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: StatusWriter) -> Alone:
+def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: ProgressWriter) -> Alone:
     """Alone on the pinned cores, after training: peak, bandwidth, isolated primitives. The ranks measure
     in step (gemm_peak's barrier starts and ends its window on every rank at once), so the ranks of one
     node share memory bandwidth and power as they do in training."""

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from orchestrator.core import records as rec
 from orchestrator.core.eta import Eta, duration_text
-from orchestrator.run.job import Phase
+from orchestrator.run.job import Phase, RankProgress
+from orchestrator.run.kinds import kind_module
 
 _STATUS_STYLE = {rec.OK: "green", rec.FAILED: "bold red", rec.OOM: "bold red", rec.TIMEOUT: "bold red",
                  rec.INFEASIBLE: "dim"}
@@ -26,22 +27,12 @@ RECENT_ROWS = 12
 
 
 def describe(record: rec.Record) -> str:
-    """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ..."""
+    """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ... (an ok
+    record's line is its kind's: run.kinds), or the first line of why it failed."""
     if record.status != rec.OK:
         return record.reason.splitlines()[0][:90] if record.reason else ""
-    if record.throughput is not None:
-        t = record.throughput
-        return f"{t.samples_per_s:,.1f} samples/s (cv {t.cv or 0.0:.1%})"
-    if record.convergence is not None:
-        c = record.convergence
-        if c.converged:
-            return f"{c.metric} ≥ {c.target:g} at {c.epochs_to_target:.2f} epochs"
-        return f"did not reach {c.metric} {c.target:g} in {c.epochs_run:.2f} epochs"
-    if record.allreduce is not None:
-        a = record.allreduce
-        return (f"{a.sizes_bytes[-1] / 2**20:g} MiB in {a.time_s[-1] * 1e3:,.1f} ms "
-                f"({a.link}, {a.ranks} ranks)")
-    return f"{record.peak.gflops:,.1f} GFLOP/s ({record.peak.precision})" if record.peak is not None else ""
+    line: str = kind_module(record.kind).describe(record)
+    return line
 
 
 class SweepProgress:
@@ -120,18 +111,19 @@ class SweepProgress:
                 self.console.print(f"[{self.started}/{self.total}] {label}: starting")
             self._refresh()
 
-    def phase(self, key: str, status: dict[str, Any] | None) -> None:
-        if status is None:
+    def phase(self, key: str, progress: RankProgress | None) -> None:
+        """Show what the trial's rank 0 last reported (None: nothing yet, or it could not be asked)."""
+        if progress is None:
             what = str(Phase.STARTING)
-        elif status["phase"] == Phase.TIMING and not status.get("of"):   # a peak or a calibration: no repeats
-            what = f"timing, {status['step']} done"
-        elif status["phase"] == Phase.TIMING:
-            what = f"timing repeat {status['repeat']}/{status['of']}"
-        elif status["phase"] in (Phase.TRAINING, Phase.EVALUATING):
-            metric = f", last eval {status['metric']:.3f}" if status.get("metric") is not None else ""
-            what = f"{status['phase']} epoch {status['repeat']}/{status['of']}{metric}"
+        elif progress.phase == Phase.TIMING and not progress.of:   # a peak or a calibration: no repeats
+            what = f"timing, {progress.step} done"
+        elif progress.phase == Phase.TIMING:
+            what = f"timing repeat {progress.repeat}/{progress.of}"
+        elif progress.phase in (Phase.TRAINING, Phase.EVALUATING):
+            metric = f", last eval {progress.metric:.3f}" if progress.metric is not None else ""
+            what = f"{progress.phase} epoch {progress.repeat}/{progress.of}{metric}"
         else:
-            what = status["phase"]
+            what = str(progress.phase)
         with self._lock:
             if key in self.running:
                 label, t0, _ = self.running[key]

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from orchestrator.core.lr import learning_rate_at
-from orchestrator.run.job import Phase, RankJob, StatusWriter
+from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def measure_throughput(job: RankJob, trainer, module, status: StatusWriter) -> ThroughputReport:
+def measure_throughput(job: RankJob, trainer, module, status: ProgressWriter) -> ThroughputReport:
     step = make_step(module, trainer.optimizer)
     source = _cycle_epochs(trainer.batches)
     if job.data == "memory":
@@ -233,7 +233,7 @@ def _evaluate(trainer, metric: str) -> float:
     return float(verdict.item())
 
 
-def train_to_target(job: RankJob, trainer, module, status: StatusWriter) -> ConvergenceReport:
+def train_to_target(job: RankJob, trainer, module, status: ProgressWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
     conv = job.convergence_section()

@@ -2,32 +2,24 @@
 
 The launcher starts it with its CPU list already applied (numactl or taskset) and with OMP_NUM_THREADS,
 the OpenMP affinity variables and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT in its environment,
-so every thread the process creates is born inside its cores. It writes progress to the status file and
+so every thread the process creates is born inside its cores. It writes progress to the progress file and
 its result to the result file; a non-zero exit status (with the traceback in its log) means failure.
 """
 
 from __future__ import annotations
 
 import faulthandler
-import importlib
 import os
 import signal
-import socket
 import sys
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import EXIT_ORPHANED
-from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import write_atomic
-
-if TYPE_CHECKING:
-    from orchestrator.run.job import RankJob, StatusWriter
-    from orchestrator.run.reports import AllreduceReport, PeakReport
 
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
@@ -97,11 +89,11 @@ def main(argv: list[str]) -> int:
     # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
     # goes to the log, so a hang's record says where it hung.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    from orchestrator.run.job import Phase, RankJob, RankResult, StatusWriter
+    from orchestrator.run.job import Phase, ProgressWriter, RankJob, RankResult
 
     job = RankJob.from_json(Path(argv[1]).read_text())
-    status = StatusWriter(job.status_path)
-    status.update(phase=Phase.BUILDING, force=True)
+    progress = ProgressWriter(job.progress_path)
+    progress.update(phase=Phase.BUILDING, force=True)
 
     import torch
 
@@ -112,157 +104,17 @@ def main(argv: list[str]) -> int:
         pass
     clock.lap("import_torch")
     started = time.perf_counter()
-    sections: dict[str, Any]
-    if job.kind == Kind.PEAK:
-        sections = {"peak": _peak(job, status, clock)}
-    elif job.kind == Kind.ALLREDUCE:
-        sections = {"allreduce": _allreduce(job, status, clock)}
-    else:
-        sections = _train(job, status, clock)
-    if job.kind != Kind.PEAK:   # the peak's barriers are gloo's whatever the trial's backend
-        from orchestrator.run.comm import communication_report
+    # The job's kind names its module (orchestrator.run.kinds), whose run_rank does the work: the result's sections.
+    from orchestrator.run.kinds import kind_module
 
-        sections["communication"] = CommunicationSection.from_json(communication_report(job.backend))
+    sections: dict[str, Any] = kind_module(job.kind).run_rank(job, progress, clock)
     result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
                         affinity=observed_affinity(), run_s=time.perf_counter() - started,
                         ready_at=clock.ready_at, started_at=clock.started_at, startup_breakdown_s=clock.laps_s,
                         **sections)
     write_atomic(job.result_path, result.to_json())
-    status.update(phase=Phase.DONE, force=True)
+    progress.update(phase=Phase.DONE, force=True)
     return 0
-
-
-def _rendezvous_store(timeout: timedelta):
-    """torch.distributed's TCPStore, with rank 0's listening socket bound to MASTER_ADDR only (torch's own
-    binds every interface; on one machine MASTER_ADDR is loopback, so nothing listens beyond it)."""
-    import torch.distributed as dist
-
-    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    world = int(os.environ["WORLD_SIZE"])
-    if int(os.environ["RANK"]) != 0:
-        return dist.TCPStore(addr, port, world, False, timeout=timeout)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((addr, port))
-    listener.listen(max(128, world))
-    return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
-
-
-def _peak(job: RankJob, status: StatusWriter, clock: StartupClock) -> PeakReport:
-    """The GEMM on every rank of the layout at once, pinned as in the trial, synchronized by barriers. Each
-    matmul is a step of the status file: a slow CPU's peak is progress, not a hang."""
-    import torch.distributed as dist
-
-    from orchestrator.run.job import Phase
-    from orchestrator.run.protocol import gemm_peak
-    from orchestrator.run.reports import PeakReport
-
-    def heartbeat() -> None:
-        status.step(phase=Phase.TIMING)
-
-    if int(os.environ.get("WORLD_SIZE", 1)) == 1:
-        clock.ready("import_protocol")
-        return PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat))
-    clock.lap("import_protocol")
-    timeout = timedelta(seconds=job.init_timeout_s)
-    # gloo for the barriers whatever the trial's backend: they carry no data, and gloo is always there
-    dist.init_process_group("gloo", store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
-    clock.ready("rendezvous")   # every rank has joined the group: all of them are ready to multiply
-    try:
-        def barrier() -> None:
-            dist.barrier()
-
-        return PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat))
-    finally:
-        dist.destroy_process_group()
-
-
-def _init_process_group(job: RankJob) -> None:
-    import torch.distributed as dist
-
-    if job.backend == "ccl":
-        import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend with torch.distributed)
-    timeout = timedelta(seconds=job.init_timeout_s)
-    dist.init_process_group(job.backend, store=_rendezvous_store(timeout), rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
-
-
-def _allreduce(job: RankJob, status: StatusWriter, clock: StartupClock) -> AllreduceReport:
-    """The all-reduce calibration: message sizes × repeats, timed on every rank."""
-    import torch.distributed as dist
-
-    from orchestrator.run.job import Phase
-    from orchestrator.run.protocol import allreduce_timing
-    from orchestrator.run.reports import AllreduceReport
-
-    clock.lap("import_protocol")
-    _init_process_group(job)
-    clock.lap("rendezvous")
-    try:
-        dist.barrier()
-        clock.ready("barrier")
-        status.update(phase=Phase.TIMING, force=True)
-        out = AllreduceReport.from_json(allreduce_timing(job.message_bytes, job.peak_precision,
-                                                         on_block=lambda: status.step()))
-        dist.barrier()  # leave together (see _train)
-        return out
-    finally:
-        dist.destroy_process_group()
-
-
-def _train(job: RankJob, status: StatusWriter, clock: StartupClock) -> dict[str, Any]:
-    """Build the model in a process group and run the job's protocol: the result's training sections."""
-    import torch.distributed as dist
-
-    import workloads
-    from orchestrator.run import ddp, protocol
-    from orchestrator.run.job import JobKind
-    from workloads.base import RankContext, ddp_options_of
-
-    clock.lap("import_protocol")
-    _init_process_group(job)
-    clock.lap("rendezvous")
-    try:
-        rank, world = dist.get_rank(), dist.get_world_size()
-        workload = workloads.get(job.workload)
-        params, problems = workloads.parse_params(workload, job.params)
-        if problems:
-            raise ValueError("; ".join(map(str, problems)))
-        for module_name in workload.rank_modules:
-            importlib.import_module(module_name)
-        lr = None
-        if job.kind == Kind.CONVERGENCE:
-            from orchestrator.core.lr import learning_rate_at
-
-            lr = learning_rate_at(job.convergence_section(), epoch=0.0)
-        clock.lap("import_workload")
-        built = time.perf_counter()
-        trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
-                                                     seed=job.seed, threads=job.threads, lr=lr))
-        clock.lap("build")
-        options = ddp_options_of(params)
-        module = trainer.module
-        if world > 1:
-            module = protocol.wrap_ddp(module, options)
-            clock.lap("ddp")
-        out = {"build_s": time.perf_counter() - built,
-               "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}
-        dist.barrier()  # start-up ends when every rank has its model
-        clock.ready("barrier")
-        if job.kind == Kind.THROUGHPUT:
-            report = protocol.measure_throughput(job, trainer, module, status)
-            out["throughput"] = report.with_fields(**ddp.wire_sizes(report.to_json(), options if world > 1 else None))
-        elif job.kind == JobKind.PROFILE:
-            from orchestrator.run.profiling import profile_rank
-
-            out["profile"] = profile_rank(job, trainer, module, status).to_json()
-        else:
-            out["convergence"] = protocol.train_to_target(job, trainer, module, status)
-        dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts
-        return out
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -25,28 +25,22 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.core import records as rec
-from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_trials
 from orchestrator.core.plan import Plan, PlannedTrial
-from orchestrator.core.schedule import Admission, Region, admit_convergence, admit_timing
-from orchestrator.core.schema import InvalidInput, Problem, to_plain
+from orchestrator.core.schedule import Region
+from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.io.backends import CCL_BINDINGS_DIST
 from orchestrator.io.store import SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
-from orchestrator.run.job import JobKind, RankJob, init_timeout_s
+from orchestrator.run.job import RankJob
+from orchestrator.run.kinds import item_types
+from orchestrator.run.kinds.base import SweepContext, WorkItem
 from orchestrator.run.progress import SweepProgress
-from orchestrator.run.recording import (
-    allreduce_record,
-    convergence_record,
-    infeasible_record,
-    peak_record,
-    throughput_record,
-)
+from orchestrator.run.recording import infeasible_record
 from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
-Item = tuple[rec.Kind, Any]   # (kind, PlannedTrial or ConvergenceRun)
 MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict up to this many (topology.json has all)
 
 
@@ -95,10 +89,6 @@ def rank_specs(p: PlannedTrial) -> list[RankSpec]:
             for r in p.placement.ranks]
 
 
-def _precision(params: Any) -> str:
-    return getattr(params, "precision", "fp32")
-
-
 class SweepRunner:
     def __init__(self, sweep: Sweep, plan: Plan, cluster, options: SweepOptions):
         # The ranks, the GEMM peaks and spec.json get the precision the plan chose, never `auto`.
@@ -109,6 +99,7 @@ class SweepRunner:
         self.workers = plan.ccl_workers
         self.summary = SweepSummary()
         self.pool: NodePool | None = None   # held while trials run (execute)
+        self.context = SweepContext(sweep, plan, len(cluster.nodes), convergence=options.convergence)
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def prepare(self) -> rec.Records:
@@ -159,48 +150,15 @@ class SweepRunner:
             cpus[index] = min(offered, count) if offered > 0 else count
         return cpus
 
-    def _job(self, kind: rec.Kind, p: PlannedTrial, **extra: Any) -> RankJob:
-        m = self.spec.measure
-        return RankJob(kind=JobKind(kind), workload=self.spec.workload.name, params=to_plain(self.sweep.params),
-                       backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
-                       warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
-                       init_timeout_s=init_timeout_s(m.step_timeout_s), **extra)
-
-    def _label(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial) -> str:
-        t = p.trial
-        where = f" on node(s) {', '.join(str(n) for n, _ in p.placement.per_node)}" if (
-            p.placement is not None and len(self.cluster.nodes) > 1) else ""
-        if kind == rec.PEAK:
-            return f"{key} (GEMM peak on {t.ranks} rank(s) × {t.threads_per_rank} pinned core(s), all at once{where})"
-        if kind == rec.ALLREDUCE:
-            return (f"{key} (all_reduce over {t.ranks} ranks, {key.split('-')[1]}, "
-                    f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB{where})")
-        if kind == rec.THROUGHPUT:
-            return f"{key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch {t.local_batch}{where})"
-        return f"{key} (global batch {item.global_batch}, seed {item.seed}, on {t.ranks}×{t.threads_per_rank}{where})"
-
-    def _trial(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial, progress: SweepProgress,
+    def _trial(self, item: WorkItem, p: PlannedTrial, progress: SweepProgress,
                stop: threading.Event) -> tuple[TrialRun, rec.Record | None]:
         """Run one trial on `p` (its admitted placement) and build its record; None when interrupted.
         Runs in a worker thread: it touches no shared state but the progress display."""
-        timeout_s = self.spec.measure.timeout_s
-        if kind == rec.PEAK:
-            job = self._job(rec.PEAK, p, peak_precision=_precision(self.sweep.params))
-        elif kind == rec.ALLREDUCE:
-            job = self._job(rec.ALLREDUCE, p, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
-        elif kind == rec.THROUGHPUT:
-            job = self._job(rec.THROUGHPUT, p)
-        else:
-            conv = self.spec.convergence
-            if conv is None:
-                raise ValueError("a convergence run was planned but the spec has no convergence section")
-            job = self._job(rec.CONVERGENCE, p, seed=item.seed,
-                            convergence={**to_plain(conv), "global_batch": item.global_batch})
-            timeout_s = conv.timeout_s
-        run, started = self._run(key, p, job, timeout_s, progress, stop)
+        job = item.job(self.context, p)
+        run, started = self._run(item.key, p, job, item.timeout_s(self.context), progress, stop)
         if run.interrupted:
             return run, None
-        return run, self._with_precision(self._build_record(key, kind, item, p, run, started))
+        return run, self._with_precision(item.record(self.context, p, run, started))
 
     def _with_precision(self, record: rec.Record) -> rec.Record:
         """The record says which precision ran and why: in `applied` (workload trials) or `peak`."""
@@ -211,56 +169,13 @@ class SweepRunner:
         peak = record.peak.with_fields(precision_reason=choice.reason) if record.peak is not None else None
         return replace(record, applied=applied, peak=peak)
 
-    def _build_record(self, key: str, kind: rec.Kind, item: Any, p: PlannedTrial, run: TrialRun,
-                      started: float) -> rec.Record:
-        m, topology, backend = self.spec.measure, self.plan.topology, self.backend
-        if kind == rec.PEAK:
-            return peak_record(key, p, run, topology=topology, started_at=started)
-        if kind == rec.ALLREDUCE:
-            return allreduce_record(key, key.split("-")[1], p, run, topology=topology, backend=backend,
-                                    started_at=started)
-        if kind == rec.THROUGHPUT:
-            return throughput_record(p, run, topology=topology, backend=backend, measure=m, started_at=started)
-        assert self.spec.convergence is not None  # checked in _trial, before the run
-        return convergence_record(key, p, item.seed, run, topology=topology, backend=backend,
-                                  spec_convergence=self.spec.convergence, started_at=started)
-
     # --- the sweep ------------------------------------------------------------------------------------
-    def work(self, existing: rec.Records) -> list[tuple[str, tuple[rec.Kind, Any]]]:
-        """(key, planned item) for everything still to run, in order: peaks, grid, convergence."""
+    def work(self, existing: rec.Records) -> list[WorkItem]:
+        """Everything still to run, in order: peaks, calibration, grid, convergence (each kind's ORDER)."""
         done = {r.key for r in existing.ok()} if not self.options.rerun else set()
-        items: list[tuple[str, tuple[rec.Kind, Any]]] = []
-        feasible = self.plan.feasible
-        precision = _precision(self.sweep.params)
-        # A layout's peak does not depend on the local batch: measure it once, on its first planned placement.
-        layouts: dict[tuple[int, int], PlannedTrial] = {}
-        for p in feasible if self.spec.measure.peak else ():
-            layouts.setdefault((p.trial.ranks, p.trial.threads_per_rank), p)
-        items += [(rec.peak_key(ranks, threads, precision), (rec.PEAK, p))
-                  for (ranks, threads), p in sorted(layouts.items())]
-        if self.spec.measure.allreduce:
-            cons = self.spec.constraints
-            counts = tuple(sorted({p.trial.ranks for p in feasible}))
-            items += [(key, (rec.ALLREDUCE, p)) for key, p in calibration_trials(
-                self.plan.topology, counts, hyperthreads=cons.hyperthreads, memory_headroom=cons.memory_headroom)]
-        items += [(p.trial.key, (rec.THROUGHPUT, p)) for p in feasible]
-        if self.options.convergence:
-            items += [(rec.convergence_key(run.global_batch, run.seed), (rec.CONVERGENCE, run))
-                      for run in self.plan.convergence]
-        self.summary.skipped = sum(1 for key, _ in items if key in done)
-        return [(key, item) for key, item in items if key not in done]
-
-    def _admit(self, kind: rec.Kind, item: Any, taken: Region) -> Admission | None:
-        """Where this trial can run now, given the regions held by running (and earlier waiting) trials."""
-        p = _planned(kind, item)
-        assert p.placement is not None  # planned trials are feasible ones
-        if kind == rec.CONVERGENCE:
-            cons = self.spec.constraints
-            return admit_convergence(self.plan.topology, p.placement, p.memory_budget_mib, p.trial.ranks,
-                                     p.trial.threads_per_rank, taken, hyperthreads=cons.hyperthreads,
-                                     ccl_workers=self.workers, rank_memory_mib=p.rank_memory_mib,
-                                     memory_headroom=cons.memory_headroom)
-        return admit_timing(self.plan.topology, p.placement, p.memory_budget_mib, self.spec.measure.isolation, taken)
+        items = [item for kind in item_types() for item in kind.plan_items(self.context)]
+        self.summary.skipped = sum(1 for item in items if item.key in done)
+        return [item for item in items if item.key not in done]
 
     def _record_infeasible(self, existing: rec.Records, progress: SweepProgress) -> None:
         recorded = existing.by_key()
@@ -273,7 +188,7 @@ class SweepRunner:
                 self._record(record, progress)
 
     def execute(self, existing: rec.Records, progress: SweepProgress,
-                todo: list[tuple[str, Item]]) -> None:
+                todo: list[WorkItem]) -> None:
         """Run `todo`, admitting each trial as soon as the rules give it room, in order (a waiting trial's
         planned region is kept from later ones, so that small trials cannot starve it). Ctrl-C stops every
         running trial and re-raises once they have released their cores."""
@@ -291,9 +206,9 @@ class SweepRunner:
             self.pool.close()
             self.pool = None
 
-    def _execute(self, todo: list[tuple[str, Item]], progress: SweepProgress, stop: threading.Event) -> None:
+    def _execute(self, todo: list[WorkItem], progress: SweepProgress, stop: threading.Event) -> None:
         pending = list(todo)
-        running: dict[Future, tuple[str, Item, Region]] = {}
+        running: dict[Future, tuple[WorkItem, Region]] = {}
         limit = self.options.max_concurrent or max(1, self.plan.topology.usable_cores(True))
         pool = ThreadPoolExecutor(max_workers=min(limit, len(todo) or 1), thread_name_prefix="trial")
         try:
@@ -304,40 +219,39 @@ class SweepRunner:
                 done, _ = wait(list(running), timeout=ADMIT_POLL_S, return_when=FIRST_COMPLETED)
                 ended = bool(done)
                 for future in done:
-                    key, _item, _region = running.pop(future)
-                    self._finish(key, future, progress)
+                    item, _region = running.pop(future)
+                    self._finish(item.key, future, progress)
         except BaseException:
             stop.set()   # Ctrl-C (or a bug): stop every running trial; each releases its cores and ranks
             for future in list(running):
-                key, _item, _region = running.pop(future)
+                item, _region = running.pop(future)
                 try:
-                    self._finish(key, future, progress)
+                    self._finish(item.key, future, progress)
                 except Exception:  # the first error is the one raised
                     pass
             raise
         finally:
             pool.shutdown(wait=True)
 
-    def _start_admitted(self, pending: list[tuple[str, Item]], running: dict[Future, tuple[str, Item, Region]],
+    def _start_admitted(self, pending: list[WorkItem], running: dict[Future, tuple[WorkItem, Region]],
                         limit: int, pool: ThreadPoolExecutor, progress: SweepProgress, stop: threading.Event) -> None:
         """Start every waiting trial that fits now, in order, up to `limit` in flight."""
-        taken: set[tuple[int, int]] = {cell for _k, _i, region in running.values() for cell in region}
-        for entry in list(pending):
+        taken: set[tuple[int, int]] = {cell for _item, region in running.values() for cell in region}
+        for item in list(pending):
             if len(running) >= limit:
                 return
-            key, (kind, item) = entry
-            admission = self._admit(kind, item, frozenset(taken))
+            admission = item.admit(self.context, frozenset(taken))
             if admission is None:
-                if kind != rec.CONVERGENCE:  # keep its planned region from later trials: it goes first there
-                    idle = self._admit(kind, item, frozenset())
+                if item.holds_while_waiting:  # keep its planned region from later trials: it goes first there
+                    idle = item.admit(self.context, frozenset())
                     taken |= idle.region if idle is not None else set()
                 continue
-            pending.remove(entry)
+            pending.remove(item)
             taken |= admission.region
-            p = _admitted(kind, item, admission)
-            progress.start_trial(key, self._label(key, kind, item, p))
-            future = pool.submit(self._trial, key, kind, item, p, progress, stop)
-            running[future] = (key, (kind, item), admission.region)
+            p = item.admitted(admission)
+            progress.start_trial(item.key, item.label(self.context, p))
+            future = pool.submit(self._trial, item, p, progress, stop)
+            running[future] = (item, admission.region)
 
     def _finish(self, key: str, future: Future, progress: SweepProgress) -> None:
         """Record an ended trial (the main thread is the only writer of the results file)."""
@@ -348,13 +262,3 @@ class SweepRunner:
         self._record(record, progress, run)
         self.summary.ran += 1
 
-
-def _planned(kind: rec.Kind, item: Any) -> PlannedTrial:
-    """The planned layout an item runs on: a convergence run's layout, or the planned trial itself."""
-    planned: PlannedTrial = item.layout if kind == rec.CONVERGENCE else item
-    return planned
-
-
-def _admitted(kind: rec.Kind, item: Any, admission: Admission) -> PlannedTrial:
-    """The planned trial as it will really run: on the admitted placement, with the admitted budgets."""
-    return replace(_planned(kind, item), placement=admission.placement, memory_budget_mib=admission.memory_budget_mib)

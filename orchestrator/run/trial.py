@@ -1,5 +1,5 @@
-"""Run one trial's ranks on Ray: start one pinned process per rank, supervise, and release everything
-however it ends.
+"""Run one trial's ranks on Ray: start one pinned process per rank, supervise them (run.supervision, over
+`RayRanks`), and release everything however it ends.
 
 A sweep holds its nodes through a `NodePool`: one launcher actor per node for the whole sweep (which starts
 and watches every rank process on that node) and one reservation of the CPUs it may use, so that Ray's
@@ -14,28 +14,24 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from orchestrator.core.rank_end import RankStatus, first_bad, root_cause
+from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Status
 from orchestrator.run.cluster import Cluster
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import RankJob, RankProgress
 from orchestrator.run.launcher import NodeLaunchers, Outcome, rank_environment
+from orchestrator.run.supervision import Limits, TrialRun, supervise
 
 RESERVE_TIMEOUT_S = 120.0
-GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before stopping them
 CLEANUP_CALL_TIMEOUT_S = 10.0  # a launcher that cannot clean up in this long is killed with its actor
-STATUS_CALL_TIMEOUT_S = 2.0   # a status ask that takes longer shows "no status" rather than stall the loop
-WAIT_POLL_S = 0.5             # how long the supervision loop waits for a rank's end before its other work
-# How often the driver asks rank 0 for its phase, for the progress display. Each ask is an actor call on
-# the machine being measured: at 0.5 s it cost ~3% of a 2-thread rank's throughput on a 2-core machine
-# (benchmarks/bench_orch_vs_direct.py); at 2 s it is lost in the noise.
-STATUS_POLL_S = 2.0
+STATUS_CALL_TIMEOUT_S = 2.0   # a progress ask that takes longer shows "no status" rather than stall the loop
+RESERVE_POLL_S = 0.5          # how long a wait for the reservation lasts before `stop` is looked at again
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +48,6 @@ class RankSpec:
     def all_cpus(self) -> list[int]:
         """Compute cores and oneCCL worker cores: what the rank is pinned to and what Ray reserves for it."""
         return [*self.cpus, *self.ccl_cpus]
-
-
-@dataclass(slots=True)
-class TrialRun:
-    status: str                      # a record status (core.records.Status)
-    reason: str | None
-    outcomes: list[Outcome | None]
-    ready_s: float | None = None     # reservation → every rank built its model
-    wall_s: float = 0.0
-    failing_rank: int | None = None
-    node_ids: list[str] = field(default_factory=list)
-    interrupted: bool = False        # stopped by the driver (Ctrl-C): not a result, the trial is run again
 
 
 class NodePool:
@@ -125,15 +109,75 @@ class _Rank:
         return getattr(self.actor, method).remote(self.key, *args, **kwargs)
 
 
+class RayRanks:
+    """A trial's ranks on their nodes' launcher actors (`NodePool.launchers`): the `RankHost` of a sweep
+    (run.supervision). A rank's key on its node is its work folder (NodeLaunchers.start makes it there)."""
+
+    def __init__(self, pool: NodePool, ranks: list[RankSpec], workdir: str):
+        self.ranks = ranks
+        self.handles = [_Rank(pool.launchers(r.node), f"{workdir}/rank{r.rank}") for r in ranks]
+        self.node_ids: list[str] = []
+
+    def node_infos(self) -> list[dict[str, Any]]:
+        """Where each rank's launcher runs (launcher.node_info)."""
+        infos: list[dict[str, Any]] = ray.get([h.actor.node_info.remote() for h in self.handles])
+        self.node_ids = [info["node_id"] for info in infos]
+        return infos
+
+    def rendezvous_port(self) -> int:
+        """A free port on rank 0's node, for torch.distributed's rendezvous."""
+        port: int = ray.get(self.handles[0].actor.free_port.remote())
+        return port
+
+    def start(self, job: RankJob) -> None:
+        """Start every rank process, pinned, with its environment (the rendezvous at rank 0's node)."""
+        master_addr, port = self.node_infos()[0]["ip"], self.rendezvous_port()
+        envs = _environments(self.ranks, master_addr, port, job.backend)
+        ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
+                 for h, r, env in zip(self.handles, self.ranks, envs)])
+
+    def supervise(self, index: int, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Any:
+        return self.handles[index].call("supervise", budget_mib=budget_mib, step_timeout_s=step_timeout_s,
+                                        deadline=deadline)
+
+    def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]:
+        done, left = ray.wait(pending, num_returns=1, timeout=timeout_s)
+        return done, left
+
+    def outcome(self, end: Any) -> Outcome:
+        try:
+            outcome: Outcome = ray.get(end)
+            return outcome
+        except ray.exceptions.RayError as err:  # the launcher itself died (node lost, actor killed)
+            return Outcome(RankStatus.FAILED, f"the rank's launcher died: {type(err).__name__}", None, 0.0, None, "",
+                           None, "", 0)
+
+    def stop(self, index: int, reason: str) -> None:
+        self.handles[index].call("stop", reason)
+
+    def progress(self, index: int) -> RankProgress | None:
+        progress: RankProgress | None = ray.get(self.handles[index].call("progress"), timeout=STATUS_CALL_TIMEOUT_S)
+        return progress
+
+    def cleanup(self) -> None:
+        """Kill what is left of each rank and remove its work folder."""
+        for handle in self.handles:
+            try:
+                ray.get(handle.call("cleanup"), timeout=CLEANUP_CALL_TIMEOUT_S)
+            except Exception:  # an actor that already died has nothing left to clean
+                pass
+
+
 def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir: str, step_timeout_s: float,
               timeout_s: float, ccl_workers: int = 0,
-              on_status: Callable[[dict[str, Any] | None], None] | None = None,
+              on_status: Callable[[RankProgress | None], None] | None = None,
               stop: threading.Event | None = None, pool: NodePool | None = None) -> TrialRun:
     """Run the ranks to their end. `stop`, when set (from another thread: the sweep's Ctrl-C), stops them
     and returns a run marked interrupted. `pool`: the sweep's nodes and reservation; without one, the trial
     reserves its own CPUs and starts its own launchers, and releases both at its end. `ccl_workers`: the
     cores per rank the plan reserved for oneCCL; a rank placed with worker cores must hold that many (the
-    calibration's ranks hold none: their worker shares the rank's core, see `_environments`)."""
+    calibration's ranks hold none: their worker shares the rank's core, see `_environments`). `on_status`
+    is shown rank 0's progress now and then."""
     wrong = [r.rank for r in ranks if r.ccl_cpus and len(r.ccl_cpus) != ccl_workers]
     if wrong:
         raise ValueError(f"ranks {wrong} do not hold the {ccl_workers} oneCCL worker core(s) per rank planned")
@@ -141,32 +185,30 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
     stop = stop or threading.Event()
     own = pool is None
     pool = pool or NodePool(cluster)
-    handles: list[_Rank] = []
+    host: RayRanks | None = None
     try:
         if own:
-            cpus: dict[int, float] = {}
-            for r in ranks:
-                cpus[r.node] = cpus.get(r.node, 0.0) + len(r.all_cpus)
-            problem = pool.reserve(cpus, stop)
+            problem = pool.reserve(trial_cpus(ranks), stop)
             if problem is not None:
                 return TrialRun(Status.FAILED, problem, [None] * len(ranks), wall_s=time.time() - started,
                                 interrupted=stop.is_set())
-        # A rank's key on its node is its work folder (NodeLaunchers.start makes it there).
-        handles = [_Rank(pool.launchers(r.node), f"{workdir}/rank{r.rank}") for r in ranks]
-        infos = ray.get([h.actor.node_info.remote() for h in handles])
-        port = ray.get(handles[0].actor.free_port.remote())
-        ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
-                 for h, r, env in zip(handles, ranks, _environments(ranks, infos[0]["ip"], port, job.backend))])
-        return _supervise(handles, ranks, started, started + timeout_s, step_timeout_s, on_status,
-                          [info["node_id"] for info in infos], stop)
+        host = RayRanks(pool, ranks, workdir)
+        host.start(job)
+        limits = Limits([r.budget_mib for r in ranks], step_timeout_s, started + timeout_s)
+        return supervise(host, limits, started, stop=stop, on_progress=on_status, node_ids=host.node_ids)
     finally:
-        for handle in handles:
-            try:
-                ray.get(handle.call("cleanup"), timeout=CLEANUP_CALL_TIMEOUT_S)
-            except Exception:  # an actor that already died has nothing left to clean
-                pass
+        if host is not None:
+            host.cleanup()
         if own:
             pool.close()
+
+
+def trial_cpus(ranks: list[RankSpec]) -> dict[int, float]:
+    """The CPUs a trial on its own reserves on each node (index into cluster.nodes)."""
+    cpus: dict[int, float] = {}
+    for r in ranks:
+        cpus[r.node] = cpus.get(r.node, 0.0) + len(r.all_cpus)
+    return cpus
 
 
 def _environments(ranks: list[RankSpec], master_addr: str, port: int, backend: str) -> list[dict[str, str]]:
@@ -188,7 +230,7 @@ def _reserved(pg: Any, stop: threading.Event) -> bool:
     waited_until = time.monotonic() + RESERVE_TIMEOUT_S
     while not stop.is_set() and time.monotonic() < waited_until:
         try:
-            ray.get(pg.ready(), timeout=WAIT_POLL_S)
+            ray.get(pg.ready(), timeout=RESERVE_POLL_S)
             return True
         except ray.exceptions.GetTimeoutError:
             continue
@@ -203,61 +245,3 @@ def _worker_env() -> dict[str, str]:
     drop = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "KMP_AFFINITY", "RANK",
             "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
     return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("RAY_")}
-
-
-def _supervise(handles: list[_Rank], ranks: list[RankSpec], started: float, deadline: float, step_timeout_s: float,
-               on_status: Callable[[dict[str, Any] | None], None] | None, node_ids: list[str],
-               stop: threading.Event) -> TrialRun:
-    """Wait for every rank's end; once one ends badly, give the others a grace period to report their
-    own end, then stop them. The trial's status and reason come from the root cause (core.rank_end)."""
-    refs = {h.call("supervise", budget_mib=r.budget_mib, step_timeout_s=step_timeout_s, deadline=deadline): i
-            for i, (h, r) in enumerate(zip(handles, ranks))}
-    outcomes: list[Outcome | None] = [None] * len(ranks)
-    ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause
-    pending = list(refs)
-    failed_at, polled_at = None, 0.0
-    interrupted = False
-    while pending:
-        if stop.is_set() and not interrupted:
-            interrupted = True
-            for ref in pending:
-                handles[refs[ref]].call("stop", "interrupted by the user (Ctrl-C)")
-        done, pending = ray.wait(pending, num_returns=1, timeout=WAIT_POLL_S)
-        for ref in done:
-            i = refs[ref]
-            outcomes[i] = outcome = _outcome_of(ref)
-            ended.append(i)
-            if outcome.status != RankStatus.OK and failed_at is None:
-                failed_at = time.monotonic()
-        if failed_at is not None and pending and time.monotonic() - failed_at > GRACE_AFTER_FAILURE_S:
-            bad = first_bad(outcomes)
-            for ref in pending:
-                handles[refs[ref]].call("stop", f"stopped because another rank ended: {bad.reason if bad else None}")
-            failed_at = float("inf")  # stop only once
-        if on_status is not None and pending and time.monotonic() - polled_at >= STATUS_POLL_S:
-            polled_at = time.monotonic()
-            try:
-                on_status(ray.get(handles[0].call("status"), timeout=STATUS_CALL_TIMEOUT_S))
-            except Exception:  # a display detail must never end the trial
-                on_status(None)
-    wall = time.time() - started
-    if interrupted:
-        return TrialRun(Status.FAILED, "interrupted", outcomes, None, wall, None, node_ids, interrupted=True)
-    ready = [o.result.ready_at for o in outcomes if o and o.result and o.result.ready_at]
-    ready_s = max(ready) - started if len(ready) == len(outcomes) else None
-    cause = root_cause(outcomes, ended)
-    if cause is None:
-        notes = "; ".join(f"rank {i}: {o.reason}" for i, o in enumerate(outcomes) if o and o.reason)
-        return TrialRun(Status.OK, notes or None, outcomes, ready_s, wall, None, node_ids)
-    index, status, reason = cause
-    return TrialRun(status, reason, outcomes, ready_s, wall, index, node_ids)
-
-
-def _outcome_of(ref: Any) -> Outcome:
-    try:
-        outcome: Outcome = ray.get(ref)
-        return outcome
-    except ray.exceptions.RayError as err:  # the launcher itself died (node lost, actor killed)
-        return Outcome(RankStatus.FAILED, f"the rank's launcher died: {type(err).__name__}", None, 0.0, None, "",
-                       None, "", 0)
-

@@ -1,6 +1,6 @@
 """Shared pieces of the Ray-level tests: one real local Ray instance per test module, sweep files written
 to disk, readers of the records a sweep leaves behind, a real `orch` process to start, wait on and check
-for leftover ranks, and rank launchers run without Ray."""
+for leftover ranks, and rank launchers run without Ray under the driver's own supervision (run.supervision)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
+from orchestrator.run.supervision import Limits, LocalRanks, supervise
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATED_2S1C = REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml"
@@ -191,10 +192,11 @@ class RankWatch:
 
 
 def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120):
-    """Start one launcher per (job, cpus), supervise them in threads like Ray's threaded actors do."""
+    """Start one launcher per (job, cpus) in this process and supervise them with the driver's own
+    supervision (run.supervision, over LocalRanks instead of Ray's actors): the ranks' outcomes."""
     port = free_port()
     world = len(jobs_cpus)
-    launchers, outcomes = [], [None] * world
+    launchers = []
     for rank, (job, cpus) in enumerate(jobs_cpus):
         launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
         env = rank_environment(dict(os.environ), cpus=cpus, ccl_cpus_on_node=[], backend="gloo", rank=rank,
@@ -202,18 +204,6 @@ def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, ti
                                master_port=port)
         launcher.start(job, env, cpus, [0])
         launchers.append(launcher)
-
-    def supervise(i):
-        outcomes[i] = launchers[i].supervise(budget_mib=budget_mib, step_timeout_s=step_timeout_s,
-                                             deadline=time.time() + timeout_s)
-        # Like the driver: one rank ending badly stops the others.
-        if outcomes[i].status != "ok":
-            for other in launchers:
-                other.stop(f"rank {i} ended")
-
-    threads = [threading.Thread(target=supervise, args=(i,)) for i in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return outcomes
+    started = time.time()
+    limits = Limits([budget_mib] * world, step_timeout_s, started + timeout_s)
+    return supervise(LocalRanks(launchers), limits, started, stop=threading.Event()).outcomes

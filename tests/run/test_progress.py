@@ -8,6 +8,7 @@ import json
 
 from rich.console import Console
 
+from orchestrator.run.job import Phase, RankProgress
 from orchestrator.run.progress import SweepProgress
 
 
@@ -21,7 +22,7 @@ def test_piped_output_has_a_line_per_trial_start_and_end(make):
     with progress:
         progress.finished(make.infeasible(2, 2, 8, "4 cores needed, 2 available"), counts=False)
         progress.start_trial("r1-t1-b8", "r1-t1-b8 (1 rank(s) × 1 thread(s), local batch 8)")
-        progress.phase("r1-t1-b8", {"phase": "timing", "step": 3, "repeat": 1, "of": 3})
+        progress.phase("r1-t1-b8", RankProgress(Phase.TIMING, step=3, repeat=1, of=3))
         progress.finished(make.tp(1, 1, 8, 123.4, cv=0.02))
         progress.start_trial("r1-t2-b8", "r1-t2-b8 (1 rank(s) × 2 thread(s), local batch 8)")
         progress.finished(make.bad(1, 2, 8, "oom", "unique memory 900 MiB exceeded the rank's budget 800 MiB"))
@@ -50,7 +51,7 @@ def test_every_running_trial_is_shown_and_each_end_is_timed_from_its_own_start(m
     progress = SweepProgress(2, json_mode=False, console=Console(file=out, width=200, force_terminal=True))
     progress.start_trial("conv-g8-s0", "conv-g8-s0 (global batch 8, seed 0, on 1×1)")
     progress.start_trial("conv-g8-s1", "conv-g8-s1 (global batch 8, seed 1, on 1×1)")
-    progress.phase("conv-g8-s1", {"phase": "training", "step": 3, "repeat": 2, "of": 10, "metric": 0.125})
+    progress.phase("conv-g8-s1", RankProgress(Phase.TRAINING, step=3, repeat=2, of=10, metric=0.125))
     frame = Console(file=io.StringIO(), width=200)
     frame.print(progress._render())
     shown = frame.file.getvalue()

@@ -38,7 +38,7 @@ def _env(rank: int = 0, world: int = 1, port: int = 0) -> dict[str, str]:
 
 def _run_rank(tmp_path: Path, **job: object) -> tuple[dict, RankResult]:
     spec = dict(workload="retinanet", params={}, backend="gloo", local_batch=1, threads=1,
-                status_path=str(tmp_path / "status.json"), result_path=str(tmp_path / "result.json"))
+                progress_path=str(tmp_path / "progress.json"), result_path=str(tmp_path / "result.json"))
     job_file = tmp_path / "job.json"
     job_file.write_text(RankJob(**{**spec, **job}).to_json())  # type: ignore[arg-type]
     run = subprocess.run([sys.executable, "-c", RUN_RANK, str(job_file), ",".join(HEAVY)], env=_env(), capture_output=True, text=True,

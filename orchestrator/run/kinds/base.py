@@ -1,0 +1,124 @@
+"""What every trial kind gives the sweep runner (`WorkItem`), and what the items need of the sweep (`SweepContext`).
+
+A kind module (see orchestrator.run.kinds) holds both sides of its kind: the driver's work item (which trials
+it plans, the job its ranks run, where it may run, its record) and the rank's `run_rank`. The rank process
+imports the module for `run_rank`, so nothing here, nor at a kind module's top, imports Ray or torch: the
+driver-only pieces (recording, which reaches Ray through run.trial) are imported where they are used.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from orchestrator.core.grid import Trial
+from orchestrator.core.placement import Placement
+from orchestrator.core.plan import Plan, PlannedTrial
+from orchestrator.core.records import Kind, Record
+from orchestrator.core.schedule import Admission, Region, admit_timing
+from orchestrator.core.schema import to_plain
+from orchestrator.run.job import RankJob, init_timeout_s
+
+if TYPE_CHECKING:
+    from orchestrator.io.sweepfile import Sweep
+    from orchestrator.run.trial import TrialRun
+
+
+@dataclass(frozen=True, slots=True)
+class SweepContext:
+    """The sweep as its work items see it: the spec (with the plan's precision chosen), the plan, the backend
+    and oneCCL workers the plan chose, and how many Ray nodes run it."""
+
+    sweep: Sweep
+    plan: Plan
+    nodes: int                 # Ray nodes in the cluster
+    convergence: bool = True   # convergence runs were asked for (orch sweep --no-convergence: not)
+
+    @property
+    def spec(self) -> Any:
+        return self.sweep.spec
+
+    @property
+    def backend(self) -> str:
+        return self.plan.backend.chosen
+
+    @property
+    def workers(self) -> int:
+        return self.plan.ccl_workers
+
+    @property
+    def precision(self) -> str:
+        return str(getattr(self.sweep.params, "precision", "fp32"))
+
+    def job(self, kind: Kind, p: PlannedTrial, **extra: Any) -> RankJob:
+        """The job of a trial of `kind` on `p`, with the sweep's workload and measurement settings."""
+        m = self.spec.measure
+        return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
+                       backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
+                       warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
+                       init_timeout_s=init_timeout_s(m.step_timeout_s), **extra)
+
+    def where(self, p: PlannedTrial) -> str:
+        """' on node(s) 0, 1' for a label, on a cluster of more than one node."""
+        if p.placement is None or self.nodes <= 1:
+            return ""
+        return f" on node(s) {', '.join(str(n) for n, _ in p.placement.per_node)}"
+
+
+class WorkItem(ABC):
+    """One trial the sweep runs: its key (in the results), the planned trial it runs on, and how to run,
+    place, label and record it. One subclass per kind, in that kind's module."""
+
+    KIND: ClassVar[Kind]
+    ORDER: ClassVar[int]       # kinds are admitted in this order (the peaks first: later kinds use them)
+    trains: ClassVar[bool] = False   # its cost is training steps: its estimate needs the workload's FLOPs
+
+    def __init__(self, key: str, planned: PlannedTrial):
+        self.key, self.planned = key, planned
+
+    @classmethod
+    @abstractmethod
+    def plan_items(cls, ctx: SweepContext) -> list[WorkItem]:
+        """Every trial of this kind the sweep runs, in order."""
+
+    @abstractmethod
+    def label(self, ctx: SweepContext, p: PlannedTrial) -> str:
+        """What the progress display says of the trial, running on `p` (its admitted placement)."""
+
+    @abstractmethod
+    def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
+        """What each of its ranks is asked to do."""
+
+    @abstractmethod
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+        """What it should take, for the sweep's time estimate (core.eta); `step_s(trial)` is a training step's
+        estimated seconds, to be called only by kinds that `trains`."""
+
+    @abstractmethod
+    def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
+        """Its record, from the run (run.recording)."""
+
+    def timeout_s(self, ctx: SweepContext) -> float:
+        """Its wall-clock limit."""
+        return float(ctx.spec.measure.timeout_s)
+
+    def admit(self, ctx: SweepContext, taken: Region) -> Admission | None:
+        """Where it can run now, given the regions held by running (and earlier waiting) trials: a timing
+        trial keeps its nodes (or sockets) to itself (core.schedule)."""
+        return admit_timing(ctx.plan.topology, self.placement(), self.planned.memory_budget_mib,
+                            ctx.spec.measure.isolation, taken)
+
+    # A waiting timing trial keeps its planned region from later trials, so that small ones cannot starve it.
+    holds_while_waiting: ClassVar[bool] = True
+
+    def placement(self) -> Placement:
+        """The planned placement (only feasible trials become work items: they all have one)."""
+        if self.planned.placement is None:
+            raise ValueError(f"{self.key} is infeasible: it has no placement to run on")
+        return self.planned.placement
+
+    def admitted(self, admission: Admission) -> PlannedTrial:
+        """The planned trial as it will really run: on the admitted placement, with the admitted budgets."""
+        return replace(self.planned, placement=admission.placement, memory_budget_mib=admission.memory_budget_mib)

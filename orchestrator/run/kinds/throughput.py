@@ -1,0 +1,71 @@
+"""Throughput trials: one per feasible point of the grid (ranks × threads per rank × local batch), timed
+repeats of training steps (run.protocol.measure_throughput)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.core.eta import throughput_s
+from orchestrator.core.grid import Trial
+from orchestrator.core.plan import PlannedTrial
+from orchestrator.core.records import Kind
+from orchestrator.run.job import RankJob
+from orchestrator.run.kinds.base import SweepContext, WorkItem
+
+if TYPE_CHECKING:
+    from orchestrator.run.job import ProgressWriter
+    from orchestrator.run.rank_main import StartupClock
+    from orchestrator.run.rank_session import Session
+    from orchestrator.run.trial import TrialRun
+
+
+class ThroughputItem(WorkItem):
+    KIND = Kind.THROUGHPUT
+    ORDER = 2
+    trains = True
+
+    @classmethod
+    def plan_items(cls, ctx: SweepContext) -> list[WorkItem]:
+        return [cls(p.trial.key, p) for p in ctx.plan.feasible]
+
+    def label(self, ctx: SweepContext, p: PlannedTrial) -> str:
+        t = p.trial
+        return f"{self.key} ({t.ranks} rank(s) × {t.threads_per_rank} thread(s), local batch {t.local_batch}" \
+               f"{ctx.where(p)})"
+
+    def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
+        return ctx.job(self.KIND, p)
+
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+        m = ctx.spec.measure
+        return throughput_s(step_s(self.planned.trial), m.warmup_steps, m.timed_steps, m.repeats)
+
+    def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
+        from orchestrator.run.recording import throughput_record
+
+        return throughput_record(p, run, topology=ctx.plan.topology, backend=ctx.backend, measure=ctx.spec.measure,
+                                 started_at=started_at)
+
+
+ITEM = ThroughputItem
+
+
+def describe(record: Record) -> str:
+    """An ok record in one line, for the progress display: '312.4 samples/s (cv 1.2%)'."""
+    t = record.throughput
+    return f"{t.samples_per_s:,.1f} samples/s (cv {t.cv or 0.0:.1%})" if t is not None else ""
+
+
+def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
+    from orchestrator.run.rank_session import train
+
+    return train(job, progress, clock, lambda session: _measure(job, progress, session))
+
+
+def _measure(job: RankJob, progress: ProgressWriter, session: Session) -> dict[str, Any]:
+    from orchestrator.run import ddp, protocol
+
+    report = protocol.measure_throughput(job, session.trainer, session.module, progress)
+    wire = ddp.wire_sizes(report.to_json(), session.options if session.world > 1 else None)
+    return {"throughput": report.with_fields(**wire)}

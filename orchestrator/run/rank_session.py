@@ -1,0 +1,109 @@
+"""Rank-side pieces every kind's `run_rank` shares (orchestrator.run.kinds): torch.distributed's rendezvous,
+and a training session (the workload built in a process group, wrapped in DDP) for the kinds that train.
+
+Runs inside the rank process: torch is imported on use, after rank_main has sized its thread pools.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.run.job import ProgressWriter, RankJob
+    from orchestrator.run.rank_main import StartupClock
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A built training session: the workload's trainer, the module it steps (DDP-wrapped on more than one
+    rank), its DDP options and the world size."""
+
+    trainer: Any
+    module: Any
+    options: Any
+    world: int
+
+
+def rendezvous_store(timeout: timedelta) -> Any:
+    """torch.distributed's TCPStore, with rank 0's listening socket bound to MASTER_ADDR only (torch's own
+    binds every interface; on one machine MASTER_ADDR is loopback, so nothing listens beyond it)."""
+    import torch.distributed as dist
+
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    world = int(os.environ["WORLD_SIZE"])
+    if int(os.environ["RANK"]) != 0:
+        return dist.TCPStore(addr, port, world, False, timeout=timeout)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((addr, port))
+    listener.listen(max(128, world))
+    return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
+
+
+def init_process_group(job: RankJob, backend: str | None = None) -> None:
+    """Join the job's process group, on its backend unless `backend` names another."""
+    import torch.distributed as dist
+
+    backend = backend or job.backend
+    if backend == "ccl":
+        import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend with torch.distributed)
+    timeout = timedelta(seconds=job.init_timeout_s)
+    dist.init_process_group(backend, store=rendezvous_store(timeout), rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+
+
+def communication(job: RankJob) -> dict[str, Any]:
+    """The result's communication section: backend, version, CCL settings (run.comm)."""
+    from orchestrator.core.records import CommunicationSection
+    from orchestrator.run.comm import communication_report
+
+    return {"communication": CommunicationSection.from_json(communication_report(job.backend))}
+
+
+def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
+          steps: Callable[[Session], dict[str, Any]], lr: float | None = None) -> dict[str, Any]:
+    """Build the workload in a process group and run `steps` on it (the kind's protocol, returning its result
+    sections): the result's training sections, its communication section included."""
+    import torch.distributed as dist
+
+    import workloads
+    from orchestrator.run import ddp, protocol
+    from workloads.base import RankContext, ddp_options_of
+
+    clock.lap("import_protocol")
+    init_process_group(job)
+    clock.lap("rendezvous")
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        workload = workloads.get(job.workload)
+        params, problems = workloads.parse_params(workload, job.params)
+        if problems:
+            raise ValueError("; ".join(map(str, problems)))
+        for module_name in workload.rank_modules:
+            importlib.import_module(module_name)
+        clock.lap("import_workload")
+        built = time.perf_counter()
+        trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=job.local_batch,
+                                                     seed=job.seed, threads=job.threads, lr=lr))
+        clock.lap("build")
+        options = ddp_options_of(params)
+        module = trainer.module
+        if world > 1:
+            module = protocol.wrap_ddp(module, options)
+            clock.lap("ddp")
+        out = {"build_s": time.perf_counter() - built,
+               "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}
+        dist.barrier()  # start-up ends when every rank has its model
+        clock.ready("barrier")
+        out.update(steps(Session(trainer, module, options, world)))
+        dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts
+    finally:
+        dist.destroy_process_group()
+    return {**out, **communication(job)}
