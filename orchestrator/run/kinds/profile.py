@@ -14,4 +14,7 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
     from orchestrator.run.profiling import profile_rank
     from orchestrator.run.rank_session import train
 
-    return train(job, progress, clock, lambda s: {"profile": profile_rank(job, s.trainer, s.module, progress).to_json()})
+    def profiled(s: Any) -> dict[str, Any]:
+        return {"profile": profile_rank(job, s.trainer, s.module, progress).to_json()}
+
+    return train(job, progress, clock, profiled)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core.eta import throughput_s
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import PlannedTrial
-from orchestrator.core.records import Kind
+from orchestrator.core.records import Kind, Record
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
