@@ -8,7 +8,6 @@ import json
 import sys
 import threading
 import time
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
