@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import statistics
 import sys
@@ -31,6 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment_line, format_table  # noqa: E402
 from predict_multinode import two_node_topology  # noqa: E402
+
+from orchestrator.core.records import Kind  # noqa: E402
+from orchestrator.io.store import load_results  # noqa: E402
 
 SWEEP = """
 name: concurrency
@@ -56,12 +58,8 @@ def sweep_once(sweep: Path, topology: Path, address: str, results: Path, concurr
 
 def throughputs(results: Path) -> dict[str, tuple[float, float]]:
     """key: (samples/s, CV of the repeats) of every throughput trial."""
-    out = {}
-    for line in (results / "trials.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r["kind"] == "throughput" and r["status"] == "ok":
-            out[r["key"]] = (r["throughput"]["samples_per_s"], r["throughput"]["cv"])
-    return out
+    return {r.key: (r.throughput.samples_per_s, r.throughput.cv or 0.0)
+            for r in load_results(results).records.ok(Kind.THROUGHPUT) if r.throughput is not None}
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.core.topology import cpu_ranges  # noqa: E402
+from orchestrator.io.store import load_results  # noqa: E402
 from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
 
 CASES = {
@@ -77,10 +78,12 @@ def via_orch(workload: str, params: dict, ranks: int, threads: int, batch: int, 
     wall = time.perf_counter() - started
     if run.returncode != 0:
         raise RuntimeError(f"orch sweep failed:\n{run.stderr[-2000:]}")
-    record = json.loads((results / "trials.jsonl").read_text().splitlines()[-1])
-    timed = sum(record["throughput"]["timed_s_repeats"])
-    return record["throughput"]["samples_per_s_repeats"], {"sweep_wall_s": wall, "trial_wall_s": record["wall_s"],
-                                                          "startup_s": record["startup_s"], "timed_s": timed}
+    record = load_results(results).records.items[-1]
+    section = record.throughput
+    if section is None or section.samples_per_s_repeats is None or section.timed_s_repeats is None:
+        raise RuntimeError(f"{record.key}: {record.status}, no throughput ({record.reason})")
+    return section.samples_per_s_repeats, {"sweep_wall_s": wall, "trial_wall_s": record.wall_s,
+                                           "startup_s": record.startup_s, "timed_s": sum(section.timed_s_repeats)}
 
 
 def main() -> None:

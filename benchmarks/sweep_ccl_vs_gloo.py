@@ -23,6 +23,11 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from orchestrator.core.records import Kind, Record  # noqa: E402
+from orchestrator.io.store import load_results  # noqa: E402
+
 SWEEP = REPO / "sweeps" / "retinanet.yaml"
 BACKENDS = ("gloo", "ccl")
 CELLS = ((1, 1), (1, 2), (2, 1))   # (ranks, threads per rank): what a 2-core machine hosts
@@ -46,10 +51,9 @@ def orch(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO, check=True, env=env)
 
 
-def cells(results: Path) -> dict[tuple[int, int], dict]:
+def cells(results: Path) -> dict[tuple[int, int], Record]:
     """(ranks, threads) -> the throughput record, for the sweep's first local batch."""
-    records = [json.loads(line) for line in (results / "trials.jsonl").read_text().splitlines() if line.strip()]
-    return {(r["ranks"], r["threads_per_rank"]): r for r in records if r["kind"] == "throughput"}
+    return {(r.ranks or 0, r.threads_per_rank or 0): r for r in load_results(results).records.of_kind(Kind.THROUGHPUT)}
 
 
 def rho(results: Path) -> str:
@@ -60,13 +64,15 @@ def rho(results: Path) -> str:
 
 def summary(backend: str, results: Path) -> list[str]:
     measured = cells(results)
-    rate = {c: (measured[c]["throughput"] or {}).get("samples_per_s") if c in measured else None for c in CELLS}
+    sections = {c: measured[c].throughput if c in measured else None for c in CELLS}
+    rate = {c: s.samples_per_s if s is not None else None for c, s in sections.items()}
     base = rate[(1, 1)]
-    out = [backend, str(measured[(2, 1)]["communication"]["version"] if (2, 1) in measured else "–")]
+    communication = measured[(2, 1)].communication if (2, 1) in measured else None
+    out = [backend, str(communication.version if communication is not None else "–")]
     for c in CELLS:
-        r = rate[c]
-        cv = (measured[c]["throughput"] or {}).get("cv") if c in measured else None
-        out.append(f"{r:.2f} (cv {cv:.1%})" if r else measured.get(c, {}).get("status", "–"))
+        r, section = rate[c], sections[c]
+        cv = section.cv if section is not None else None
+        out.append(f"{r:.2f} (cv {cv or 0.0:.1%})" if r else str(measured[c].status) if c in measured else "–")
     out += [f"{rate[c] / base:.3f}" if rate[c] and base else "–" for c in ((2, 1), (1, 2))]
     return [*out, rho(results)]
 

@@ -36,7 +36,9 @@ ALLREDUCE_S = 6.0               # a calibration: 4 KiB to 64 MiB, 3 blocks each
 STEP_EFFICIENCY = 0.6           # a training step's FLOP rate over the probe's GEMM rate on the same cores
 CONVERGENCE_EPOCHS_PRIOR = 0.5  # share of max_epochs a convergence run is costed at before one has finished
 EVAL_SHARE = 0.1                # evaluation's time over training's in a convergence run
-TIMING_KINDS = ("peak", "allreduce", "throughput")
+# Kinds whose trials pack onto free cores beside each other (run.kinds: their items do not hold a region while
+# waiting); every other kind is a timing trial, which keeps its region to itself, so their times add up.
+PACKED_KINDS = ("convergence",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +95,8 @@ class Eta:
         running_s = running_s or {}
         left = {k: max(0.0, self.expected_s(w) - running_s.get(k, 0.0))
                 for k, w in self.work.items() if k not in self.done}
-        timing = sum(s for k, s in left.items() if self.work[k].kind in TIMING_KINDS)
-        packed = [(s, self.work[k].cores) for k, s in left.items() if self.work[k].kind not in TIMING_KINDS]
+        timing = sum(s for k, s in left.items() if self.work[k].kind not in PACKED_KINDS)
+        packed = [(s, self.work[k].cores) for k, s in left.items() if self.work[k].kind in PACKED_KINDS]
         if not packed:
             return timing
         return timing + max(max(s for s, _ in packed), sum(s * c for s, c in packed) / self.cores)

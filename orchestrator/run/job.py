@@ -11,12 +11,14 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from orchestrator.core.jsonobject import JsonObject
 from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import write_atomic
 from orchestrator.run.reports import AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
+
+R = TypeVar("R", bound=JsonObject)
 
 
 class Phase(StrEnum):
@@ -106,31 +108,46 @@ class RankResult:
     # Where this rank's start-up went, in order: seconds per phase from its process's creation to ready_at
     # (rank_main.StartupClock names the phases). The driver's share is what precedes started_at.
     startup_breakdown_s: dict[str, float] | None = None
-    throughput: ThroughputReport | None = None    # kind throughput: protocol.measure_throughput's report
-    convergence: ConvergenceReport | None = None  # kind convergence: protocol.train_to_target's report
-    peak: PeakReport | None = None                # kind peak: protocol.gemm_peak's report
-    allreduce: AllreduceReport | None = None      # kind allreduce: protocol.allreduce_timing's report
-    profile: dict[str, Any] | None = None     # kind profile: profiling.profile_rank's report
+    # The kind's own report (run.kinds.<kind>.REPORT: protocol.measure_throughput's, gemm_peak's, ...), typed;
+    # the launcher reads it back as the job's kind says (`from_json`).
+    report: JsonObject | None = None
     communication: CommunicationSection | None = None  # run.comm.communication_report: backend, version, CCL settings
 
     def to_json(self) -> str:
         return json.dumps({f.name: _plain(getattr(self, f.name)) for f in fields(self)})
 
     @staticmethod
-    def from_json(text: str) -> RankResult:
+    def from_json(text: str, report: type[JsonObject]) -> RankResult:
+        """The result a rank wrote, its report read as a `report` (its kind's report type)."""
         data = json.loads(text)
-        return RankResult(**{**data, **{name: None if data.get(name) is None else kind.from_json(data[name])
-                                        for name, kind in _REPORTS.items()}})
+        return RankResult(**{**data, "report": None if data.get("report") is None else report.from_json(data["report"]),
+                             "communication": None if data.get("communication") is None
+                             else CommunicationSection.from_json(data["communication"])})
+
+    def report_of(self, kind: type[R]) -> R | None:
+        """The report, if it is a `kind` (what a trial of that kind's ranks report), else None."""
+        return self.report if isinstance(self.report, kind) else None
+
+    # The built-in kinds' reports by name, for the driver's readers (run.recording) and the tests.
+    @property
+    def throughput(self) -> ThroughputReport | None:
+        return self.report_of(ThroughputReport)
+
+    @property
+    def convergence(self) -> ConvergenceReport | None:
+        return self.report_of(ConvergenceReport)
+
+    @property
+    def peak(self) -> PeakReport | None:
+        return self.report_of(PeakReport)
+
+    @property
+    def allreduce(self) -> AllreduceReport | None:
+        return self.report_of(AllreduceReport)
 
 
 def _plain(value: Any) -> Any:
     return value.to_json() if isinstance(value, JsonObject) else value
-
-
-# RankResult's typed sections, each read from its JSON object (the profile section stays plain data).
-_REPORTS: dict[str, type[JsonObject]] = {"throughput": ThroughputReport, "convergence": ConvergenceReport,
-                                         "peak": PeakReport, "allreduce": AllreduceReport,
-                                         "communication": CommunicationSection}
 
 
 @dataclass(slots=True)

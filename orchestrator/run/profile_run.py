@@ -123,8 +123,8 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
         applied=next((o.result.applied for o in run.outcomes if o and o.result), None),
         # CPU masks read inside each rank process: the evidence that the profiled ranks were pinned.
         observed_cpus=tuple(o.result.affinity.get("threads") if o and o.result else None for o in run.outcomes),
-        results=tuple(RankProfile.from_json(o.result.profile) for o in run.outcomes
-                      if o and o.result and o.result.profile is not None) if run.status == "ok" else (),
+        results=tuple(profile for o in run.outcomes if o and o.result
+                      and (profile := o.result.report_of(RankProfile)) is not None) if run.status == "ok" else (),
         log_tail=None if run.status == "ok" else next((o.log_tail for o in run.outcomes if o and o.status != "ok"), ""),
     )
     save_result(result, out_dir)

@@ -33,8 +33,9 @@ def _result(outcome: Outcome | None) -> RankResult:
     return outcome.result
 
 
-def _reports(run: TrialRun, section: Callable[[RankResult], Report | None], name: str) -> list[Report]:
-    """One section (throughput, convergence, peak or allreduce) of every rank of an ok trial."""
+def rank_reports(run: TrialRun, section: Callable[[RankResult], Report | None], name: str) -> list[Report]:
+    """Every rank's report of an ok trial (`section` picks it from the rank's result; a kind module's record uses
+    `lambda r: r.report_of(REPORT)`)."""
     reports = [section(_result(o)) for o in run.outcomes]
     if any(r is None for r in reports):
         raise ValueError(f"an ok rank reported no {name} section")
@@ -70,7 +71,10 @@ def _communication(run: TrialRun) -> rec.CommunicationSection | None:
     return next((o.result.communication for o in run.outcomes if o and o.result and o.result.communication), None)
 
 
-def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, started_at: float) -> dict[str, Any]:
+def common_fields(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str,
+                  started_at: float) -> dict[str, Any]:
+    """The fields every trial's record has (a training trial's: layout, status, placement, memory, ...); the
+    kind adds its key and section."""
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     applied = next((o.result.applied for o in run.outcomes if o and o.result), None)
     t = p.trial
@@ -85,7 +89,7 @@ def _common(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str, st
 
 def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputSection:
     """The trial's throughput from its ranks' reports: the slowest rank's time per repeat sets the rate."""
-    reports = _reports(run, lambda r: r.throughput, "throughput")
+    reports = rank_reports(run, lambda r: r.throughput, "throughput")
     summary = summarize(p.trial.global_batch, measure.timed_steps, [r.repeat_s for r in reports])
     total_timed = sum(r.timed_s for r in reports)
     first = reports[0]
@@ -104,20 +108,20 @@ def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputS
 
 def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,
                       started_at: float) -> rec.Record:
-    fields = _common(p, topology, run, backend, started_at)
+    fields = common_fields(p, topology, run, backend, started_at)
     throughput = _throughput(p, run, measure) if run.status == rec.OK else None
     return rec.Record(kind=rec.THROUGHPUT, key=p.trial.key, **fields, throughput=throughput)
 
 
 def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, topology: Topology, backend: str,
                        spec_convergence: Any, started_at: float) -> rec.Record:
-    fields = _common(p, topology, run, backend, started_at)
+    fields = common_fields(p, topology, run, backend, started_at)
     c = spec_convergence
     section = rec.ConvergenceSection(metric=c.metric, target=c.target, max_epochs=c.max_epochs, lr_rule=c.lr_rule,
                                      base_lr=c.base_lr, base_batch=c.base_batch, warmup_epochs=c.warmup_epochs,
                                      eval_every_epochs=c.eval_every_epochs)
     if run.status == rec.OK:
-        report = _reports(run, lambda r: r.convergence, "convergence")[0]
+        report = rank_reports(run, lambda r: r.convergence, "convergence")[0]
         section = section.with_fields(
             converged=report.converged, epochs_to_target=report.epochs_to_target, epochs_run=report.epochs_run,
             curve=report.curve, lr=report.lr, train_s=report.train_s, steps_per_epoch=report.steps_per_epoch)
@@ -131,7 +135,7 @@ def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology,
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     peak = None
     if run.status == rec.OK:
-        reports = _reports(run, lambda r: r.peak, "peak")
+        reports = rank_reports(run, lambda r: r.peak, "peak")
         peak = rec.PeakSection(precision=reports[0].precision, gemm_size=reports[0].gemm_size,
                                gflops=sum(r.gflops for r in reports), best_gflops=sum(r.best_gflops for r in reports),
                                per_rank_gflops=[r.gflops for r in reports], concurrent=True)
@@ -146,7 +150,7 @@ def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, top
     """One calibration trial: per message size, the slowest rank's median all-reduce time."""
     section = None
     if run.status == rec.OK:
-        reports = _reports(run, lambda r: r.allreduce, "allreduce")
+        reports = rank_reports(run, lambda r: r.allreduce, "allreduce")
         sizes = reports[0].sizes_bytes
         section = rec.AllreduceSection(
             link=link, ranks=p.trial.ranks, dtype=reports[0].dtype,

@@ -13,6 +13,7 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
+from orchestrator.run.reports import AllreduceReport
 
 if TYPE_CHECKING:
     from orchestrator.run.job import ProgressWriter
@@ -55,6 +56,7 @@ class AllreduceItem(WorkItem):
 
 
 ITEM = AllreduceItem
+REPORT = AllreduceReport
 
 
 def describe(record: Record) -> str:
@@ -72,7 +74,6 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
     from orchestrator.run.job import Phase
     from orchestrator.run.protocol import allreduce_timing
     from orchestrator.run.rank_session import communication, init_process_group
-    from orchestrator.run.reports import AllreduceReport
 
     clock.lap("import_protocol")
     init_process_group(job)
@@ -86,4 +87,4 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
         dist.barrier()  # leave together (see rank_session.train)
     finally:
         dist.destroy_process_group()
-    return {"allreduce": out, **communication(job)}
+    return {"report": out, **communication(job)}

@@ -15,6 +15,7 @@ from orchestrator.core.schedule import Admission, Region, admit_convergence
 from orchestrator.core.schema import to_plain
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
+from orchestrator.run.reports import ConvergenceReport
 
 if TYPE_CHECKING:
     from orchestrator.run.job import ProgressWriter
@@ -68,6 +69,7 @@ class ConvergenceItem(WorkItem):
 
 
 ITEM = ConvergenceItem
+REPORT = ConvergenceReport
 
 
 def describe(record: Record) -> str:
@@ -93,5 +95,5 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
     from orchestrator.run.rank_session import train
 
     lr = learning_rate_at(job.convergence_section(), epoch=0.0)
-    return train(job, progress, clock, lambda s: {"convergence": protocol.train_to_target(job, s.trainer, s.module,
+    return train(job, progress, clock, lambda s: {"report": protocol.train_to_target(job, s.trainer, s.module,
                                                                                           progress)}, lr=lr)

@@ -14,6 +14,7 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record, peak_key
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
+from orchestrator.run.reports import PeakReport
 
 if TYPE_CHECKING:
     from orchestrator.run.job import ProgressWriter
@@ -50,6 +51,7 @@ class PeakItem(WorkItem):
 
 
 ITEM = PeakItem
+REPORT = PeakReport
 
 
 def describe(record: Record) -> str:
@@ -66,14 +68,13 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
     from orchestrator.run.job import Phase
     from orchestrator.run.protocol import gemm_peak
     from orchestrator.run.rank_session import init_process_group
-    from orchestrator.run.reports import PeakReport
 
     def heartbeat() -> None:
         progress.step(phase=Phase.TIMING)
 
     if int(os.environ.get("WORLD_SIZE", 1)) == 1:
         clock.ready("import_protocol")
-        return {"peak": PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat))}
+        return {"report": PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat))}
     clock.lap("import_protocol")
     init_process_group(job, backend="gloo")
     clock.ready("rendezvous")   # every rank has joined the group: all of them are ready to multiply
@@ -82,6 +83,6 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
             dist.barrier()
 
         report = gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
-        return {"peak": PeakReport.from_json(report)}
+        return {"report": PeakReport.from_json(report)}
     finally:
         dist.destroy_process_group()

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core.profile.result import RankProfile
+
 if TYPE_CHECKING:
     from orchestrator.run.job import ProgressWriter, RankJob
     from orchestrator.run.rank_main import StartupClock
+
+
+REPORT = RankProfile   # the rank's profile (run.profiling.profile_rank)
 
 
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
@@ -15,6 +20,6 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
     from orchestrator.run.rank_session import train
 
     def profiled(s: Any) -> dict[str, Any]:
-        return {"profile": profile_rank(job, s.trainer, s.module, progress).to_json()}
+        return {"report": profile_rank(job, s.trainer, s.module, progress)}
 
     return train(job, progress, clock, profiled)

@@ -12,6 +12,7 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
+from orchestrator.run.reports import ThroughputReport
 
 if TYPE_CHECKING:
     from orchestrator.run.job import ProgressWriter
@@ -49,6 +50,7 @@ class ThroughputItem(WorkItem):
 
 
 ITEM = ThroughputItem
+REPORT = ThroughputReport
 
 
 def describe(record: Record) -> str:
@@ -68,4 +70,4 @@ def _measure(job: RankJob, progress: ProgressWriter, session: Session) -> dict[s
 
     report = protocol.measure_throughput(job, session.trainer, session.module, progress)
     wire = ddp.wire_sizes(report.to_json(), session.options if session.world > 1 else None)
-    return {"throughput": report.with_fields(**wire)}
+    return {"report": report.with_fields(**wire)}
