@@ -108,21 +108,31 @@ class RankResult:
     # Where this rank's start-up went, in order: seconds per phase from its process's creation to ready_at
     # (rank_main.StartupClock names the phases). The driver's share is what precedes started_at.
     startup_breakdown_s: dict[str, float] | None = None
-    # The kind's own report (run.kinds.<kind>.REPORT: protocol.measure_throughput's, gemm_peak's, ...), typed;
-    # the launcher reads it back as the job's kind says (`from_json`).
+    # The job's kind, and that kind's report (run.kinds.<kind>.REPORT: protocol.measure_throughput's, gemm_peak's,
+    # profiling.profile_rank's, ...), typed. In the result file the report is written under the kind's name
+    # ({"throughput": {...}}), so the file says which type to read it back as.
+    kind: JobKind | None = None
     report: JsonObject | None = None
     communication: CommunicationSection | None = None  # run.comm.communication_report: backend, version, CCL settings
 
     def to_json(self) -> str:
-        return json.dumps({f.name: _plain(getattr(self, f.name)) for f in fields(self)})
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("kind", "report")}
+        if self.kind is not None and self.report is not None:
+            data[str(self.kind)] = self.report.to_json()
+        return json.dumps(data)
 
     @staticmethod
-    def from_json(text: str, report: type[JsonObject]) -> RankResult:
-        """The result a rank wrote, its report read as a `report` (its kind's report type)."""
+    def from_json(text: str) -> RankResult:
+        """The result a rank wrote; its report is read as the type its kind's module names (run.kinds)."""
+        from orchestrator.run.kinds import kind_module  # the kinds import this module: on use, not at import
+
         data = json.loads(text)
-        return RankResult(**{**data, "report": None if data.get("report") is None else report.from_json(data["report"]),
-                             "communication": None if data.get("communication") is None
-                             else CommunicationSection.from_json(data["communication"])})
+        named = [name for name in (*map(str, Kind), PROFILE) if name in data]
+        kind = job_kind(named[0]) if named else None
+        report = kind_module(kind).REPORT.from_json(data.pop(kind)) if kind is not None else None
+        communication = data.pop("communication", None)
+        return RankResult(**data, kind=kind, report=report, communication=None if communication is None
+                          else CommunicationSection.from_json(communication))
 
     def report_of(self, kind: type[R]) -> R | None:
         """The report, if it is a `kind` (what a trial of that kind's ranks report), else None."""

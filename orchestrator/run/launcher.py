@@ -28,7 +28,6 @@ from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import RankStatus, classify_exit
 from orchestrator.core.topology import BYTES_PER_MIB, cpu_ranges
 from orchestrator.run.job import Phase, RankJob, RankProgress, RankResult, read_progress
-from orchestrator.run.kinds import kind_module
 
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
 # exit status, progress, and resident memory from /proc/<pid>/statm. The exact unique set size comes from
@@ -347,8 +346,7 @@ class RankLauncher:
         reported = getattr(read_progress(self.job.progress_path), "phase", None) == Phase.DONE
         status, reason = classify_exit(code, result_written=written, reported_done=reported,
                                        log_end=self._log_text())
-        result = (RankResult.from_json(Path(self.job.result_path).read_text(), kind_module(self.job.kind).REPORT)
-                  if status == RankStatus.OK else None)
+        result = RankResult.from_json(Path(self.job.result_path).read_text()) if status == RankStatus.OK else None
         return self._outcome(status, reason, code, peak_uss_mib, result)
 
     def _log_text(self) -> str:

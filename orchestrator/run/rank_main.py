@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
                         affinity=observed_affinity(), run_s=time.perf_counter() - started,
                         ready_at=clock.ready_at, started_at=clock.started_at, startup_breakdown_s=clock.laps_s,
-                        **sections)
+                        kind=job.kind, **sections)
     write_atomic(job.result_path, result.to_json())
     progress.update(phase=Phase.DONE, force=True)
     return 0
