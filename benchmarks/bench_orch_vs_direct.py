@@ -1,6 +1,6 @@
 """Is orch's throughput honest? The same layout and model measured two ways, interleaved in one run:
 
-- orch:   `orch sweep` on a one-point sweep (Ray, placement group, launcher actor, watchdog, status file);
+- orch:   `orch sweep` on a one-point sweep (Ray, placement group, launcher actor, watchdog, progress file);
 - direct: plain processes pinned the same way (numactl or taskset, same OpenMP environment) running
           benchmarks/direct_train.py, an independent loop with its own timing.
 
