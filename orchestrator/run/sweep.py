@@ -95,8 +95,6 @@ class SweepRunner:
         sweep = sweep.with_choice(plan.precision)
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
-        self.backend = plan.backend.chosen
-        self.workers = plan.ccl_workers
         self.summary = SweepSummary()
         self.pool: NodePool | None = None   # held while trials run (execute)
         self.context = SweepContext(sweep, plan, len(cluster.nodes), convergence=options.convergence)
@@ -136,8 +134,8 @@ class SweepRunner:
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
         run = run_ranks(self.cluster, rank_specs(p), job, workdir=workdir,
                         step_timeout_s=self.spec.measure.step_timeout_s, timeout_s=timeout_s,
-                        ccl_workers=self.workers, on_status=lambda status: progress.phase(key, status), stop=stop,
-                        pool=self.pool)
+                        ccl_workers=self.context.workers, on_status=lambda status: progress.phase(key, status),
+                        stop=stop, pool=self.pool)
         return run, started
 
     def _sweep_cpus(self) -> dict[int, float]:
@@ -182,7 +180,7 @@ class SweepRunner:
         for p in self.plan.trials:
             if p.feasible:
                 continue
-            record = infeasible_record(p, self.backend)
+            record = infeasible_record(p, self.context.backend)
             earlier = recorded.get(p.trial.key)
             if earlier is None or earlier.reason != record.reason:
                 self._record(record, progress)
