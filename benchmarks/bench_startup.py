@@ -83,7 +83,8 @@ def run_case(cluster: Any, p: Any, job: Any, workdir: str, pool: Any) -> dict[st
     from orchestrator.run.trial import run_ranks
 
     started = time.time()
-    run = run_ranks(cluster, rank_specs(p), job, workdir=workdir, step_timeout_s=120.0, timeout_s=600.0, pool=pool)
+    run = run_ranks(cluster, rank_specs(p), job, workdir=workdir, step_timeout_s=120.0, startup_timeout_s=600.0,
+                   timeout_s=600.0, pool=pool)
     if run.status != "ok":
         raise RuntimeError(f"{job.kind} trial failed: {run.status}: {run.reason}\n"
                            f"{next((o.log_tail for o in run.outcomes if o and o.status != 'ok'), '')}")

@@ -72,7 +72,13 @@ class MeasureSpec:
                            exclusive_minimum=0)
     step_timeout_s: float = opt(
         180.0, "a rank that makes no progress for this long (hung collective, stuck step) ends the trial "
-               "as timeout", exclusive_minimum=0)
+               "as timeout; judged from the rank's first training step on (start-up has its own budget)",
+        exclusive_minimum=0)
+    startup_timeout_s: float = opt(
+        600.0, "a rank not ready to step this long after its process started (importing torch, the rendezvous, "
+               "building the model, DDP) ends the trial as timeout: start-up is one long phase without steps, and "
+               "on a slow or loaded CPU it can take minutes, so it is not judged by step_timeout_s",
+        exclusive_minimum=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -109,6 +109,10 @@ def _ends_with_newline(path: Path) -> bool:
 RESULT_AFFECTING = ("workload", "backend", "measure", "convergence", "constraints")
 # Switches that only add calibration trials (GEMM peak, all-reduce timing) leave every other trial as it was.
 CALIBRATION_SWITCHES = ("measure.peak", "measure.allreduce")
+# Limits of the watchdog change when a trial is given up on, never what a finished trial measured: a trial that
+# timed out can be given more time and the sweep resumed in its folder.
+SUPERVISION_SETTINGS = ("measure.timeout_s", "measure.step_timeout_s", "measure.startup_timeout_s",
+                        "convergence.timeout_s")
 # Settings added after results were first written, with the value that older folders were measured under
 # (before concurrency, every trial ran alone: node isolation; before the DDP switches, DDP's own defaults).
 ADDED_SETTINGS = {"measure.isolation": "node", "workload.params.ddp_comm_hook": "none",
@@ -135,7 +139,7 @@ def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topolog
     old, new = ({**ADDED_SETTINGS, **_flatten({k: spec.get(k) for k in RESULT_AFFECTING})}
                 for spec in (old_spec, new_spec))
     for path in sorted(set(old) | set(new)):
-        if old.get(path) != new.get(path) and path not in CALIBRATION_SWITCHES:
+        if old.get(path) != new.get(path) and path not in CALIBRATION_SWITCHES + SUPERVISION_SETTINGS:
             changes.append(f"{path}: {old.get(path)!r} → {new.get(path)!r}")
     if old_topology and _comparable_topology(old_topology) != _comparable_topology(new_topology):
         changes.append("topology: the machines differ (sockets, cores or memory)")

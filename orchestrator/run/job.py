@@ -22,7 +22,8 @@ R = TypeVar("R", bound=JsonObject)
 
 
 class Phase(StrEnum):
-    """Phases a rank reports, in order. The driver shows them; the watchdog uses `step`/`t` to spot hangs."""
+    """Phases a rank reports, in order. The driver shows them; the watchdog judges start-up (`STARTUP_PHASES`)
+    by its own budget, and every later phase by its steps."""
 
     STARTING = "starting"
     BUILDING = "building"
@@ -31,6 +32,12 @@ class Phase(StrEnum):
     TRAINING = "training"
     EVALUATING = "evaluating"
     DONE = "done"
+
+
+# Start-up: from the process's creation until every rank holds its model. It is one long stretch with no
+# steps to show for itself (importing torch, the rendezvous, building the model), so the watchdog gives it a
+# budget of its own (measure.startup_timeout_s) rather than reading a slow start as a hang.
+STARTUP_PHASES = frozenset({Phase.STARTING, Phase.BUILDING})
 
 
 # What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), or a
@@ -44,11 +51,16 @@ def job_kind(value: str) -> JobKind:
     return PROFILE if value == PROFILE else Kind(value)
 
 
-def init_timeout_s(step_timeout_s: float) -> float:
+def init_timeout_s(step_timeout_s: float, startup_timeout_s: float) -> float:
     """torch.distributed's own timeout (rendezvous and collectives) for a job whose watchdog allows
-    `step_timeout_s` without progress: kept well above it, so that a hang is judged by one clock, the
-    watchdog's, and reported as a timeout rather than as a collective's error."""
-    return 2 * step_timeout_s + 30
+    `step_timeout_s` without progress and `startup_timeout_s` of start-up: kept well above both (a rank that
+    joined the rendezvous waits there for a peer still importing torch), so that a hang is judged by one clock,
+    the watchdog's, and reported as a timeout rather than as a collective's error.
+
+    >>> init_timeout_s(8, 600)
+    1230
+    """
+    return 2 * max(step_timeout_s, startup_timeout_s) + 30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,6 +183,7 @@ class RankProgress:
     of: int = 0              # repeats in all, or max epochs
     t: float = field(default_factory=time.time)
     metric: float | None = None
+    stage: str = ""          # during start-up: the last start-up stage finished (rank_main.StartupClock's laps)
 
 
 class ProgressWriter:

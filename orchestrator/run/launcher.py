@@ -27,7 +27,7 @@ import psutil
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import RankStatus, classify_exit
 from orchestrator.core.topology import BYTES_PER_MIB, cpu_ranges
-from orchestrator.run.job import Phase, RankJob, RankProgress, RankResult, read_progress
+from orchestrator.run.job import STARTUP_PHASES, Phase, RankJob, RankProgress, RankResult, read_progress
 
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
 # exit status, progress, and resident memory from /proc/<pid>/statm. The exact unique set size comes from
@@ -217,6 +217,18 @@ class MemoryWatch:
         return POLL_NEAR_BUDGET_S if self.estimate_mib > NEAR_BUDGET * self.budget_mib else POLL_S
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankLimits:
+    """What a rank's launcher holds it to: its unique memory, its start-up (from the process's creation until it
+    is ready to step), the longest stretch without progress once it steps, and the trial's wall-clock deadline
+    (a time.time() instant)."""
+
+    budget_mib: float
+    startup_timeout_s: float
+    step_timeout_s: float
+    deadline: float
+
+
 @dataclass(slots=True)
 class Outcome:
     """How one rank ended: the launcher's report to the driver (it satisfies core.rank_end.RankEnding)."""
@@ -243,6 +255,7 @@ class RankLauncher:
         self.pin = ""
         self._stop = threading.Event()
         self._stop_reason = ""
+        self._started_at = 0.0   # time.monotonic() when the rank process was started
 
     # --- the rank process ---------------------------------------------------------------------------
     def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
@@ -262,6 +275,7 @@ class RankLauncher:
 
         self.log_path = self.workdir / "rank.log"
         env = {**env, LAUNCHER_PID_ENV_VAR: str(os.getpid())}
+        self._started_at = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)],
@@ -304,11 +318,11 @@ class RankLauncher:
                 pass
             self.proc.wait()
 
-    def supervise(self, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Outcome:
-        """Block until the rank ends or is ended. `deadline` is a time.time() instant."""
+    def supervise(self, limits: RankLimits) -> Outcome:
+        """Block until the rank ends or is ended by one of its `limits`."""
         if self.proc is None:
             raise RuntimeError("supervise() before start()")
-        memory = MemoryWatch(psutil.Process(self.proc.pid), budget_mib)
+        memory = MemoryWatch(psutil.Process(self.proc.pid), limits.budget_mib)
         progress: tuple[str, int, int] | None = None
         progress_at = time.monotonic()
         ended: tuple[RankStatus, str] | None = None
@@ -323,15 +337,28 @@ class RankLauncher:
                 key = None if s is None else (s.phase, s.step, s.repeat)
                 if key != progress:
                     progress, progress_at = key, now
-                elif now - progress_at > step_timeout_s:
-                    where = str(Phase.STARTING) if s is None else f"{s.phase}, step {s.step}"
-                    ended = RankStatus.TIMEOUT, (f"no progress for {step_timeout_s:g} s ({where}): a hung "
-                                                 "collective or a stuck step")
-                if ended is None and time.time() > deadline:
+                ended = self._hung(s, limits, now, progress_at)
+                if ended is None and time.time() > limits.deadline:
                     ended = RankStatus.TIMEOUT, "the trial exceeded its wall-clock limit (measure.timeout_s)"
                 if ended is None:
                     time.sleep(memory.poll_s())
         return self._ended(ended, memory.peak_uss_mib)
+
+    def _hung(self, s: RankProgress | None, limits: RankLimits, now: float,
+              progress_at: float) -> tuple[RankStatus, str] | None:
+        """The watchdog's verdict on a rank still running: start-up is judged by its own budget from the
+        process's start (slow is not hung: importing torch on a loaded CPU shows no steps), every later phase
+        by the time since its last progress."""
+        if s is None or s.phase in STARTUP_PHASES:
+            if now - self._started_at <= limits.startup_timeout_s:
+                return None
+            where = "before its first progress report" if s is None else f"{s.phase}, after {s.stage or 'start'}"
+            return RankStatus.TIMEOUT, (f"not ready after {limits.startup_timeout_s:g} s of start-up ({where}): "
+                                        "a stuck import, rendezvous or model build (measure.startup_timeout_s)")
+        if now - progress_at <= limits.step_timeout_s:
+            return None
+        return RankStatus.TIMEOUT, (f"no progress for {limits.step_timeout_s:g} s ({s.phase}, step {s.step}): a hung "
+                                    "collective or a stuck step")
 
     def _ended(self, ended: tuple[RankStatus, str] | None, peak_uss_mib: float) -> Outcome:
         """Stop the rank (its stacks first, if it hung) and say how it ended; `ended` is the watchdog's
@@ -391,8 +418,8 @@ class NodeLaunchers:
             self._ranks[key] = launcher
         return launcher.start(job, env, cpus, numa_nodes)
 
-    def supervise(self, key: str, **limits: Any) -> Outcome:
-        return self._ranks[key].supervise(**limits)
+    def supervise(self, key: str, limits: RankLimits) -> Outcome:
+        return self._ranks[key].supervise(limits)
 
     def progress(self, key: str) -> RankProgress | None:
         launcher = self._ranks.get(key)

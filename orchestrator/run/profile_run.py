@@ -104,7 +104,7 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     backend = plan.backend.chosen
     job = RankJob(kind=PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
                   local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
-                  warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s),
+                  warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s),
                   profile={"steps": steps, "out_dir": str(folder.resolve()), "replay": replay})
     workers = plan.ccl_workers
     started = time.time()
@@ -112,7 +112,8 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     # Profiled steps are slower than training steps (verbose logging, the profiler) and the trace export
     # happens between two of them: the watchdog gets PROFILE_SLACK times the sweep's limits.
     run = run_ranks(cluster, rank_specs(target.planned), job, workdir=workdir,
-                    step_timeout_s=PROFILE_SLACK * m.step_timeout_s, timeout_s=PROFILE_SLACK * m.timeout_s,
+                    step_timeout_s=PROFILE_SLACK * m.step_timeout_s, startup_timeout_s=m.startup_timeout_s,
+                    timeout_s=PROFILE_SLACK * m.timeout_s,
                     ccl_workers=workers, on_status=on_status)
     result = ProfiledTarget(
         label=target.label, variant=target.variant, ranks=target.trial.ranks,

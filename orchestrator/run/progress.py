@@ -121,6 +121,8 @@ class SweepProgress:
         elif progress.phase in (Phase.TRAINING, Phase.EVALUATING):
             metric = f", last eval {progress.metric:.3f}" if progress.metric is not None else ""
             what = f"{progress.phase} epoch {progress.repeat}/{progress.of}{metric}"
+        elif progress.phase == Phase.BUILDING and progress.stage:
+            what = f"starting up (done: {progress.stage})"
         else:
             what = str(progress.phase)
         with self._lock:

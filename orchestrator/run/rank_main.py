@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,19 +63,24 @@ def process_started_at(stat: str | None = None) -> float | None:
 class StartupClock:
     """Where a rank's start-up goes: `lap(phase)` ends a phase now, `ready()` ends the last one. The first
     phase starts at the process's creation, so the laps add up to ready_at - started_at. A few clock reads
-    in all: cheap enough to keep on in every run."""
+    in all: cheap enough to keep on in every run. `on_lap(phase)`, once set, hears of each lap: the rank's
+    progress file says which stage of start-up it has reached, for the display and a start-up timeout's
+    reason."""
 
     def __init__(self, started_at: float | None):
         self.started_at = started_at
         self.ready_at: float | None = None
         self.laps_s: dict[str, float] = {}
         self._last = started_at
+        self.on_lap: Callable[[str], None] | None = None
 
     def lap(self, phase: str) -> None:
         now = time.time()
         if self._last is not None:   # without a process start time the first phase is unknown: left out
             self.laps_s[phase] = round(self.laps_s.get(phase, 0.0) + now - self._last, 4)
         self._last = now
+        if self.on_lap is not None:
+            self.on_lap(phase)
 
     def ready(self, phase: str) -> None:
         """End `phase`: from now on the rank is stepping (or timing), which is no longer start-up."""
@@ -93,7 +99,8 @@ def main(argv: list[str]) -> int:
 
     job = RankJob.from_json(Path(argv[1]).read_text())
     progress = ProgressWriter(job.progress_path)
-    progress.update(phase=Phase.BUILDING, force=True)
+    progress.update(phase=Phase.BUILDING, stage="interpreter", force=True)
+    clock.on_lap = lambda stage: progress.update(stage=stage, force=True)
 
     import torch
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from orchestrator.core.rank_end import RankStatus, first_bad, root_cause
 from orchestrator.core.records import Status
 from orchestrator.run.job import RankProgress
-from orchestrator.run.launcher import Outcome, RankLauncher
+from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits
 
 GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before stopping them
 WAIT_POLL_S = 0.5             # how long the supervision loop waits for a rank's end before its other work
@@ -43,18 +43,24 @@ class TrialRun:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What each rank's launcher watches: its memory budget, progress, and the trial's wall-clock deadline."""
+    """What each rank's launcher watches: its memory budget, its start-up, progress, and the trial's wall-clock
+    deadline."""
 
     budgets_mib: Sequence[float]   # per rank
     step_timeout_s: float
     deadline: float                # a time.time() instant
+    startup_timeout_s: float = 600.0
+
+    def of_rank(self, index: int) -> RankLimits:
+        return RankLimits(budget_mib=self.budgets_mib[index], startup_timeout_s=self.startup_timeout_s,
+                          step_timeout_s=self.step_timeout_s, deadline=self.deadline)
 
 
 class RankHost(Protocol):
     """A trial's started ranks, by index, and how the driver waits on them. A pending end is whatever the host
     waits on (a Ray object reference, a future)."""
 
-    def supervise(self, index: int, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Any: ...
+    def supervise(self, index: int, limits: RankLimits) -> Any: ...
     def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]: ...
     def outcome(self, end: Any) -> Outcome: ...
     def stop(self, index: int, reason: str) -> None: ...
@@ -68,9 +74,8 @@ class LocalRanks:
         self.launchers = launchers
         self._threads = ThreadPoolExecutor(max_workers=max(1, len(launchers)), thread_name_prefix="rank")
 
-    def supervise(self, index: int, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Future:
-        return self._threads.submit(self.launchers[index].supervise, budget_mib=budget_mib,
-                                    step_timeout_s=step_timeout_s, deadline=deadline)
+    def supervise(self, index: int, limits: RankLimits) -> Future:
+        return self._threads.submit(self.launchers[index].supervise, limits)
 
     def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]:
         done, _ = wait(pending, timeout=timeout_s, return_when=FIRST_COMPLETED)
@@ -93,8 +98,7 @@ def supervise(host: RankHost, limits: Limits, started: float, *, stop: threading
     """Wait for every rank's end; once one ends badly, give the others a grace period to report their
     own end, then stop them. `stop`, once set, stops every rank: the run is marked interrupted. The trial's
     status and reason come from the root cause (core.rank_end)."""
-    ends = {host.supervise(i, budget_mib=budget, step_timeout_s=limits.step_timeout_s, deadline=limits.deadline): i
-            for i, budget in enumerate(limits.budgets_mib)}
+    ends = {host.supervise(i, limits.of_rank(i)): i for i in range(len(limits.budgets_mib))}
     outcomes: list[Outcome | None] = [None] * len(ends)
     ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause
     pending = list(ends)

@@ -133,7 +133,8 @@ class SweepRunner:
         started = time.time()
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
         run = run_ranks(self.cluster, rank_specs(p), job, workdir=workdir,
-                        step_timeout_s=self.spec.measure.step_timeout_s, timeout_s=timeout_s,
+                        step_timeout_s=self.spec.measure.step_timeout_s,
+                        startup_timeout_s=self.spec.measure.startup_timeout_s, timeout_s=timeout_s,
                         ccl_workers=self.context.workers, on_status=lambda status: progress.phase(key, status),
                         stop=stop, pool=self.pool)
         return run, started

@@ -25,7 +25,7 @@ from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Status
 from orchestrator.run.cluster import Cluster
 from orchestrator.run.job import RankJob, RankProgress
-from orchestrator.run.launcher import NodeLaunchers, Outcome, rank_environment
+from orchestrator.run.launcher import NodeLaunchers, Outcome, RankLimits, rank_environment
 from orchestrator.run.supervision import Limits, TrialRun, supervise
 
 RESERVE_TIMEOUT_S = 120.0
@@ -136,9 +136,8 @@ class RayRanks:
         ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
                  for h, r, env in zip(self.handles, self.ranks, envs)])
 
-    def supervise(self, index: int, *, budget_mib: float, step_timeout_s: float, deadline: float) -> Any:
-        return self.handles[index].call("supervise", budget_mib=budget_mib, step_timeout_s=step_timeout_s,
-                                        deadline=deadline)
+    def supervise(self, index: int, limits: RankLimits) -> Any:
+        return self.handles[index].call("supervise", limits)
 
     def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]:
         done, left = ray.wait(pending, num_returns=1, timeout=timeout_s)
@@ -169,7 +168,7 @@ class RayRanks:
 
 
 def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir: str, step_timeout_s: float,
-              timeout_s: float, ccl_workers: int = 0,
+              startup_timeout_s: float, timeout_s: float, ccl_workers: int = 0,
               on_status: Callable[[RankProgress | None], None] | None = None,
               stop: threading.Event | None = None, pool: NodePool | None = None) -> TrialRun:
     """Run the ranks to their end. `stop`, when set (from another thread: the sweep's Ctrl-C), stops them
@@ -194,7 +193,7 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
                                 interrupted=stop.is_set())
         host = RayRanks(pool, ranks, workdir)
         host.start(job)
-        limits = Limits([r.budget_mib for r in ranks], step_timeout_s, started + timeout_s)
+        limits = Limits([r.budget_mib for r in ranks], step_timeout_s, started + timeout_s, startup_timeout_s)
         return supervise(host, limits, started, stop=stop, on_progress=on_status, node_ids=host.node_ids)
     finally:
         if host is not None:

@@ -73,7 +73,7 @@ def test_the_base_files_are_valid(tmp_path, capsys):
 
 @pytest.mark.parametrize("old, new, expected", [
     ("measure:\n", "measure:\n  repeat: 3\n",
-     "measure.repeat (line 11): unknown key; valid keys are: allreduce, data, isolation, peak, repeats, step_timeout_s, timed_steps, "
+     "measure.repeat (line 11): unknown key; valid keys are: allreduce, data, isolation, peak, repeats, startup_timeout_s, step_timeout_s, timed_steps, "
      "timeout_s, warmup_steps"),
     ("name: broken\n", "name: broken\nnodes: 4\n", "nodes (line 2): unknown key; valid keys are: backend, "),
     ("timed_steps: 5", "timed_steps: five", "measure.timed_steps (line 11): must be int, got 'five'"),

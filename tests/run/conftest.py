@@ -191,7 +191,7 @@ class RankWatch:
         assert not left, f"left behind: {left}"
 
 
-def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120):
+def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120, startup_timeout_s=600):
     """Start one launcher per (job, cpus) in this process and supervise them with the driver's own
     supervision (run.supervision, over LocalRanks instead of Ray's actors): the ranks' outcomes."""
     port = free_port()
@@ -205,5 +205,5 @@ def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, ti
         launcher.start(job, env, cpus, [0])
         launchers.append(launcher)
     started = time.time()
-    limits = Limits([budget_mib] * world, step_timeout_s, started + timeout_s)
+    limits = Limits([budget_mib] * world, step_timeout_s, started + timeout_s, startup_timeout_s)
     return supervise(LocalRanks(launchers), limits, started, stop=threading.Event()).outcomes

@@ -112,6 +112,29 @@ def test_no_progress_is_a_timeout(tmp_path):
     assert time.monotonic() - started < 30
 
 
+def test_a_slow_start_up_is_not_a_hang(tmp_path):
+    """Start-up (importing torch, the rendezvous, building the model) shows no steps; it is judged by its own
+    budget, not by the step timeout. The build here sleeps 3 s past a 1 s step timeout: a rank that would have
+    been killed as hung by a watchdog that counts start-up as 'no progress'."""
+    job = _job(workload="chaos", params={"build_delay_s": 4.0})
+    (outcome,) = run_launchers(tmp_path, [(job, [CPUS[0]])], step_timeout_s=1, startup_timeout_s=600)
+    assert outcome.status == "ok", outcome.reason
+    breakdown = outcome.result.startup_breakdown_s
+    assert breakdown["build"] >= 4.0   # the sleep was inside start-up, where the step timeout does not apply
+
+
+def test_a_start_up_past_its_budget_is_a_timeout_that_says_where_it_was(tmp_path):
+    job = _job(workload="chaos", params={"build_delay_s": 3600.0})
+    started = time.monotonic()
+    (outcome,) = run_launchers(tmp_path, [(job, [CPUS[0]])], step_timeout_s=600, startup_timeout_s=6)
+    assert outcome.status == "timeout"
+    # The stage named is the last one finished before the build: the workload's modules were imported.
+    assert "not ready after 6 s of start-up (building, after import_workload)" in outcome.reason, outcome.reason
+    # Its stacks were dumped before it was killed: the log shows where it was stuck.
+    assert "chaos/trainer.py" in outcome.log, outcome.log[-2000:]
+    assert time.monotonic() - started < 600   # ended by the start-up budget, not by the step timeout
+
+
 def test_orphaned_rank_exits_when_its_launcher_dies(tmp_path):
     """The rank watches its parent: a launcher killed without cleanup (actor or driver killed) must not
     leave a rank holding cores."""

@@ -46,6 +46,7 @@ class FaultyLossModule(LossModule):
 
 class ChaosTrainer(ClassifierTrainer):
     def __init__(self, p: ChaosParams, ctx: RankContext):
+        time.sleep(p.build_delay_s)   # a slow start-up shows no steps: the watchdog must not read it as a hang
         super().__init__(p, ctx)
         armed = p.fault_local_batch is None or p.fault_local_batch == ctx.local_batch
         net = cast(torch.nn.Module, self.module.net)

@@ -25,6 +25,8 @@ class ChaosParams(ClassifierParams):
     fault_local_batch: int | None = opt(None, "only misbehave in trials with this local batch (others run clean, "
                                               "so one sweep shows failing and healthy trials side by side)")
     oom_step_mib: int = opt(64, "memory the oom fault adds every 20 ms", minimum=1)
+    build_delay_s: float = opt(0.0, "seconds every rank's build sleeps before it returns: a slow start-up, as on "
+                                    "a slow or loaded CPU or with a large model", minimum=0)
 
 
 class ChaosWorkload(ClassifierWorkload):

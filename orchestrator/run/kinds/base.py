@@ -58,7 +58,7 @@ class SweepContext:
         return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                        backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
                        warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
-                       init_timeout_s=init_timeout_s(m.step_timeout_s), **extra)
+                       init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s), **extra)
 
     def where(self, p: PlannedTrial) -> str:
         """' on node(s) 0, 1' for a label, on a cluster of more than one node."""
