@@ -19,8 +19,8 @@ import torch
 from bench_retinanet_step import step_case
 from common import environment_line, format_ms, format_table, set_threads, speedup, time_interleaved
 
-import workloads
-from workloads.base import RankContext
+from orch.workload import RankContext
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads.ipex import ipex_unavailable_reason
 from workloads.retinanet.workload import SMALL_PARAMS
 
@@ -35,8 +35,8 @@ MODELS = [
 
 
 def build(workload_name: str, params: dict, local_batch: int, ipex: str):
-    workload = workloads.get(workload_name)
-    p, problems = workloads.parse_params(workload, {**params, "ipex": ipex})
+    workload = find_workload(workload_name).workload
+    p, problems = parse_params(workload, {**params, "ipex": ipex})
     if problems:
         raise SystemExit("\n".join(map(str, problems)))
     return workload.build(p, RankContext(rank=0, world_size=1, local_batch=local_batch, seed=0,

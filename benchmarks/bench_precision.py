@@ -37,13 +37,13 @@ def child(precision: str, warmup: int, steps: int) -> None:
     torch.set_num_threads(1)
     import yaml
 
-    import workloads
+    from orch.workload import RankContext
     from orchestrator.io.isa import probe
-    from workloads.base import RankContext
+    from orchestrator.io.workload_finder import find_workload, parse_params
 
     params = yaml.safe_load((REPO / "sweeps" / "retinanet.yaml").read_text())["workload"]["params"]
-    workload = workloads.get("retinanet")
-    p, problems = workloads.parse_params(workload, {**params, "precision": precision})
+    workload = find_workload("retinanet").workload
+    p, problems = parse_params(workload, {**params, "precision": precision})
     if problems:
         raise SystemExit("\n".join(map(str, problems)))
     trainer = workload.build(p, RankContext(rank=0, world_size=1, local_batch=LOCAL_BATCH, seed=0, threads=1))

@@ -20,8 +20,8 @@ import time
 import torch
 from common import Case, environment_line, format_ms, format_table, set_threads, speedup, time_interleaved
 
-import workloads
-from workloads.base import RankContext
+from orch.workload import RankContext
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads.retinanet.workload import SMALL_PARAMS
 
 CONFIGS = {
@@ -40,8 +40,8 @@ ALL_ON = {"focal_loss": "kernel", "frozen_bn": "fused", "precision": "bf16", "me
 
 def build(config: dict, overrides: dict):
     params = {k: v for k, v in config.items() if k != "local_batch"}
-    workload = workloads.get("retinanet")
-    p, problems = workloads.parse_params(workload, {**params, **BASELINE, **overrides})
+    workload = find_workload("retinanet").workload
+    p, problems = parse_params(workload, {**params, **BASELINE, **overrides})
     if problems:
         raise SystemExit("\n".join(map(str, problems)))
     ctx = RankContext(rank=0, world_size=1, local_batch=config["local_batch"], seed=0,

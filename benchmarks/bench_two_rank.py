@@ -79,16 +79,16 @@ def worker(params_json: str, local_batch: int, warmup: int, steps: int, repeats:
     import torch
     import torch.distributed as dist
 
-    import workloads
+    from orch.workload import RankContext, ddp_options_of
+    from orchestrator.io.workload_finder import find_workload, parse_params
     from orchestrator.run import ddp
     from orchestrator.run.protocol import gradient_sizes, make_step
-    from workloads.base import RankContext, ddp_options_of
 
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    workload = workloads.get("retinanet")
-    params, problems = workloads.parse_params(workload, json.loads(params_json))
+    workload = find_workload("retinanet").workload
+    params, problems = parse_params(workload, json.loads(params_json))
     if problems:
         raise ValueError("; ".join(map(str, problems)))
     trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0,

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 
-import workloads
+from orchestrator.io.workload_finder import find_workload, parse_params
 
 SMALL = {"backbone": "resnet18", "trainable_layers": 5, "image_size": 128, "classes": 4, "train_samples": 64,
          "test_samples": 8}
@@ -100,16 +100,16 @@ def rank_main(spec: dict) -> dict:
     import torch
     import torch.distributed as dist
 
+    from orch.workload import RankContext, ddp_options_of
     from orchestrator.run import ddp
-    from workloads.base import RankContext, ddp_options_of
 
     torch.set_num_threads(spec["threads"])
     mib = 2**20
     process = psutil.Process()
     dist.init_process_group("gloo", init_method=f"file://{spec['store']}", rank=spec["rank"],
                             world_size=spec["world_size"])
-    workload = workloads.get(spec["workload"])
-    params, problems = workloads.parse_params(workload, spec["params"])
+    workload = find_workload(spec["workload"]).workload
+    params, problems = parse_params(workload, spec["params"])
     if problems:
         raise SystemExit("\n".join(map(str, problems)))
     dist.barrier()   # both ranks have torch loaded: the library pages they share are out of USS from here on

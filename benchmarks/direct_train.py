@@ -19,16 +19,16 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-import workloads
-from workloads.base import RankContext
+from orch.workload import RankContext
+from orchestrator.io.workload_finder import find_workload, parse_params
 
 
 def main(workload_name: str, params_json: str, local_batch: int, warmup: int, steps: int, repeats: int) -> None:
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    workload = workloads.get(workload_name)
-    params, problems = workloads.parse_params(workload, json.loads(params_json))
+    workload = find_workload(workload_name).workload
+    params, problems = parse_params(workload, json.loads(params_json))
     assert not problems, problems
     trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0,
                                                  threads=torch.get_num_threads()))

@@ -14,8 +14,8 @@ import json
 import sys
 import time
 
-import workloads
-from workloads.base import RankContext
+from orch.workload import RankContext
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads.retinanet.workload import SMALL_PARAMS
 
 
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         overrides.update(train_samples=128, test_samples=32)
         args.epochs = min(args.epochs, 2)
-    workload = workloads.get("retinanet")
-    params, problems = workloads.parse_params(workload, overrides)
+    workload = find_workload("retinanet").workload
+    params, problems = parse_params(workload, overrides)
     if problems:
         print("\n".join(str(p) for p in problems), file=sys.stderr)
         return 2

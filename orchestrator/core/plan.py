@@ -73,6 +73,7 @@ class Plan:
     trials: tuple[PlannedTrial, ...]
     convergence: tuple[ConvergenceRun, ...]
     precision: PrecisionChoice | None = None   # what the ranks train in, and why (None: the workload has no choice)
+    memory_known: bool = True   # False: no memory figure for the workload yet, so no point was checked against it
     by_trial: dict[Trial, PlannedTrial] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -112,10 +113,12 @@ def cheapest(candidates: list[PlannedTrial]) -> PlannedTrial:
     return min(candidates, key=lambda p: p.trial.cost)
 
 
-def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float],
+def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float | None],
               ccl_available: bool, precision: PrecisionChoice | None = None) -> Plan:
     """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate (in the precision
-    chosen); `precision`, the sweep's precision for this topology: a refused one makes every point infeasible.
+    chosen), None where nothing is known of it yet (the memory rule then passes every point, and the plan says
+    so: `Plan.memory_known`); `precision`, the sweep's precision for this topology: a refused one makes every
+    point infeasible.
 
     Raises PlanTooLarge (a ValueError) for a grid beyond MAX_GRID_POINTS or MAX_PLACED_RANKS."""
     cons = spec.constraints
@@ -127,8 +130,11 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
                            f"plans at once ({MAX_GRID_POINTS:,}); split it into several sweeps")
     workers = ccl_workers(backend, cons)
     checked = []
+    memory_known = True
     for trial in grid:
-        need_mib = cons.rank_memory_mib if cons.rank_memory_mib is not None else rank_memory_mib(trial.local_batch)
+        estimate = cons.rank_memory_mib if cons.rank_memory_mib is not None else rank_memory_mib(trial.local_batch)
+        memory_known = memory_known and estimate is not None
+        need_mib = estimate if estimate is not None else 0.0
         rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=workers, memory_headroom=cons.memory_headroom,
                       rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
                       backend_error=backend.error, precision_error=precision.error if precision else None)
@@ -140,7 +146,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
     planned = tuple(_placed(trial, reasons, need_mib, reserved_mib, topology, cons, workers)
                     for trial, reasons, need_mib, reserved_mib in checked)
     return Plan(spec, topology, backend, ranks, threads, tuple(sorted(spec.grid.local_batch)), planned,
-                _convergence_runs(spec, planned), precision)
+                _convergence_runs(spec, planned), precision, memory_known)
 
 
 def _placed(trial: Trial, reasons: tuple[Reason, ...], need_mib: float, reserved_mib: float, topology: Topology,

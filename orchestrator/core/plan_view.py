@@ -33,9 +33,11 @@ def plan_tables(plan: Plan) -> list[Table]:
             return Cell(f"{DASH} {notes.letters([r.note for r in p.reasons])}", mark=INFEASIBLE)
 
         memory = plan.cell(plan.ranks[0], plan.threads[0], batch).rank_memory_mib
+        need = (f"Each rank needs ~{memory:,.0f} MiB." if plan.memory_known
+                else "Memory per rank not known yet: not checked.")
         tables.append(grid_table(
             name=f"plan-b{batch}", title=f"Plan, local batch {batch} (global batch = ranks × {batch})",
-            caption=f"Each rank needs ~{memory:,.0f} MiB. 'run': the point fits and will be measured.",
+            caption=f"{need} 'run': the point fits and will be measured.",
             ranks=plan.ranks, threads=plan.threads, cell=cell, notes=notes))
     return tables
 

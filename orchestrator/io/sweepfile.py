@@ -1,5 +1,5 @@
-"""Load a sweep file: strict spec, workload looked up in the registry, its parameters checked, every
-problem reported at once with its line."""
+"""Load a sweep file: strict spec, workload found (an entry point, an import path or a file: see
+`orchestrator.io.workload_finder`), its parameters checked, every problem reported at once with its line."""
 
 from __future__ import annotations
 
@@ -7,24 +7,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import workloads
+from orch.workload import Workload
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.topology import Topology
 from orchestrator.io.isa import with_precision
+from orchestrator.io.workload_finder import UnknownWorkload, find_workload, parse_params
 from orchestrator.io.yamlfile import read_yaml, with_lines
-from workloads.base import Workload
 
 
 @dataclass(frozen=True, slots=True)
 class Sweep:
-    """A validated sweep: the spec with its workload resolved and parameters defaulted."""
+    """A validated sweep: the spec with its workload found (`spec.workload.name` is the reference a rank finds
+    it by again: a file path made absolute) and its parameters defaulted."""
 
     spec: SweepSpec
-    workload: Workload
+    workload: Workload[Any]
     params: Any          # the workload's params dataclass
     path: Path
+    workload_source: str = ""   # where the workload came from (an entry point, an import path, a file)
 
     def frozen_spec(self) -> dict[str, Any]:
         """The spec as stored in results/<sweep>/spec.json: workload parameters with defaults filled in."""
@@ -32,8 +34,13 @@ class Sweep:
         plain["workload"]["params"] = to_plain(self.params)
         return plain
 
-    def rank_memory_mib(self, local_batch: int) -> float:
+    def rank_memory_mib(self, local_batch: int) -> float | None:
+        """One rank's peak unique memory at `local_batch` as the workload declares it; None: not declared."""
         return self.workload.memory_estimate_mib(self.params, local_batch)
+
+    def samples_per_epoch(self) -> int | None:
+        """Training samples in one epoch as the workload declares it; None: not declared."""
+        return self.workload.samples_per_epoch(self.params)
 
     @property
     def requested_precision(self) -> str | None:
@@ -67,42 +74,48 @@ class Sweep:
 def load_sweep(path: str | Path) -> Sweep:
     """Raises InvalidInput listing every problem in the file."""
     data, lines = read_yaml(path, "sweep file")
-    source = f"sweep file {path}"
     spec, problems = parse_spec(data)
-    workload, params = None, None
     raw_workload = data.get("workload") if isinstance(data, dict) else None
-    if isinstance(raw_workload, dict) and isinstance(raw_workload.get("name"), str):
-        try:
-            workload = workloads.get(raw_workload["name"])
-        except workloads.UnknownWorkload as err:
-            problems.append(Problem("workload.name", str(err)))
-        if workload is not None:
-            raw_params = raw_workload.get("params") or {}
-            if isinstance(raw_params, dict):
-                params, param_problems = workloads.parse_params(workload, raw_params)
-                problems += param_problems
-    if spec is not None and workload is not None and spec.convergence is not None:
-        if spec.convergence.metric not in workload.metrics:
-            problems.append(Problem("convergence.metric",
-                                    f"{spec.convergence.metric!r} is not a metric of workload {workload.name}; "
-                                    f"it reports: {', '.join(workload.metrics)}"))
-    if problems or spec is None or workload is None or params is None:
-        raise InvalidInput(source, with_lines(problems, lines))
-    return Sweep(spec, workload, params, Path(path))
+    found = _found(raw_workload, Path(path).resolve().parent, problems)
+    if spec is not None and found is not None:
+        spec = replace(spec, workload=replace(spec.workload, name=found[0].ref))
+    return _sweep(spec, found, problems, f"sweep file {path}", Path(path), lines)
 
 
 def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
     """The sweep stored in a results folder's spec.json (as `Sweep.frozen_spec` wrote it). Raises
     InvalidInput when it no longer validates (a workload renamed or a parameter removed since)."""
     spec, problems = parse_spec(frozen)
-    workload, params = None, None
-    try:
-        workload = workloads.get(str((frozen.get("workload") or {}).get("name")))
-        params, param_problems = workloads.parse_params(workload, (frozen.get("workload") or {}).get("params") or {})
-        problems += param_problems
-    except workloads.UnknownWorkload as err:
-        problems.append(Problem("workload.name", str(err)))
-    if problems or spec is None or workload is None or params is None:
-        raise InvalidInput(f"{path}", problems)
-    return Sweep(spec, workload, params, path)
+    found = _found(frozen.get("workload"), None, problems)
+    return _sweep(spec, found, problems, f"{path}", path, None)
 
+
+def _found(raw: Any, base: Path | None, problems: list[Problem]) -> tuple[Any, Any] | None:
+    """(the found workload, its parameters) from the spec's raw workload section; None (with the problem
+    added) when either fails."""
+    if not (isinstance(raw, dict) and isinstance(raw.get("name"), str)):
+        return None   # parse_spec reports the missing or mistyped name
+    try:
+        found = find_workload(raw["name"], base)
+    except UnknownWorkload as err:
+        problems.append(Problem("workload.name", str(err)))
+        return None
+    raw_params = raw.get("params") or {}
+    if not isinstance(raw_params, dict):
+        return None   # parse_spec reports it
+    params, param_problems = parse_params(found.workload, raw_params)
+    problems += param_problems
+    return found, params
+
+
+def _sweep(spec: SweepSpec | None, found: tuple[Any, Any] | None, problems: list[Problem], source: str, path: Path,
+           lines: Any) -> Sweep:
+    if spec is not None and found is not None and spec.convergence is not None:
+        metrics = found[0].workload.metrics
+        if spec.convergence.metric not in metrics:
+            problems.append(Problem("convergence.metric",
+                                    f"{spec.convergence.metric!r} is not a metric of workload "
+                                    f"{found[0].workload.name}; it reports: {', '.join(metrics) or 'none'}"))
+    if problems or spec is None or found is None or found[1] is None:
+        raise InvalidInput(source, with_lines(problems, lines) if lines is not None else problems)
+    return Sweep(spec, found[0].workload, found[1], path, found[0].source)

@@ -89,11 +89,14 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
                     inputs.same_machine, inputs.machine)
+    def memory_mib(local_batch: int) -> float:   # unknown (not declared, not probed): no memory rule
+        return inputs.sweep.rank_memory_mib(local_batch) or 0.0
+
     predictions = predict_layouts(target, inputs.sweep.spec, f.model, f.cells,
                                   ErrorBands.from_validation(f.validation, f.cells), f.epochs_model,
-                                  inputs.sweep.rank_memory_mib, inputs.ccl_available, f.bootstrap)
+                                  memory_mib, inputs.ccl_available, f.bootstrap)
     if not predictions:
-        raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, inputs.sweep.rank_memory_mib))
+        raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, memory_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
     return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe(),
                             tuple(dict.fromkeys([*inputs.warnings, *f.warnings])))

@@ -1,4 +1,4 @@
-"""The DDP wrapper every training rank uses, with the workload's switches (`workloads.base.DdpOptions`): the
+"""The DDP wrapper every training rank uses, with the workload's switches (`orch.workload.DdpOptions`): the
 bucket size, gradients as views into the buckets, and a communication hook that all-reduces each bucket in
 16 bits. What took effect goes into the record's `applied`; what goes on the wire into its throughput section,
 for `orch predict` (with a 16-bit hook a bucket of fp32 gradients moves half its bytes).
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from workloads.base import DdpOptions
+from orch.workload import DdpOptions
 
 # The dtype a bucket is all-reduced in under each hook; None: the gradients' own dtype.
 WIRE_DTYPES: dict[str, torch.dtype | None] = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}

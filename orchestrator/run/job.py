@@ -184,6 +184,7 @@ class RankProgress:
     t: float = field(default_factory=time.time)
     metric: float | None = None
     stage: str = ""          # during start-up: the last start-up stage finished (rank_main.StartupClock's laps)
+    error: str | None = None  # what the rank raised when it failed ("WorkloadError: ..."), for the trial's reason
 
 
 class ProgressWriter:

@@ -370,9 +370,12 @@ class RankLauncher:
         if ended is not None:
             return self._outcome(ended[0], ended[1], code, peak_uss_mib, None)
         written = Path(self.job.result_path).is_file()
-        reported = getattr(read_progress(self.job.progress_path), "phase", None) == Phase.DONE
+        last = read_progress(self.job.progress_path)
+        reported = getattr(last, "phase", None) == Phase.DONE
         status, reason = classify_exit(code, result_written=written, reported_done=reported,
                                        log_end=self._log_text())
+        if status == RankStatus.FAILED and last is not None and last.error:
+            reason = f"{reason}: {last.error}"
         result = RankResult.from_json(Path(self.job.result_path).read_text()) if status == RankStatus.OK else None
         return self._outcome(status, reason, code, peak_uss_mib, result)
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import workloads
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.profile import onednn_verbose as ov
@@ -24,6 +23,7 @@ from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, Rank
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import GridSpec
 from orchestrator.io.sweepfile import Sweep
+from orchestrator.io.workload_finder import parse_params
 from orchestrator.run.job import PROFILE, RankJob, init_timeout_s
 from orchestrator.run.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.trial import run_ranks
@@ -56,7 +56,7 @@ def variant_params(sweep: Sweep, variants: dict[str, Any]) -> dict[str, dict[str
                                                                 f"got {overrides!r}"))
             continue
         merged = {**sweep.spec.workload.params, **overrides}
-        params, found = workloads.parse_params(sweep.workload, merged, f"profile.variants.{name}")
+        params, found = parse_params(sweep.workload, merged, f"profile.variants.{name}")
         problems += found
         if params is not None:
             out[name] = to_plain(params)
@@ -71,7 +71,7 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
     InvalidInput naming every layout that cannot run and why."""
     problems: list[Problem] = []
     targets: list[ProfileTarget] = []
-    samples = sweep.workload.samples_per_epoch(sweep.params)
+    samples = sweep.samples_per_epoch()
     plan = None
     for trial in layouts:
         where = f"layout {layout_label(trial)}"
@@ -83,7 +83,7 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
             problems += [Problem(where, f"cannot run on {plan.topology.describe()}: {r.message}")
                          for r in planned.reasons]
             continue
-        if trial.global_batch > samples:
+        if samples is not None and trial.global_batch > samples:
             problems.append(Problem(where, f"workload {sweep.workload.name} has {samples} training samples per epoch: "
                                            f"a global batch of {trial.global_batch} ({trial.ranks} rank(s) × "
                                            f"{trial.local_batch}) has no full batch"))

@@ -28,7 +28,7 @@ from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
-    from workloads.base import DdpOptions
+    from orch.workload import DdpOptions
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -48,8 +48,8 @@ def wrap_ddp(module: torch.nn.Module, options: DdpOptions | None = None) -> torc
     same values already (every workload builds its model from the run's seed). Otherwise DDP checks the
     shapes and broadcasts, as by default. The broadcast is a start-up cost only: what DDP does from the
     first step on is the same either way."""
+    from orch.workload import DdpOptions  # here: peak and all-reduce ranks import no workload code
     from orchestrator.run import ddp
-    from workloads.base import DdpOptions  # here: peak and all-reduce ranks import no workload code
 
     return ddp.wrap(module, options or DdpOptions(), init_sync=not same_on_every_rank(module))
 
@@ -217,6 +217,15 @@ def allreduce_check(module, trainer, batch: tuple) -> dict[str, list[float]]:
     return {"local_grad_sums": local, "synced_grad_sums": synced}
 
 
+def _metric(scores: dict[str, float], metric: str) -> float:
+    if metric not in scores:
+        from orch.workload import WorkloadError
+
+        raise WorkloadError(f"the evaluation returned {sorted(scores) or 'no metric'}, not the convergence target's "
+                            f"metric {metric!r}: the workload's `metrics` must name what its evaluate() returns")
+    return float(scores[metric])
+
+
 def _evaluate(trainer, metric: str) -> float:
     """The metric, the same on every rank: shared by the ranks where the trainer supports it (each infers its
     share, rank 0 scores them together), else computed by rank 0 alone; rank 0 broadcasts the verdict."""
@@ -225,9 +234,9 @@ def _evaluate(trainer, metric: str) -> float:
     if shard is not None:
         shards: list[Any] | None = [None] * world_size if rank == 0 else None
         dist.gather_object(shard, shards, dst=0)
-        value = trainer.score_shards(shards)[metric] if rank == 0 else 0.0
+        value = _metric(trainer.score_shards(shards), metric) if rank == 0 else 0.0
     else:
-        value = trainer.evaluate()[metric] if rank == 0 else 0.0
+        value = _metric(trainer.evaluate(), metric) if rank == 0 else 0.0
     verdict = torch.tensor([value], dtype=torch.float64)
     dist.broadcast(verdict, src=0)
     return float(verdict.item())

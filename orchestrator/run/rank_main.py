@@ -22,6 +22,8 @@ from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import EXIT_ORPHANED
 from orchestrator.io.files import write_atomic
 
+ERROR_CHARS = 600   # of an exception's message kept for the record's reason (the log has all of it)
+
 
 def _exit_when_orphaned(poll_s: float = 0.5) -> None:
     """If the launcher that started us dies (actor killed, driver killed, node lost), stop at once
@@ -114,7 +116,13 @@ def main(argv: list[str]) -> int:
     # The job's kind names its module (orchestrator.run.kinds), whose run_rank does the work: the result's sections.
     from orchestrator.run.kinds import kind_module
 
-    sections: dict[str, Any] = kind_module(job.kind).run_rank(job, progress, clock)
+    try:
+        sections: dict[str, Any] = kind_module(job.kind).run_rank(job, progress, clock)
+    except Exception as err:
+        # The traceback goes to the log; its one line goes to the progress file, so the trial's reason names the
+        # cause (a user's factory that raised, a forward with no scalar loss) and not only the exit status.
+        progress.update(error=f"{type(err).__name__}: {err}"[:ERROR_CHARS], force=True)
+        raise
     result = RankResult(rank=int(os.environ.get("RANK", 0)), pid=os.getpid(), threads=torch.get_num_threads(),
                         affinity=observed_affinity(), run_s=time.perf_counter() - started,
                         ready_at=clock.ready_at, started_at=clock.started_at, startup_breakdown_s=clock.laps_s,

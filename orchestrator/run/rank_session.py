@@ -73,17 +73,17 @@ def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
     sections): the result's training sections, its communication section included."""
     import torch.distributed as dist
 
-    import workloads
+    from orch.workload import RankContext, ddp_options_of
+    from orchestrator.io.workload_finder import find_workload, parse_params
     from orchestrator.run import ddp, protocol
-    from workloads.base import RankContext, ddp_options_of
 
     clock.lap("import_protocol")
     init_process_group(job)
     clock.lap("rendezvous")
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
-        workload = workloads.get(job.workload)
-        params, problems = workloads.parse_params(workload, job.params)
+        workload = find_workload(job.workload).workload
+        params, problems = parse_params(workload, job.params)
         if problems:
             raise ValueError("; ".join(map(str, problems)))
         for module_name in workload.rank_modules:

@@ -101,9 +101,9 @@ class SweepRunner:
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def prepare(self) -> rec.Records:
-        derived = {"samples_per_epoch": self.sweep.workload.samples_per_epoch(self.sweep.params),
+        derived = {"samples_per_epoch": self.sweep.samples_per_epoch(),
                    "ranks": list(self.plan.ranks), "threads": list(self.plan.threads),
-                   "local_batches": list(self.plan.local_batches), "workload": self.spec.workload.name,
+                   "local_batches": list(self.plan.local_batches), "workload": self.sweep.workload.name,
                    "metric": self.spec.convergence.metric if self.spec.convergence else None}
         try:
             return prepare_folder(self.options.results, self.sweep.frozen_spec(), derived, self.plan.topology.to_dict(),

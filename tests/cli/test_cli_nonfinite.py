@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import workloads
 from orchestrator.cli import main
 from orchestrator.core.spec import SECTIONS, SweepSpec
+from orchestrator.io.workload_finder import entry_points, find_workload
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATED = str(REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml")
@@ -73,8 +73,8 @@ def nested_dataclasses(cls) -> set[type]:
 
 
 SPEC_FIELDS = float_fields(SweepSpec)
-WORKLOAD_FIELDS = [(name, path, kind) for name in sorted(workloads.REGISTRY)
-                   for path, kind in float_fields(workloads.get(name).params_type)]
+WORKLOAD_FIELDS = [(name, path, kind) for name in [e.name for e in entry_points()]
+                   for path, kind in float_fields(find_workload(name).workload.params_type)]
 
 
 def test_the_generated_fields_cover_every_section_and_the_issues_examples():
@@ -84,7 +84,7 @@ def test_the_generated_fields_cover_every_section_and_the_issues_examples():
     assert {"constraints.memory_headroom", "convergence.target", "convergence.base_lr",
             "measure.timeout_s"} <= paths, paths
     assert ("classifier", ("lr",), "scalar") in WORKLOAD_FIELDS
-    assert {name for name, _, _ in WORKLOAD_FIELDS} == set(workloads.REGISTRY)
+    assert {name for name, _, _ in WORKLOAD_FIELDS} == {e.name for e in entry_points()}
 
 
 def sweep_text(doc: dict, token: str) -> str:

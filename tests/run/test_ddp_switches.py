@@ -11,12 +11,12 @@ from dataclasses import replace
 import pytest
 from conftest import run_launchers
 
-import workloads
+from orch.workload import DdpOptions, ddp_options_of
 from orchestrator.core.predict.data import gradient_buckets
 from orchestrator.core.records import Kind, Record, Status, ThroughputSection
+from orchestrator.io.workload_finder import find_workload, parse_params
 from orchestrator.run import ddp
 from orchestrator.run.job import RankJob
-from workloads.base import DdpOptions, ddp_options_of
 
 CPUS = sorted(os.sched_getaffinity(0))
 SWITCHES = {"ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True, "ddp_bucket_mb": 0.05}
@@ -30,16 +30,16 @@ SWITCHES = {"ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True, "ddp_bucke
     ({"ddp_grad_as_bucket_view": "yes"}, "ddp_grad_as_bucket_view: must be bool, got 'yes'"),
 ])
 def test_bad_switch_values_are_rejected_with_the_allowed_ones(name, params, message):
-    parsed, problems = workloads.parse_params(workloads.get(name), params)
+    parsed, problems = parse_params(find_workload(name).workload, params)
     assert parsed is None and len(problems) == 1
     assert message in str(problems[0])
 
 
 def test_switches_default_to_ddps_own_and_are_read_from_the_parameters():
-    parsed, problems = workloads.parse_params(workloads.get("retinanet"), {})
+    parsed, problems = parse_params(find_workload("retinanet").workload, {})
     assert not problems
     assert (parsed.ddp_comm_hook, parsed.ddp_bucket_mb, parsed.ddp_grad_as_bucket_view) == ("none", 25.0, False)
-    parsed, _ = workloads.parse_params(workloads.get("classifier"), {**SWITCHES, "ddp_bucket_mb": 100})
+    parsed, _ = parse_params(find_workload("classifier").workload, {**SWITCHES, "ddp_bucket_mb": 100})
     assert ddp_options_of(parsed) == DdpOptions(comm_hook="bf16", bucket_mb=100.0, grad_as_bucket_view=True)
     with pytest.raises(ValueError, match=r"ddp_bucket_mb\(-1\) must be > 0"):
         DdpOptions(bucket_mb=-1)

@@ -47,12 +47,12 @@ def train_steps(trainer, steps: int) -> list[float]:
 
 
 def build(name: str, threads: int = 1, **params):
-    import workloads
-    from workloads.base import RankContext
+    from orch.workload import RankContext
+    from orchestrator.io.workload_finder import find_workload, parse_params
 
-    parsed, problems = workloads.parse_params(workloads.get(name), params)
+    parsed, problems = parse_params(find_workload(name).workload, params)
     assert problems == []
-    return workloads.get(name).build(parsed, RankContext(rank=0, world_size=1, local_batch=4, seed=0,
+    return find_workload(name).workload.build(parsed, RankContext(rank=0, world_size=1, local_batch=4, seed=0,
                                                          threads=threads))
 
 

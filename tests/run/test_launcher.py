@@ -182,4 +182,5 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
             "                       preexec_fn=_normal_priority, capture_output=True, text=True)\n"
             "print(os.getpriority(os.PRIO_PROCESS, 0), child.stdout.strip())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["15", "0"]
+    # The test run may itself be niced (`nice pytest`): the launcher ends 15 above it, at most 19.
+    assert out == [str(min(19, os.getpriority(os.PRIO_PROCESS, 0) + 15)), "0"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import workloads
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads import ipex as ipex_module
 
 
@@ -31,10 +31,10 @@ def test_usable_only_with_the_torch_release_it_was_built_for(monkeypatch, ipex_v
 @pytest.mark.parametrize(("name", "params", "batch"), [
     ("classifier", {}, 64), ("retinanet", {"backbone": "resnet18", "image_size": 128, "classes": 4}, 8)])
 def test_memory_estimate_adds_ipex_only_where_it_applies(monkeypatch, name, params, batch):
-    workload = workloads.get(name)
+    workload = find_workload(name).workload
 
     def estimate(ipex: str) -> float:
-        p, problems = workloads.parse_params(workload, {**params, "ipex": ipex})
+        p, problems = parse_params(workload, {**params, "ipex": ipex})
         assert problems == []
         return workload.memory_estimate_mib(p, batch)
 

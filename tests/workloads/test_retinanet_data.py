@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-import workloads
-from workloads.base import RankContext, Trainer
+from orch.workload import RankContext, Trainer
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads.retinanet.data import MEAN, STD, CocoFolder, SyntheticShapes, class_style, render
 
 SIZE = 64
@@ -68,14 +68,14 @@ def test_image_is_normalized_with_imagenet_statistics():
 def tiny_params(**extra):
     params = {"backbone": "resnet18", "image_size": SIZE, "classes": 3, "train_samples": 24, "test_samples": 4,
               "focal_loss": "reference", "frozen_bn": "reference", **extra}
-    p, problems = workloads.parse_params(workloads.get("retinanet"), params)
+    p, problems = parse_params(find_workload("retinanet").workload, params)
     assert problems == []
     return p
 
 
 def test_rank_shards_are_disjoint_and_deterministic():
     p = tiny_params()
-    workload = workloads.get("retinanet")
+    workload = find_workload("retinanet").workload
     trainers = [workload.build(p, RankContext(rank=r, world_size=2, local_batch=4, seed=1, threads=1))
                 for r in range(2)]
 
@@ -96,11 +96,11 @@ def test_rank_shards_are_disjoint_and_deterministic():
 def test_steps_per_epoch_matches_the_batches_yielded(name, samples, world_size, local_batch):
     """Trainers answer steps_per_epoch from their sample count (iterating would render every image); it must
     equal what `batches` yields, which the base class's default counts."""
-    workload = workloads.get(name)
+    workload = find_workload(name).workload
     if name == "retinanet":
         p = tiny_params(train_samples=samples)
     else:
-        p, problems = workloads.parse_params(workload, {"train_samples": samples})
+        p, problems = parse_params(workload, {"train_samples": samples})
         assert problems == []
     for rank in range(world_size):
         trainer = workload.build(p, RankContext(rank=rank, world_size=world_size, local_batch=local_batch, seed=3,
@@ -167,7 +167,7 @@ def test_trainer_trains_and_evaluates_on_a_coco_folder(tmp_path):
     write_tiny_coco(tmp_path, "train")
     write_tiny_coco(tmp_path, "val")
     p = tiny_params(dataset="coco", data_path=str(tmp_path), classes=2, train_samples=3, test_samples=3)
-    trainer = workloads.get("retinanet").build(p, RankContext(rank=0, world_size=1, local_batch=3, seed=0,
+    trainer = find_workload("retinanet").workload.build(p, RankContext(rank=0, world_size=1, local_batch=3, seed=0,
                                                               threads=1))
     (batch,) = list(trainer.batches(0))
     loss = trainer.module(*batch)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-import workloads
-from workloads.base import RankContext
+from orch.workload import RankContext
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads.retinanet.data import SyntheticShapes
 from workloads.retinanet.evaluate import coco_ground_truth, mean_average_precision
 
@@ -57,9 +57,9 @@ def test_ground_truth_document_is_coco_shaped():
 def test_trainer_evaluate_runs_the_detector_and_restores_train_mode(capsys):
     params = {"backbone": "resnet18", "image_size": 64, "classes": CLASSES, "train_samples": 4, "test_samples": 3,
               "focal_loss": "reference", "frozen_bn": "reference"}
-    p, problems = workloads.parse_params(workloads.get("retinanet"), params)
+    p, problems = parse_params(find_workload("retinanet").workload, params)
     assert problems == []
-    trainer = workloads.get("retinanet").build(p, RankContext(rank=0, world_size=1, local_batch=2, seed=0, threads=1))
+    trainer = find_workload("retinanet").workload.build(p, RankContext(rank=0, world_size=1, local_batch=2, seed=0, threads=1))
     metrics = trainer.evaluate()
     assert set(metrics) == {"map", "map50"} and all(0.0 <= v <= 1.0 for v in metrics.values())
     assert trainer.module.training and trainer.module.detector.training
@@ -71,9 +71,9 @@ def test_bf16_evaluation_runs_the_heads_in_bf16_and_decodes_boxes_in_fp32():
     values), the box decoding and NMS in fp32. Decoded in bf16, every coordinate would be a bf16 number."""
     params = {"backbone": "resnet18", "image_size": 96, "classes": CLASSES, "train_samples": 4, "test_samples": 4,
               "precision": "bf16"}
-    p, problems = workloads.parse_params(workloads.get("retinanet"), params)
+    p, problems = parse_params(find_workload("retinanet").workload, params)
     assert problems == []
-    trainer = workloads.get("retinanet").build(p, RankContext(rank=0, world_size=1, local_batch=2, seed=0, threads=1))
+    trainer = find_workload("retinanet").workload.build(p, RankContext(rank=0, world_size=1, local_batch=2, seed=0, threads=1))
     trainer.module.detector.score_thresh = 0.0   # untrained scores are ~0.01 (the head's prior): keep them
     head = trainer.module.detector.head
     seen: list[dict] = []

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torchvision.models.detection.image_list import ImageList
 
-import workloads
+from orch.workload import RankContext
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads import ipex as ipex_module
-from workloads.base import RankContext
 from workloads.retinanet.data import SyntheticShapes, collate
 from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
 from workloads.retinanet.workload import parameter_counts
@@ -22,7 +22,7 @@ TINY = {"backbone": "resnet18", "image_size": SIZE, "classes": 3, "trainable_lay
 
 
 def params(**extra):
-    p, problems = workloads.parse_params(workloads.get("retinanet"), {**TINY, **extra})
+    p, problems = parse_params(find_workload("retinanet").workload, {**TINY, **extra})
     assert problems == []
     return p
 
@@ -33,7 +33,7 @@ def batch(n=2, classes=3, size=SIZE):
 
 
 def build(**extra):
-    return workloads.get("retinanet").build(params(**extra), RankContext(rank=0, world_size=1, local_batch=2,
+    return find_workload("retinanet").workload.build(params(**extra), RankContext(rank=0, world_size=1, local_batch=2,
                                                                          seed=0, threads=1))
 
 
@@ -98,7 +98,7 @@ def test_switch_combinations_train(focal_loss, frozen_bn, precision, memory_form
 
 
 def test_bf16_is_refused_where_onednn_breaks():
-    _, problems = workloads.parse_params(workloads.get("retinanet"), {**TINY, "precision": "bf16"})
+    _, problems = parse_params(find_workload("retinanet").workload, {**TINY, "precision": "bf16"})
     assert "precision 'bf16' needs image_size >= 96, got 64" in problems[0].message
 
 

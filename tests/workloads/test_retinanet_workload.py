@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import workloads
+from orchestrator.io.workload_finder import find_workload, parse_params
 from workloads.retinanet.workload import (
     SMALL_PARAMS,
     RetinaNetParams,
@@ -18,11 +18,11 @@ from workloads.retinanet.workload import (
 
 
 def parse(**params):
-    return workloads.parse_params(workloads.get("retinanet"), params)
+    return parse_params(find_workload("retinanet").workload, params)
 
 
 def test_registry_returns_the_retinanet_workload():
-    workload = workloads.get("retinanet")
+    workload = find_workload("retinanet").workload
     assert isinstance(workload, RetinaNetWorkload)
     assert workload.metrics == ("map", "map50")
 
@@ -56,7 +56,8 @@ def test_small_params_parse():
 
 
 def test_workload_module_imports_without_torch():
-    code = ("import sys, workloads; w = workloads.get('retinanet'); p, _ = workloads.parse_params(w, {}); "
+    code = ("import sys; from orchestrator.io.workload_finder import find_workload, parse_params; "
+            "w = find_workload('retinanet').workload; p, _ = parse_params(w, {}); "
             "w.memory_estimate_mib(p, 2); w.samples_per_epoch(p); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

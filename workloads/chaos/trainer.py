@@ -10,7 +10,7 @@ from typing import cast
 
 import torch
 
-from workloads.base import RankContext
+from orch.workload import RankContext
 from workloads.chaos.workload import ChaosParams
 from workloads.classifier.trainer import ClassifierTrainer, LossModule
 

@@ -8,10 +8,10 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
+from orch.workload import RankContext, Trainer, batches_per_epoch, shard_indices
 from workloads.classifier.workload import ClassifierParams
 from workloads.ipex import apply_ipex
-from workloads.sharding import batches_per_epoch, shard_batches
+from workloads.optim import OPTIMIZER_IMPL_KWARGS
 
 
 def make_data(p: ClassifierParams, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,7 +56,7 @@ class ClassifierTrainer(Trainer):
         self.module, self.optimizer = LossModule(net), optimizer
 
     def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
-        for idx in shard_batches(len(self.y), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
+        for idx in shard_indices(len(self.y), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
                                  world_size=self.ctx.world_size, local_batch=self.ctx.local_batch):
             yield self.x[idx], self.y[idx]
 

@@ -8,21 +8,9 @@ the initialization and the shuffling.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
-from orchestrator.core.schema import opt
-from workloads.base import (
-    DDP_BUCKET_MB_HELP,
-    DDP_COMM_HOOK_HELP,
-    DDP_DEFAULTS,
-    DDP_GRAD_AS_BUCKET_VIEW_HELP,
-    DdpCommHook,
-    RankContext,
-    Trainer,
-    Workload,
-    ddp_gradient_copies,
-    ddp_options_of,
-)
+from orch.workload import DdpParams, RankContext, Trainer, Workload, ddp_gradient_copies, ddp_options_of, param
 from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
 # Calibration of memory_estimate_mib: `python benchmarks/calibrate_memory.py` measured 364-374 MiB of peak USS
@@ -33,32 +21,30 @@ BYTES_PER_FLOAT = 4
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ClassifierParams:
-    features: int = opt(32, "input features", minimum=1)
-    classes: int = opt(4, "number of classes", minimum=2)
-    hidden: int = opt(128, "width of the two hidden layers", minimum=1)
-    train_samples: int = opt(8192, "training samples per epoch (all ranks together)", minimum=1)
-    test_samples: int = opt(2048, "held-out samples for accuracy", minimum=1)
-    separation: float = opt(3.0, "distance between class centres in units of the noise", exclusive_minimum=0)
-    data_seed: int = opt(1234, "seed of the synthetic task (fixed across training seeds)")
-    lr: float = opt(0.05, "learning rate when the sweep gives none", exclusive_minimum=0)
-    momentum: float = opt(0.9, "SGD momentum", minimum=0, maximum=1)
-    optimizer_impl: Literal["loop", "foreach", "fused"] = opt("foreach", "torch.optim implementation")
-    ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
-    # Gradient all-reduce (DDP), with 2 ranks or more
-    ddp_comm_hook: DdpCommHook = opt(DDP_DEFAULTS.comm_hook, DDP_COMM_HOOK_HELP)
-    ddp_bucket_mb: float = opt(DDP_DEFAULTS.bucket_mb, DDP_BUCKET_MB_HELP, exclusive_minimum=0)
-    ddp_grad_as_bucket_view: bool = opt(DDP_DEFAULTS.grad_as_bucket_view, DDP_GRAD_AS_BUCKET_VIEW_HELP)
+class ClassifierParams(DdpParams):
+    features: int = param(32, "input features", minimum=1)
+    classes: int = param(4, "number of classes", minimum=2)
+    hidden: int = param(128, "width of the two hidden layers", minimum=1)
+    train_samples: int = param(8192, "training samples per epoch (all ranks together)", minimum=1)
+    test_samples: int = param(2048, "held-out samples for accuracy", minimum=1)
+    separation: float = param(3.0, "distance between class centres in units of the noise", exclusive_minimum=0)
+    data_seed: int = param(1234, "seed of the synthetic task (fixed across training seeds)")
+    lr: float = param(0.05, "learning rate when the sweep gives none", exclusive_minimum=0)
+    momentum: float = param(0.9, "SGD momentum", minimum=0, maximum=1)
+    optimizer_impl: Literal["loop", "foreach", "fused"] = param("foreach", "torch.optim implementation")
+    ipex: IpexMode = param("auto", IPEX_OPTION_HELP)
 
 
-class ClassifierWorkload(Workload):
-    name = "classifier"
-    description = "MLP on a synthetic Gaussian-mixture task; reaches 90% accuracy in seconds on one core"
-    params_type = ClassifierParams
+CP = TypeVar("CP", bound=ClassifierParams)
+
+
+class MlpWorkload(Workload[CP]):
+    """The classifier's MLP, for any parameters that extend ClassifierParams (the chaos workload's)."""
+
     metrics = ("accuracy",)
     rank_modules = ("workloads.classifier.trainer",)
 
-    def memory_estimate_mib(self, params: ClassifierParams, local_batch: int) -> float:
+    def memory_estimate_mib(self, params: CP, local_batch: int) -> float:
         p = params
         weights = p.features * p.hidden + p.hidden * p.hidden + p.hidden * p.classes
         # weights, momentum, then the gradients and DDP's buckets as its switches hold them
@@ -68,15 +54,21 @@ class ClassifierWorkload(Workload):
         ipex_mib = IPEX_USS_MIB if ipex_applies(p.ipex) else 0.0
         return BASE_USS_MIB + ipex_mib + model_mib + data_mib + activations_mib
 
-    def samples_per_epoch(self, params: ClassifierParams) -> int:
+    def samples_per_epoch(self, params: CP) -> int:
         return params.train_samples
 
-    def train_flops_per_sample(self, params: ClassifierParams) -> float | None:
+    def train_flops_per_sample(self, params: CP) -> float | None:
         """2 FLOPs per weight forward, 4 backward (input and weight gradients): 6 per weight."""
         p = params
         return 6.0 * (p.features * p.hidden + p.hidden * p.hidden + p.hidden * p.classes)
 
-    def build(self, params: ClassifierParams, ctx: RankContext) -> Trainer:
+    def build(self, params: CP, ctx: RankContext) -> Trainer:
         from workloads.classifier.trainer import ClassifierTrainer
 
         return ClassifierTrainer(params, ctx)
+
+
+class ClassifierWorkload(MlpWorkload[ClassifierParams]):
+    name = "classifier"
+    description = "MLP on a synthetic Gaussian-mixture task; reaches 90% accuracy in seconds on one core"
+    params_type = ClassifierParams

@@ -9,14 +9,14 @@ from typing import Any, cast
 
 import torch
 
+from orch.workload import RankContext, Trainer, batches_per_epoch, shard_indices
 from orchestrator.io.isa import decided_here
-from workloads.base import OPTIMIZER_IMPL_KWARGS, RankContext, Trainer
 from workloads.ipex import apply_ipex
+from workloads.optim import OPTIMIZER_IMPL_KWARGS
 from workloads.retinanet.data import collate, make_dataset
 from workloads.retinanet.evaluate import detect, mean_average_precision
 from workloads.retinanet.model import RetinaNetTrainingLoss, build_detector
 from workloads.retinanet.workload import RetinaNetParams
-from workloads.sharding import batches_per_epoch, shard_batches
 
 
 def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
@@ -75,7 +75,7 @@ class RetinaNetTrainer(Trainer):
         self.module, self.optimizer = module, optimizer
 
     def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
-        for indices in shard_batches(len(self.train_data), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
+        for indices in shard_indices(len(self.train_data), epoch=epoch, seed=self.ctx.seed, rank=self.ctx.rank,
                                      world_size=self.ctx.world_size, local_batch=self.ctx.local_batch):
             yield collate([self.train_data[i] for i in indices.tolist()])
 

@@ -11,19 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.core.schema import opt
-from workloads.base import (
-    DDP_BUCKET_MB_HELP,
-    DDP_COMM_HOOK_HELP,
-    DDP_DEFAULTS,
-    DDP_GRAD_AS_BUCKET_VIEW_HELP,
-    DdpCommHook,
-    RankContext,
-    Trainer,
-    Workload,
-    ddp_gradient_copies,
-    ddp_options_of,
-)
+from orch.workload import DdpParams, RankContext, Trainer, Workload, ddp_gradient_copies, ddp_options_of, param
 from workloads.ipex import IPEX_OPTION_HELP, IPEX_USS_MIB, IpexMode, ipex_applies
 
 Backbone = Literal["resnext50_32x4d", "resnet50", "resnet18"]
@@ -68,49 +56,45 @@ BYTES_FP32 = 4
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RetinaNetParams:
+class RetinaNetParams(DdpParams):
     # Model
-    backbone: Backbone = opt("resnext50_32x4d", "ResNet trunk of the FPN backbone (MLPerf: resnext50_32x4d)")
-    trainable_layers: int = opt(3, "backbone stages trained, counted from layer4 (5 = all); the rest frozen",
+    backbone: Backbone = param("resnext50_32x4d", "ResNet trunk of the FPN backbone (MLPerf: resnext50_32x4d)")
+    trainable_layers: int = param(3, "backbone stages trained, counted from layer4 (5 = all); the rest frozen",
                                 minimum=0, maximum=5)
-    image_size: int = opt(800, "images are square, image_size x image_size pixels (a multiple of 32)",
+    image_size: int = param(800, "images are square, image_size x image_size pixels (a multiple of 32)",
                           minimum=64)
-    classes: int = opt(264, "number of object classes (MLPerf's OpenImages subset: 264)", minimum=1)
+    classes: int = param(264, "number of object classes (MLPerf's OpenImages subset: 264)", minimum=1)
     # Data
-    dataset: Literal["synthetic", "coco"] = opt(
+    dataset: Literal["synthetic", "coco"] = param(
         "synthetic", "synthetic: shapes drawn on textured backgrounds; coco: a COCO-format folder at data_path")
-    data_path: str = opt("", "coco only: folder with train/ and val/ images and annotations/instances_train.json"
+    data_path: str = param("", "coco only: folder with train/ and val/ images and annotations/instances_train.json"
                              " and annotations/instances_val.json")
-    train_samples: int = opt(2048, "training images per epoch (all ranks together); coco: the first ones by id",
+    train_samples: int = param(2048, "training images per epoch (all ranks together); coco: the first ones by id",
                              minimum=1)
-    test_samples: int = opt(64, "held-out images for mAP (every rank evaluates all of them)", minimum=1)
-    data_seed: int = opt(1234, "seed of the synthetic images (fixed across training seeds)")
-    max_objects: int = opt(4, "synthetic only: at most this many objects per image (at least one)", minimum=1)
+    test_samples: int = param(64, "held-out images for mAP (every rank evaluates all of them)", minimum=1)
+    data_seed: int = param(1234, "seed of the synthetic images (fixed across training seeds)")
+    max_objects: int = param(4, "synthetic only: at most this many objects per image (at least one)", minimum=1)
     # Optimizer
-    optimizer: Literal["sgd", "adamw"] = opt("adamw", "sgd (with momentum) or adamw (MLPerf uses Adam)")
-    optimizer_impl: Literal["loop", "foreach", "fused"] = opt(
+    optimizer: Literal["sgd", "adamw"] = param("adamw", "sgd (with momentum) or adamw (MLPerf uses Adam)")
+    optimizer_impl: Literal["loop", "foreach", "fused"] = param(
         "fused", "torch.optim implementation: per-tensor loop, multi-tensor foreach, or one fused CPU kernel")
-    lr: float = opt(1e-4, "learning rate when the sweep gives none", exclusive_minimum=0)
-    momentum: float = opt(0.9, "sgd only: momentum", minimum=0, maximum=1)
-    weight_decay: float = opt(0.0, "decoupled (adamw) or L2 (sgd) weight decay", minimum=0)
+    lr: float = param(1e-4, "learning rate when the sweep gives none", exclusive_minimum=0)
+    momentum: float = param(0.9, "sgd only: momentum", minimum=0, maximum=1)
+    weight_decay: float = param(0.0, "decoupled (adamw) or L2 (sgd) weight decay", minimum=0)
     # CPU optimizations
-    focal_loss: Literal["reference", "kernel"] = opt(
+    focal_loss: Literal["reference", "kernel"] = param(
         "kernel", "reference: torchvision.ops.sigmoid_focal_loss; kernel: one explicit-autograd kernel, fewer "
                   "temporaries")
-    frozen_bn: Literal["reference", "fused"] = opt(
+    frozen_bn: Literal["reference", "fused"] = param(
         "fused", "reference: torchvision FrozenBatchNorm2d (2 passes + a temporary); fused: one native batch_norm op")
-    precision: Literal["auto", "fp32", "bf16"] = opt(
+    precision: Literal["auto", "fp32", "bf16"] = param(
         "auto", "bf16: backbone and heads under torch.autocast(cpu, bfloat16), the losses in fp32 (image_size >= 96); "
                 "auto: bf16 where every node computes bf16 natively (AVX512-BF16 or AMX, by orch's probe), else fp32; "
                 "an explicit bf16 on a CPU that emulates it is refused unless constraints.allow_slow_bf16")
-    memory_format: Literal["contiguous", "channels_last"] = opt(
+    memory_format: Literal["contiguous", "channels_last"] = param(
         "contiguous", "channels_last: NHWC weights and images, oneDNN's native convolution layout")
-    compile: bool = opt(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
-    ipex: IpexMode = opt("auto", IPEX_OPTION_HELP)
-    # Gradient all-reduce (DDP), with 2 ranks or more
-    ddp_comm_hook: DdpCommHook = opt(DDP_DEFAULTS.comm_hook, DDP_COMM_HOOK_HELP)
-    ddp_bucket_mb: float = opt(DDP_DEFAULTS.bucket_mb, DDP_BUCKET_MB_HELP, exclusive_minimum=0)
-    ddp_grad_as_bucket_view: bool = opt(DDP_DEFAULTS.grad_as_bucket_view, DDP_GRAD_AS_BUCKET_VIEW_HELP)
+    compile: bool = param(False, "torch.compile the backbone and heads (the loss stays eager: it is data-dependent)")
+    ipex: IpexMode = param("auto", IPEX_OPTION_HELP)
 
     def __post_init__(self) -> None:
         problems = []
@@ -172,7 +156,7 @@ def parameter_counts(p: RetinaNetParams) -> tuple[int, int]:
     return trunk + fpn + head, trunk_trainable + fpn + head
 
 
-class RetinaNetWorkload(Workload):
+class RetinaNetWorkload(Workload[RetinaNetParams]):
     name = "retinanet"
     description = "torchvision RetinaNet (MLPerf: ResNeXt50-32x4d FPN, 800 px, 264 classes) on synthetic shapes or COCO"
     params_type = RetinaNetParams
