@@ -69,9 +69,9 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
                     continue
                 trained.add(item.planned.trial.key)
                 # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
-                conv = job.convergence_section()
-                steps_per_epoch = sweep.workload.samples_per_epoch(sweep.params) // conv["global_batch"]
-                job = replace(job, convergence={**conv, "max_epochs": 1 / steps_per_epoch, "warmup_epochs": 0.0})
+                conv = job.convergence_settings()
+                steps_per_epoch = (sweep.samples_per_epoch() or 0) // conv.global_batch
+                job = replace(job, convergence=replace(conv, max_epochs=1 / steps_per_epoch, warmup_epochs=0.0))
             cases.append((item.key, item.planned, job))
     return cases
 

@@ -4,8 +4,7 @@ and linear warm-up from the base rate."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 
 def scaled_lr(*, rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:
@@ -38,14 +37,21 @@ def learning_rate(*, rule: str, base_lr: float, base_batch: int, global_batch: i
     return target
 
 
-def learning_rate_at(convergence: Mapping[str, Any], epoch: float) -> float:
-    """The rate at `epoch` for a convergence run: `convergence` is the spec's convergence section plus
-    the run's global_batch, as a rank job carries it.
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LrSchedule:
+    """A convergence run's learning rate: the spec's rule, base rate and base batch, the run's global batch,
+    and the warm-up.
 
-    >>> learning_rate_at({"lr_rule": "sqrt", "base_lr": 0.1, "base_batch": 32, "global_batch": 128,
-    ...                   "warmup_epochs": 0.0}, epoch=0.0)
+    >>> LrSchedule(rule="sqrt", base_lr=0.1, base_batch=32, global_batch=128, warmup_epochs=0.0).at(0.0)
     0.2
     """
-    return learning_rate(rule=convergence["lr_rule"], base_lr=convergence["base_lr"],
-                         base_batch=convergence["base_batch"], global_batch=convergence["global_batch"],
-                         warmup_epochs=convergence["warmup_epochs"], epoch=epoch)
+
+    rule: str
+    base_lr: float
+    base_batch: int
+    global_batch: int
+    warmup_epochs: float
+
+    def at(self, epoch: float) -> float:
+        return learning_rate(rule=self.rule, base_lr=self.base_lr, base_batch=self.base_batch,
+                             global_batch=self.global_batch, warmup_epochs=self.warmup_epochs, epoch=epoch)

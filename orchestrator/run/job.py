@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 from orchestrator.core.jsonobject import JsonObject
+from orchestrator.core.lr import LrSchedule
 from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import write_atomic
 from orchestrator.run.reports import AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
@@ -64,6 +65,43 @@ def init_timeout_s(step_timeout_s: float, startup_timeout_s: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ConvergenceSettings:
+    """What a convergence run's ranks need of the spec's convergence section, plus the run's global batch."""
+
+    metric: str
+    target: float
+    max_epochs: float
+    eval_every_epochs: float
+    lr_rule: str
+    base_lr: float
+    base_batch: int
+    warmup_epochs: float
+    global_batch: int
+
+    @staticmethod
+    def of(section: Any, global_batch: int) -> ConvergenceSettings:
+        """From the spec's convergence section (core.spec.ConvergenceSpec) for one global batch."""
+        return ConvergenceSettings(**{f.name: getattr(section, f.name) for f in fields(ConvergenceSettings)
+                                      if f.name != "global_batch"}, global_batch=global_batch)
+
+    @property
+    def schedule(self) -> LrSchedule:
+        return LrSchedule(rule=self.lr_rule, base_lr=self.base_lr, base_batch=self.base_batch,
+                          global_batch=self.global_batch, warmup_epochs=self.warmup_epochs)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProfileSettings:
+    """What a profile job's ranks do (run.profiling): `steps` profiled per pass, where they write, and whether
+    each primitive is replayed alone."""
+
+    steps: int
+    out_dir: str
+    replay: bool = True
+    replay_budget_s: float = 60.0   # the replay of every distinct primitive stops after this long
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
@@ -79,27 +117,36 @@ class RankJob:
     timed_steps: int = 0
     repeats: int = 0
     data: str = "memory"
-    convergence: dict[str, Any] | None = None   # the spec's convergence section, plus global_batch
+    convergence: ConvergenceSettings | None = None   # kind convergence
     peak_precision: str = "fp32"
     message_bytes: list[int] = field(default_factory=list)   # allreduce calibration sizes
     progress_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
-    profile: dict[str, Any] | None = None       # kind profile: steps, out_dir, replay (orchestrator.run.profiling)
+    profile: ProfileSettings | None = None          # kind profile (orchestrator.run.profiling)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
-    def convergence_section(self) -> dict[str, Any]:
-        """The convergence section of a convergence job; any other kind has none (a programming error)."""
+    def convergence_settings(self) -> ConvergenceSettings:
+        """The settings of a convergence job; any other kind has none (a programming error)."""
         if self.convergence is None:
-            raise ValueError(f"a {self.kind} job has no convergence section")
+            raise ValueError(f"a {self.kind} job has no convergence settings")
         return self.convergence
+
+    def profile_settings(self) -> ProfileSettings:
+        """The settings of a profile job; any other kind has none (a programming error)."""
+        if self.profile is None:
+            raise ValueError(f"a {self.kind} job has no profile settings")
+        return self.profile
 
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)
-        return RankJob(**{**data, "kind": job_kind(data["kind"])})
+        conv, profile = data.pop("convergence", None), data.pop("profile", None)
+        return RankJob(**{**data, "kind": job_kind(data["kind"])},
+                       convergence=ConvergenceSettings(**conv) if conv is not None else None,
+                       profile=ProfileSettings(**profile) if profile is not None else None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

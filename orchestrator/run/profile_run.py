@@ -24,7 +24,7 @@ from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import GridSpec
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params
-from orchestrator.run.job import PROFILE, RankJob, init_timeout_s
+from orchestrator.run.job import PROFILE, ProfileSettings, RankJob, init_timeout_s
 from orchestrator.run.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.trial import run_ranks
 
@@ -105,7 +105,7 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     job = RankJob(kind=PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
                   local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
                   warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s),
-                  profile={"steps": steps, "out_dir": str(folder.resolve()), "replay": replay})
+                  profile=ProfileSettings(steps=steps, out_dir=str(folder.resolve()), replay=replay))
     workers = plan.ccl_workers
     started = time.time()
     workdir = f"{WORK_ROOT}/{sweep.spec.name}/profile-{target.label}-{int(started * 1000)}"

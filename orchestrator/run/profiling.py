@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from orch.workload import Trainer
 from orchestrator.core.profile import events as pe
 from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.core.profile.result import (
@@ -44,7 +45,7 @@ from orchestrator.core.profile.result import (
     ReplayRow,
     ReplaySetting,
 )
-from orchestrator.run.job import Phase, ProgressWriter, RankJob
+from orchestrator.run.job import Phase, ProfileSettings, ProgressWriter, RankJob
 from orchestrator.run.profile_replay import (
     conv_peak_gflops,
     replay_setting,
@@ -194,10 +195,10 @@ def _share(usage: dict[str, float], threads: int) -> float | None:
     return usage["cpu_s"] / (usage["wall_s"] * threads) if usage.get("wall_s") else None
 
 
-def profile_rank(job: RankJob, trainer: Any, module: Any, status: ProgressWriter) -> RankProfile:
-    cfg = job.profile or {}
-    steps = int(cfg["steps"])
-    out_dir = Path(cfg["out_dir"])
+def profile_rank(job: RankJob, trainer: Trainer, module: torch.nn.Module, status: ProgressWriter) -> RankProfile:
+    cfg = job.profile_settings()
+    steps = cfg.steps
+    out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rank = dist.get_rank()
     step = make_step(module, trainer.optimizer)
@@ -240,7 +241,7 @@ def profile_rank(job: RankJob, trainer: Any, module: Any, status: ProgressWriter
 Alone = tuple[Peak, float, tuple[ReplayRow, ...], ReplaySetting | None]
 
 
-def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], status: ProgressWriter) -> Alone:
+def _alone(job: RankJob, cfg: ProfileSettings, executions: list[ov.Execution], status: ProgressWriter) -> Alone:
     """Alone on the pinned cores, after training: peak, bandwidth, isolated primitives. The ranks measure
     in step (gemm_peak's barrier starts and ends its window on every rank at once), so the ranks of one
     node share memory bandwidth and power as they do in training."""
@@ -253,8 +254,7 @@ def _alone(job: RankJob, cfg: dict[str, Any], executions: list[ov.Execution], st
     peak["gflops"] = max(peak["gemm_gflops"], peak["conv_gflops"])   # the roof: the best either reached
     dist.barrier()
     bandwidth = stream_triad_gbs()
-    replay = (replay_shapes(ov.by_shape(executions), budget_s=float(cfg.get("replay_budget_s", 60.0)))
-              if cfg.get("replay") else [])
+    replay = replay_shapes(ov.by_shape(executions), budget_s=cfg.replay_budget_s) if cfg.replay else []
     setting = ReplaySetting.from_json(replay_setting()) if replay else None
     dist.barrier()
     # The peak and the replay rows are built by protocol and profile_replay as dicts: read as records, they

@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from orchestrator.core.lr import learning_rate_at
 from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
-    from orch.workload import DdpOptions
+    from orch.workload import DdpOptions, Trainer
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -105,7 +104,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def measure_throughput(job: RankJob, trainer, module, status: ProgressWriter) -> ThroughputReport:
+def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
+                       status: ProgressWriter) -> ThroughputReport:
     step = make_step(module, trainer.optimizer)
     source = _cycle_epochs(trainer.batches)
     if job.data == "memory":
@@ -201,7 +201,7 @@ def _grad_sums(module: torch.nn.Module) -> list[float]:
     return [float(p.grad.double().sum()) if p.grad is not None else 0.0 for p in module.parameters()]
 
 
-def allreduce_check(module, trainer, batch: tuple) -> dict[str, list[float]]:
+def allreduce_check(module: Any, trainer: Trainer, batch: tuple) -> dict[str, list[float]]:
     """Evidence that gradients really are all-reduced: one step's gradient sums per parameter, computed
     locally (DDP's `no_sync`) and synchronized. After the all-reduce every rank holds the same gradients,
     equal to the mean of the ranks' local ones. Runs after timing, so it never touches the measurement."""
@@ -226,7 +226,7 @@ def _metric(scores: dict[str, float], metric: str) -> float:
     return float(scores[metric])
 
 
-def _evaluate(trainer, metric: str) -> float:
+def _evaluate(trainer: Trainer, metric: str) -> float:
     """The metric, the same on every rank: shared by the ranks where the trainer supports it (each infers its
     share, rank 0 scores them together), else computed by rank 0 alone; rank 0 broadcasts the verdict."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -234,7 +234,7 @@ def _evaluate(trainer, metric: str) -> float:
     if shard is not None:
         shards: list[Any] | None = [None] * world_size if rank == 0 else None
         dist.gather_object(shard, shards, dst=0)
-        value = _metric(trainer.score_shards(shards), metric) if rank == 0 else 0.0
+        value = _metric(trainer.score_shards(shards), metric) if shards is not None else 0.0
     else:
         value = _metric(trainer.evaluate(), metric) if rank == 0 else 0.0
     verdict = torch.tensor([value], dtype=torch.float64)
@@ -242,23 +242,24 @@ def _evaluate(trainer, metric: str) -> float:
     return float(verdict.item())
 
 
-def train_to_target(job: RankJob, trainer, module, status: ProgressWriter) -> ConvergenceReport:
+def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
+                    status: ProgressWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
-    conv = job.convergence_section()
+    conv = job.convergence_settings()
     step = make_step(module, trainer.optimizer)
     steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:
-        raise ValueError(f"an epoch has no full batch: global batch {conv['global_batch']} exceeds the data")
-    eval_every_steps = max(1, round(conv["eval_every_epochs"] * steps_per_epoch))
-    max_steps = math.ceil(conv["max_epochs"] * steps_per_epoch)
+        raise ValueError(f"an epoch has no full batch: global batch {conv.global_batch} exceeds the data")
+    eval_every_steps = max(1, round(conv.eval_every_epochs * steps_per_epoch))
+    max_steps = math.ceil(conv.max_epochs * steps_per_epoch)
     curve: list[list[float]] = []
     reached_at, steps_done, lr = None, 0, None
     started = time.perf_counter()
-    status.update(phase=Phase.TRAINING, of=math.ceil(conv["max_epochs"]), force=True)
+    status.update(phase=Phase.TRAINING, of=math.ceil(conv.max_epochs), force=True)
     for epoch in itertools.count():
         for batch in trainer.batches(epoch):
-            lr = learning_rate_at(conv, epoch=steps_done / steps_per_epoch)
+            lr = conv.schedule.at(steps_done / steps_per_epoch)
             for group in trainer.optimizer.param_groups:
                 group["lr"] = lr
             step(batch)
@@ -266,11 +267,11 @@ def train_to_target(job: RankJob, trainer, module, status: ProgressWriter) -> Co
             status.step(repeat=epoch + 1)
             if steps_done % eval_every_steps == 0 or steps_done == max_steps:
                 status.update(phase=Phase.EVALUATING)
-                value = _evaluate(trainer, conv["metric"])
+                value = _evaluate(trainer, conv.metric)
                 epochs = steps_done / steps_per_epoch
                 curve.append([round(epochs, 6), value])
                 status.update(phase=Phase.TRAINING, metric=value)
-                if value >= conv["target"]:
+                if value >= conv.target:
                     reached_at = epochs
             if reached_at is not None or steps_done >= max_steps:
                 break

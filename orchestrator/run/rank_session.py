@@ -16,6 +16,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import torch
+
+    from orch.workload import DdpOptions, Trainer
     from orchestrator.run.job import ProgressWriter, RankJob
     from orchestrator.run.rank_main import StartupClock
 
@@ -25,9 +28,9 @@ class Session:
     """A built training session: the workload's trainer, the module it steps (DDP-wrapped on more than one
     rank), its DDP options and the world size."""
 
-    trainer: Any
-    module: Any
-    options: Any
+    trainer: Trainer
+    module: torch.nn.Module
+    options: DdpOptions
     world: int
 
 

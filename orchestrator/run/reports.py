@@ -6,20 +6,13 @@ driver's recording (`run.recording`) reads fields, not keys. No torch: the drive
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core.jsonobject import JsonObject, optional
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Report(JsonObject):
-    """A section of a rank's result. Code reads its fields; `report["name"]` reads one by its JSON key, as the
-    rank tests (tests/run) read the plain dicts the reports were before they were typed."""
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.keys():
-            raise KeyError(key)
-        return getattr(self, key)
+    """A section of a rank's result, read by its fields."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

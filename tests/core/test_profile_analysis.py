@@ -69,7 +69,7 @@ def test_more_ranks_same_threads_reads_as_contention():
 
 
 def test_layers_and_focal_loss_share():
-    assert [r["layer"] for r in pa.layers(ONE)] == ["head", "focal_loss"]
+    assert [r.layer for r in pa.layers(ONE)] == ["head", "focal_loss"]
     assert pa.layer_share(ONE, "focal_loss") == pytest.approx(5 / 100)
 
 
@@ -77,21 +77,21 @@ def test_roofline_points_against_measured_peak_and_bandwidth():
     # The padded taps are not work (benchdnn's count): 2.218786816 GFLOP, not the 2.415919104 this test
     # asserted before issue 20.
     (p,) = pa.roofline_points(ONE)
-    assert p["gflop_per_call"] == pytest.approx(2.218786816)
-    assert p["ms_per_call"] == 20.0
-    assert p["achieved_gflops"] == pytest.approx(2.218786816 / 0.020)
-    assert p["flop_per_byte"] == pytest.approx(2_218_786_816 / 3_276_800)
-    assert p["attainable_gflops"] == 400.0                 # far right of the ridge (10 FLOP/byte)
+    assert p.gflop_per_call == pytest.approx(2.218786816)
+    assert p.ms_per_call == 20.0
+    assert p.achieved_gflops == pytest.approx(2.218786816 / 0.020)
+    assert p.flop_per_byte == pytest.approx(2_218_786_816 / 3_276_800)
+    assert p.attainable_gflops == 400.0                 # far right of the ridge (10 FLOP/byte)
     (k,) = pa.roofline_by_kind([p])
-    assert k["fraction_of_attainable"] == pytest.approx(2.218786816 / 0.020 / 400)
+    assert k.fraction_of_attainable == pytest.approx(2.218786816 / 0.020 / 400)
 
 
 def test_roofline_by_kind_is_per_step():
     # 4 calls over 2 steps of 20 ms: 40 ms and 2 × 2.2188 GFLOP per step, not the 80 ms and 4 calls' worth
     # summed over the steps.
     (k,) = pa.roofline_by_kind(pa.roofline_points(ONE))
-    assert k["ms_per_step"] == pytest.approx(40.0)
-    assert k["gflop_per_step"] == pytest.approx(2 * 2.218786816)
+    assert k.ms_per_step == pytest.approx(40.0)
+    assert k.gflop_per_step == pytest.approx(2 * 2.218786816)
 
 
 def test_efficiency_ratio():
@@ -99,10 +99,10 @@ def test_efficiency_ratio():
     # 4 calls / 2 steps × 25 ms isolated = 50 ms per step, against 40 ms logged in the model. Before issue 20
     # the ratio divided by the plain step (50 / 101), mixing framework time into a kernel figure; it is now
     # isolated ÷ in-model time of the same primitives, and the step share they cover is apart.
-    assert e["isolated_ms_per_step"] == pytest.approx(50.0)
-    assert e["efficiency_ratio"] == pytest.approx(50 / 40)
-    assert e["replayed_share_of_step"] == pytest.approx(40 / 101)
-    assert e["replayed_shapes"] == 1 and e["not_replayed_shapes"] == 0
+    assert e.isolated_ms_per_step == pytest.approx(50.0)
+    assert e.efficiency_ratio == pytest.approx(50 / 40)
+    assert e.replayed_share_of_step == pytest.approx(40 / 101)
+    assert e.replayed_shapes == 1 and e.not_replayed_shapes == 0
 
 
 @pytest.mark.parametrize("op, cat", [("c10d::allreduce_", "communication"), ("aten::mkldnn_convolution", "convolution"),
@@ -157,11 +157,11 @@ def test_replays_match_their_problem_with_the_layout_and_lost_time_comes_first()
     rows = pa.replay_rows(_two_layouts_of_one_reorder())
     # In the model 4 ms a call into AcdB64a2b (1 ms alone: efficiency 0.25, lost 0.75 × 4 ms per step = 3 ms),
     # 1 ms into abcd (0.5 alone: 0.5, lost 0.5 × 1 ms = 0.5 ms). Keyed without the layout they collided.
-    assert [(r["efficiency"], r["lost_ms_per_step"]) for r in rows] == [(0.25, 3.0), (0.5, 0.5)]
-    assert [r["same_implementation"] for r in rows] == [True, False]
+    assert [(r.efficiency, r.lost_ms_per_step) for r in rows] == [(0.25, 3.0), (0.5, 0.5)]
+    assert [r.same_implementation for r in rows] == [True, False]
     e = pa.efficiency(_two_layouts_of_one_reorder())
-    assert e["efficiency_ratio"] == pytest.approx((1.0 + 0.5) / (4 + 1))
-    assert e["implementation_mismatches"] == 1
+    assert e.efficiency_ratio == pytest.approx((1.0 + 0.5) / (4 + 1))
+    assert e.implementation_mismatches == 1
 
 
 def test_attribution_of_every_rank_against_plain_and_profiled_steps():
@@ -208,10 +208,10 @@ def test_the_efficiency_compares_fastest_call_with_fastest_call():
     r["onednn"]["shapes"][0]["min_ms"] = 10.0        # ... its fastest call 10 ms (the others were stalled)
     r["replay"][0].update(isolated_ms=19.0, isolated_min_ms=10.5, runs=30)   # alone: median 19, fastest 10.5
     (row,) = pa.replay_rows(t)
-    assert row["efficiency"] == pytest.approx(10.5 / 10.0)
-    assert (row["in_model_fastest_ms"], row["isolated_fastest_ms"], row["replay_runs"]) == (10.0, 10.5, 30)
-    assert row["lost_ms_per_step"] == pytest.approx((1 - 1.05) * 40.0)
-    assert pa.efficiency(t)["efficiency_ratio"] == pytest.approx(10.5 / 10.0)
+    assert row.efficiency == pytest.approx(10.5 / 10.0)
+    assert (row.in_model_fastest_ms, row.isolated_fastest_ms, row.replay_runs) == (10.0, 10.5, 30)
+    assert row.lost_ms_per_step == pytest.approx((1 - 1.05) * 40.0)
+    assert pa.efficiency(t).efficiency_ratio == pytest.approx(10.5 / 10.0)
     # Results written before fastest calls were kept: the replay's median against the model's mean, as before.
     del r["onednn"]["shapes"][0]["min_ms"], r["replay"][0]["isolated_min_ms"]
-    assert pa.replay_rows(t)[0]["efficiency"] == pytest.approx(19.0 / 20.0)
+    assert pa.replay_rows(t)[0].efficiency == pytest.approx(19.0 / 20.0)

@@ -49,8 +49,8 @@ def test_a_point_within_the_peaks_own_noise_is_not_above_its_roof():
 def test_the_dram_roof_does_not_bound_data_in_cache():
     t = _clean()
     t["results"][0]["stream_triad_gbs"] = 0.001   # a bandwidth roof far below every point, the compute roof intact
-    (point,) = [p for p in pa.roofline_points(t) if p["kind"] == "convolution"][:1]
-    assert point["achieved_gflops"] > point["attainable_gflops"]   # shown above the DRAM line in the roofline
+    (point,) = [p for p in pa.roofline_points(t) if p.kind == "convolution"][:1]
+    assert point.achieved_gflops > point.attainable_gflops   # shown above the DRAM line in the roofline
     assert pc.check_target(t) == []                                   # but nothing physical is broken
 
 

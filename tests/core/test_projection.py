@@ -89,12 +89,12 @@ def test_validation_compares_kind_by_kind_and_the_step():
     capped = _rank(plain_ms=170.0)
     capped["onednn"]["shapes"][0]["time_ms"] = 180.0                   # 90 ms per step of convolution
     capped["onednn"]["shapes"][0]["implementation"] = "brg_conv_fwd:avx2"
-    rows = {r["part"]: r for r in pj.validation_rows(native, {"results": [capped]})}
-    assert rows["convolution forward"] == {"part": "convolution forward", "native_ms": 40.0, "projected_ms": 100.0,
+    rows = {r.part: r for r in pj.validation_rows(native, {"results": [capped]})}
+    assert rows["convolution forward"].to_json() == {"part": "convolution forward", "native_ms": 40.0, "projected_ms": 100.0,
                                            "measured_ms": 90.0, "error": pytest.approx(100 / 90 - 1)}
     # capped: 170 ms plain step, 90 + 5 + 3 ms of primitives: 72 ms elsewhere, against 52 projected (kept)
-    assert rows[pj.OUTSIDE]["measured_ms"] == 72.0 and rows[pj.OUTSIDE]["projected_ms"] == 52.0
-    assert rows["step (slowest rank)"]["error"] == pytest.approx(161.25 / 170 - 1)
+    assert rows[pj.OUTSIDE].measured_ms == 72.0 and rows[pj.OUTSIDE].projected_ms == 52.0
+    assert rows["step (slowest rank)"].error == pytest.approx(161.25 / 170 - 1)
     assert pj.kernels_above({"results": [capped]}) == []
     capped["onednn"]["shapes"][1]["implementation"] = "jit:avx512_core"
     assert pj.kernels_above({"results": [capped]}) == ["jit:avx512_core"]

@@ -16,7 +16,7 @@ from orchestrator.core.predict.data import gradient_buckets
 from orchestrator.core.records import Kind, Record, Status, ThroughputSection
 from orchestrator.io.workload_finder import find_workload, parse_params
 from orchestrator.run import ddp
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import ConvergenceSettings, RankJob
 
 CPUS = sorted(os.sched_getaffinity(0))
 SWITCHES = {"ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True, "ddp_bucket_mb": 0.05}
@@ -87,10 +87,10 @@ def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
     assert (applied["ddp_bucket_mb"], applied["ddp_grad_as_bucket_view"]) == ("0.05", "true")
     t = outcomes[0].result.throughput
     # fp32 gradients in buckets of ~0.05 MiB, each moved as bfloat16: half the bytes
-    assert t["gradient_dtype"] == "float32" and t["ddp_wire_dtype"] == "bfloat16"
-    assert len(t["ddp_bucket_bytes"]) >= 2 and sum(t["ddp_bucket_bytes"]) == t["gradient_bytes"]
-    assert t["ddp_wire_bucket_bytes"] == [b // 2 for b in t["ddp_bucket_bytes"]]
-    checks = [o.result.throughput["allreduce_check"] for o in outcomes]
+    assert t.gradient_dtype == "float32" and t.ddp_wire_dtype == "bfloat16"
+    assert len(t.ddp_bucket_bytes) >= 2 and sum(t.ddp_bucket_bytes) == t.gradient_bytes
+    assert t.ddp_wire_bucket_bytes == [b // 2 for b in t.ddp_bucket_bytes]
+    checks = [o.result.throughput.allreduce_check for o in outcomes]
     local = [c["local_grad_sums"] for c in checks]
     synced = [c["synced_grad_sums"] for c in checks]
     assert synced[0] == pytest.approx(synced[1], rel=1e-6, abs=1e-9)   # every rank gets the same sums
@@ -101,9 +101,9 @@ def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
 
 @pytest.mark.needs_cpus(2)
 def test_training_with_the_bf16_hook_still_converges(tmp_path):
-    convergence = {"metric": "accuracy", "target": 0.85, "max_epochs": 3, "eval_every_epochs": 0.5,
-                   "lr_rule": "sqrt", "base_lr": 0.05, "base_batch": 32, "warmup_epochs": 0.0, "global_batch": 64}
+    convergence = ConvergenceSettings(metric="accuracy", target=0.85, max_epochs=3, eval_every_epochs=0.5,
+                                      lr_rule="sqrt", base_lr=0.05, base_batch=32, warmup_epochs=0.0, global_batch=64)
     outcomes = _run_two_ranks(tmp_path, _job(kind="convergence", convergence=convergence))
     report = outcomes[0].result.convergence
-    assert report["converged"], report["curve"]
+    assert report.converged, report.curve
     assert outcomes[0].result.applied["ddp_comm_hook"].startswith("bf16")

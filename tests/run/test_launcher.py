@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -66,7 +67,7 @@ def test_single_rank_runs_pinned_and_reports(tmp_path):
     assert outcome.result.affinity["main_thread"] == [CPUS[-1]]
     # Every thread of the process (OpenMP workers included) was born inside the rank's CPU.
     assert outcome.result.affinity["threads"] == [CPUS[-1]]
-    assert len(outcome.result.throughput["repeat_s"]) == 2
+    assert len(outcome.result.throughput.repeat_s) == 2
     assert outcome.peak_uss_mib > 50
 
 
@@ -76,7 +77,7 @@ def test_two_ranks_allreduce_and_disjoint_affinity(tmp_path):
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
     masks = [set(o.result.affinity["threads"]) for o in outcomes]
     assert masks[0] == {CPUS[0]} and masks[1] == {CPUS[1]}
-    checks = [o.result.throughput["allreduce_check"] for o in outcomes]
+    checks = [o.result.throughput.allreduce_check for o in outcomes]
     synced = [c["synced_grad_sums"] for c in checks]
     local = [c["local_grad_sums"] for c in checks]
     # After the all-reduce both ranks hold the same gradients, the mean of their (different) local ones.
@@ -128,10 +129,16 @@ def test_a_start_up_past_its_budget_is_a_timeout_that_says_where_it_was(tmp_path
     started = time.monotonic()
     (outcome,) = run_launchers(tmp_path, [(job, [CPUS[0]])], step_timeout_s=600, startup_timeout_s=6)
     assert outcome.status == "timeout"
-    # The stage named is the last one finished before the build: the workload's modules were imported.
-    assert "not ready after 6 s of start-up (building, after import_workload)" in outcome.reason, outcome.reason
-    # Its stacks were dumped before it was killed: the log shows where it was stuck.
-    assert "chaos/trainer.py" in outcome.log, outcome.log[-2000:]
+    # The reason names the last start-up stage the rank finished. Which one depends on how fast this CPU imports
+    # torch within the 6 s (on a loaded 2-vCPU machine it may not get past the interpreter), so any named stage
+    # of rank_main's clock is right; once past the workload's import, it is stuck in the build, and its stacks,
+    # dumped before it was killed, show the chaos trainer.
+    match = re.search(r"not ready after 6 s of start-up \(building, after (\w+)\): a stuck import", outcome.reason)
+    assert match, outcome.reason
+    assert match.group(1) in ("interpreter", "import_torch", "import_protocol", "rendezvous", "import_workload")
+    assert "Current thread" in outcome.log or "Thread 0x" in outcome.log, outcome.log[-2000:]   # the stack dump
+    if match.group(1) == "import_workload":
+        assert "chaos/trainer.py" in outcome.log, outcome.log[-2000:]
     assert time.monotonic() - started < 600   # ended by the start-up budget, not by the step timeout
 
 

@@ -62,14 +62,14 @@ def test_peak_rank_imports_neither_torchvision_nor_a_workload(tmp_path):
     # fp32 and a small GEMM would do; the protocol's size is fixed, fp32 keeps it quick on any CPU
     report, result = _run_rank(tmp_path, kind="peak", peak_precision="fp32")
     assert report["modules"] == []
-    assert result.peak is not None and result.peak["gflops"] > 0
+    assert result.peak is not None and result.peak.gflops > 0
     _assert_breakdown(result, ["interpreter", "import_torch", "import_protocol"])
 
 
 def test_allreduce_rank_imports_neither_torchvision_nor_a_workload(tmp_path):
     report, result = _run_rank(tmp_path, kind="allreduce", message_bytes=[4096])
     assert report["modules"] == []
-    assert result.allreduce is not None and len(result.allreduce["time_s"]) == 1
+    assert result.allreduce is not None and len(result.allreduce.time_s) == 1
     _assert_breakdown(result, ["interpreter", "import_torch", "import_protocol", "rendezvous", "barrier"])
 
 

@@ -12,8 +12,7 @@ from orchestrator.core.grid import Trial
 from orchestrator.core.plan import ConvergenceRun, PlannedTrial
 from orchestrator.core.records import Kind, Record, convergence_key
 from orchestrator.core.schedule import Admission, Region, admit_convergence
-from orchestrator.core.schema import to_plain
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import ConvergenceSettings, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 from orchestrator.run.reports import ConvergenceReport
 
@@ -44,7 +43,7 @@ class ConvergenceItem(WorkItem):
 
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
         return ctx.job(self.KIND, p, seed=self.seed,
-                       convergence={**to_plain(_section(ctx)), "global_batch": self.global_batch})
+                       convergence=ConvergenceSettings.of(_section(ctx), self.global_batch))
 
     def timeout_s(self, ctx: SweepContext) -> float:
         return float(_section(ctx).timeout_s)
@@ -90,10 +89,9 @@ def _section(ctx: SweepContext) -> Any:
 
 
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
-    from orchestrator.core.lr import learning_rate_at
     from orchestrator.run import protocol
     from orchestrator.run.rank_session import train
 
-    lr = learning_rate_at(job.convergence_section(), epoch=0.0)
+    lr = job.convergence_settings().schedule.at(0.0)
     return train(job, progress, clock, lambda s: {"report": protocol.train_to_target(job, s.trainer, s.module,
                                                                                           progress)}, lr=lr)
