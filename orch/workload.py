@@ -341,7 +341,7 @@ class ModelWorkload(Workload[MP]):
                  train_data: DatasetFactory[MP] | None, eval_data: DatasetFactory[MP] | None,
                  train_batches: BatchFactory[MP] | None, eval_batches: BatchFactory[MP] | None,
                  loss: LossFn | None, metrics: Mapping[str, Metric], optimizer: OptimizerFactory[MP] | None,
-                 samples_per_epoch: int | Callable[[MP], int] | None, description: str,
+                 samples_per_epoch: int | Callable[[MP], int | None] | None, description: str,
                  memory_mib: Callable[[MP, int], float] | None,
                  flops_per_sample: float | Callable[[MP], float] | None):
         self.name, self.description, self.params_type = name, description, params
@@ -371,7 +371,7 @@ def model_workload(*, name: str, params: type[MP], model: Callable[[MP], torch.n
                    train_batches: BatchFactory[MP] | None = None, eval_batches: BatchFactory[MP] | None = None,
                    loss: LossFn | None = None, metrics: Mapping[str, Metric] | None = None,
                    optimizer: OptimizerFactory[MP] | None = None,
-                   samples_per_epoch: int | Callable[[MP], int] | None = None, description: str = "",
+                   samples_per_epoch: int | Callable[[MP], int | None] | None = None, description: str = "",
                    memory_mib: Callable[[MP, int], float] | None = None,
                    flops_per_sample: float | Callable[[MP], float] | None = None) -> ModelWorkload[MP]:
     """A workload from a model factory and its data.
@@ -390,7 +390,8 @@ def model_workload(*, name: str, params: type[MP], model: Callable[[MP], torch.n
     - `optimizer(parameters, p, lr)`: your own; default: `p.optimizer` at `lr`.
     - `samples_per_epoch`, `memory_mib(p, local_batch)`, `flops_per_sample`: give them, or orch measures them
       with its probe (the dataset's length, the peak unique memory at two small batches, torch's FLOP
-      counter).
+      counter). A `samples_per_epoch(p)` that returns None leaves it to the probe for those parameters (a
+      dataset on disk whose length only the rank can read).
     """
     problems = []
     if (train_data is None) == (train_batches is None):

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
 # Set up orch on a fresh machine: a virtual environment in .venv with orch and its pinned dependencies
 # (torch and torchvision as a matching pair), plus numactl when the system package manager allows it.
-# Idempotent: a second run only checks. `--dev` adds the test tools. `--ipex` sets up the optional Intel
+# Idempotent: a second run only checks. `--hf` adds Hugging Face transformers (the `mlm` workload's extra, `hf`);
+# `--dev` adds the test tools and everything the tests need (`hf` too). `--ipex` sets up the optional Intel
 # stack instead, in .venv-ipex (see ipex_env below); .venv is left as it is. `--ccl` (implies --ipex) then
 # builds oneCCL's PyTorch bindings from source into .venv-ipex (scripts/build_torch_ccl.sh says what it pins;
 # minutes on two cores, once: the wheel is cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras=""
+dev=0
+hf=0
 ipex=0
 ccl=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="[dev]" ;;
+    --dev) dev=1; hf=1 ;;
+    --hf) hf=1 ;;
     --ipex) ipex=1 ;;
     --ccl) ipex=1; ccl=1 ;;
-    *) echo "setup: unknown option '$arg' (valid: --dev, --ipex, --ccl)" >&2; exit 2 ;;
+    *) echo "setup: unknown option '$arg' (valid: --dev, --hf, --ipex, --ccl)" >&2; exit 2 ;;
   esac
 done
+# pyproject.toml's optional extras, as pip spells them: "", "[hf]" or "[dev,hf]".
+names=()
+[ "$dev" = 1 ] && names+=(dev)
+[ "$hf" = 1 ] && names+=(hf)
+extras=""
+if [ "${#names[@]}" -gt 0 ]; then
+  extras="[$(IFS=,; echo "${names[*]}")]"
+fi
 
 # numactl binds each rank's memory to its socket's NUMA node; without it ranks are pinned with taskset.
 if ! command -v numactl >/dev/null 2>&1; then
@@ -48,9 +59,9 @@ ipex_env() {
   trap 'rm -f "$requirements"' RETURN
   "$venv/bin/python" - "$extras" "$IPEX_PINS" >"$requirements" <<'PY'
 import sys, tomllib
-extras, pins = sys.argv[1], sys.argv[2].split()
+extras, pins = sys.argv[1].strip("[]").split(",") if sys.argv[1] else [], sys.argv[2].split()
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-deps = project["dependencies"] + (project["optional-dependencies"]["dev"] if extras else [])
+deps = project["dependencies"] + [d for name in extras for d in project["optional-dependencies"][name]]
 swapped = {pin.split("==")[0] for pin in pins}
 print("\n".join([d for d in deps if d.split("=")[0].split(">")[0].strip() not in swapped] + pins))
 PY
