@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.predict import tables as ptab
-from orchestrator.core.predict.bands import ErrorBands
 from orchestrator.core.predict.capacity import (
     Prediction,
     Recommendation,
@@ -89,9 +88,8 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
                     inputs.same_machine, inputs.machine)
-    predictions = predict_layouts(target, inputs.sweep.spec, f.model, f.cells,
-                                  ErrorBands.from_validation(f.validation, f.cells), f.epochs_model,
-                                  inputs.sweep.rank_memory_mib, inputs.ccl_available, f.bootstrap)
+    predictions = predict_layouts(target, inputs.sweep.spec, f.basis, f.epochs_model, inputs.sweep.rank_memory_mib,
+                                  inputs.ccl_available)
     if not predictions:
         raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, inputs.sweep.rank_memory_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
