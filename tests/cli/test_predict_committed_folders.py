@@ -62,3 +62,31 @@ def test_nine_in_ten_held_out_cells_lie_inside_their_printed_intervals():
             inside += r.inside
             total += len(r.held_out)
     assert total > 150 and inside / total >= 0.9, (inside, total)
+
+
+def test_the_priors_hold_on_every_undisturbed_committed_folder():
+    """The stand-ins `evidence` uses where a folder has no pair of its own are at or below what the committed
+    folders measured (a new folder that scales worse must lower them: benchmarks/proxy_bias.py prints them)."""
+    import statistics
+
+    from orchestrator.core.predict import data, evidence
+
+    per_doubling, ratios, thread_ratios, threads_over_ranks = [], [], [], []
+    for folder in FOLDERS:
+        records = load_results(folder).records
+        cells, gemm = data.cells_from_records(records), data.gemm_peaks(records)
+        if evidence.disturbed_by(gemm):
+            continue
+        ev = evidence.evidence_of(cells, gemm)
+        per_doubling.append(ev.worst[evidence.ANY].per_doubling)
+        ratios += ev.ratios
+        thread_ratios += ev.thread_ratios
+        speedups = {(p.high.layout.ranks, p.high.layout.threads, p.high.layout.local_batch):
+                    p.high.samples_per_s / p.low.samples_per_s for p in evidence.pairs(cells)
+                    if p.low.layout.cores == 1}
+        threads_over_ranks += [s / speedups[(2, 1, b)] for (r, t, b), s in speedups.items()
+                               if (r, t) == (1, 2) and (2, 1, b) in speedups]
+    assert evidence.PRIOR_WORST_PER_DOUBLING <= min(per_doubling)
+    assert evidence.PRIOR_RATIO_LOW <= min(ratios)
+    assert abs(evidence.PRIOR_THREAD_RATIO - statistics.median(thread_ratios)) <= 0.05
+    assert evidence.CROSS_AXIS <= min(threads_over_ranks)
