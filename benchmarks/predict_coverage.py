@@ -6,7 +6,7 @@ and how many of them lie inside their printed intervals.
 Without folders: every committed one (results/*/ and results/ccl-vs-gloo/*/ with a trials.jsonl). Per folder
 and hold-out scheme (`orch predict --validate`'s; docs/prediction.md): the printed estimate's median / max
 absolute % error, orch's model's and Amdahl's beside it, the held-out cells inside their printed intervals and
-the median interval width (high − low over the estimate). Then the totals the issue's "done when" asks for:
+their median half-width ((high − low) ÷ 2 over the estimate). Then the totals the issue's "done when" asks for:
 
 - every held-out cell of a one-level-out scheme on threads or ranks with a finite interval;
 - the share of held-out cells inside their intervals over every scheme and folder, and the median width;
@@ -23,6 +23,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _half(width_pct: float | None) -> float | None:
+    return None if width_pct is None else width_pct / 2
 
 
 def committed() -> list[Path]:
@@ -66,7 +70,7 @@ def folder_rows(path: Path, cells: bool = False) -> tuple[list[str], list[tuple[
                     f"{_pct(printed.max_abs_pct if printed else None)} | "
                     f"{_pct(r.scores[MODEL].median_abs_pct)} / {_pct(r.scores[MODEL].max_abs_pct)} | "
                     f"{_pct(r.scores[AMDAHL].median_abs_pct)} / {_pct(r.scores[AMDAHL].max_abs_pct)} | "
-                    f"{r.inside}/{r.with_interval} of {len(r.held_out)} | {_pct(r.median_width_pct)} |")
+                    f"{r.inside}/{r.with_interval} of {len(r.held_out)} | ±{_pct(_half(r.median_width_pct))} |")
         if cells:
             rows += cell_rows(name, r.scheme, r.held_out)
         held += [((r.kind, r.axis), h) for h in r.held_out]
@@ -88,11 +92,11 @@ def totals(held: list[tuple[tuple[str, str], object]]) -> list[str]:
         with_interval = [h for h in cells if h.inside is not None]     # type: ignore[attr-defined]
         inside = sum(bool(h.inside) for h in with_interval)            # type: ignore[attr-defined]
         widths = [h.width_pct for h in with_interval]                  # type: ignore[attr-defined]
-        width = statistics.median(widths) if widths else None
+        width = _half(statistics.median(widths)) if widths else None
         share = 100.0 * inside / len(cells)
         return (f"- {what}: {len(cells)} held-out cells, {len(with_interval)} with a finite interval, "
-                f"{inside} inside it ({share:.1f}%); median width {_pct(width)}; printed estimate's |error| median "
-                f"{statistics.median(errors):.1f}%, max {max(errors):.1f}%, "
+                f"{inside} inside it ({share:.1f}%); median half-width ±{_pct(width)}; printed estimate's |error| "
+                f"median {statistics.median(errors):.1f}%, max {max(errors):.1f}%, "
                 f"{sum(e > 15 for e in errors)} over 15%")
 
     one_level = [h for (kind, axis), h in held if kind in ("level", "all but one") and axis in ("threads", "ranks")]
@@ -112,7 +116,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     folders = [p.resolve() for p in args.folders] or committed()
     print("| folder | held out | cells | printed: median / max | orch model | Amdahl | inside interval | "
-          "median width |")
+          "median half-width |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     held: list[tuple[tuple[str, str], object]] = []
     for path in folders:

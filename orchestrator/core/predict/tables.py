@@ -9,6 +9,7 @@ from orchestrator.core.predict.capacity import Prediction, Recommendation
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.epochs import EXTRAPOLATED, MEASURED
 from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.predict.interval import GEMM_PROXY
 from orchestrator.core.predict.step import TIES
 from orchestrator.core.predict.validate import MODEL, PREDICTORS, SchemeResult
 from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
@@ -146,7 +147,8 @@ def flags(p: Prediction) -> tuple[str, ...]:
         ("cpu assumed", any(n.startswith("CPU assumed") for n in p.notes)),
         ("cpu what-if", any(n.startswith("CPU what-if") for n in p.notes)),
         ("capped", any(n.startswith("capped") for n in p.notes)),
-        ("baseline predictor", p.predictor != MODEL),
+        ("baseline predictor", p.predictor not in (MODEL, GEMM_PROXY)),
+        ("bounded", any(n.startswith("one measured level") for n in p.notes)),
         ("epochs extrapolated", e is not None and e.status == EXTRAPOLATED),
         ("no interval", bool(p.no_interval))) if on]
     return tuple(out)
@@ -189,7 +191,10 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
         rows.append((f"{lay.ranks}×{lay.threads}×{lay.local_batch}", tuple(cells)))
     caption = ("Predicted samples/s with an interval from held-out errors (leave one cell out inside the measured "
                "range; beyond it the matching leave-one-level-out error times the distance in levels), the bootstrap "
-               "spread of the fit and the cells' noise, by the predictor that validated best on the row's axes; "
+               "spread of the fit and the cells' noise, by the predictor that validated best on the row's axes; where "
+               "an axis has one measured level, from bounds instead (linear scaling at one end, the worst efficiency "
+               "the measured cells and GEMM peaks allow at the other), the central estimate the GEMM peaks' scaling "
+               "corrected by the measured step ÷ GEMM efficiency; the notes say what set each end; "
                "epochs from the epochs model; time-to-train = epochs × samples per epoch ÷ samples/s ÷ 3600 "
                "(interval from both); node-hours = hours × nodes; runs/day on the whole target. Lettered notes say "
                "where a prediction is extrapolated or rests on an assumption.")
