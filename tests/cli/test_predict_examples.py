@@ -96,3 +96,16 @@ def test_orch_predict_on_a_4_node_target_fits_the_step_model_27_times(monkeypatc
         assert main(argv) == 0
     assert len(runs) == 27
     assert validate._amdahl_sigma.cache_info().currsize <= 25        # once per set of cells, not per layout
+
+
+def test_orch_predict_imports_neither_scipy_nor_torch_nor_ray():
+    """Importing scipy.optimize took orch predict 0.7 s on a 2-vCPU Zen 3: its fits use core.predict.lsq."""
+    import subprocess
+    import sys
+
+    probe = ("import contextlib, io, sys\nfrom orchestrator.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+             f"    assert main(['predict', {RETINANET!r}, '--json']) == 0\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'torch', 'ray', 'torchvision'}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

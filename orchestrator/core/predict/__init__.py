@@ -1,5 +1,6 @@
 """Capacity planning: fitted models of step time and epochs-to-target, their validation on held-out
-cells, and predictions for layouts, batches and clusters that were not run. Pure (numpy and scipy only).
+cells, and predictions for layouts, batches and clusters that were not run. Pure (numpy only: `lsq` is the
+bounded least squares every fit uses; importing scipy.optimize cost `orch predict` 0.7 s).
 
 What is measured, what is fitted and what is predicted are kept apart:
 

@@ -23,7 +23,7 @@ Why each piece:
   two). DDP overlaps bucket all-reduces with the backward pass, but on a CPU rank Gloo's thread also
   competes with the compute threads for cores, so γ is fitted, not assumed.
 
-The fit is bounded least squares in log space (scipy.optimize.least_squares): relative errors matter
+The fit is bounded least squares in log space (`lsq.solve`, numpy only): relative errors matter
 equally at every batch size. A parameter the cells cannot determine is frozen at a stated value and the
 model says so (`frozen`): σ needs two thread counts (else it comes from the GEMM peak's own thread scaling,
 when measured), κ three, a two local batches, μ multi-rank cells sharing a socket at two local batches, γ a
@@ -35,12 +35,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from orchestrator.core.predict.comm import LinkFit, link_for
+from orchestrator.core.predict.lsq import Fit, solve
 
 PARAMS = ("a_s", "c_s", "sigma", "sigma_a", "kappa", "mu", "rho", "gamma")
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -278,9 +278,9 @@ class Design:
 
 
 def _solve(residuals: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray], np.ndarray],
-           x0: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> Any:
+           x0: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> Fit:
     """One bounded least-squares run (every step-model fit goes through here: tests count the calls)."""
-    return least_squares(residuals, np.clip(x0, lower, upper), jac=jacobian, bounds=(lower, upper), x_scale="jac")
+    return solve(residuals, jacobian, x0, lower, upper)
 
 
 def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
