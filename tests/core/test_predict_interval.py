@@ -56,7 +56,7 @@ def test_one_thread_level_gets_a_bounded_interval_that_says_what_set_each_end():
     assert p.high_why.startswith("high end: linear scaling from 1×1×16 (efficiency ≤ 1)")
     assert p.low_why.startswith("low end: ") and "1×1×16 measured" in p.low_why
     assert p.predictor == interval.GEMM_PROXY
-    assert any("one measured level" in n for n in p.notes)
+    assert any(n.startswith("bounded (no held-out error for the largest threads") for n in p.notes)
 
 
 def test_the_interval_widens_with_the_distance_from_the_data():

@@ -41,7 +41,7 @@ from orchestrator.core.predict.step import Cell, Layout
 PRIOR_WORST_PER_DOUBLING = 0.31
 PRIOR_RATIO_LOW = 0.33
 PRIOR_THREAD_RATIO = 0.87
-PRIOR_SOURCE = "the committed folders' (no pair of cells on different cores here)"
+PRIOR_SOURCE = "the committed folders', with no pair of cells on different cores here"
 # The other axis's evidence on the same cores, where an axis has no pair of its own, times this margin: over the
 # committed folders a thread's efficiency fell to 0.93 of a rank's on the same two cores (ccl-vs-gloo/ccl-r0);
 # a rank's fell to 0.81 of a thread's on the RetinaNet (example-predict-retinanet, local batch 2) and to 0.37 on

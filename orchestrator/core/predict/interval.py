@@ -60,10 +60,11 @@ from orchestrator.core.predict.validate import (
 # all-reduce within this factor of the stand-in's (an assumption, said in the row's note, not a measurement).
 LINK_STAND_IN_SPAN = 4.0
 GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band is held-out error + 2 sd
-# The central estimate where an axis has one measured level: Amdahl's law in total cores, fitted to the other
-# axes' cells (the same cores split another way), had the lowest one-level-out error on threads and ranks
-# over the committed folders (benchmarks/predict_coverage.py, docs/prediction.md); orch's model takes the
-# GEMM peak's thread scaling there, which a training step does not reach.
+# The central estimate where an axis has one measured level, chosen by held-out error over the committed
+# folders (benchmarks/predict_coverage.py with each candidate; docs/prediction.md): one level out, the GEMM
+# proxy corrected for its measured bias was off by a median 6.4% on threads and 7.4% on ranks (10 of 68 cells
+# over 15%), Amdahl's law in total cores fitted to the other axis by 15.0% and 7.4% (32), orch's model, which
+# takes the GEMM peak's thread scaling uncorrected, by 12.2% and 12.7% (25).
 GEMM_PROXY = "GEMM peak (bias-corrected)"
 ONE_LEVEL_PREDICTOR = GEMM_PROXY
 
@@ -293,7 +294,8 @@ def _central(basis: Basis, model: StepModel, lay: Layout, anchor: Layout, a_mid:
     comm_anchor, comm_lay = model.comm(anchor)[0], model.comm(lay)[0]
     compute_anchor = max(anchor.global_batch / a_mid - comm_anchor, 0.5 * anchor.global_batch / a_mid)
     rate = anchor.global_batch / compute_anchor * speedup * q ** math.log2(lay.threads / anchor.threads)
-    source = f"{len(ev.thread_ratios)} thread pair(s) here" if ev.thread_ratios else PRIOR_SOURCE[:-1]
+    source = (f"median of {len(ev.thread_ratios)} thread pair(s) here" if ev.thread_ratios
+              else "the committed folders': no thread pair here")
     why = (f": {anchor.label} × the GEMM peaks' {speedup:.2f}× × {q:.2f} per doubling of the threads (step ÷ GEMM "
            f"efficiency, {source})" + (", plus the all-reduce as calibrated" if comm_lay > 0 else ""))
     return GEMM_PROXY, lay.global_batch / (lay.global_batch / rate + comm_lay), why
@@ -316,9 +318,9 @@ def _bounded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], 
     n = lay.cores / anchor.cores
     low, high = a_low * n * r_low, a_high * n * r_high
     low, comm_why = _with_comm(model, lay, anchor, low) if adds_comm else (low, "")
-    notes.append(f"one measured level ({choice.why}): bounded; central estimate by {predictor}{central_why}")
+    notes.append(f"bounded ({choice.why}); central estimate by {predictor}{central_why}")
     if not basis.evidence.measured:
-        notes.append(f"no pair of cells on different cores here: the scaling evidence is {PRIOR_SOURCE[:-1]}")
+        notes.append(f"the scaling evidence is {PRIOR_SOURCE}")
     return _held_inside(CellPrediction(value, low, high, predictor, extrap, tuple(dict.fromkeys(notes)), "",
                                        f"low end: {low_why}, from {a_how}{comm_why}",
                                        f"high end: {high_why}, from {a_how}"), basis.bands.noise_log)

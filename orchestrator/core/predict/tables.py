@@ -148,7 +148,7 @@ def flags(p: Prediction) -> tuple[str, ...]:
         ("cpu what-if", any(n.startswith("CPU what-if") for n in p.notes)),
         ("capped", any(n.startswith("capped") for n in p.notes)),
         ("baseline predictor", p.predictor not in (MODEL, GEMM_PROXY)),
-        ("bounded", any(n.startswith("one measured level") for n in p.notes)),
+        ("bounded", any(n.startswith("bounded (") for n in p.notes)),
         ("epochs extrapolated", e is not None and e.status == EXTRAPOLATED),
         ("no interval", bool(p.no_interval))) if on]
     return tuple(out)
