@@ -1,21 +1,25 @@
-"""How long `orch predict` takes for a 64-node target, bootstrap included, and whether it stays torch- and Ray-free.
+"""How long `orch predict` takes for a 4-node and a 64-node target, how many fits it makes, and whether it
+stays torch- and Ray-free.
 
     .venv/bin/python benchmarks/bench_predict.py [--results results/example-predict-retinanet]
-        [--rcp tests/data/rcp/rcps_retinanet.json | --rcp none] [--topology FILE] [--runs 5]
+        [--runs 5] [--target 4|64|both]
 
-The default case is issue 19's: the small RetinaNet example with MLPerf's RetinaNet RCP file, planned on
-`sweeps/topologies/cluster-64x2s28c.yaml` (64 nodes of 2 sockets × 28 cores, hyperthreads 2, 192 GiB).
+The targets: issue 34's, `sweeps/topologies/cluster-4x2s28c.yaml` (4 nodes of 2 sockets × 28 cores) with the
+epochs of `results/example-retinanet`'s RCP file; and issue 19's, `sweeps/topologies/cluster-64x2s28c.yaml`
+with MLPerf's RetinaNet RCP file. Per target:
 
-In process, each the median of several runs:
-- fit: reading the records and fitting every model with its full hold-out validation and the residual
-  bootstrap of the step fit (`load_inputs` → `fit_all`; the number of bootstrap refits is printed);
-- predict: every feasible layout of the target at node counts 1, 2, 4, ..., 64 (the plan code of `orch plan`)
-  with intervals, epochs, time-to-train, marks and the recommendation.
-End to end, in a fresh process each run (interpreter start-up, imports, fit with bootstrap, predict, output):
-- `orch predict ... --json` (prints everything, writes nothing): the figure issue 19's target (< 2 s) is about;
-- `orch predict ... --json --out DIR` (also the files and the four PNGs);
-and the heavy modules the process imported (must be none). Prints one line per measurement; the times are for
-this machine at the time of the run, so run it on a quiet machine before quoting them.
+- counts, the same on any machine: step-model fits (least-squares runs through `step._solve`), bootstrap
+  refits made (the bootstrap waits for a layout predicted by orch's model beyond the data), all
+  least-squares solves (`core.predict.lsq`: step model, links, epochs);
+- in process, the median of several runs: reading the records and fitting every model with its hold-out
+  validation (`load_inputs` → `fit_all`), then predicting every feasible layout (`prediction_report`);
+- end to end, in a fresh process each run (interpreter start-up, imports, fit, predict, output):
+  `orch predict ... --json` (prints everything, writes nothing): the figure issue 34's target (< 2 s on the
+  slowest CPU at hand) is about; and `orch predict ... --validate --json` (the nested validation with printed
+  intervals, for reference);
+- the heavy modules the process imported (must be none; scipy among them: the fits are numpy's).
+
+The times are this machine's at the time of the run: run it on a quiet machine before quoting them.
 """
 
 from __future__ import annotations
@@ -25,14 +29,19 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "ray", "torchvision")
+HEAVY = ("torch", "ray", "torchvision", "scipy")
 TARGET_S = 2.0
+TARGETS = {
+    "4": (REPO / "sweeps" / "topologies" / "cluster-4x2s28c.yaml",
+          REPO / "results" / "example-retinanet" / "report" / "rcps_retinanet.json"),
+    "64": (REPO / "sweeps" / "topologies" / "cluster-64x2s28c.yaml",
+           REPO / "tests" / "data" / "rcp" / "rcps_retinanet.json"),
+}
 PROBE = """
 import contextlib, io, json, sys
 from orchestrator.cli import main
@@ -65,37 +74,64 @@ def end_to_end(argv: list[str], runs: int) -> tuple[list[float], str]:
     return samples, report
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=REPO / "results" / "example-predict-retinanet")
-    parser.add_argument("--rcp", default=str(REPO / "tests" / "data" / "rcp" / "rcps_retinanet.json"),
-                        help="RCP file, or 'none' for the results' own convergence data")
-    parser.add_argument("--topology", type=Path, default=REPO / "sweeps" / "topologies" / "cluster-64x2s28c.yaml")
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
+def counts(options: SimpleNamespace) -> str:
+    """Fits, bootstrap refits and least-squares solves of one prediction, counted (deterministic)."""
+    from orchestrator.core.predict import comm, epochs, lsq, step
     from orchestrator.io.predict_inputs import load_inputs
     from orchestrator.report.prediction import prediction_report
 
-    rcp = None if args.rcp == "none" else args.rcp
-    options = SimpleNamespace(results=str(args.results), topology=str(args.topology), nodes=None, local_batch=None,
-                              rcp=rcp, samples_per_epoch=None, calibration=[], deadline_h=None, budget_node_h=None)
-    fit_s, inputs = timed(lambda: load_inputs(options), args.runs)
-    predict_s, report = timed(lambda: prediction_report(inputs), args.runs)
+    solves, calls = [], []
+    solve, lsq_solve = step._solve, lsq.solve
+
+    def counting(*a, **k):
+        calls.append(1)
+        return lsq_solve(*a, **k)
+    step._solve = lambda *a, **k: solves.append(1) or solve(*a, **k)
+    comm.solve = epochs.solve = step.solve = counting
+    try:
+        inputs = load_inputs(options)
+        prediction_report(inputs)
+    finally:
+        step._solve, comm.solve, epochs.solve, step.solve = solve, lsq_solve, lsq_solve, lsq_solve
+    boot = inputs.fitted.basis.boot
+    refits = len(boot.models()) if boot.computed else 0
+    return (f"{len(solves)} step-model fits (least-squares runs), {refits} bootstrap refits among them, "
+            f"{len(calls)} least-squares solves in all")
+
+
+def bench(target: str, results: Path, runs: int) -> None:
+    from orchestrator.io.predict_inputs import load_inputs
+    from orchestrator.report.prediction import prediction_report
+
+    topology, rcp = TARGETS[target]
+    options = SimpleNamespace(results=str(results), topology=str(topology), nodes=None, local_batch=None,
+                              rcp=str(rcp), samples_per_epoch=None, calibration=[], deadline_h=None,
+                              budget_node_h=None, validate=False)
+    print(f"target: {topology.name}, RCP {rcp.relative_to(REPO)}")
+    print(f"  counted: {counts(options)}")
+    fit_s, inputs = timed(lambda: load_inputs(options), runs)
+    predict_s, report = timed(lambda: prediction_report(inputs), runs)
     nodes = max(p.layout.nodes for p in report.predictions)
-    print(f"fit + validation + bootstrap ({len(inputs.fitted.cells)} cells, {len(inputs.fitted.bootstrap)} refits): "
-          f"median {fit_s * 1e3:8.1f} ms")
-    print(f"predict {len(report.predictions)} layouts on 1..{nodes} nodes:           median {predict_s * 1e3:8.1f} ms")
-    argv = ["predict", str(args.results), "--topology", str(args.topology), "--json", *(["--rcp", rcp] if rcp else [])]
-    with tempfile.TemporaryDirectory() as tmp:
-        cases = (("--json, no files", []), ("--json --out (files, 4 PNGs)", ["--out", str(Path(tmp) / "o")]))
-        for what, extra in cases:
-            samples, heavy = end_to_end(argv + extra, args.runs)
-            median = statistics.median(samples)
-            verdict = "under" if median < TARGET_S else "OVER"
-            runs = ", ".join(f"{s:.2f}" for s in samples)
-            print(f"end to end, new process, {what}: median {median:.2f} s (runs {runs}; {verdict} the "
-                  f"{TARGET_S:g} s target); {heavy}")
+    print(f"  fit + validation ({len(inputs.fitted.cells)} cells): median {fit_s * 1e3:8.1f} ms")
+    print(f"  predict {len(report.predictions)} layouts on 1..{nodes} nodes: median {predict_s * 1e3:8.1f} ms")
+    argv = ["predict", str(results), "--topology", str(topology), "--rcp", str(rcp), "--json"]
+    for what, extra in (("--json", []), ("--validate --json", ["--validate"])):
+        samples, heavy = end_to_end(argv + extra, runs)
+        median = statistics.median(samples)
+        verdict = f"{'under' if median < TARGET_S else 'OVER'} the {TARGET_S:g} s target" if not extra else "reference"
+        print(f"  end to end, new process, {what}: median {median:.2f} s (runs "
+              f"{', '.join(f'{s:.2f}' for s in samples)}; {verdict}); {heavy}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=REPO / "results" / "example-predict-retinanet")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--target", choices=("4", "64", "both"), default="both")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    for target in (("4", "64") if args.target == "both" else (args.target,)):
+        bench(target, args.results, args.runs)
     return 0
 
 

@@ -53,8 +53,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     limits.add_argument("--budget-node-h", type=positive_number, metavar="N", dest="budget_node_h",
                         help="recommend the fastest layout within N node-hours")
     parser.add_argument("--validate", action="store_true",
-                        help="print the held-out validation in full (leave one cell out, leave the largest level "
-                             "out, leave one global batch out) beside the linear and Amdahl baselines")
+                        help="print the held-out validation in full (leave one cell out, each level of ranks, "
+                             "threads and local batch out, all levels but one, leave one global batch out) beside "
+                             "the linear and Amdahl baselines, with what orch predict prints for the held-out cells "
+                             "from the training cells alone: its error, the share inside the printed intervals and "
+                             "their median width")
     parser.add_argument("--json", action="store_true",
                         help="print everything as JSON on stdout (every layout with its interval ends, flags and "
                              "notes as fields, and every warning)")

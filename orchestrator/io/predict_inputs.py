@@ -145,7 +145,8 @@ def load_inputs(args: Any) -> PredictInputs:
         fitted = fit_all(results.records, extra_calibration=extra,
                          rcp_points=None if rcp_in is None else rcp_in.points,
                          rcp_source="" if rcp_in is None else rcp_in.source,
-                         rcp_pruned=() if rcp_in is None else rcp_in.pruned)
+                         rcp_pruned=() if rcp_in is None else rcp_in.pruned,
+                         coverage=bool(getattr(args, "validate", False)))
     except NotFittable as err:
         raise PredictInputError(f"{results.path}: {err}") from None
     warnings = list(results.errors) + list(rcp_in.notes if rcp_in else ())

@@ -111,7 +111,7 @@ def _prediction(records: Records) -> dict[str, Any]:
     from orchestrator.core.predict.fit import NotFittable, fit_all
 
     try:
-        fitted = fit_all(records)
+        fitted = fit_all(records, coverage=True)
     except NotFittable:
         return {}
     tables = [ptab.model_table(fitted)] + ([ptab.calibration_table(fitted)] if fitted.links else [])

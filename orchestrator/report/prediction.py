@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.predict import tables as ptab
-from orchestrator.core.predict.bands import ErrorBands
 from orchestrator.core.predict.capacity import (
     Prediction,
     Recommendation,
@@ -92,9 +91,8 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     def memory_mib(local_batch: int) -> float:   # unknown (not declared, not probed): no memory rule
         return inputs.sweep.rank_memory_mib(local_batch) or 0.0
 
-    predictions = predict_layouts(target, inputs.sweep.spec, f.model, f.cells,
-                                  ErrorBands.from_validation(f.validation, f.cells), f.epochs_model,
-                                  memory_mib, inputs.ccl_available, f.bootstrap)
+    predictions = predict_layouts(target, inputs.sweep.spec, f.basis, f.epochs_model, memory_mib,
+                                  inputs.ccl_available)
     if not predictions:
         raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, memory_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)

@@ -147,7 +147,7 @@ class SweepProgress:
                 self.done += 1
                 self.bar.advance(self.task)
                 if self.eta is not None and isinstance(record.wall_s, (int, float)):
-                    self.eta.finished(record.key, record.wall_s)
+                    self.eta.finished(record.key, record.wall_s, record)   # the measured terms refine it
             if self.lines:
                 # Infeasible points are recorded without running, so they have no count and no duration.
                 head = f"[{self.done}/{self.total}] " if counts else ""

@@ -84,7 +84,7 @@ def test_the_base_files_are_valid(tmp_path, capsys):
      "measure.timed_steps (line 12): duplicate key (YAML would silently keep the last one)"),
     ("ranks: [1, 2]", "ranks: [1, 2", "(line 8): YAML syntax error"),
     ("name: classifier", "name: classifer",
-     "workload.name (line 3): no workload named 'classifer': the entry points of group orch.workloads are: chaos, classifier, retinanet"),
+     "workload.name (line 3): no workload named 'classifer': the entry points of group orch.workloads are: chaos, classifier, "),
     ("hidden: 64", "hidden: 64\n    depth: 3",
      "workload.params.depth (line 6): unknown key; valid keys are: classes, data_seed, ddp_bucket_mb, ddp_comm_hook, "
      "ddp_grad_as_bucket_view, features, hidden, ipex, lr, "),

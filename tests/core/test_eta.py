@@ -40,3 +40,70 @@ def test_finished_trials_rescale_their_kind_and_running_ones_count_down():
     e.finished("t1", 1000.0)                 # a second report of the same trial changes nothing
     assert e.remaining_s() == pytest.approx(35.0)
     assert e.total_s == pytest.approx(45.0)   # the first estimate stays what it was
+
+
+# --- a convergence run's cost, from what the sweep measured ------------------------------------------------
+
+from orchestrator.core import records as rec  # noqa: E402
+
+COSTS = eta.RunCosts(samples_per_epoch=256, max_epochs=10.0, eval_every_epochs=0.5, eval_samples=32, node_cores=2)
+
+
+def _sweep() -> Eta:
+    """The default sweep's shape on a 2-core node: two 1-core and one 2-core convergence runs."""
+    work = [Work("peak-r1-t1", "peak", 6.5, 1), Work("peak-r2-t1", "peak", 6.5, 2),
+            Work("r1-t1-b8", "throughput", 20.0, 1, eta.Shape(1, 1, 8), 0.2),
+            Work("r2-t1-b8", "throughput", 20.0, 2, eta.Shape(2, 1, 8), 0.2)]
+    for key, shape, cores in (("conv-g8-s0", eta.Shape(1, 1, 8), 1), ("conv-g8-s1", eta.Shape(1, 1, 8), 1),
+                              ("conv-g16-s0", eta.Shape(2, 1, 8), 2)):
+        first = eta.convergence_run_s(COSTS, shape, 0.2, epochs=5.0)
+        work.append(Work(key, "convergence", first, cores, shape, 0.2))
+    return Eta(work, cores=2, costs=COSTS)
+
+
+def _record(kind, key, ranks, *, startup_s=None, **sections):
+    return rec.Record(kind=kind, key=key, status="ok", ranks=ranks, threads_per_rank=1, local_batch=8,
+                      global_batch=8 * ranks, startup_s=startup_s, **sections)
+
+
+def test_a_convergence_run_is_its_start_up_steps_and_evaluations_by_hand():
+    # 5 epochs × 256 / 8 = 160 steps of 0.2 s = 32 s; 10 evaluations × 32 samples × 0.2 / 8 s × 0.5 = 4 s; 3 s
+    assert eta.convergence_run_s(COSTS, eta.Shape(1, 1, 8), 0.2, epochs=5.0) == pytest.approx(39.0)
+    # 2 ranks share the eval set: 16 samples each; the packing slows steps and evaluations alike
+    two = eta.convergence_run_s(COSTS, eta.Shape(2, 1, 8), 0.3, epochs=5.0, startup_s=4.0, packing=1.5)
+    assert two == pytest.approx(4.0 + (80 * 0.3 + 10 * 16 * 0.3 / 8 * 0.5) * 1.5)
+    assert eta.packing_of({(1, 1): 100.0, (2, 1): 100.0}) == pytest.approx(2.0)     # two vCPUs of one core
+
+
+def test_measured_steps_start_ups_packing_epochs_and_evaluation_replace_the_priors():
+    e = _sweep()
+    conv_g8, conv_g16 = e.work["conv-g8-s1"], e.work["conv-g16-s0"]
+    assert e.expected_s(conv_g8) == pytest.approx(39.0)
+    e.finished("peak-r1-t1", 6.0, _record("peak", "peak-r1-t1", 1, peak=rec.PeakSection(precision="fp32", gflops=100.0,
+                                                                                          concurrent=True)))
+    e.finished("peak-r2-t1", 6.0, _record("peak", "peak-r2-t1", 2, peak=rec.PeakSection(precision="fp32", gflops=125.0,
+                                                                                          concurrent=True)))
+    assert e.measured.packing == pytest.approx(1.6)            # 2 × 100 / 125: a 1-core run slowed beside another
+    e.finished("r1-t1-b8", 20.0, _record("throughput", "r1-t1-b8", 1, startup_s=4.0,
+                                         throughput=rec.ThroughputSection(samples_per_s=20.0)))   # 0.4 s steps
+    e.finished("r2-t1-b8", 20.0, _record("throughput", "r2-t1-b8", 2, startup_s=5.0,
+                                         throughput=rec.ThroughputSection(samples_per_s=32.0)))   # 0.5 s steps
+    assert e.expected_s(conv_g8) == pytest.approx(4.0 + (160 * 0.4 + 10 * 32 * 0.4 / 8 * 0.5) * 1.6)
+    assert e.expected_s(conv_g16) == pytest.approx(5.0 + 80 * 0.5 + 10 * 16 * 0.5 / 8 * 0.5)     # no packing
+    # a g8 run took 6 epochs, its evaluations (12 of 32 samples) 9.6 s beyond its steps at 1.6 × 0.4 s
+    run = rec.ConvergenceSection(epochs_run=6.0, train_s=192 * 0.4 * 1.6 + 9.6, curve=[[0.5, 0.1]] * 12)
+    e.finished("conv-g8-s0", 140.0, _record("convergence", "conv-g8-s0", 1, startup_s=7.0, convergence=run))
+    assert e.measured.eval_costs == [pytest.approx(9.6 / 1.6 / (12 * 32 * 0.4 / 8))]
+    assert e.expected_s(conv_g8) == pytest.approx(7.0 + (192 * 0.4 + 12 * 32 * 0.4 / 8 * 0.3125) * 1.6)
+    # g16 has no finished seed: its epochs are the prior scaled as the g8 run's were (6 of 5)
+    assert e.expected_s(conv_g16) == pytest.approx(7.0 + 96 * 0.5 + 12 * 16 * 0.5 / 8 * 0.3125)
+
+
+def test_replay_tells_the_estimate_what_each_record_measured():
+    e = _sweep()
+    finished = [(0.0, 6.0, _record("peak", "peak-r1-t1", 1, peak=rec.PeakSection(precision="fp32", gflops=100.0))),
+                (6.0, 20.0, _record("throughput", "r1-t1-b8", 1, startup_s=4.0,
+                                    throughput=rec.ThroughputSection(samples_per_s=20.0)))]
+    r = eta.replay(list(e.work.values()), 2, COSTS, finished)
+    assert r.first_s == pytest.approx(e.total_s) and r.actual_s == pytest.approx(26.0)
+    assert [p[0] for p in r.points] == [6.0, 26.0] and r.points[-1][2] == 0.0

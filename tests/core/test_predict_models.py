@@ -166,3 +166,24 @@ def test_uncalibrated_within_socket_link_borrows_a_slower_class_not_zero():
     assert fit is LINKS["nodes"] and "pessimistic" in note
     m = step.StepModel(TRUE, fits, BUCKETS)
     assert m.comm(Layout(2, 1, 8, 1, 2, "socket"))[0] > 0
+
+
+def test_the_fits_analytic_jacobian_matches_finite_differences():
+    """The fit's Jacobian is written out by hand (one evaluation per iteration instead of one per parameter):
+    it must be the derivative of the vectorised model, which must be StepModel.step_s, at every term."""
+    import numpy as np
+
+    cells = cells_from(truth(), GRID)
+    design = step.Design.of(cells, LINKS, BUCKETS)
+    p = np.array([{**TRUE, "kappa": 0.01}[name] for name in step.PARAMS])
+    model = step.StepModel(dict(zip(step.PARAMS, p)), LINKS, BUCKETS)
+    assert np.allclose(design.log_step_s_of(step.StepParams(*p)), [math.log(model.step_s(c.layout)) for c in cells],
+                       rtol=1e-12)
+    jac = design.jacobian(step.StepParams(*p))
+    for i in range(len(p)):
+        h = 1e-6 * abs(p[i]) if p[i] else 1e-7
+        up, down = p.copy(), p.copy()
+        up[i] += h
+        down[i] -= h
+        numeric = (design.log_step_s_of(step.StepParams(*up)) - design.log_step_s_of(step.StepParams(*down))) / (2 * h)
+        assert np.allclose(jac[:, i], numeric, rtol=1e-5, atol=1e-7), step.PARAMS[i]

@@ -13,14 +13,25 @@ from orchestrator.core.predict.epochs import BatchPoint, critical_batch_epochs
 from orchestrator.core.predict.step import Cell, Layout, StepModel
 
 
-def test_schemes_hold_out_each_cell_and_each_largest_level():
+def test_schemes_hold_out_each_cell_each_level_and_all_levels_but_one():
     cells = cells_from(StepModel(TRUE, LINKS, BUCKETS), GRID)
-    names = [s.name for s in validate.schemes(cells)]
-    assert names == ["leave one cell out", "largest ranks (4)", "largest threads (4)", "largest local batch (128)"]
-    loo = validate.schemes(cells)[0]
-    assert len(loo.groups) == len(cells) and all(len(g) == 1 for g in loo.groups)
+    run, skipped = validate.schemes(cells)
+    names = [s.name for s in run]
+    assert names == ["leave one cell out", "ranks 2", "largest ranks (4)", "ranks: all but 1",
+                     "smallest threads (1)", "threads 2", "largest threads (4)", "threads: all but 1",
+                     "smallest local batch (8)", "local batch 16", "local batch 32", "local batch 64",
+                     "largest local batch (128)", "local batch: all but 8"]
+    # holding out the 1-rank cells leaves nothing to fit a base on: skipped, and said
+    assert [(s.scheme, s.why) for s in skipped] == [("smallest ranks (1)", "no 1-rank cell left to fit")]
+    by_name = {s.name: s for s in run}
+    assert len(by_name["leave one cell out"].groups) == len(cells)
+    assert all(len(g) == 1 for g in by_name["leave one cell out"].groups)
+    assert {c.layout.threads for c in by_name["threads: all but 1"].groups[0]} == {2, 4}
+    assert (by_name["smallest threads (1)"].direction, by_name["threads 2"].direction,
+            by_name["largest threads (4)"].direction) == (validate.BELOW, validate.INSIDE, validate.ABOVE)
+    assert by_name["largest local batch (128)"].step_log2 == 1.0
     multi = cells + [Cell(Layout(2, 1, 8, 2, 1, "nodes"), 1000.0)]
-    assert validate.schemes(multi)[-1].name == "multi-node cells"
+    assert validate.schemes(multi)[0][-1].name == "multi-node cells"
 
 
 def test_model_beats_both_baselines_on_data_it_can_describe():

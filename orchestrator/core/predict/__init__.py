@@ -1,12 +1,27 @@
 """Capacity planning: fitted models of step time and epochs-to-target, their validation on held-out
-cells, and predictions for layouts, batches and clusters that were not run. Pure (numpy and scipy only).
+cells, and predictions for layouts, batches and clusters that were not run. Pure (numpy only: `lsq` is the
+bounded least squares every fit uses; importing scipy.optimize cost `orch predict` 0.7 s).
 
 What is measured, what is fitted and what is predicted are kept apart:
 
 - measured: throughput records, all-reduce calibration records, GEMM peaks, convergence records (or an
-  MLPerf RCP file);
+  MLPerf RCP file) — `data` reads them as cells, buckets and peaks;
 - fitted: `comm.LinkFit` (α, β per link class), `step.StepModel` (compute ⊕ communication),
-  `epochs.EpochsModel` (critical-batch form);
-- predicted: `capacity.predict_layouts` for every feasible layout of a target topology, each with an
-  interval taken from the model's own held-out error (`validate`).
+  `epochs.EpochsModel` (critical-batch form), their held-out validation (`validate`) and the residual
+  bootstrap of the step fit (`uncertainty`); `evidence` sums up how the measured steps and GEMM peaks scale
+  over more cores;
+- predicted: `interval.predict_cell` for any one layout, with an interval from held-out errors (`bands`) or,
+  where an axis has one measured level, from bounds (physics and the evidence); `capacity.predict_layouts`
+  for every feasible layout of a target topology; `machine` for a target with other CPUs; `tables` renders.
+
+`fit.fit_all` fits everything `orch predict` and `orch report` show. For one cell from the records so far
+(what an adaptive sweep asks of every candidate cell):
+
+    basis = fit.basis_from_records(records)          # fits once: step model, hold-out schemes, evidence
+    p = interval.predict_cell(basis, Layout(ranks, threads, local_batch))
+    p.value, p.low, p.high                           # samples/s and its interval (None, None: p.no_interval)
+    p.low_why, p.high_why, p.predictor, p.notes      # what set each end, and how
+
+`basis_from_records` raises `fit.NotFittable` (with the cells that would make it fittable) below 3 cells or
+without a 1-rank cell; `predict_cell` is arithmetic on the basis (the bootstrap refits on first use).
 """

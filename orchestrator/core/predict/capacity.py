@@ -18,6 +18,7 @@ under a deadline (fewest node-hours that meet it) or a budget (fastest within it
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -26,14 +27,12 @@ from orchestrator.core.constraints import Rules, check
 from orchestrator.core.grid import Trial, powers_of_two_up_to
 from orchestrator.core.placement import Placement
 from orchestrator.core.plan import make_plan
-from orchestrator.core.predict.bands import ErrorBands, choose, extrapolation_axes
-from orchestrator.core.predict.comm import stand_in_direction
 from orchestrator.core.predict.data import layout_on_sockets
 from orchestrator.core.predict.epochs import NOT_CONVERGED, EpochsModel, EpochsPrediction
+from orchestrator.core.predict.interval import Basis, predict_cell
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
-from orchestrator.core.predict.step import Cell, Layout, StepModel
-from orchestrator.core.predict.uncertainty import log_spread
-from orchestrator.core.predict.validate import MODEL, amdahl_sigma, baseline
+from orchestrator.core.predict.step import Layout
+from orchestrator.core.predict.validate import MODEL
 from orchestrator.core.spec import GridSpec, SweepSpec
 from orchestrator.core.topology import Topology
 
@@ -72,90 +71,6 @@ class Prediction:
         epochs = [w for w in ((e.note, e.no_interval) if e else ()) if w]
         return tuple(dict.fromkeys([*self.extrapolated, *self.notes, *epochs,
                                     *([self.no_interval] if self.no_interval else [])]))
-
-
-# An uncalibrated link class is costed with a calibrated stand-in; the interval assumes the real link's
-# all-reduce is within this factor of the stand-in's (an assumption, said in the row's note, not a measurement).
-LINK_STAND_IN_SPAN = 4.0
-GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band is held-out error + 2 sd
-
-
-@dataclass(frozen=True, slots=True)
-class Band:
-    value: float
-    low: float | None
-    high: float | None
-    predictor: str
-    extrapolated: tuple[str, ...]
-    notes: tuple[str, ...]
-    no_interval: str
-
-
-def _value(predictor: str, model: StepModel, cells: Sequence[Cell], sigma: float, lay: Layout) -> float:
-    if predictor == MODEL:
-        return model.samples_per_s(lay)
-    linear, amdahl = baseline(cells, lay, sigma)
-    return (linear if predictor == "linear scaling" else amdahl) / model.compute_scale
-
-
-def _band(model: StepModel, lay: Layout, cells: Sequence[Cell], bands: ErrorBands,
-          boot: Sequence[StepModel] = (), machine: MachineWhatIf = SAME_MACHINE) -> Band:
-    """samples/s of a layout with its interval, the predictor that gave it, and its notes."""
-    axes = extrapolation_axes(lay, cells)
-    choice = choose(bands, axes)
-    sigma = amdahl_sigma(cells) if choice.predictor != MODEL else 0.0
-    value = _value(choice.predictor, model, cells, sigma, lay)
-    notes = [a.proxy for a in axes if a.proxy] + ([choice.why] if choice.width_log is not None and choice.why
-                                                 else []) + list(_notes(model, lay)) + ([machine.note] if machine.note
-                                                                                        else [])
-    # efficiency ≤ 1: nothing above linear scaling from the 1-rank, fewest-threads layout at the same batch
-    base = Layout(1, min(c.layout.threads for c in cells), lay.local_batch)
-    cap = _value(choice.predictor, model, cells, sigma, base) * lay.cores / base.cores if lay != base else math.inf
-    if value > cap:
-        value = cap
-        notes.append("capped at linear scaling from 1 rank (efficiency ≤ 1)")
-    extrap = tuple(a.words for a in axes)
-    if choice.width_log is None:
-        return Band(value, None, None, choice.predictor, extrap, tuple(dict.fromkeys(notes)), choice.why)
-    width = choice.width_log + (GAUSS_95 * log_spread(boot, lay) if choice.predictor == MODEL else 0.0)
-    width = max(width, bands.noise_log)
-    if width <= 0:
-        return Band(value, None, None, choice.predictor, extrap, tuple(dict.fromkeys(notes)),
-                    "no interval: the held-out errors and the cells' noise are all zero (exact data?)")
-    low, high = value * math.exp(-width), value * math.exp(width)
-    low, high = _other_ends(model, lay, value, low, high, machine)
-    return Band(value, low, min(high, cap), choice.predictor, extrap, tuple(dict.fromkeys(notes)), "")
-
-
-def _other_ends(model: StepModel, lay: Layout, value: float, low: float, high: float,
-                machine: MachineWhatIf) -> tuple[float, float]:
-    """Widen for what the held-out errors do not cover: a stand-in link (the real one assumed within
-    LINK_STAND_IN_SPAN of it) and a CPU what-if (the other end at the other scale)."""
-    central = model.samples_per_s(lay)
-    if lay.link is not None and lay.ranks > 1:
-        direction = stand_in_direction(lay.link, model.links)
-        if direction:
-            rho = model.values.rho
-            changed = replace(model, params={**model.params, "rho": rho * LINK_STAND_IN_SPAN ** direction})
-            ratio = changed.samples_per_s(lay) / central
-            low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
-    if machine.other_end_scale != machine.compute_scale:
-        ratio = replace(model, compute_scale=machine.other_end_scale).samples_per_s(lay) / central
-        low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
-    return low, high
-
-
-def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
-    notes = []
-    _, comm_note = model.comm(lay)
-    if comm_note:
-        span = (f"; interval assumes within {LINK_STAND_IN_SPAN:g}× of it" if lay.link is not None
-                and stand_in_direction(lay.link, model.links) else "")
-        notes.append(comm_note + span)
-    relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2,
-                "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1, "gamma": lay.ranks > 1, "a_s": True}
-    notes += [why for p, why in model.frozen.items() if relevant.get(p)]
-    return tuple(notes)
 
 
 def candidate_layouts(spec: SweepSpec, topology: Topology, nodes: int, local_batches: Sequence[int],
@@ -208,23 +123,21 @@ def why_nothing_fits(target: Target, spec: SweepSpec, rank_memory_mib: Callable[
             f"{','.join(map(str, target.local_batches))}: even 1 rank × 1 thread at local batch {batch}: {detail}")
 
 
-def predict_layouts(target: Target, spec: SweepSpec, model: StepModel, cells: Sequence[Cell], bands: ErrorBands,
-                    epochs_model: EpochsModel | None, rank_memory_mib: Callable[[int], float],
-                    ccl_available: bool, boot: Sequence[StepModel] = ()) -> list[Prediction]:
+def predict_layouts(target: Target, spec: SweepSpec, basis: Basis, epochs_model: EpochsModel | None,
+                    rank_memory_mib: Callable[[int], float], ccl_available: bool) -> list[Prediction]:
     measured = {(c.layout.ranks, c.layout.threads, c.layout.local_batch, c.layout.nodes): c.samples_per_s
-                for c in cells} if target.same_machine else {}
-    scale = target.machine.compute_scale
-    model = replace(model, compute_scale=scale)
-    boot = [replace(m, compute_scale=scale) for m in boot]
+                for c in basis.cells} if target.same_machine else {}
+    rank_memory_mib = functools.lru_cache(maxsize=None)(rank_memory_mib)   # asked per layout, same per batch
     out = []
     for nodes in target.node_counts:
         for ranks, threads, batch, placement in candidate_layouts(spec, target.topology, nodes, target.local_batches,
                                                                   rank_memory_mib, ccl_available):
             lay = layout_from_placement(ranks, threads, batch, placement)
-            b = _band(model, lay, cells, bands, boot, target.machine)
+            b = predict_cell(basis, lay, target.machine)
             epochs = epochs_model.predict(lay.global_batch) if epochs_model else None
+            ends = tuple(w for w in (b.low_why, b.high_why) if w)
             out.append(_timed(Prediction(lay, b.value, b.low, b.high, measured.get((ranks, threads, batch, nodes)),
-                                         b.extrapolated, b.notes, epochs, None, None, None, None, None,
+                                         b.extrapolated, b.notes + ends, epochs, None, None, None, None, None,
                                          predictor=b.predictor, no_interval=b.no_interval), target))
     return mark(out)
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
+from orchestrator.core.predict.lsq import numeric_jacobian, solve
 from orchestrator.core.records import Kind, Record, Records
 
 SOCKET, SOCKETS, NODES = "socket", "sockets", "nodes"
@@ -139,7 +139,7 @@ def fit_link(link: str, samples: Sequence[Sample]) -> LinkFit:
     lower = np.log([ALPHA_BOUNDS_S[0], BETA_BOUNDS_S_PER_BYTE[0]])
     upper = np.log([ALPHA_BOUNDS_S[1], BETA_BOUNDS_S_PER_BYTE[1]])
     start = np.clip(np.log([max(t.min() / 2, 1e-7), max(t.max() / m.max(), 1e-12)]), lower, upper)
-    result = least_squares(residuals, start, bounds=(lower, upper))
+    result = solve(residuals, numeric_jacobian(residuals), start, lower, upper)
     alpha, beta = (float(v) for v in np.exp(result.x))
     rms = float(math.sqrt(np.mean(result.fun ** 2)))
     return LinkFit(link, alpha, beta, len(pts), rms)

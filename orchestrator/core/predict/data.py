@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from orchestrator.core.peaks import peak_index
 from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS, ddp_buckets
 from orchestrator.core.predict.step import Cell, Layout
 from orchestrator.core.records import Kind, PlacementEntry, Record, Records
@@ -71,4 +72,17 @@ def thread_speedups(records: Iterable[Record]) -> dict[int, float]:
         base = peaks.get((precision, 1))
         if base:
             return {t: g / base for (prec, t), g in peaks.items() if prec == precision}
+    return {}
+
+
+def gemm_peaks(records: Iterable[Record]) -> dict[tuple[int, int], float]:
+    """GFLOP/s of the GEMM peak by (ranks, threads per rank), as measured with all ranks at once (one rank's
+    peak for 1 rank), in the precision `thread_speedups` uses: what `evidence` compares a step's scaling with.
+    Older records without concurrent peaks give only the 1-rank entries."""
+    index = peak_index(records)
+    for precision in sorted({p for _, p in index.one_rank}):
+        if (1, precision) in index.one_rank:
+            out = {(1, t): g for (t, p), g in index.one_rank.items() if p == precision}
+            out.update({(r, t): g for (r, t, p), g in index.layouts.items() if p == precision})
+            return out
     return {}

@@ -7,7 +7,7 @@ needed to reach a target grow as E = E_min·(1 + B/B_crit), so in epochs
 
 Small batches (B ≪ B_crit) need about E_min epochs whatever the batch; past B_crit each doubling of the
 batch roughly doubles the epochs. The fit is bounded least squares of log epochs over every converged seed
-(scipy.optimize.least_squares); the band combines the seeds' own spread with the fit's parameter
+(`lsq.solve`); the band combines the seeds' own spread with the fit's parameter
 uncertainty (delta method on the Jacobian), one standard deviation in log space.
 
 Inside the measured range a prediction is interpolated; at a measured batch the measured olympic mean is
@@ -29,9 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from orchestrator.core.convergence import BatchConvergence, olympic_mean
+from orchestrator.core.predict.lsq import numeric_jacobian, solve
 
 MEASURED, INTERPOLATED, EXTRAPOLATED, NOT_CONVERGED = "measured", "interpolated", "extrapolated", "not converged"
 E_MIN_BOUNDS = (1e-6, 1e6)
@@ -182,7 +182,7 @@ def fit_epochs(points: Sequence[BatchPoint]) -> EpochsModel:
     lower = np.log([E_MIN_BOUNDS[0], B_CRIT_BOUNDS[0]])
     upper = np.log([E_MIN_BOUNDS[1], B_CRIT_BOUNDS[1]])
     start = np.clip(np.log([e.min(), float(np.median(b))]), lower, upper)
-    result = least_squares(residuals, start, bounds=(lower, upper))
+    result = solve(residuals, numeric_jacobian(residuals), start, lower, upper)
     e_min, b_crit = (float(v) for v in np.exp(result.x))
     dof = max(1, len(e) - 2)
     s2 = float(np.sum(result.fun ** 2)) / dof

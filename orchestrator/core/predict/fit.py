@@ -10,12 +10,14 @@ from dataclasses import dataclass, replace
 from orchestrator.core.convergence import convergence_by_batch
 from orchestrator.core.predict import comm, data
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
+from orchestrator.core.predict.interval import Basis, basis_of, printer
 from orchestrator.core.predict.step import Cell, StepModel, fit_step_model
-from orchestrator.core.predict.uncertainty import bootstrap_models
 from orchestrator.core.predict.validate import (
     EpochsHeldOut,
     SchemeResult,
+    Skipped,
     epochs_growth,
+    schemes,
     validate_epochs,
     validate_step,
 )
@@ -42,8 +44,10 @@ class Fitted:
     epochs_validation: tuple[EpochsHeldOut, ...]
     epochs_source: str                       # 'records', 'RCP file …' or '' when there is no convergence data
     warnings: tuple[str, ...]
-    bootstrap: tuple[StepModel, ...] = ()    # refits with resampled residuals (uncertainty.bootstrap_models)
+    basis: Basis                              # what each cell's prediction rests on (interval.predict_cell)
     pruned_points: tuple[BatchPoint, ...] = ()   # RCP batches the checker's pruning dropped: shown, not fitted
+    skipped: tuple[Skipped, ...] = ()         # hold-out schemes that could not be fitted, with the reason
+    coverage: bool = False                    # the validation says what `orch predict` prints for held-out cells
 
 
 def suggest_cells(cells: Sequence[Cell]) -> list[str]:
@@ -76,8 +80,10 @@ def check_fittable(cells: Sequence[Cell]) -> None:
 
 def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = (),
             rcp_points: Sequence[BatchPoint] | None = None, rcp_source: str = "",
-            rcp_pruned: Sequence[BatchPoint] = ()) -> Fitted:
-    """Fit every model the records allow. Raises NotFittable when the throughput cells cannot support one."""
+            rcp_pruned: Sequence[BatchPoint] = (), coverage: bool = False) -> Fitted:
+    """Fit every model the records allow. Raises NotFittable when the throughput cells cannot support one.
+    With `coverage`, the validation also predicts each held-out cell as `orch predict` would from the training
+    cells alone, interval included (a nested fit per held-out group: `orch predict --validate`, `orch report`)."""
     records = Records.of(records)
     cells = data.cells_from_records(records)
     check_fittable(cells)
@@ -95,8 +101,12 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     model = fit_step_model(cells, links, buckets, prior, starts=3)
     if model.solver_note:
         warnings.append(f"step-time fit: {model.solver_note}")
-    validation = tuple(validate_step(cells, links, buckets, prior))
-    boot = bootstrap_models(cells, model, links, buckets, prior)
+    gemm = data.gemm_peaks(records)
+    show = printer(links, buckets, prior, gemm) if coverage else None
+    validation = tuple(validate_step(cells, links, buckets, prior, printer=show))
+    basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation)
+    if basis.evidence.disturbed:
+        warnings.append(f"scaling evidence: {basis.evidence.disturbed}")
     if rcp_points is not None:
         points, source = tuple(rcp_points), rcp_source
     else:
@@ -112,4 +122,16 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
         warnings.append("no convergence data (run the sweep with a convergence section, or give --rcp): "
                         "throughput only, no time-to-train")
     return Fitted(tuple(cells), links, tuple(samples), buckets, prior, model, validation, points, epochs_model,
-                  held, source, tuple(warnings), boot, tuple(rcp_pruned))
+                  held, source, tuple(warnings), basis, tuple(rcp_pruned), tuple(schemes(cells)[1]), coverage)
+
+
+def basis_from_records(records: Iterable[Record]) -> Basis:
+    """The basis of `interval.predict_cell` from a sweep's records so far (throughput cells, all-reduce
+    calibration, GEMM peaks): what an adaptive sweep asks "how well do we know this cell?" with.
+    Raises NotFittable when the cells cannot support a fit."""
+    records = Records.of(records)
+    cells = data.cells_from_records(records)
+    check_fittable(cells)
+    links = comm.fit_links(comm.samples_from_records(records))
+    return basis_of(cells, links, data.gradient_buckets(records), data.thread_speedups(records),
+                    data.gemm_peaks(records))

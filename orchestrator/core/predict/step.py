@@ -23,7 +23,7 @@ Why each piece:
   two). DDP overlaps bucket all-reduces with the backward pass, but on a CPU rank Gloo's thread also
   competes with the compute threads for cores, so γ is fitted, not assumed.
 
-The fit is bounded least squares in log space (scipy.optimize.least_squares): relative errors matter
+The fit is bounded least squares in log space (`lsq.solve`, numpy only): relative errors matter
 equally at every batch size. A parameter the cells cannot determine is frozen at a stated value and the
 model says so (`frozen`): σ needs two thread counts (else it comes from the GEMM peak's own thread scaling,
 when measured), κ three, a two local batches, μ multi-rank cells sharing a socket at two local batches, γ a
@@ -33,14 +33,14 @@ multi-rank cell whose communication is modelled.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from orchestrator.core.predict.comm import LinkFit, link_for
+from orchestrator.core.predict.lsq import Fit, solve
 
 PARAMS = ("a_s", "c_s", "sigma", "sigma_a", "kappa", "mu", "rho", "gamma")
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -208,6 +208,81 @@ def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Ma
     return [p for p in PARAMS if p not in frozen], frozen, why
 
 
+@dataclass(frozen=True, slots=True)
+class Design:
+    """The cells as arrays, for evaluating the model over all of them at once in a fit: threads T, local batch
+    b, ranks per socket k, the calibrated communication of each (ρ = 1; 0 for one rank or no calibration),
+    the measured log step time, and the factors of T and k the model multiplies by (computed once per fit)."""
+
+    batch: np.ndarray
+    comm_s: np.ndarray
+    log_step_s: np.ndarray
+    t_minus_1: np.ndarray
+    t_t_minus_1: np.ndarray
+    inv_t: np.ndarray
+    k_minus_1: np.ndarray
+    has_comm: np.ndarray
+    any_comm: bool
+
+    @staticmethod
+    def of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: tuple[int, ...]) -> Design:
+        probe = StepModel({**dict.fromkeys(PARAMS, 0.0), "rho": 1.0, "gamma": 1.0}, links, buckets)
+        t = np.array([c.layout.threads for c in cells], dtype=float)
+        comm = np.array([probe.comm(c.layout)[0] for c in cells], dtype=float)
+        return Design(np.array([c.layout.local_batch for c in cells], dtype=float), comm,
+                      np.log([c.step_s for c in cells]), t - 1, t * (t - 1), 1 / t,
+                      np.array([c.layout.ranks_per_socket - 1 for c in cells], dtype=float), comm > 0,
+                      bool(np.any(comm > 0)))
+
+    def log_step_s_of(self, p: StepParams) -> np.ndarray:
+        """log of `StepModel.step_s` at every cell, for parameters `p` (the same arithmetic, vectorised)."""
+        return self._terms(p)[0]
+
+    def _terms(self, p: StepParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log step, compute, the two thread factors U(T; σ_a), U(T; σ), compute's weight C^γ ÷ (C^γ + M^γ))
+        per cell; the γ-norm in log space (no overflow at large γ)."""
+        u_a = (1 + p.sigma_a * self.t_minus_1 + p.kappa * self.t_t_minus_1) * self.inv_t
+        u = (1 + p.sigma * self.t_minus_1 + p.kappa * self.t_t_minus_1) * self.inv_t
+        compute = (p.a_s * u_a + p.c_s * self.batch * u) * (1 + p.mu * self.k_minus_1)
+        log_step = np.log(compute)
+        weight = np.ones_like(compute)
+        if self.any_comm and p.rho > 0:
+            m = self.has_comm
+            log_c, log_m = log_step[m], np.log(p.rho * self.comm_s[m])
+            both = np.logaddexp(p.gamma * log_c, p.gamma * log_m) / p.gamma
+            log_step[m] = both
+            weight[m] = np.exp(p.gamma * (log_c - both))
+        return log_step, compute, u_a, u, weight
+
+    def jacobian(self, p: StepParams) -> np.ndarray:
+        """∂ log step / ∂ parameter at every cell, one column per name in PARAMS (analytic: a fit evaluates it
+        once per iteration instead of once per parameter by finite differences)."""
+        log_step, compute, u_a, u, weight = self._terms(p)
+        share = 1 + p.mu * self.k_minus_1
+        d = weight / compute * share                      # ∂ log step / ∂ (compute before sharing)
+        spread = self.t_minus_1 * self.inv_t
+        out = np.zeros((len(compute), len(PARAMS)))
+        out[:, 0] = d * u_a
+        out[:, 1] = d * self.batch * u
+        out[:, 2] = d * p.c_s * self.batch * spread
+        out[:, 3] = d * p.a_s * spread
+        out[:, 4] = d * (p.a_s + p.c_s * self.batch) * self.t_minus_1
+        out[:, 5] = weight / compute * (p.a_s * u_a + p.c_s * self.batch * u) * self.k_minus_1
+        if self.any_comm and p.rho > 0:
+            m = self.has_comm
+            w = weight[m]
+            out[m, 6] = (1 - w) / p.rho
+            log_m = np.log(p.rho * self.comm_s[m])
+            out[m, 7] = (w * np.log(compute[m]) + (1 - w) * log_m - log_step[m]) / p.gamma
+        return out
+
+
+def _solve(residuals: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np.ndarray], np.ndarray],
+           x0: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> Fit:
+    """One bounded least-squares run (every step-model fit goes through here: tests count the calls)."""
+    return solve(residuals, jacobian, x0, lower, upper)
+
+
 def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
                    thread_prior: Mapping[int, float] | None = None, *, starts: int = 1,
                    start_from: Mapping[str, float] | None = None) -> StepModel:
@@ -222,25 +297,42 @@ def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets:
     comm_modelled = bool(links) and bool(buckets)
     free, frozen, why = free_parameters(cells, comm_modelled, thread_prior or {})
     skeleton = StepModel({**dict.fromkeys(PARAMS, 0.0), **frozen}, links, buckets, why, len(cells))
-    measured = np.log([c.step_s for c in cells])
+    design = Design.of(cells, links, buckets)
+    index = [PARAMS.index(p) for p in free]
+    base = np.array([skeleton.params[p] for p in PARAMS])
 
-    def model_with(theta: np.ndarray) -> StepModel:
-        params = {**skeleton.params, **dict(zip(free, (float(v) for v in theta)))}
+    def params_of(theta: np.ndarray) -> np.ndarray:
+        full = base.copy()
+        full[index] = theta
         for tied, to in TIES.items():
-            if math.isnan(params[tied]):
-                params[tied] = params[to]
-        return replace(skeleton, params=params)
+            if math.isnan(full[PARAMS.index(tied)]):
+                full[PARAMS.index(tied)] = full[PARAMS.index(to)]
+        return full
+
+    tied = [(index.index(PARAMS.index(to)), PARAMS.index(name)) for name, to in TIES.items()
+            if math.isnan(base[PARAMS.index(name)]) and PARAMS.index(to) in index]
 
     def residuals(theta: np.ndarray) -> np.ndarray:
-        m = model_with(theta)
-        return np.log([m.step_s(c.layout) for c in cells]) - measured
+        out: np.ndarray = design.log_step_s_of(StepParams(*params_of(theta))) - design.log_step_s
+        return out
 
+    def jacobian(theta: np.ndarray) -> np.ndarray:
+        full = design.jacobian(StepParams(*params_of(theta)))
+        out = full[:, index]
+        for column, name in tied:          # a tied parameter moves with the one it is tied to
+            out[:, column] = out[:, column] + full[:, name]
+        return out
+
+    def model_with(theta: np.ndarray) -> StepModel:
+        return replace(skeleton, params=dict(zip(PARAMS, (float(v) for v in params_of(theta)))))
+
+    if not free:
+        model = model_with(np.array([]))
+        return replace(model, rms_log_error=float(math.sqrt(np.mean(residuals(np.array([])) ** 2))))
     lower = np.array([BOUNDS[p][0] for p in free])
     upper = np.array([BOUNDS[p][1] for p in free])
-    if not free:
-        return replace(skeleton, rms_log_error=float(math.sqrt(np.mean(residuals(np.array([])) ** 2))))
     firsts = [np.array([start_from[p] for p in free])] if start_from else []
-    runs = [least_squares(residuals, np.clip(x0, lower, upper), bounds=(lower, upper), x_scale="jac")
+    runs = [_solve(residuals, jacobian, x0, lower, upper)
             for x0 in firsts + [np.array([_start(p, cells, k) for p in free]) for k in range(starts)]]
     good = [r for r in runs if r.success]
     result = min(good or runs, key=lambda r: r.cost)

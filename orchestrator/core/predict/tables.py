@@ -9,8 +9,9 @@ from orchestrator.core.predict.capacity import Prediction, Recommendation
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.epochs import EXTRAPOLATED, MEASURED
 from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.predict.interval import GEMM_PROXY
 from orchestrator.core.predict.step import TIES
-from orchestrator.core.predict.validate import MODEL, PREDICTORS
+from orchestrator.core.predict.validate import MODEL, PREDICTORS, SchemeResult
 from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
 from orchestrator.core.time_to_train import human_duration
 
@@ -56,6 +57,17 @@ def calibration_table(f: Fitted) -> Table:
                  columns=("α (µs)", "bandwidth (GB/s)", "points", "rms error"), rows=tuple(rows), caption=caption)
 
 
+def _coverage_cells(r: SchemeResult, computed: bool) -> list[Cell]:
+    """The printed estimate's error, the held-out cells inside their printed intervals, the median width."""
+    printed, width = r.printed, r.median_width_pct
+    if not computed or printed is None:
+        return [Cell(DASH), Cell(DASH), Cell(DASH)]
+    return [Cell(f"{printed.median_abs_pct:.1f}% / {printed.max_abs_pct:.1f}% ({printed.bias_pct:+.1f}%)",
+                 printed.median_abs_pct),
+            Cell(f"{r.inside}/{len(r.held_out)}", r.inside / len(r.held_out) if r.held_out else None),
+            Cell(f"±{width / 2:.1f}%" if width is not None else DASH, width)]
+
+
 def validation_table(f: Fitted) -> Table:
     rows = []
     for r in f.validation:
@@ -71,18 +83,26 @@ def validation_table(f: Fitted) -> Table:
         used = r.scores[r.best()]
         cells += [Cell(f"{model.bias_pct:+.1f}%", model.bias_pct), Cell(tau, model.kendall_tau),
                   Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise),
-                  Cell(f"{r.best()} ({used.bias_pct:+.1f}%)")]
-        rows.append((r.scheme, tuple(cells)))
+                  Cell(f"{r.best()} ({used.bias_pct:+.1f}%)") if r.feeds_bands else Cell(DASH)]
+        rows.append((r.scheme, tuple(cells + _coverage_cells(r, f.coverage))))
     median_cv = sorted(c.cv for c in f.cells)[len(f.cells) // 2] if f.cells else 0.0
+    skipped = "".join(f" Not run: {s.scheme} ({s.why})." for s in f.skipped)
+    coverage = ("'printed' is the error (median / max, and bias) of what `orch predict` prints for the held-out "
+                "cells from the training cells alone (the predictor it would choose, bounded where an axis is left "
+                "with one level), "
+                "'inside' how many lie inside their printed interval, 'width' the median interval's half-width."
+                if f.coverage else "'printed', 'inside' and 'width' need a prediction per held-out group: "
+                                   "`orch predict --validate` and `orch report` compute them.")
     caption = ("Each scheme refits without its held-out cells and predicts them: median / max absolute % error of "
                "throughput for orch's model and two naive baselines on the same cells (best in bold); bias and "
                "Kendall τ of the ranking are orch's model's; 'within noise' counts held-out cells whose error is "
                f"no larger than their own repeats' CV (median CV of the cells: {100 * median_cv:.1f}%): noise, "
                "not model error. 'used' is the predictor `orch predict` uses for layouts beyond that level (the "
-               "best median here), with its bias.")
+               f"best median here), with its bias. {coverage}{skipped}")
     return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
-                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise", "used (bias)"), rows=tuple(rows),
-                 caption=caption)
+                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise", "used (bias)", "printed", "inside",
+                          "width"),
+                 rows=tuple(rows), caption=caption)
 
 
 def epochs_table(f: Fitted) -> Table:
@@ -127,7 +147,8 @@ def flags(p: Prediction) -> tuple[str, ...]:
         ("cpu assumed", any(n.startswith("CPU assumed") for n in p.notes)),
         ("cpu what-if", any(n.startswith("CPU what-if") for n in p.notes)),
         ("capped", any(n.startswith("capped") for n in p.notes)),
-        ("baseline predictor", p.predictor != MODEL),
+        ("baseline predictor", p.predictor not in (MODEL, GEMM_PROXY)),
+        ("bounded", any(n.startswith("bounded (") for n in p.notes)),
         ("epochs extrapolated", e is not None and e.status == EXTRAPOLATED),
         ("no interval", bool(p.no_interval))) if on]
     return tuple(out)
@@ -170,7 +191,10 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
         rows.append((f"{lay.ranks}×{lay.threads}×{lay.local_batch}", tuple(cells)))
     caption = ("Predicted samples/s with an interval from held-out errors (leave one cell out inside the measured "
                "range; beyond it the matching leave-one-level-out error times the distance in levels), the bootstrap "
-               "spread of the fit and the cells' noise, by the predictor that validated best on the row's axes; "
+               "spread of the fit and the cells' noise, by the predictor that validated best on the row's axes; where "
+               "an axis has one measured level, from bounds instead (linear scaling at one end, the worst efficiency "
+               "the measured cells and GEMM peaks allow at the other), the central estimate the GEMM peaks' scaling "
+               "corrected by the measured step ÷ GEMM efficiency; the notes say what set each end; "
                "epochs from the epochs model; time-to-train = epochs × samples per epoch ÷ samples/s ÷ 3600 "
                "(interval from both); node-hours = hours × nodes; runs/day on the whole target. Lettered notes say "
                "where a prediction is extrapolated or rests on an assumption.")

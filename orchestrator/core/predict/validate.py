@@ -2,58 +2,114 @@
 
 Hold-out schemes (each refits from scratch without the held-out cells):
 - leave one cell out: every measured cell in turn (interpolation);
-- leave one level out: all cells at the largest ranks, the largest threads, the largest local batch, and
-  the multi-node cells when present (extrapolation one step beyond the data).
+- one level out: for ranks, threads and local batch, every level in turn: the largest (extrapolation one
+  step beyond the data), the smallest (one step below it) and each one between (interpolation of a level);
+  a level whose removal leaves no 1-rank cell to fit is skipped and said;
+- all levels but one: on an axis with 3 levels or more, every level but the smallest held out together, as
+  the first cells of a sweep leave it (the axis then has one measured level, which the prediction bounds);
+- the multi-node cells, when present.
 
 Baselines, fitted on the same training cells and scored on the same held-out cells:
 - linear: the 1-rank, fewest-threads cell at the nearest local batch, scaled by cores;
 - Amdahl: the same base cell scaled by Amdahl's law in total cores, its serial fraction fitted to the
   training cells' speed-ups.
 
+With a `Printer` (`interval.printed`), each held-out cell also gets what `orch predict` would print for it
+from the training cells alone, central estimate and interval: the scheme then reports the printed estimate's
+error, the share of held-out cells inside their printed intervals and the median interval width.
+
 An error no larger than the held-out cell's own repeat CV is noise, not model error: counted apart.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import least_squares
-from scipy.stats import kendalltau
 
 from orchestrator.core.predict.comm import LinkFit
 from orchestrator.core.predict.epochs import BatchPoint, fit_epochs
-from orchestrator.core.predict.step import Cell, Layout, fit_step_model
+from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
 
 MODEL, LINEAR, AMDAHL = "orch model", "linear scaling", "Amdahl (total cores)"
 PREDICTORS = (MODEL, LINEAR, AMDAHL)
 
 
 CELL_AXIS = "cell"     # leave one cell out: interpolation, no axis
+RANKS, THREADS, BATCH, NODES = "ranks", "threads", "local batch", "nodes"
+ABOVE, INSIDE, BELOW = 1, 0, -1           # where a held-out level lies against the levels left to train on
+LEVEL, ALL_BUT_ONE, CELL_KIND = "level", "all but one", "cell"
 
 
 @dataclass(frozen=True, slots=True)
 class Scheme:
     name: str
     groups: tuple[tuple[Cell, ...], ...]      # each group is held out together
-    axis: str = CELL_AXIS                      # 'ranks', 'threads', 'local batch', 'nodes' or CELL_AXIS
-    step_log2: float = 0.0                     # log2(held-out level ÷ the largest level left to train on)
+    axis: str = CELL_AXIS                      # RANKS, THREADS, BATCH, NODES or CELL_AXIS
+    step_log2: float = 0.0                     # |log2(held-out level ÷ the nearest level left to train on)|
+    direction: int = INSIDE                    # ABOVE, BELOW or INSIDE the levels left
+    kind: str = CELL_KIND                      # CELL_KIND, LEVEL or ALL_BUT_ONE
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """What error band the scheme measures: (axis, direction); only single-level schemes at an end and
+        leave one cell out feed the bands (`bands.ErrorBands`)."""
+        return (self.axis, self.direction)
+
+
+@dataclass(frozen=True, slots=True)
+class Printed:
+    """What `orch predict` prints for a cell: the central estimate, its interval (None, None when it has
+    none) and the predictor that gave it."""
+
+    samples_per_s: float
+    low: float | None
+    high: float | None
+    predictor: str
+    no_interval: str = ""        # why low and high are None
 
 
 @dataclass(frozen=True, slots=True)
 class HeldOut:
     cell: Cell
     predicted: Mapping[str, float]            # predictor → samples/s
+    printed: Printed | None = None            # what `orch predict` prints from the training cells
+
+    def value(self, predictor: str) -> float:
+        """The predictor's samples/s for the cell (PRINTED: what `orch predict` prints; nan without it)."""
+        if predictor == PRINTED:
+            return self.printed.samples_per_s if self.printed else math.nan
+        return self.predicted[predictor]
 
     def error_pct(self, predictor: str) -> float:
-        return 100.0 * (self.predicted[predictor] - self.cell.samples_per_s) / self.cell.samples_per_s
+        return 100.0 * (self.value(predictor) - self.cell.samples_per_s) / self.cell.samples_per_s
 
     @property
     def within_noise(self) -> bool:
         return abs(self.error_pct(MODEL)) <= 100.0 * self.cell.cv
+
+    @property
+    def inside(self) -> bool | None:
+        """The measured value inside the printed interval; None without one."""
+        p = self.printed
+        if p is None or p.low is None or p.high is None:
+            return None
+        return p.low <= self.cell.samples_per_s <= p.high
+
+    @property
+    def width_pct(self) -> float | None:
+        """The printed interval's width over its central estimate, in %."""
+        p = self.printed
+        if p is None or p.low is None or p.high is None:
+            return None
+        return 100.0 * (p.high - p.low) / p.samples_per_s
+
+
+PRINTED = "printed"       # the estimate `orch predict` prints (HeldOut.printed), scored like a predictor
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +127,17 @@ class SchemeResult:
     scores: Mapping[str, Score]
     axis: str = CELL_AXIS
     step_log2: float = 0.0
+    direction: int = INSIDE
+    kind: str = CELL_KIND
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.axis, self.direction)
+
+    @property
+    def feeds_bands(self) -> bool:
+        """Leave one cell out, a single level at an end of its axis, or the multi-node cells."""
+        return self.kind == CELL_KIND or (self.kind == LEVEL and self.direction != INSIDE)
 
     def best(self) -> str:
         """The predictor with the smallest median error here (orch's model on a tie: it knows the layout)."""
@@ -81,26 +148,72 @@ class SchemeResult:
     def within_noise(self) -> int:
         return sum(h.within_noise for h in self.held_out)
 
+    @property
+    def printed(self) -> Score | None:
+        """The printed estimate's score; None when the validation ran without a Printer."""
+        return self.scores.get(PRINTED)
 
-def schemes(cells: Sequence[Cell]) -> list[Scheme]:
-    """The hold-out schemes these cells allow (a level with nothing left to train on is skipped)."""
+    @property
+    def with_interval(self) -> int:
+        return sum(h.inside is not None for h in self.held_out)
+
+    @property
+    def inside(self) -> int:
+        return sum(bool(h.inside) for h in self.held_out)
+
+    @property
+    def median_width_pct(self) -> float | None:
+        widths = [w for w in (h.width_pct for h in self.held_out) if w is not None]
+        return statistics.median(widths) if widths else None
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    scheme: str
+    why: str
+
+
+def _level_schemes(cells: Sequence[Cell], axis: str, key: Callable[[Cell], int]) -> list[Scheme]:
+    """Every level of one axis held out in turn, then every level but the smallest (3 levels or more)."""
+    values = sorted({key(c) for c in cells})
+    if len(values) < 2:
+        return []
+    out = []
+    for i, level in enumerate(values):
+        if i == len(values) - 1:
+            name, direction, near = f"largest {axis} ({level:g})", ABOVE, values[i - 1]
+        elif i == 0:
+            name, direction, near = f"smallest {axis} ({level:g})", BELOW, values[1]
+        else:
+            name, direction = f"{axis} {level:g}", INSIDE
+            near = min(values[i - 1], values[i + 1], key=lambda v: abs(math.log2(v / level)))
+        out.append(Scheme(name, (tuple(c for c in cells if key(c) == level),), axis,
+                          abs(math.log2(level / near)), direction, LEVEL))
+    if len(values) >= 3:
+        out.append(Scheme(f"{axis}: all but {values[0]:g}", (tuple(c for c in cells if key(c) != values[0]),),
+                          axis, math.log2(values[1] / values[0]), ABOVE, ALL_BUT_ONE))
+    return out
+
+
+def schemes(cells: Sequence[Cell]) -> tuple[list[Scheme], list[Skipped]]:
+    """The hold-out schemes these cells allow, and those skipped with the reason (a scheme whose training
+    cells hold no 1-rank cell cannot be fitted)."""
     out = [Scheme("leave one cell out", tuple((c,) for c in cells))] if len(cells) > 1 else []
-    levels: list[tuple[str, str, Callable[[Cell], float]]] = [
-        ("largest ranks", "ranks", lambda c: c.layout.ranks),
-        ("largest threads", "threads", lambda c: c.layout.threads),
-        ("largest local batch", "local batch", lambda c: c.layout.local_batch)]
-    for name, axis, key in levels:
-        values = sorted({key(c) for c in cells})
-        if len(values) > 1:
-            top, below = values[-1], values[-2]
-            out.append(Scheme(f"{name} ({top:g})", (tuple(c for c in cells if key(c) == top),), axis,
-                              math.log2(top / below)))
+    out += _level_schemes(cells, RANKS, lambda c: c.layout.ranks)
+    out += _level_schemes(cells, THREADS, lambda c: c.layout.threads)
+    out += _level_schemes(cells, BATCH, lambda c: c.layout.local_batch)
     multi = tuple(c for c in cells if c.layout.nodes > 1)
     if multi and len(multi) < len(cells):
         single = max(c.layout.nodes for c in cells if c.layout.nodes == 1)
-        out.append(Scheme("multi-node cells", (multi,), "nodes",
-                          math.log2(min(c.layout.nodes for c in multi) / single)))
-    return out
+        out.append(Scheme("multi-node cells", (multi,), NODES,
+                          math.log2(min(c.layout.nodes for c in multi) / single), ABOVE, LEVEL))
+    kept, skipped = [], []
+    for s in out:
+        if s.kind != CELL_KIND and not any(c.layout.ranks == 1 for c in cells if c not in s.groups[0]):
+            skipped.append(Skipped(s.name, "no 1-rank cell left to fit"))
+        else:
+            kept.append(s)
+    return kept, skipped
 
 
 def _base(train: Sequence[Cell], local_batch: int) -> Cell | None:
@@ -115,7 +228,12 @@ def _base(train: Sequence[Cell], local_batch: int) -> Cell | None:
 
 def amdahl_sigma(train: Sequence[Cell]) -> float:
     """Serial fraction of Amdahl's law in total cores, fitted to the training cells' speed-ups over their
-    base cell (bounded least squares on log speed-up)."""
+    base cell (bounded least squares on log speed-up); computed once per set of cells."""
+    return _amdahl_sigma(tuple(train))
+
+
+@functools.lru_cache(maxsize=256)
+def _amdahl_sigma(train: tuple[Cell, ...]) -> float:
     pairs = []
     for c in train:
         base = _base(train, c.layout.local_batch)
@@ -123,10 +241,36 @@ def amdahl_sigma(train: Sequence[Cell]) -> float:
             pairs.append((c.layout.cores / base.layout.cores, c.samples_per_s / base.samples_per_s))
     if not pairs:
         return 0.0
-    n = np.array([p[0] for p in pairs])
-    s = np.array([p[1] for p in pairs])
-    result = least_squares(lambda x: np.log(1 / (x[0] + (1 - x[0]) / n)) - np.log(s), [0.1], bounds=([0.0], [1.0]))
-    return float(result.x[0])
+
+    def cost(sigma: float) -> float:
+        return sum((-math.log(sigma + (1 - sigma) / n) - math.log(s)) ** 2 for n, s in pairs)
+    return minimise_on_unit(cost)
+
+
+def minimise_on_unit(cost: Callable[[float], float], grid: int = 64, tolerance: float = 1e-12) -> float:
+    """The x in [0, 1] with the least cost: the best of a grid, then golden-section search between its
+    neighbours (a one-parameter least squares without scipy's solver and its per-call overhead).
+
+    >>> round(minimise_on_unit(lambda x: (x - 0.3) ** 2), 9), minimise_on_unit(lambda x: x)
+    (0.3, 0.0)
+    """
+    xs = [i / grid for i in range(grid + 1)]
+    best = min(range(len(xs)), key=lambda i: (cost(xs[i]), i))
+    lo, hi = xs[max(best - 1, 0)], xs[min(best + 1, grid)]
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = cost(a), cost(b)
+    while hi - lo > tolerance:
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = cost(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = cost(b)
+    found = (lo + hi) / 2
+    return min((found, xs[best]), key=lambda x: (cost(x), x))
 
 
 def baseline(train: Sequence[Cell], lay: Layout, sigma: float) -> tuple[float, float]:
@@ -138,6 +282,30 @@ def baseline(train: Sequence[Cell], lay: Layout, sigma: float) -> tuple[float, f
     return base.samples_per_s * n, base.samples_per_s / (sigma + (1 - sigma) / n)
 
 
+def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Kendall's τ-b of two rankings (ties counted as scipy.stats.kendalltau counts them, without importing
+    scipy.stats, which costs `orch predict` half a second); None when either side is all ties or a value is
+    not finite.
+
+    >>> kendall_tau([1, 2, 3, 4], [10, 20, 40, 30]), kendall_tau([1, 2, 3], [3, 2, 1]), kendall_tau([1, 1], [1, 2])
+    (0.6666666666666666, -1.0, None)
+    """
+    if not all(math.isfinite(v) for v in (*xs, *ys)):
+        return None
+    concordant = discordant = x_ties = y_ties = pairs = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            pairs += 1
+            x_ties += dx == 0
+            y_ties += dy == 0
+            sign = dx * dy
+            concordant += sign > 0
+            discordant += sign < 0
+    denominator = math.sqrt((pairs - x_ties) * (pairs - y_ties))
+    return (concordant - discordant) / denominator if denominator > 0 else None
+
+
 def _score(held: Sequence[HeldOut], predictor: str) -> Score:
     errors = [h.error_pct(predictor) for h in held]
     finite = [e for e in errors if math.isfinite(e)]
@@ -145,28 +313,54 @@ def _score(held: Sequence[HeldOut], predictor: str) -> Score:
         return Score(math.nan, math.nan, math.nan, None)
     tau = None
     if len(held) >= 3:
-        value = kendalltau([h.predicted[predictor] for h in held], [h.cell.samples_per_s for h in held]).statistic
-        tau = None if value is None or math.isnan(value) else float(value)
+        tau = kendall_tau([h.value(predictor) for h in held], [h.cell.samples_per_s for h in held])
     return Score(statistics.median(abs(e) for e in finite), max(abs(e) for e in finite),
                  statistics.fmean(finite), tau)
 
 
+# What `orch predict` prints for each held-out cell of a group, from the training cells alone (`interval.printer`):
+# called with the training cells, the group, the scheme's fit to the training cells and every scheme's results
+# without printed estimates (a nested validation may reuse them). Validation without one scores the predictors.
+Printer = Callable[[Sequence[Cell], Sequence[Cell], StepModel, Sequence["SchemeResult"]], Sequence[Printed]]
+
+
+def scored(result: SchemeResult, held: Sequence[HeldOut]) -> SchemeResult:
+    """`result` with these held-out cells, scored again."""
+    scores = {p: _score(held, p) for p in PREDICTORS}
+    if any(h.printed is not None for h in held):
+        scores[PRINTED] = _score(held, PRINTED)
+    return replace(result, held_out=tuple(held), scores=scores)
+
+
 def validate_step(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
-                  thread_prior: Mapping[int, float] | None = None) -> list[SchemeResult]:
-    """Refit without each scheme's held-out cells and score the model and both baselines on them."""
-    results = []
-    for scheme in schemes(cells):
+                  thread_prior: Mapping[int, float] | None = None, *, printer: Printer | None = None,
+                  only: Callable[[Scheme], bool] | None = None) -> list[SchemeResult]:
+    """Refit without each scheme's held-out cells and score the model and both baselines on them; with a
+    `printer`, also what `orch predict` prints for them (error, and whether the cell lies in its interval).
+    `only` restricts the schemes run (a nested validation needs only the schemes its prediction uses)."""
+    results: list[SchemeResult] = []
+    fits: list[tuple[int, tuple[Cell, ...], list[Cell], StepModel]] = []
+    for scheme in schemes(cells)[0]:
+        if only is not None and not only(scheme):
+            continue
         held: list[HeldOut] = []
         for group in scheme.groups:
             train = [c for c in cells if c not in group]
             model = fit_step_model(train, links, buckets, thread_prior)
+            fits.append((len(results), group, train, model))
             sigma = amdahl_sigma(train)
             for c in group:
                 linear, amdahl = baseline(train, c.layout, sigma)
                 held.append(HeldOut(c, {MODEL: model.samples_per_s(c.layout), LINEAR: linear, AMDAHL: amdahl}))
-        results.append(SchemeResult(scheme.name, tuple(held), {p: _score(held, p) for p in PREDICTORS}, scheme.axis,
-                                    scheme.step_log2))
-    return results
+        results.append(scored(SchemeResult(scheme.name, (), {}, scheme.axis, scheme.step_log2, scheme.direction,
+                                           scheme.kind), held))
+    if printer is None:
+        return results
+    shown: dict[int, dict[Cell, Printed]] = {}      # per scheme (its index in results), per held-out cell
+    for index, group, train, model in fits:
+        shown.setdefault(index, {}).update(zip(group, printer(train, group, model, results)))
+    return [scored(r, [replace(h, printed=shown.get(i, {}).get(h.cell)) for h in r.held_out])
+            for i, r in enumerate(results)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,412 @@
+"""One cell's prediction with its interval, from the records so far: the function the planner calls for every
+layout of a target, the validation calls for every held-out cell, and an adaptive sweep can call for any
+candidate cell. Pure.
+
+    basis = basis_of(cells, links, buckets, thread_prior, gemm)        # fits: once per set of records
+    p = predict_cell(basis, Layout(1, 2, 16))                          # arithmetic: any number of cells
+    p.value, p.low, p.high, p.low_why, p.high_why
+
+(`fit.basis_from_records(records)` builds the basis from records.) Two ways to an interval:
+
+- **Held-out errors** (`bands`), where every axis the cell lies beyond has a held-out level: the matching
+  scheme's max error times the distance, plus twice the bootstrap spread (orch's model), never below the
+  cells' noise; the high end capped at linear scaling.
+- **Bounds**, where an axis has one measured level (no held-out error exists for it). From an anchor, the
+  measured cell with the most cores that the layout contains (no more ranks, threads or nodes), at the
+  layout's local batch:
+  - high end: linear scaling from the anchor (efficiency ≤ 1, physics);
+  - low end: the lowest efficiency the evidence allows (`evidence`: the worst measured step efficiency per
+    doubling of the cores, on any axis, compounded over the doublings; the GEMM peak's efficiency on these
+    cores times the lowest step ÷ GEMM ratio measured), plus the communication the layout adds over the
+    anchor, as calibrated (ρ as fitted), with no overlap;
+  - a local batch outside the measured one (one measured batch) assumes the per-sample time neither grows
+    with the batch nor falls faster than the fixed part allows (throughput between the anchor's and linear
+    in the batch).
+  Both widen with the distance from the data. The central estimate is the predictor that validated best
+  one level out on the committed folders (`ONE_LEVEL_PREDICTOR`), held inside the bounds.
+
+Every prediction says which bound or error set each end (`low_why`, `high_why`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from orchestrator.core.predict.bands import Axis, Choice, ErrorBands, choose, extrapolation_axes, needed
+from orchestrator.core.predict.comm import LinkFit, stand_in_direction
+from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
+from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
+from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
+from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
+from orchestrator.core.predict.validate import (
+    ALL_BUT_ONE,
+    AMDAHL,
+    CELL_AXIS,
+    INSIDE,
+    LINEAR,
+    MODEL,
+    Printed,
+    Printer,
+    SchemeResult,
+    amdahl_sigma,
+    baseline,
+    scored,
+    validate_step,
+)
+
+# An uncalibrated link class is costed with a calibrated stand-in; the interval assumes the real link's
+# all-reduce within this factor of the stand-in's (an assumption, said in the row's note, not a measurement).
+LINK_STAND_IN_SPAN = 4.0
+GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band is held-out error + 2 sd
+# The central estimate where an axis has one measured level, chosen by held-out error over the committed
+# folders (benchmarks/predict_coverage.py with each candidate; docs/prediction.md): one level out, the GEMM
+# proxy corrected for its measured bias was off by a median 6.4% on threads and 7.4% on ranks (10 of 68 cells
+# over 15%), Amdahl's law in total cores fitted to the other axis by 15.0% and 7.4% (32), orch's model, which
+# takes the GEMM peak's thread scaling uncorrected, by 12.2% and 12.7% (25).
+GEMM_PROXY = "GEMM peak (bias-corrected)"
+ONE_LEVEL_PREDICTOR = GEMM_PROXY
+
+
+class Bootstrap:
+    """The residual bootstrap of a fit, refitted on first use only (a prediction by a baseline needs none)."""
+
+    def __init__(self, cells: Sequence[Cell], model: StepModel, links: Mapping[str, LinkFit],
+                 buckets: Sequence[int], thread_prior: Mapping[int, float] | None,
+                 resamples: int = BOOTSTRAP_RESAMPLES):
+        self._args = (tuple(cells), model, links, tuple(buckets), thread_prior, resamples)
+        self._models: tuple[StepModel, ...] | None = None
+
+    def models(self) -> tuple[StepModel, ...]:
+        if self._models is None:
+            cells, model, links, buckets, prior, resamples = self._args
+            self._models = bootstrap_models(cells, model, links, buckets, prior, resamples)
+        return self._models
+
+    @property
+    def computed(self) -> bool:
+        return self._models is not None
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a cell's prediction rests on: the cells, the model fitted to them, its held-out errors, the
+    bootstrap of its fit, the scaling evidence and Amdahl's serial fraction of the cells."""
+
+    cells: tuple[Cell, ...]
+    model: StepModel
+    bands: ErrorBands
+    evidence: Evidence
+    boot: Bootstrap
+    sigma: float
+    validation: tuple[SchemeResult, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class CellPrediction:
+    """samples/s of a layout, its interval (None, None with the reason in `no_interval`), the predictor, the
+    axes it lies beyond, its notes and what set each end of the interval."""
+
+    value: float
+    low: float | None
+    high: float | None
+    predictor: str
+    extrapolated: tuple[str, ...]
+    notes: tuple[str, ...]
+    no_interval: str
+    low_why: str = ""
+    high_why: str = ""
+
+    @property
+    def printed(self) -> Printed:
+        return Printed(self.value, self.low, self.high, self.predictor, self.no_interval)
+
+
+def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
+             thread_prior: Mapping[int, float] | None, gemm: Mapping[tuple[int, int], float], *,
+             model: StepModel | None = None, validation: Sequence[SchemeResult] | None = None,
+             resamples: int = BOOTSTRAP_RESAMPLES) -> Basis:
+    """Fit a basis to `cells` (`model` and `validation` when already fitted): the step model (3 starts), every
+    held-out scheme, the evidence; the bootstrap waits for its first use."""
+    cells = tuple(cells)
+    model = model or fit_step_model(cells, links, buckets, thread_prior, starts=3)
+    if validation is None:
+        validation = validate_step(cells, links, buckets, thread_prior)
+    return Basis(cells, model, ErrorBands.from_validation(validation, cells), evidence_of(cells, gemm),
+                 Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), amdahl_sigma(cells),
+                 tuple(validation))
+
+
+def value_of(basis: Basis, predictor: str, lay: Layout, model: StepModel | None = None) -> float:
+    """samples/s of `lay` by one predictor; a baseline on another CPU (a CPU what-if in `model`) changes as the
+    model's own prediction does (its compute scaled, its all-reduce not)."""
+    model = model or basis.model
+    if predictor == MODEL:
+        return model.samples_per_s(lay)
+    linear, amdahl = baseline(basis.cells, lay, basis.sigma)
+    return (linear if predictor == LINEAR else amdahl) * _what_if(model, lay)
+
+
+def _what_if(model: StepModel, lay: Layout) -> float:
+    """samples/s on the target CPU over samples/s on the measured one, as the model sees it."""
+    if model.compute_scale == 1.0:
+        return 1.0
+    return model.samples_per_s(lay) / replace(model, compute_scale=1.0).samples_per_s(lay)
+
+
+def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHINE) -> CellPrediction:
+    """samples/s of any layout with its interval: held-out errors where every axis it lies beyond has one,
+    else bounds from physics and the evidence (the module's docstring says how)."""
+    model = replace(basis.model, compute_scale=machine.compute_scale)
+    axes = extrapolation_axes(lay, basis.cells)
+    choice = choose(basis.bands, axes)
+    if choice.width_log is None:
+        bounded = _bounded(basis, basis.model, lay, axes, choice)      # on the measured CPU, then scaled
+        ratio = _what_if(model, lay)
+        predicted = replace(bounded, value=bounded.value * ratio,
+                            low=None if bounded.low is None else bounded.low * ratio,
+                            high=None if bounded.high is None else bounded.high * ratio)
+    else:
+        predicted = _banded(basis, model, lay, axes, choice)
+    if predicted.low is None or predicted.high is None:
+        return predicted
+    low, high, why = _other_ends(model, lay, predicted.value, predicted.low, predicted.high, machine)
+    notes = predicted.notes + ((machine.note,) if machine.note else ())
+    return replace(predicted, low=low, high=high, notes=tuple(dict.fromkeys(notes)),
+                   low_why=why[0] or predicted.low_why, high_why=why[1] or predicted.high_why)
+
+
+def _linear_cap(basis: Basis, model: StepModel, predictor: str, lay: Layout) -> float:
+    """Linear scaling from the 1-rank, fewest-threads layout at the same batch, by the same predictor."""
+    base = Layout(1, min(c.layout.threads for c in basis.cells), lay.local_batch)
+    if lay == base or lay.cores <= base.cores:
+        return math.inf
+    return value_of(basis, predictor, base, model) * lay.cores / base.cores
+
+
+def _banded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], choice: Choice) -> CellPrediction:
+    """The interval from held-out errors (bands.choose), the bootstrap (orch's model) and the cells' noise."""
+    value = value_of(basis, choice.predictor, lay, model)
+    notes = [a.proxy for a in axes if a.proxy] + ([choice.why] if choice.why else []) + list(_notes(model, lay))
+    cap = _linear_cap(basis, model, choice.predictor, lay)
+    if value > cap:
+        value = cap
+        notes.append("capped at linear scaling from 1 rank (efficiency ≤ 1)")
+    extrap = tuple(a.words for a in axes)
+    # the fit's bootstrap spread beyond the data only: inside it, the leave-one-cell-out error already comes
+    # from refits without the cell, the fit's own variability included
+    spread = GAUSS_95 * log_spread(basis.boot.models(), lay) if choice.predictor == MODEL and axes else 0.0
+    width = max(float(choice.width_log or 0.0) + spread, basis.bands.noise_log)
+    if width <= 0:
+        return CellPrediction(value, None, None, choice.predictor, extrap, tuple(dict.fromkeys(notes)),
+                              "no interval: the held-out errors and the cells' noise are all zero (exact data?)")
+    source = f"the held-out error of {', '.join(choice.schemes)}" + (" and the fit's bootstrap" if spread else "")
+    if width == basis.bands.noise_log:
+        source = "the cells' repeat noise"
+    low, high = value * math.exp(-width), value * math.exp(width)
+    high_why = source
+    if high > cap:
+        high, high_why = cap, "linear scaling from 1 rank (efficiency ≤ 1)"
+    return CellPrediction(value, low, high, choice.predictor, extrap, tuple(dict.fromkeys(notes)), "",
+                          f"low end: {source}", f"high end: {high_why}")
+
+
+UP, DOWN, ACROSS = "up", "down", "across"
+
+
+def _anchor(cells: Sequence[Cell], lay: Layout) -> tuple[Layout, str]:
+    """The measured shape (ranks, threads, nodes) to scale from: the one with the most cores that `lay`
+    contains (no more ranks, threads or nodes: UP); else the smallest containing `lay` (DOWN); else the one
+    nearest in cores (ACROSS: the same cores split another way, say)."""
+    shapes = list({(c.layout.ranks, c.layout.threads, c.layout.nodes): c.layout for c in cells}.values())
+    at_batch = {(c.layout.ranks, c.layout.threads, c.layout.nodes) for c in cells
+                if c.layout.local_batch == lay.local_batch}
+
+    def closeness(c: Layout) -> tuple[bool, float, int, int, int]:
+        """A shape measured at the layout's batch first, then the nearest in cores."""
+        return ((c.ranks, c.threads, c.nodes) not in at_batch, abs(math.log2(c.cores / lay.cores)),
+                c.ranks_per_socket, -c.ranks, c.threads)
+
+    inside = [s for s in shapes if s.ranks <= lay.ranks and s.threads <= lay.threads and s.nodes <= lay.nodes]
+    if inside:
+        return min(inside, key=closeness), UP
+    around = [s for s in shapes if s.ranks >= lay.ranks and s.threads >= lay.threads and s.nodes >= lay.nodes]
+    if around:
+        return min(around, key=closeness), DOWN
+    return min(shapes, key=closeness), ACROSS
+
+
+def _at_batch(basis: Basis, model: StepModel, shape: Layout, batch: int) -> tuple[float, float, float, str]:
+    """(low, central, high) samples/s of a measured shape at `batch`, and how: the measured cell ± its noise,
+    the held-out errors along the batch, or (one measured batch) between no gain and linear gain in the batch."""
+    lay = replace(shape, local_batch=batch)
+    measured = [c for c in basis.cells if c.layout == lay]
+    if measured:
+        noise = max(measured[0].cv, math.expm1(basis.bands.noise_log))
+        v = measured[0].samples_per_s
+        return v / (1 + noise), v, v * (1 + noise), f"{lay.label} measured"
+    axes = extrapolation_axes(lay, basis.cells)
+    choice = choose(basis.bands, axes)
+    if choice.width_log is not None:
+        p = _banded(basis, model, lay, axes, choice)
+        if p.low is not None and p.high is not None:
+            return p.low, p.value, p.high, f"{lay.label} from the held-out errors along the local batch"
+    same = [c for c in basis.cells if c.layout.ranks == shape.ranks and c.layout.threads == shape.threads
+            and c.layout.nodes == shape.nodes]
+    near = min(same, key=lambda c: (abs(math.log2(c.layout.local_batch / batch)), c.layout.local_batch))
+    v = near.samples_per_s
+    low, high = v * min(1.0, batch / near.layout.local_batch), v * max(1.0, batch / near.layout.local_batch)
+    return low, math.sqrt(low * high), high, (
+        f"{lay.label} from {near.layout.label} (throughput assumed between no gain and linear gain in the batch)")
+
+
+def _ratio_bounds(evidence: Evidence, lay: Layout, anchor: Layout, how: str) -> tuple[float, float, str, str]:
+    """Bounds on lay's efficiency over the anchor's (both over one core), and what set each: physics (no
+    more than linear scaling) on one side, the evidence (`Evidence.low_efficiency`) on the other."""
+    if how == UP:
+        low, why = evidence.low_efficiency(lay, anchor)
+        return low, 1.0, why, f"linear scaling from {anchor.label} (efficiency ≤ 1)"
+    if how == DOWN:
+        low, why = evidence.low_efficiency(anchor, lay)
+        return 1.0, 1 / low, f"linear scaling down from {anchor.label} (efficiency ≤ 1)", f"{why}, down from it"
+    one = Layout(1, 1, lay.local_batch)
+    e_lay, why_lay = evidence.low_efficiency(lay, one)
+    e_anchor, why_anchor = evidence.low_efficiency(anchor, one)
+    return (e_lay, 1 / e_anchor, f"{why_lay}, against {anchor.label} at full efficiency",
+            f"{why_anchor} on {anchor.label}, against {lay.label} at full efficiency")
+
+
+def _central(basis: Basis, model: StepModel, lay: Layout, anchor: Layout, a_mid: float) -> tuple[str, float, str]:
+    """The central estimate where an axis has one measured level (ONE_LEVEL_PREDICTOR), and how. GEMM_PROXY:
+    the anchor's compute time (its step less its all-reduce as calibrated × ρ) scaled by the GEMM peaks of the
+    two layouts, each measured with all ranks at once (so the sharing of the same cores is in them), and per
+    doubling of the threads by the measured step ÷ GEMM efficiency of thread pairs (a step's serial and
+    memory-bound parts, which a GEMM has not: the proxy's bias); then the layout's own all-reduce added, not
+    overlapped. Amdahl's law where a GEMM peak is missing."""
+    speedup = basis.evidence.gemm_speedup(lay, anchor)
+    if ONE_LEVEL_PREDICTOR != GEMM_PROXY or speedup is None:
+        predictor = AMDAHL if ONE_LEVEL_PREDICTOR == GEMM_PROXY else ONE_LEVEL_PREDICTOR
+        why = " (no GEMM peak of this layout to scale by)" if ONE_LEVEL_PREDICTOR == GEMM_PROXY else ""
+        return predictor, value_of(basis, predictor, lay, model), why
+    ev = basis.evidence
+    q = ev.thread_ratio
+    comm_anchor, comm_lay = model.comm(anchor)[0], model.comm(lay)[0]
+    compute_anchor = max(anchor.global_batch / a_mid - comm_anchor, 0.5 * anchor.global_batch / a_mid)
+    rate = anchor.global_batch / compute_anchor * speedup * q ** math.log2(lay.threads / anchor.threads)
+    source = (f"median of {len(ev.thread_ratios)} thread pair(s) here" if ev.thread_ratios
+              else "the committed folders': no thread pair here")
+    why = (f": {anchor.label} × the GEMM peaks' {speedup:.2f}× × {q:.2f} per doubling of the threads (step ÷ GEMM "
+           f"efficiency, {source})" + (", plus the all-reduce as calibrated" if comm_lay > 0 else ""))
+    return GEMM_PROXY, lay.global_batch / (lay.global_batch / rate + comm_lay), why
+
+
+def _bounded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], choice: Choice) -> CellPrediction:
+    """The interval from physics and the evidence, where an axis of the layout has one measured level."""
+    extrap = tuple(a.words for a in axes)
+    notes = [a.proxy for a in axes if a.proxy] + list(_notes(model, lay))
+    shape, how = _anchor(basis.cells, lay)
+    anchor = replace(shape, local_batch=lay.local_batch)
+    a_low, a_mid, a_high, a_how = _at_batch(basis, model, shape, lay.local_batch)
+    predictor, value, central_why = _central(basis, model, lay, anchor, a_mid)
+    adds_comm = model.comm(lay)[0] > model.comm(anchor)[0] or (lay.ranks > anchor.ranks and lay.link is not None)
+    if lay.ranks > anchor.ranks and not basis.evidence.multi_rank and model.comm(lay)[0] <= 0:
+        return CellPrediction(value, None, None, predictor, extrap, tuple(notes),
+                              f"no interval: {choice.why}, and no all-reduce calibration nor multi-rank cell "
+                              "bounds its communication")
+    r_low, r_high, low_why, high_why = _ratio_bounds(basis.evidence, lay, anchor, how)
+    n = lay.cores / anchor.cores
+    low, high = a_low * n * r_low, a_high * n * r_high
+    low, comm_why = _with_comm(model, lay, anchor, low) if adds_comm else (low, "")
+    notes.append(f"bounded ({choice.why}); central estimate by {predictor}{central_why}")
+    if not basis.evidence.measured:
+        notes.append(f"the scaling evidence is {PRIOR_SOURCE}")
+    return _held_inside(CellPrediction(value, low, high, predictor, extrap, tuple(dict.fromkeys(notes)), "",
+                                       f"low end: {low_why}, from {a_how}{comm_why}",
+                                       f"high end: {high_why}, from {a_how}"), basis.bands.noise_log)
+
+
+def _with_comm(model: StepModel, lay: Layout, anchor: Layout, low: float) -> tuple[float, str]:
+    """The low end slowed by the communication `lay` adds over the anchor (as calibrated × ρ, no overlap)."""
+    extra = model.comm(lay)[0] - model.comm(anchor)[0]
+    if extra <= 0 or low <= 0:
+        return low, ""
+    slower = lay.global_batch / (lay.global_batch / low + extra)
+    how = f"ρ = {model.values.rho:.2f} as fitted" if "rho" not in model.frozen else "as calibrated, ρ = 1"
+    return slower, f", with the all-reduce it adds ({extra * 1e3:.1f} ms per step, {how}) not overlapped"
+
+
+def _held_inside(p: CellPrediction, noise_log: float) -> CellPrediction:
+    """The central estimate inside its bounds, each end at least the cells' noise away from it."""
+    assert p.low is not None and p.high is not None
+    value = min(max(p.value, p.low), p.high)
+    notes = p.notes if value == p.value else p.notes + (f"{p.predictor} held inside the bounds",)
+    floor = max(noise_log, 1e-6)
+    low, high = min(p.low, value * math.exp(-floor)), max(p.high, value * math.exp(floor))
+    return replace(p, value=value, low=low, high=high, notes=notes)
+
+
+def _other_ends(model: StepModel, lay: Layout, value: float, low: float, high: float,
+                machine: MachineWhatIf) -> tuple[float, float, tuple[str, str]]:
+    """Widen for what the held-out errors and bounds do not cover: a stand-in link (the real one assumed
+    within LINK_STAND_IN_SPAN of it) and a CPU what-if (the other end at the other scale)."""
+    central = model.samples_per_s(lay)
+    why = ["", ""]
+    if lay.link is not None and lay.ranks > 1:
+        direction = stand_in_direction(lay.link, model.links)
+        if direction:
+            rho = model.values.rho
+            changed = replace(model, params={**model.params, "rho": rho * LINK_STAND_IN_SPAN ** direction})
+            ratio = changed.samples_per_s(lay) / central
+            end = 0 if ratio < 1 else 1
+            low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
+            why[end] = (f"{'low' if end == 0 else 'high'} end: widened for the uncalibrated link, "
+                        f"its all-reduce {LINK_STAND_IN_SPAN:g}× the stand-in's")
+    if machine.other_end_scale != machine.compute_scale:
+        ratio = replace(model, compute_scale=machine.other_end_scale).samples_per_s(lay) / central
+        end = 0 if ratio < 1 else 1
+        low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
+        why[end] = f"{'low' if end == 0 else 'high'} end: widened for the CPU what-if's other end"
+    return low, high, (why[0], why[1])
+
+
+def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
+    notes = []
+    _, comm_note = model.comm(lay)
+    if comm_note:
+        span = (f"; interval assumes within {LINK_STAND_IN_SPAN:g}× of it" if lay.link is not None
+                and stand_in_direction(lay.link, model.links) else "")
+        notes.append(comm_note + span)
+    relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2,
+                "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1, "gamma": lay.ranks > 1, "a_s": True}
+    notes += [why for p, why in model.frozen.items() if relevant.get(p)]
+    return tuple(notes)
+
+
+# Refits of the nested bootstrap, per held-out group of a validation with printed intervals: the spread's own
+# error is about 1/√(2·8) ≈ 25% (24 refits per group would make `orch predict --validate` take seconds).
+NESTED_BOOTSTRAP_RESAMPLES = 8
+
+
+def printer(links: Mapping[str, LinkFit], buckets: Sequence[int], thread_prior: Mapping[int, float] | None,
+            gemm: Mapping[tuple[int, int], float]) -> Printer:
+    """What `orch predict` prints for held-out cells from the training cells alone (validate.Printer): a basis
+    of the training cells, the scheme's own fit to them, and the held-out schemes those predictions need. A
+    single held-out cell inside the data needs the training cells' leave-one-cell-out errors: those of the
+    outer validation, without the held-out cell (the jackknife's residuals; refitting without each pair of
+    cells would cost n² fits)."""
+
+    def printed(train: Sequence[Cell], group: Sequence[Cell], model: StepModel,
+                outer: Sequence[SchemeResult]) -> list[Printed]:
+        keys = {k for c in group for k in needed(extrapolation_axes(c.layout, train))}
+        reused = []
+        loo = next((r for r in outer if r.key == (CELL_AXIS, INSIDE)), None)
+        if (CELL_AXIS, INSIDE) in keys and loo is not None and len(group) == 1:
+            reused.append(scored(loo, [h for h in loo.held_out if h.cell not in group]))
+            keys.discard((CELL_AXIS, INSIDE))
+        run = validate_step(train, links, buckets, thread_prior,
+                            only=lambda s: s.key in keys and s.kind != ALL_BUT_ONE) if keys else []
+        basis = basis_of(train, links, buckets, thread_prior, gemm, model=model, validation=[*reused, *run],
+                         resamples=NESTED_BOOTSTRAP_RESAMPLES)
+        return [predict_cell(basis, c.layout).printed for c in group]
+    return printed
