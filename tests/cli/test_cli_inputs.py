@@ -130,8 +130,7 @@ def test_degenerate_sweep_files(tmp_path, capsys, text, expected):
 def test_sweep_file_that_is_not_utf8(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_bytes(b"name: \xff\xfe\n")
-    assert "cannot be read: 'utf-8' codec can't decode" in run_bad(capsys, ["plan", str(path), "--topology",
-                                                                              EMULATED])
+    assert "is not UTF-8 text (byte 6 is 0xff)" in run_bad(capsys, ["plan", str(path), "--topology", EMULATED])
 
 
 def test_missing_sweep_file(tmp_path, capsys):
