@@ -5,6 +5,12 @@ declaration order (the CSV's and JSON's columns) by `JsonObject.to_json`.
 It also reads by column name and compares equal to the dict it writes, as the dict rows it replaced did:
 the callers that hold a table rather than a row type (the Markdown writer, the tests) read it that way.
 The analysis itself reads attributes.
+
+>>> from orchestrator.core.profile.analysis import KernelRow
+>>> row = KernelRow(kind="convolution", direction="forward", implementation="brg:avx512_core", calls_per_step=12.0,
+...                 ms_per_step=3.5, share_of_step=0.41)
+>>> row["ms_per_step"], row == row.to_json(), list(row.to_json())[:3]
+(3.5, True, ['kind', 'direction', 'implementation'])
 """
 
 from __future__ import annotations
