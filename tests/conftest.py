@@ -99,9 +99,28 @@ def pytest_runtest_setup(item):
                     "(`unshare --pid --fork --mount-proc true` failed)", pytrace=False)
 
 
+# What a battery (tests/cli/test_bad_input_battery.py, tests/run/test_fault_battery.py) says at the end of the
+# run: its counts, one line each, added by its `battery_counts` fixture.
+BATTERY_LINES = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="module")
+def battery_counts(request):
+    """Counts a battery module keeps ({"tried", "clean", "dirty"}); its line (the module's BATTERY name) is
+    printed at the end of the run, after the test summary."""
+    counts = {"tried": 0, "clean": 0, "dirty": []}
+    yield counts
+    line = f"{request.module.BATTERY}: {counts['tried']} cases tried, {counts['clean']} clean"
+    if counts["dirty"]:
+        line += f"; not clean: {', '.join(counts['dirty'])}"
+    request.config.stash.setdefault(BATTERY_LINES, []).append(line)
+
+
 def pytest_terminal_summary(terminalreporter):
     """One line that counts the skipped tests by reason (`-ra` lists them one location at a time), so that
-    CI's log says at a glance what did not run and why."""
+    CI's log says at a glance what did not run and why; and each battery's counts."""
+    for line in terminalreporter.config.stash.get(BATTERY_LINES, []):
+        terminalreporter.write_line(line)
     skipped = terminalreporter.stats.get("skipped", [])
     if not skipped:
         return

@@ -34,6 +34,7 @@ if TYPE_CHECKING:   # types only: rich and the run layer are imported when a pro
     from orchestrator.run.profile_run import ProfileTarget
 
 HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
+HEADER_KEYS = ("sweep", "workload", "steps", "warmup", "machine", "backend", "command")   # what profile.md reads
 DEFAULT_MAX_PASSES = 3   # a disturbed target is run again up to this many times in all before giving up
 
 
@@ -246,6 +247,9 @@ def _saved(out: Path) -> tuple[dict[str, Any], list[ProfiledTarget]] | str:
     problem = next((p for label in labels if (p := name_problem(label, f"{HEADER_FILE} target")) is not None), None)
     if problem is not None:
         return f"{where} ({problem})"
+    missing = [key for key in HEADER_KEYS if key not in header]
+    if missing:
+        return f"{where} ({out / HEADER_FILE}: no {', '.join(missing)})"
     try:
         return header, [load_result(out / label / RESULT_FILE) for label in labels]
     except (ValueError, TypeError, KeyError) as exc:   # UnreadableFile, or not the shape orch writes

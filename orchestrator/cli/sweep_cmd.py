@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         return fail_input(f"results folder {results}: cannot be written ({err.strerror})")
     try:
         if note is not None:
-            console(stderr=True).print(f"note: {note}")
+            print(f"orch: note: {note}", file=sys.stderr)   # one line, however narrow the terminal
         problem = check_folder(results)   # a corrupt spec.json or trials.jsonl to resume, found before Ray starts
         if problem is not None:
             return fail_input(problem)

@@ -151,6 +151,9 @@ def check_folder(folder: Path) -> str | None:
     """Why a sweep cannot resume in `folder` (a file orch would read there is corrupt), or None: checked
     before Ray starts, so that a bad folder costs nothing. An empty or new folder is fine."""
     if not os.path.lexists(folder / SPEC_FILE):
+        if os.path.lexists(folder / TRIALS_FILE):   # records of a sweep nobody can compare this one with
+            return (f"{folder} holds {TRIALS_FILE} but no {SPEC_FILE}: not a folder orch wrote, or its spec was "
+                    "lost; give this sweep another --results folder")
         return None
     try:
         load_results(folder)

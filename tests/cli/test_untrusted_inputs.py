@@ -191,6 +191,7 @@ def test_profile_report_only_never_follows_a_label_out_of_its_folder(tmp_path, c
     ("[]", "no list of targets"),
     ('{"targets": "1x1x8"}', "no list of targets"),
     ("{", "not valid JSON"),
+    ('{"targets": ["1x1x8"]}', "no sweep, workload, steps, warmup, machine, backend, command"),  # was a KeyError
 ])
 def test_profile_report_only_headers_of_the_wrong_shape(tmp_path, capsys, header, reason):
     (tmp_path / "profile-header.json").write_text(header)
