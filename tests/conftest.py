@@ -3,7 +3,10 @@ Record`, keyed by the production key functions) carrying just the numbers a test
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -26,8 +29,38 @@ def required_cpus() -> int:
         raise pytest.UsageError(f"{REQUIRE_CPUS_ENV_VAR}={text!r}: must be a whole number of CPUs") from None
 
 
+# Tests marked `needs_pid_namespace(reason)` (the ones that stop a Ray of their own with `ray stop`, inside
+# `unshare --pid`) skip where no PID namespace can be made; ORCH_REQUIRE_PID_NAMESPACE=1 makes that a failure, so
+# a runner that ought to have one (root, or user namespaces: CI's) cannot pass them as skipped.
+REQUIRE_PID_NAMESPACE_ENV_VAR = "ORCH_REQUIRE_PID_NAMESPACE"
+
+
+def required_pid_namespace() -> bool:
+    text = os.environ.get(REQUIRE_PID_NAMESPACE_ENV_VAR, "0")
+    if text not in ("0", "1"):
+        raise pytest.UsageError(f"{REQUIRE_PID_NAMESPACE_ENV_VAR}={text!r}: must be 0 or 1")
+    return text == "1"
+
+
+@functools.cache
+def pid_namespace_available() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+def _namespace_missing(item) -> str | None:
+    """Why a `needs_pid_namespace` test cannot run here, or None."""
+    marker = item.get_closest_marker("needs_pid_namespace")
+    if marker is None or pid_namespace_available():
+        return None
+    return marker.args[0] if marker.args else "needs a PID namespace (unshare --pid)"
+
+
 def pytest_configure(config):
     required_cpus()  # a bad value stops the run before any test, with the message above
+    required_pid_namespace()
 
 
 def _cpu_shortfall(item) -> tuple[int, str] | None:
@@ -47,6 +80,10 @@ def pytest_collection_modifyitems(config, items):
         if shortfall and required_cpus() < shortfall[0]:
             item.add_marker(pytest.mark.skip(
                 reason=f"{shortfall[1]} (set {REQUIRE_CPUS_ENV_VAR}={shortfall[0]} to make this a failure)"))
+        missing = _namespace_missing(item)
+        if missing and not required_pid_namespace():
+            item.add_marker(pytest.mark.skip(
+                reason=f"{missing} (set {REQUIRE_PID_NAMESPACE_ENV_VAR}=1 to make this a failure)"))
 
 
 def pytest_runtest_setup(item):
@@ -56,11 +93,34 @@ def pytest_runtest_setup(item):
     if shortfall and required_cpus() >= shortfall[0]:
         pytest.fail(f"{shortfall[1]}, and {REQUIRE_CPUS_ENV_VAR}={required_cpus()} says this runner has them",
                     pytrace=False)
+    missing = _namespace_missing(item)
+    if missing and required_pid_namespace():
+        pytest.fail(f"{missing}, and {REQUIRE_PID_NAMESPACE_ENV_VAR}=1 says this runner can make one "
+                    "(`unshare --pid --fork --mount-proc true` failed)", pytrace=False)
+
+
+# What a battery (tests/cli/test_bad_input_battery.py, tests/run/test_fault_battery.py) says at the end of the
+# run: its counts, one line each, added by its `battery_counts` fixture.
+BATTERY_LINES = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="module")
+def battery_counts(request):
+    """Counts a battery module keeps ({"tried", "clean", "dirty"}); its line (the module's BATTERY name) is
+    printed at the end of the run, after the test summary."""
+    counts = {"tried": 0, "clean": 0, "dirty": []}
+    yield counts
+    line = f"{request.module.BATTERY}: {counts['tried']} cases tried, {counts['clean']} clean"
+    if counts["dirty"]:
+        line += f"; not clean: {', '.join(counts['dirty'])}"
+    request.config.stash.setdefault(BATTERY_LINES, []).append(line)
 
 
 def pytest_terminal_summary(terminalreporter):
     """One line that counts the skipped tests by reason (`-ra` lists them one location at a time), so that
-    CI's log says at a glance what did not run and why."""
+    CI's log says at a glance what did not run and why; and each battery's counts."""
+    for line in terminalreporter.config.stash.get(BATTERY_LINES, []):
+        terminalreporter.write_line(line)
     skipped = terminalreporter.stats.get("skipped", [])
     if not skipped:
         return

@@ -125,3 +125,115 @@ def test_the_sbatch_script_refuses_bad_settings_before_starting_anything(tmp_pat
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert not (tmp_path / "out").exists()       # the results folder is made only once all is checked
+
+
+# --- every path a recipe names exists ---------------------------------------------------------------------
+DOCKERFILE = REPO / "clusters" / "Dockerfile"
+RECIPES = [RAYJOB, SBATCH, DOCKERFILE, REPO / "docs" / "clusters.md"]
+# A path into this checkout: a top-level folder of the repository, then a file or folder name; or the same under
+# the image's copy of it (/opt/orch/...). Paths the user chooses (/shared/results/..., REGISTRY/...) are not these.
+REPO_PATH = re.compile(r"(?<![\w./-])(?P<image>/opt/orch/)?(?P<path>(?:sweeps|clusters|orchestrator|workloads|scripts"
+                       r"|docs|tests|benchmarks)/[\w./-]*[\w])")
+
+
+def image_copies() -> dict[str, str]:
+    """{folder in the image: folder in the repository} from the Dockerfile's WORKDIR and COPY lines."""
+    workdir, copies = "/", {}
+    for line in DOCKERFILE.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["WORKDIR"]:
+            workdir = words[1]
+        elif words[:1] == ["COPY"] and not any(w.startswith("--") for w in words):
+            *sources, target = words[1:]
+            for source in sources:
+                copies[os.path.normpath(os.path.join(workdir, target))] = source
+    return copies
+
+
+def named_paths(recipe: Path) -> list[tuple[str, str]]:
+    """(path as written, where it must exist in the repository) for every repository path `recipe` names."""
+    found = []
+    copies = image_copies()
+    for match in REPO_PATH.finditer(recipe.read_text()):
+        path = match["path"]
+        if match["image"]:
+            top = f"/opt/orch/{path.split('/')[0]}"
+            assert top in copies, f"{recipe.name} names {match[0]}, but the Dockerfile copies no {top} into the image"
+            path = path.replace(path.split("/")[0], copies[top], 1)
+        found.append((match[0], path))
+    return found
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_every_path_a_recipe_names_exists_in_the_repository_or_the_image(recipe):
+    named = named_paths(recipe)
+    missing = [written for written, path in named if not (REPO / path).exists()]
+    assert missing == [], f"{recipe.relative_to(REPO)} names paths that do not exist: {missing}"
+    if recipe in (RAYJOB, SBATCH):   # each names the sweep file it runs (or shows how to run one)
+        assert any(path.startswith("sweeps/") and path.endswith(".yaml") for _, path in named), named
+
+
+def test_the_path_check_sees_a_missing_sweep_file_and_the_images_copy(tmp_path):
+    recipe = tmp_path / "job.yaml"
+    recipe.write_text("entrypoint: orch sweep /opt/orch/sweeps/table3.yaml --results /results/x\n"
+                      "# or: orch sweep sweeps/retinanet-table3.yaml\n")
+    assert named_paths(recipe) == [("/opt/orch/sweeps/table3.yaml", "sweeps/table3.yaml"),
+                                   ("sweeps/retinanet-table3.yaml", "sweeps/retinanet-table3.yaml")]
+    assert not (REPO / "sweeps/table3.yaml").exists()
+
+
+# --- the RayJob authenticates, runs as no root, and opens only what it needs -------------------------------
+def test_the_rayjob_uses_rays_token_authentication(rayjob):
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    assert cluster["authOptions"]["mode"] == "token"
+    # token authentication arrived in Ray 2.52; the image's Ray is the one pyproject.toml pins
+    version = tuple(int(v) for v in cluster["rayVersion"].split("."))
+    assert version >= (2, 52)
+    pinned = re.search(r'"ray==([0-9.]+)"', (REPO / "pyproject.toml").read_text())[1]
+    assert cluster["rayVersion"] == pinned
+
+
+def test_no_ray_server_listens_beyond_the_pod_without_the_token(rayjob):
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]
+    assert head.get("serviceType", "ClusterIP") == "ClusterIP"    # never a NodePort or LoadBalancer
+    assert not head.get("enableIngress", False)
+    hosts = [group["rayStartParams"].get("dashboard-host", "localhost") for _, group, _ in pods(rayjob)]
+    if "0.0.0.0" in hosts:
+        assert cluster.get("authOptions", {}).get("mode") == "token", "a dashboard on 0.0.0.0 needs the token"
+    (container,) = head["template"]["spec"]["containers"]
+    assert sorted(p["containerPort"] for p in container["ports"]) == [6379, 8265]   # GCS and dashboard only
+
+
+def test_every_rayjob_container_runs_as_the_images_non_root_user(rayjob):
+    uid = dockerfile_user()
+    for name, group, _ in pods(rayjob):
+        spec = group["template"]["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["runAsUser"] == uid != 0, name
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+            assert not context.get("privileged", False), name
+
+
+def dockerfile_user() -> int:
+    """The uid the image runs as: its last USER line (root when it has none)."""
+    users = [line.split()[1] for line in DOCKERFILE.read_text().splitlines() if line.startswith("USER ")]
+    user = users[-1].split(":")[0] if users else "0"
+    assert user.isdigit(), f"USER {user}: a numeric uid, so that runAsNonRoot can check it"
+    return int(user)
+
+
+def test_the_image_runs_as_a_non_root_user():
+    assert dockerfile_user() != 0
+    text = DOCKERFILE.read_text()
+    # the user comes after every install: nothing it runs can change the installed code
+    assert text.rindex("USER ") > text.rindex("pip install")
+
+
+def test_the_slurm_script_authenticates_and_starts_no_dashboard():
+    text = SBATCH.read_text()
+    assert "export RAY_AUTH_MODE=token" in text
+    assert "--include-dashboard=false" in text and "dashboard-host" not in text

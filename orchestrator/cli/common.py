@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -40,6 +41,8 @@ def embedded_ray_environment(address: str | None) -> Iterator[None]:
     (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) would stop a later `ray start` from forming a multi-node cluster."""
     from orchestrator.constants import EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE
 
+    for line in _preset_ray_notes(address):
+        print(f"orch: note: {line}", file=sys.stderr)
     added = []
     if not (address or os.environ.get("RAY_ADDRESS")):
         for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
@@ -51,6 +54,23 @@ def embedded_ray_environment(address: str | None) -> Iterator[None]:
     finally:
         for name in added:
             os.environ.pop(name, None)
+
+
+def _preset_ray_notes(address: str | None) -> list[str]:
+    """One line for each setting already in the environment that changes where orch's Ray listens or which
+    Ray it joins, which the user may not know is set (a shell profile, a job's environment)."""
+    from orchestrator.constants import RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE
+
+    notes = []
+    preset = os.environ.get("RAY_ADDRESS")
+    if preset and not address:
+        notes.append(f"RAY_ADDRESS={preset} is set: joining that Ray cluster instead of starting an embedded one "
+                     "(unset it for a Ray of this machine alone)")
+    loopback = os.environ.get(RAY_LOOPBACK_ENV_VAR)
+    if not (address or preset) and loopback is not None and loopback != RAY_LOOPBACK_VALUE:
+        notes.append(f"{RAY_LOOPBACK_ENV_VAR}={loopback} is set: the embedded Ray listens on this machine's "
+                     "network address, not on loopback only (unset it to keep it on loopback)")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -160,13 +180,17 @@ def positive_int(text: str) -> int:
 
 
 def positive_number(text: str) -> float:
-    """argparse type: a number > 0."""
+    """argparse type: a finite number > 0 (`inf` is no deadline, budget or timeout: it is refused, as NaN is).
+
+    >>> positive_number("2.5")
+    2.5
+    """
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite positive number")
     return value
 
 

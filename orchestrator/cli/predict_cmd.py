@@ -12,14 +12,34 @@ from orchestrator.cli.common import EXIT_OK, console, fail_input, positive_int, 
 PIPED_WIDTH = 160
 
 
-def _int_list(text: str) -> list[int]:
+# What one prediction may be asked for: each value is a planned cluster (every layout of it predicted), so the
+# lists and their values are bounded; beyond them the plan alone would take minutes.
+MAX_LIST_VALUES = 32
+MAX_NODES = 100_000
+MAX_LOCAL_BATCH = 1 << 20
+
+
+def _int_list(text: str, most: int) -> list[int]:
+    shown = text if len(text) <= 40 else text[:40] + "..."
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,2,4") from None
+        raise argparse.ArgumentTypeError(f"{shown!r}: expected comma-separated positive integers, e.g. 1,2,4") from None
     if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers, e.g. 1,2,4")
+        raise argparse.ArgumentTypeError(f"{shown!r}: expected comma-separated positive integers, e.g. 1,2,4")
+    if len(set(values)) > MAX_LIST_VALUES:
+        raise argparse.ArgumentTypeError(f"{shown!r}: {len(set(values))} values, more than {MAX_LIST_VALUES}")
+    if max(values) > most:
+        raise argparse.ArgumentTypeError(f"{shown!r}: {max(values)} is more than {most:,}")
     return values
+
+
+def _node_list(text: str) -> list[int]:
+    return _int_list(text, MAX_NODES)
+
+
+def _batch_list(text: str) -> list[int]:
+    return _int_list(text, MAX_LOCAL_BATCH)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,10 +55,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("results", metavar="RESULTS_DIR", help="results folder of a sweep, e.g. results/classifier")
     parser.add_argument("--topology", metavar="FILE",
                         help="target machine or cluster (topology file); default: the one the sweep ran on")
-    parser.add_argument("--nodes", type=_int_list, metavar="LIST",
-                        help="node counts to consider, e.g. 1,2,4,8; default: powers of two up to the target's nodes")
-    parser.add_argument("--local-batch", type=_int_list, metavar="LIST", dest="local_batch",
-                        help="local batches to consider, e.g. 8,16; default: the sweep's")
+    parser.add_argument("--nodes", type=_node_list, metavar="LIST",
+                        help=f"node counts to consider, e.g. 1,2,4,8 (at most {MAX_LIST_VALUES} values, each at most "
+                             f"{MAX_NODES:,}); default: powers of two up to the target's nodes")
+    parser.add_argument("--local-batch", type=_batch_list, metavar="LIST", dest="local_batch",
+                        help=f"local batches to consider, e.g. 8,16 (at most {MAX_LIST_VALUES} values, each at most "
+                             f"{MAX_LOCAL_BATCH:,}); default: the sweep's")
     parser.add_argument("--rcp", metavar="FILE",
                         help="MLPerf RCP JSON (rcps_<benchmark>.json, as MLCommons publishes and `orch report` "
                              "exports) as the convergence data, instead of the sweep's convergence runs")
@@ -69,6 +91,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator.core.plan import PlanTooLarge
     from orchestrator.io.predict_inputs import PredictInputError, load_inputs
     from orchestrator.report.prediction import (
         NoFeasibleLayout,
@@ -82,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         report = prediction_report(inputs)
     except (PredictInputError, NoFeasibleLayout) as bad:
         return fail_input(str(bad))
+    except PlanTooLarge as bad:   # a target and lists that make more layouts than one plan holds
+        return fail_input(f"--nodes/--local-batch on this target: {bad}")
     err = console(stderr=True)
     for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
@@ -94,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
         for renderable in terminal_prediction(report, full_validation=args.validate):
             out.print(renderable)
     if args.out:
-        paths = write_prediction(report, Path(args.out))
+        try:
+            paths = write_prediction(report, Path(args.out))
+        except OSError as error:
+            return fail_input(f"--out {args.out}: cannot write the prediction there ({error.strerror})")
         err.print(f"wrote {len(paths)} file(s) to {args.out}")
     return EXIT_OK

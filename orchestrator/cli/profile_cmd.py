@@ -21,7 +21,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile.layout import parse_layout
-from orchestrator.core.spec import ProfileSpec
+from orchestrator.core.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:   # types only: rich and the run layer are imported when a profile runs, not when the CLI starts
@@ -34,6 +34,7 @@ if TYPE_CHECKING:   # types only: rich and the run layer are imported when a pro
     from orchestrator.run.profile_run import ProfileTarget
 
 HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
+HEADER_KEYS = ("sweep", "workload", "steps", "warmup", "machine", "backend", "command")   # what profile.md reads
 DEFAULT_MAX_PASSES = 3   # a disturbed target is run again up to this many times in all before giving up
 
 
@@ -84,6 +85,8 @@ def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list[Trial
     if not texts:
         return ("no layout to profile: give --layout RxTxB (e.g. --layout 1x2x8) or list profile.layouts in the "
                 "sweep file")
+    if len(texts) > MAX_PROFILE_LAYOUTS:
+        return f"{len(texts)} layouts, more than {MAX_PROFILE_LAYOUTS} (each is a run of its own)"
     layouts, errors = [], []
     for text in texts:
         try:
@@ -155,10 +158,11 @@ def _project(project_to: str | None, topology: Topology | None, out: Path, code:
         return code
     from orchestrator.report.projection_report import write_projection
     from orchestrator.run.profile_projection import project
-    from orchestrator.run.profile_run import RESULT_FILE, load_result
 
-    labels = json.loads((out / HEADER_FILE).read_text())["targets"]
-    results = [load_result(out / label / RESULT_FILE) for label in labels]
+    saved = _saved(out)
+    if isinstance(saved, str):
+        return fail_input(saved)
+    _header, results = saved
     try:
         projections = project(results, project_to, topology)
     except ValueError as exc:
@@ -224,14 +228,39 @@ def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, 
     return _write(results, header, out, err)
 
 
-def _report_only(out: Path, err: Console) -> int:
+def _saved(out: Path) -> tuple[dict[str, Any], list[ProfiledTarget]] | str:
+    """The header and the targets' results an earlier `orch profile` saved in `out`, or why they cannot be
+    used. Each target's label names its folder, so a label read back is checked as a name, never a path
+    (a header that says `../../x` would read and write outside `out`)."""
+    from orchestrator.core.spec import name_problem
+    from orchestrator.io.files import UnreadableFile, read_json_input
     from orchestrator.run.profile_run import RESULT_FILE, load_result
 
+    where = f"{out} holds no complete `orch profile` output to report from"
     try:
-        header = json.loads((out / HEADER_FILE).read_text())
-        results = [load_result(out / label / RESULT_FILE) for label in header["targets"]]
-    except (OSError, ValueError, KeyError) as exc:
-        return fail_input(f"{out} holds no complete `orch profile` output to report from ({exc})")
+        header = read_json_input(out / HEADER_FILE)
+    except UnreadableFile as exc:
+        return f"{where} ({out / HEADER_FILE}: {exc})"
+    labels = header.get("targets") if isinstance(header, dict) else None
+    if not isinstance(labels, list) or not labels:
+        return f"{where} ({out / HEADER_FILE}: no list of targets)"
+    problem = next((p for label in labels if (p := name_problem(label, f"{HEADER_FILE} target")) is not None), None)
+    if problem is not None:
+        return f"{where} ({problem})"
+    missing = [key for key in HEADER_KEYS if key not in header]
+    if missing:
+        return f"{where} ({out / HEADER_FILE}: no {', '.join(missing)})"
+    try:
+        return header, [load_result(out / label / RESULT_FILE) for label in labels]
+    except (ValueError, TypeError, KeyError) as exc:   # UnreadableFile, or not the shape orch writes
+        return f"{where} ({exc})"
+
+
+def _report_only(out: Path, err: Console) -> int:
+    saved = _saved(out)
+    if isinstance(saved, str):
+        return fail_input(saved)
+    header, results = saved
     from orchestrator.run.profile_run import refresh_shapes
 
     results = [refresh_shapes(r, out) for r in results]

@@ -49,7 +49,13 @@ def run(args: argparse.Namespace) -> int:
     files = [f for f in FORMATS if f in chosen]
     if files:
         out_dir = Path(args.out) if args.out else results.path / "report"
-        paths = write_report(results, out_dir, files)
+        if out_dir.exists() and not out_dir.is_dir():
+            return fail_input(f"--out {out_dir}: is a file, not a folder")
+        try:
+            paths = write_report(results, out_dir, files)
+        except OSError as error:   # a read-only or full file system, a folder not ours
+            where = f"--out {out_dir}" if args.out else f"the report folder {out_dir}"
+            return fail_input(f"{where}: cannot write the report there ({error.strerror}); give --out DIR")
         main = out_dir / REPORT_FILE
         err.print(f"wrote {len(paths)} file(s) to {out_dir}" + (f" (start with {main})" if main in paths else ""))
     return EXIT_OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,8 @@ from orchestrator.cli.common import (
     ray_session,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
+from orchestrator.io.lock import FolderInUse, FolderLock
+from orchestrator.io.store import check_folder
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:
@@ -72,13 +75,68 @@ def run(args: argparse.Namespace) -> int:
 
     if args.min_nodes and not (args.address or os.environ.get("RAY_ADDRESS")):
         return fail_input("--min-nodes needs --address (or RAY_ADDRESS): an embedded Ray has one node")
-    with ray_session(args.address, file_topology, args.topology, min_nodes=args.min_nodes,
-                     nodes_timeout_s=args.nodes_timeout_s, sigterm_as_ctrl_c=True) as session:
-        outcome = _run_on_ray(args, sweep, session, results)
+    # Everything that can be bad input is checked, and the folder locked, before Ray starts: a refused sweep
+    # costs nothing, and a second sweep on a folder in use never starts its own Ray on the same cores.
+    lock = FolderLock(results)
+    try:
+        problem = _unusable_results(results) or _unsafe_work_folder()
+        if problem is not None:
+            return fail_input(problem)
+        note = lock.acquire()
+    except FolderInUse as err:
+        return fail_input(str(err))
+    except OSError as err:
+        return fail_input(f"results folder {results}: cannot be written ({err.strerror})")
+    try:
+        if note is not None:
+            print(f"orch: note: {note}", file=sys.stderr)   # one line, however narrow the terminal
+        problem = check_folder(results)   # a corrupt spec.json or trials.jsonl to resume, found before Ray starts
+        if problem is not None:
+            return fail_input(problem)
+        return _locked_run(args, sweep, file_topology, results)
+    finally:
+        lock.release()
+
+
+def _unusable_results(results: Path) -> str | None:
+    """Why the results folder cannot be a folder (a file is there), or None."""
+    if results.exists() and not results.is_dir():
+        return f"--results {results}: is a file, not a folder"
+    return None
+
+
+def _unsafe_work_folder() -> str | None:
+    from orchestrator.io.files import WORK_ROOT, UnsafeFolder, private_folder
+
+    try:
+        private_folder(WORK_ROOT)
+    except UnsafeFolder as err:
+        return str(err)
+    return None
+
+
+def _locked_run(args: argparse.Namespace, sweep: Sweep, file_topology, results: Path) -> int:
+    """The sweep on Ray, its report and its exit status, with the results folder locked. A write into the
+    results folder that fails (a full disk) ends the sweep with exit status 1 and what it kept."""
+    from orchestrator.io.store import ResultsNotWritten
+
+    try:
+        with ray_session(args.address, file_topology, args.topology, min_nodes=args.min_nodes,
+                         nodes_timeout_s=args.nodes_timeout_s, sigterm_as_ctrl_c=True) as session:
+            outcome = _run_on_ray(args, sweep, session, results)
+    except ResultsNotWritten as err:
+        print(f"orch: error: {err}; the sweep stopped its trials, and every trial recorded before it is kept: make "
+              "room (or make the folder writable) and rerun to resume", file=sys.stderr)
+        return EXIT_RUN_FAILED
     if isinstance(outcome, int):
         return outcome
     if args.report:
-        _report(results, args.json)
+        try:
+            _report(results, args.json)
+        except OSError as err:
+            print(f"orch: error: the report could not be written into {results} ({err.strerror}); the records are "
+                  "complete: `orch report` writes it once there is room", file=sys.stderr)
+            return EXIT_RUN_FAILED
     return _summary(outcome)
 
 

@@ -1,7 +1,16 @@
 """Which grid points a machine can host, and why not, stated with the numbers.
 
 Every rule that applies is reported, not just the first, so a user sees at once whether adding memory,
-nodes or sockets would help.
+nodes or sockets would help:
+
+>>> from orchestrator.core.topology import topology_from_data
+>>> box, _ = topology_from_data({"name": "box", "sockets": 2, "cores_per_socket": 4, "memory_gib": 16})
+>>> [r.code for r in check(Trial(1, 8, 16), box, Rules(rank_memory_mib=1000))]
+['spans_sockets']
+>>> for reason in check(Trial(4, 4, 16), box, Rules(rank_memory_mib=5000)):
+...     print(reason.message)
+4 ranks × 4 cores = 16 > 8 physical cores (hyperthreads not counted) on 1 node(s)
+4 ranks × 5,000 MiB exceed memory: the node(s) hold 2 rank(s) within 0.9 × their memory
 """
 
 from __future__ import annotations

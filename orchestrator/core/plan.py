@@ -1,7 +1,18 @@
 """The plan: every grid point with its verdict, placement and memory budget, plus the convergence runs.
 
 `orch plan` prints it; `orch sweep` executes exactly it. Pure: the caller passes in what only the edges
-know (the workload's memory estimate, whether oneCCL's bindings are installed).
+know (the workload's memory estimate, whether oneCCL's bindings are installed):
+
+>>> from orchestrator.core.spec import parse_spec
+>>> from orchestrator.core.topology import topology_from_data
+>>> box, _ = topology_from_data({"name": "box", "sockets": 2, "cores_per_socket": 4, "memory_gib": 16})
+>>> spec, _ = parse_spec({"name": "s", "workload": {"name": "classifier"},
+...                       "grid": {"ranks": [1, 2], "threads_per_rank": [4, 8], "local_batch": [16]}})
+>>> plan = make_plan(spec, box, rank_memory_mib=lambda batch: 1000.0, ccl_available=False)
+>>> [(p.trial.key, p.feasible) for p in plan.trials]
+[('r1-t4-b16', True), ('r2-t4-b16', True), ('r1-t8-b16', False), ('r2-t8-b16', False)]
+>>> plan.backend.chosen, [r.cpus for r in plan.trials[1].placement.ranks]
+('gloo', [(0, 1, 2, 3), (4, 5, 6, 7)])
 """
 
 from __future__ import annotations

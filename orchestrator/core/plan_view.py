@@ -1,4 +1,17 @@
-"""The plan as tables (rows threads per rank, columns ranks, one per local batch) and as plain data."""
+"""The plan as tables (rows threads per rank, columns ranks, one per local batch) and as plain data.
+
+>>> from orchestrator.core.plan import make_plan
+>>> from orchestrator.core.spec import parse_spec
+>>> from orchestrator.core.topology import topology_from_data
+>>> box, _ = topology_from_data({"name": "box", "sockets": 2, "cores_per_socket": 4, "memory_gib": 16})
+>>> spec, _ = parse_spec({"name": "s", "workload": {"name": "classifier"},
+...                       "grid": {"ranks": [1, 2], "threads_per_rank": [4, 8], "local_batch": [16]}})
+>>> (table,) = plan_tables(make_plan(spec, box, rank_memory_mib=lambda batch: 1000.0, ccl_available=False))
+>>> [(threads, [cell.text for cell in cells]) for threads, cells in table.rows]
+[('4', ['run', 'run']), ('8', ['– a', '– a,b'])]
+>>> print(table.footnotes[0])
+a: a rank would span sockets: 8 threads > 4 physical cores (hyperthreads not counted) per socket
+"""
 
 from __future__ import annotations
 

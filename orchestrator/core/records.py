@@ -361,6 +361,9 @@ def parse_lines(lines: Iterable[str]) -> tuple[Records, list[str]]:
             what = "torn last line (a write was interrupted); skipped" if last else f"not JSON ({err.msg}); skipped"
             errors.append(f"line {number}: {what}")
             continue
+        except RecursionError:   # valid JSON nested past the parser: no record orch writes is
+            errors.append(f"line {number}: JSON nested too deeply to read; skipped")
+            continue
         record = _record(data)
         if record is None:
             errors.append(f"line {number}: not an orch record of schema {SCHEMA_VERSION}; skipped")

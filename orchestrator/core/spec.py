@@ -20,6 +20,33 @@ Isolation = Literal["node", "socket", "none"]
 LrRule = Literal["none", "linear", "sqrt"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A workload's name may also be an import path (`pkg.mod:attr`): still one file name, never a path.
+_WORKLOAD_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+MAX_NAME_CHARS = 100         # a file name's component is at most 255 bytes; a name is often one part of one
+MAX_SEEDS = 100              # convergence runs per global batch
+MAX_PROFILE_LAYOUTS = 32     # layouts one `orch profile` runs (each is a real run, minutes)
+MAX_PROFILE_VARIANTS = 16    # variants profiled side by side (each multiplies the layouts)
+
+
+def name_problem(name: object, what: str, *, workload: bool = False) -> str | None:
+    """Why `name` cannot name a file or folder of orch's, or None: names that become paths (a sweep's results
+    folder, a profile variant's folder, a report file named after the workload) are one plain file name each:
+    letters, digits, '.', '_' or '-' (and ':' in a workload's import path), starting with a letter or a digit, at
+    most MAX_NAME_CHARS long, so that none of them can step outside its folder ('..', '/').
+
+    >>> name_problem("retinanet-table3", "name") is None, name_problem("pkg.mod:attr", "workload", workload=True)
+    (True, None)
+    >>> name_problem("../../x", "profile.variants")
+    "profile.variants: '../../x' must be letters, digits, '.', '_' or '-', starting with a letter or a digit"
+    """
+    pattern, allowed = (_WORKLOAD_NAME_RE, "'.', '_', '-' or ':'") if workload else (_NAME_RE, "'.', '_' or '-'")
+    if not isinstance(name, str):
+        return f"{what}: {name!r} must be a string"
+    if len(name) > MAX_NAME_CHARS:
+        return f"{what}: {name[:20]!r}... is {len(name)} characters long, more than {MAX_NAME_CHARS}"
+    if not pattern.match(name):
+        return f"{what}: {name!r} must be letters, digits, {allowed}, starting with a letter or a digit"
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,7 +114,7 @@ class ConvergenceSpec:
     target: float = opt(MISSING, "value of the metric that counts as converged")
     max_epochs: float = opt(10.0, "epoch cap; a seed that has not converged by then is recorded as such",
                             exclusive_minimum=0)
-    seeds: tuple[int, ...] = opt((0, 1, 2), "one run per seed and global batch")
+    seeds: tuple[int, ...] = opt((0, 1, 2), f"one run per seed and global batch (at most {MAX_SEEDS} seeds)")
     eval_every_epochs: float = opt(1.0, "evaluation interval in epochs (<= 1; fractions give finer "
                                         "epochs-to-target)", exclusive_minimum=0, maximum=1)
     lr_rule: LrRule = opt("linear", "learning-rate scaling in global batch relative to base_batch")
@@ -100,6 +127,8 @@ class ConvergenceSpec:
     def __post_init__(self) -> None:
         if not self.seeds:
             raise ValueError("convergence.seeds: must list at least one seed")
+        if len(self.seeds) > MAX_SEEDS:
+            raise ValueError(f"convergence.seeds: {len(self.seeds)} seeds, more than {MAX_SEEDS}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"convergence.seeds: {list(self.seeds)} lists a seed twice")
         if self.warmup_epochs >= self.max_epochs:
@@ -127,11 +156,14 @@ class ConstraintsSpec:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProfileSpec:
     layouts: tuple[str, ...] = opt((), "layouts `orch profile` runs when no --layout is given: RxTxB strings "
-                                       "(ranks x threads per rank x local batch), e.g. 1x2x8")
+                                       "(ranks x threads per rank x local batch), e.g. 1x2x8; at most "
+                                       f"{MAX_PROFILE_LAYOUTS}")
     warmup_steps: int = opt(3, "training steps before profiling, excluded from every profile", minimum=1)
     steps: int = opt(3, "training steps per profiling pass (timed, oneDNN verbose, torch.profiler)", minimum=1)
     variants: dict[str, Any] = opt(factory=dict, help="named workload-parameter overrides profiled side by "
-                                                      "side, e.g. {reference: {focal_loss: reference}}")
+                                                      "side, e.g. {reference: {focal_loss: reference}}; at most "
+                                                      f"{MAX_PROFILE_VARIANTS}, each name a folder name (letters, "
+                                                      "digits, '.', '_' or '-')")
     replay: bool = opt(True, "replay each distinct convolution, matmul and reorder problem alone, pinned like "
                              "the rank, for the efficiency ratio")
 
@@ -142,6 +174,12 @@ class ProfileSpec:
                 parse_layout(text)
             except ValueError as err:
                 errors.append(f"profile.layouts: {err}")
+        if len(self.layouts) > MAX_PROFILE_LAYOUTS:
+            errors.append(f"profile.layouts: {len(self.layouts)} layouts, more than {MAX_PROFILE_LAYOUTS}")
+        if len(self.variants) > MAX_PROFILE_VARIANTS:
+            errors.append(f"profile.variants: {len(self.variants)} variants, more than {MAX_PROFILE_VARIANTS}")
+        errors += [problem for name in self.variants
+                   if (problem := name_problem(name, "profile.variants")) is not None]
         if errors:
             raise ValueError("\n".join(errors))
 
@@ -159,9 +197,9 @@ class SweepSpec:
     profile: ProfileSpec | None = opt(None, "what `orch profile` runs when its options do not say (optional)")
 
     def __post_init__(self) -> None:
-        if not _NAME_RE.match(self.name):
-            raise ValueError(f"name: {self.name!r} must be letters, digits, '.', '_' or '-' "
-                             "(it names the results folder)")
+        problem = name_problem(self.name, "name")
+        if problem is not None:
+            raise ValueError(f"{problem} (it names the results folder)")
 
 
 SECTIONS: dict[str, type] = {

@@ -3,7 +3,6 @@ the results folder, the sweep it ran, the target topology, an RCP file, other ca
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.topology import Topology, topology_from_data
+from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
 from orchestrator.io.sweepfile import Sweep, sweep_from_frozen
 
@@ -62,12 +62,10 @@ def _rcp(path: str, samples_per_epoch: int | None, from_option: bool, workload: 
     """The RCP file as epochs points; PredictInputError (exit 2) for a malformed file or units that cannot be
     converted. A file in samples is converted with --samples-per-epoch, or with the sweep workload's dataset
     size only when the file is that workload's (another benchmark's dataset size is not the workload's)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise PredictInputError(f"RCP file {path}: cannot read it ({err.strerror})") from None
-    except json.JSONDecodeError as err:
-        raise PredictInputError(f"RCP file {path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    try:  # not there, a FIFO, too large, not UTF-8, not JSON, nested too deeply: one line each (io.files)
+        data = read_json_input(path)
+    except UnreadableFile as err:
+        raise PredictInputError(f"RCP file {path}: {err}") from None
     where = f"RCP file {path}"
     read, errors = rcp.read_rcp(data, where)
     if read is None:

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from orchestrator.core.schema import InvalidInput, Problem
+from orchestrator.io.files import MAX_YAML_BYTES, UnreadableFile, read_input_text
 
 # YAML aliases let a small file stand for a huge or endless document (an anchor used inside itself, or the
 # "billion laughs" of nested aliases); refuse such files before anything walks them.
@@ -75,20 +76,17 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Prob
 
 
 def read_yaml(path: str | Path, what: str) -> tuple[Any, dict[str, int]]:
-    """Parse a YAML (or JSON) file. Raises InvalidInput for a missing, unreadable, empty or malformed file.
+    """Parse a YAML (or JSON) file. Raises InvalidInput for a missing, unreadable, empty, oversized or malformed
+    file.
 
     Returns (data, lines) where lines maps key paths such as 'grid.ranks[1]' to 1-based line numbers.
     """
     file = Path(path)
     source = f"{what} {file}"
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInput(source, [Problem("", "file not found")]) from None
-    except IsADirectoryError:
-        raise InvalidInput(source, [Problem("", "is a directory, not a file")]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InvalidInput(source, [Problem("", f"cannot be read: {err}")]) from None
+    try:  # missing, a folder, a FIFO or a device, too large, not UTF-8: each one line (io.files)
+        text = read_input_text(file, MAX_YAML_BYTES)
+    except UnreadableFile as err:
+        raise InvalidInput(source, [Problem("", str(err))]) from None
     try:
         loader = yaml.SafeLoader(text)
         try:  # parse once: the node graph for checks and line numbers, then the data built from it

@@ -123,7 +123,13 @@ def _prediction(records: Records) -> dict[str, Any]:
 
 def benchmark_name(results: Results) -> str:
     """The workload's name, as the RCP file's benchmark and in its file name."""
-    return results.derived.workload or (results.sweep_spec.get("workload") or {}).get("name") or "workload"
+    from orchestrator.core.spec import name_problem
+
+    reference = (results.sweep_spec.get("workload") or {}).get("name")
+    # Older folders have no derived.workload: their spec's reference was the workload's name then; a reference
+    # that is a path or an import path never names a file.
+    fallback = reference if isinstance(reference, str) and name_problem(reference, "", workload=False) is None else None
+    return results.derived.workload or fallback or "workload"
 
 
 def rcp_file_name(results: Results) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, TypeVar
 from orchestrator.core.jsonobject import JsonObject
 from orchestrator.core.lr import LrSchedule
 from orchestrator.core.records import CommunicationSection, Kind
-from orchestrator.io.files import write_atomic
+from orchestrator.io.files import read_nofollow, write_atomic
 from orchestrator.run.reports import AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
 
 R = TypeVar("R", bound=JsonObject)
@@ -252,7 +252,7 @@ class ProgressWriter:
         now = time.monotonic()
         if self.path and (force or phase_changed or now - self._last_write >= self.MIN_INTERVAL_S):
             self.progress.t = time.time()
-            write_atomic(self.path, json.dumps(asdict(self.progress)))
+            write_atomic(self.path, json.dumps(asdict(self.progress)), durable=False)   # not worth a disk flush
             self._last_write = now
 
     def step(self, **changes: Any) -> None:
@@ -260,9 +260,10 @@ class ProgressWriter:
 
 
 def read_progress(path: str | Path) -> RankProgress | None:
-    """The rank's last progress report, or None while there is none (or it cannot be read)."""
+    """The rank's last progress report, or None while there is none (or it cannot be read; a link is never
+    followed)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_nofollow(path))
         return RankProgress(**{**data, "phase": Phase(data.get("phase", Phase.STARTING))})
     except (OSError, ValueError, TypeError, AttributeError):
         return None

@@ -24,9 +24,10 @@ from typing import Any
 
 import psutil
 
-from orchestrator.constants import LAUNCHER_PID_ENV_VAR
+from orchestrator.constants import LAUNCHER_PID_ENV_VAR, RENDEZVOUS_FD_ENV_VAR
 from orchestrator.core.rank_end import RankStatus, classify_exit
 from orchestrator.core.topology import BYTES_PER_MIB, cpu_ranges
+from orchestrator.io.files import WORK_ROOT, create_private, private_dirs, read_nofollow
 from orchestrator.run.job import STARTUP_PHASES, Phase, RankJob, RankProgress, RankResult, read_progress
 
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
@@ -44,6 +45,9 @@ FILE_CHANGE_MIB = 16.0
 TREE_EVERY_S = 2.0
 LOG_TAIL_LINES = 40
 LOG_KEEP_BYTES = 1 << 20
+# A rank's log on its node may grow to this; a rank that prints more (a runaway loop) is stopped as failed,
+# before it fills the disk that its node and the results may share. Its tail is kept, as for any failure.
+LOG_MAX_BYTES = 64 << 20
 STACK_DUMP_WAIT_S = 1.0
 
 
@@ -120,9 +124,27 @@ def ccl_environment(worker_cpus_on_node: list[int], *, local_rank: int, local_wo
 
 
 def free_port() -> int:
+    """A port free now, for a test or a benchmark that starts ranks by hand. Trials do not use it: the port is
+    free only until someone else binds it, and two trials starting at once could both be told the same one
+    (`reserve_rendezvous` holds the port instead)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("", 0))
         return s.getsockname()[1]
+
+
+def reserve_rendezvous(addr: str) -> socket.socket:
+    """A listening socket on `addr` at a port the kernel picks, for a trial's rendezvous: rank 0's launcher
+    holds it from the moment the port is chosen and hands it to rank 0, whose TCPStore serves on it
+    (run.rank_session reads RENDEZVOUS_FD_ENV_VAR). No other process can take the port in between, so trials
+    started at the same moment never share one; peers that connect before rank 0 is up wait in its backlog."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind((addr, 0))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 def _normal_priority() -> None:
@@ -250,7 +272,11 @@ class RankLauncher:
 
     def __init__(self, workdir: str):
         self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        # Under the shared /tmp, every folder down to the rank's is private and checked (io.files.WORK_ROOT).
+        if self.workdir.is_relative_to(WORK_ROOT):
+            private_dirs(self.workdir, WORK_ROOT)
+        else:
+            self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.proc: subprocess.Popen | None = None
         self.pin = ""
         self._stop = threading.Event()
@@ -258,12 +284,15 @@ class RankLauncher:
         self._started_at = 0.0   # time.monotonic() when the rank process was started
 
     # --- the rank process ---------------------------------------------------------------------------
-    def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
+    def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int],
+              rendezvous: socket.socket | None = None) -> int:
+        """Start the rank process; `rendezvous` (rank 0 of a trial): the listening socket its TCPStore serves
+        on, passed to it as a file descriptor and closed here once the rank holds it."""
         job_file = self.workdir / "job.json"
         # Progress and result files live next to the process, on its node.
         job = replace(job, progress_path=str(self.workdir / "progress.json"),
                       result_path=str(self.workdir / "result.json"))
-        job_file.write_text(job.to_json())
+        _write_new(job_file, job.to_json().encode())
         self.job = job
         prefix, self.pin = pin_prefix(list(cpus), list(numa_nodes))
         pin_here = not prefix
@@ -275,13 +304,19 @@ class RankLauncher:
 
         self.log_path = self.workdir / "rank.log"
         env = {**env, LAUNCHER_PID_ENV_VAR: str(os.getpid())}
+        passed: tuple[int, ...] = ()
+        if rendezvous is not None:
+            passed = (rendezvous.fileno(),)
+            env[RENDEZVOUS_FD_ENV_VAR] = str(rendezvous.fileno())
         self._started_at = time.monotonic()
-        with open(self.log_path, "wb") as log:
+        with os.fdopen(create_private(self.log_path), "wb") as log:
             self.proc = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(self.workdir),
                 start_new_session=True,  # its own process group: stop() kills compile workers too
-                preexec_fn=preexec)
+                preexec_fn=preexec, pass_fds=passed)
+        if rendezvous is not None:
+            rendezvous.close()   # the rank holds it now
         try:
             niceness = psutil.Process(self.proc.pid).nice()
         except psutil.Error:
@@ -332,6 +367,8 @@ class RankLauncher:
                 ended = RankStatus.STOPPED, self._stop_reason
             elif (oom := memory.over_budget(now)) is not None:
                 ended = RankStatus.OOM, oom
+            elif (flood := self._log_over_bound()) is not None:
+                ended = RankStatus.FAILED, flood
             else:
                 s = read_progress(self.job.progress_path)
                 key = None if s is None else (s.phase, s.step, s.repeat)
@@ -376,13 +413,26 @@ class RankLauncher:
                                        log_end=self._log_text())
         if status == RankStatus.FAILED and last is not None and last.error:
             reason = f"{reason}: {last.error}"
-        result = RankResult.from_json(Path(self.job.result_path).read_text()) if status == RankStatus.OK else None
+        result = RankResult.from_json(read_nofollow(self.job.result_path).decode()) if status == RankStatus.OK else None
         return self._outcome(status, reason, code, peak_uss_mib, result)
 
     def _log_text(self) -> str:
-        if not self.log_path.exists():
+        """The end of the rank's log (its last LOG_KEEP_BYTES, read from there: the log may be long)."""
+        try:
+            return read_nofollow(self.log_path, tail_bytes=LOG_KEEP_BYTES).decode("utf-8", "replace")
+        except OSError:
             return ""
-        return self.log_path.read_bytes()[-LOG_KEEP_BYTES:].decode("utf-8", "replace")
+
+    def _log_over_bound(self) -> str | None:
+        """Why the rank is stopped for its log's size (more than LOG_MAX_BYTES), or None."""
+        try:
+            size = os.stat(self.log_path, follow_symlinks=False).st_size
+        except OSError:
+            return None
+        if size <= LOG_MAX_BYTES:
+            return None
+        return (f"its log passed {LOG_MAX_BYTES >> 20} MiB ({size:,} bytes): stopped before it fills the disk "
+                "(a print in a loop?); the end of the log is kept")
 
     def _outcome(self, status: RankStatus, reason: str | None, code: int | None, peak_uss_mib: float,
                  result: RankResult | None) -> Outcome:
@@ -405,6 +455,7 @@ class NodeLaunchers:
 
     def __init__(self) -> None:
         self._ranks: dict[str, RankLauncher] = {}
+        self._rendezvous: dict[str, socket.socket] = {}   # rank key -> its reserved listening socket
         self._lock = threading.Lock()
 
     def node_info(self) -> dict[str, Any]:
@@ -413,13 +464,26 @@ class NodeLaunchers:
     def free_port(self) -> int:
         return free_port()
 
+    def reserve_rendezvous(self, key: str, addr: str) -> int:
+        """Reserve a rendezvous port for the rank `key` (a trial's rank 0): a socket listening on `addr`, held
+        until `start(key, ...)` hands it to the rank (or `cleanup(key)` closes it); its port."""
+        listener = reserve_rendezvous(addr)
+        with self._lock:
+            old = self._rendezvous.pop(key, None)
+            self._rendezvous[key] = listener
+        if old is not None:
+            old.close()
+        port: int = listener.getsockname()[1]
+        return port
+
     def start(self, key: str, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int]) -> int:
         launcher = RankLauncher(key)
         with self._lock:
             if key in self._ranks:
                 raise ValueError(f"rank {key} is already running on this node")
             self._ranks[key] = launcher
-        return launcher.start(job, env, cpus, numa_nodes)
+            rendezvous = self._rendezvous.pop(key, None)
+        return launcher.start(job, env, cpus, numa_nodes, rendezvous=rendezvous)
 
     def supervise(self, key: str, limits: RankLimits) -> Outcome:
         return self._ranks[key].supervise(limits)
@@ -436,5 +500,14 @@ class NodeLaunchers:
     def cleanup(self, key: str) -> None:
         with self._lock:
             launcher = self._ranks.pop(key, None)
+            rendezvous = self._rendezvous.pop(key, None)
+        if rendezvous is not None:   # reserved for a rank that never started
+            rendezvous.close()
         if launcher is not None:
             launcher.cleanup()
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a new private file: nothing may be there already, a link planted by someone else included."""
+    with os.fdopen(create_private(path), "wb") as fh:
+        fh.write(data)

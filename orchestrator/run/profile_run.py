@@ -21,7 +21,8 @@ from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.core.profile.layout import layout_label
 from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, RankProfile
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
-from orchestrator.core.spec import GridSpec
+from orchestrator.core.spec import GridSpec, name_problem
+from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params
 from orchestrator.run.job import PROFILE, ProfileSettings, RankJob, init_timeout_s
@@ -51,6 +52,10 @@ def variant_params(sweep: Sweep, variants: dict[str, Any]) -> dict[str, dict[str
         return {"": to_plain(sweep.params)}
     out, problems = {}, []
     for name, overrides in variants.items():
+        bad_name = name_problem(name, "profile.variants")   # it names a folder under --out: a name, never a path
+        if bad_name is not None:
+            problems.append(Problem(f"profile.variants.{name}", bad_name))
+            continue
         if not isinstance(overrides, dict):
             problems.append(Problem(f"profile.variants.{name}", f"must be a mapping of workload parameters, "
                                                                 f"got {overrides!r}"))
@@ -137,8 +142,13 @@ def save_result(result: ProfiledTarget, out_dir: Path) -> None:
 
 
 def load_result(path: Path) -> ProfiledTarget:
-    """A saved profile-result.json, typed (written back, it gives the same bytes)."""
-    return ProfiledTarget.from_json(json.loads(path.read_text()))
+    """A saved profile-result.json, typed (written back, it gives the same bytes). A file that cannot be read
+    as JSON is io.files.UnreadableFile (a ValueError) naming it."""
+    try:
+        data = read_json_input(path)
+    except UnreadableFile as err:
+        raise UnreadableFile(f"{path}: {err}") from None
+    return ProfiledTarget.from_json(data)
 
 
 def refresh_shapes(result: ProfiledTarget, out_dir: Path) -> ProfiledTarget:

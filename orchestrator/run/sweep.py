@@ -13,7 +13,6 @@ recorded so far (an interrupted trial leaves no record and runs again on resume)
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import threading
@@ -29,7 +28,8 @@ from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schedule import Region
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.io.backends import CCL_BINDINGS_DIST
-from orchestrator.io.store import SpecChanged, append_record, prepare_folder
+from orchestrator.io.files import WORK_ROOT  # each rank's files, on its node: private, checked (io.files)
+from orchestrator.io.store import ResultsNotWritten, SpecChanged, append_record, prepare_folder
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
 from orchestrator.run.job import RankJob
@@ -39,7 +39,6 @@ from orchestrator.run.progress import SweepProgress
 from orchestrator.run.recording import infeasible_record
 from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
-WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
 MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict up to this many (topology.json has all)
 
@@ -123,10 +122,13 @@ class SweepRunner:
 
     def _save_logs(self, key: str, run: TrialRun) -> None:
         folder = self.options.results / "logs"
-        folder.mkdir(exist_ok=True)
-        for i, outcome in enumerate(run.outcomes):
-            if outcome is not None and outcome.log is not None:  # an empty log is news too: the rank said nothing
-                (folder / f"{key}-rank{i}.log").write_text(outcome.log)
+        try:
+            folder.mkdir(exist_ok=True)
+            for i, outcome in enumerate(run.outcomes):
+                if outcome is not None and outcome.log is not None:  # an empty log is news too: the rank said nothing
+                    (folder / f"{key}-rank{i}.log").write_text(outcome.log)
+        except OSError as err:
+            raise ResultsNotWritten(f"{folder}: the logs of {key} cannot be written ({err.strerror})") from None
 
     def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, progress: SweepProgress,
              stop: threading.Event) -> tuple[TrialRun, float]:

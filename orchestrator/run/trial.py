@@ -124,14 +124,16 @@ class RayRanks:
         self.node_ids = [info["node_id"] for info in infos]
         return infos
 
-    def rendezvous_port(self) -> int:
-        """A free port on rank 0's node, for torch.distributed's rendezvous."""
-        port: int = ray.get(self.handles[0].actor.free_port.remote())
+    def rendezvous_port(self, master_addr: str) -> int:
+        """A port on rank 0's node for torch.distributed's rendezvous, held by rank 0's launcher (listening)
+        until rank 0 takes it over: two trials starting at once cannot be given the same one."""
+        port: int = ray.get(self.handles[0].call("reserve_rendezvous", master_addr))
         return port
 
     def start(self, job: RankJob) -> None:
         """Start every rank process, pinned, with its environment (the rendezvous at rank 0's node)."""
-        master_addr, port = self.node_infos()[0]["ip"], self.rendezvous_port()
+        master_addr = self.node_infos()[0]["ip"]
+        port = self.rendezvous_port(master_addr)
         envs = _environments(self.ranks, master_addr, port, job.backend)
         ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
                  for h, r, env in zip(self.handles, self.ranks, envs)])

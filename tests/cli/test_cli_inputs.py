@@ -130,8 +130,7 @@ def test_degenerate_sweep_files(tmp_path, capsys, text, expected):
 def test_sweep_file_that_is_not_utf8(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_bytes(b"name: \xff\xfe\n")
-    assert "cannot be read: 'utf-8' codec can't decode" in run_bad(capsys, ["plan", str(path), "--topology",
-                                                                              EMULATED])
+    assert "is not UTF-8 text (byte 6 is 0xff)" in run_bad(capsys, ["plan", str(path), "--topology", EMULATED])
 
 
 def test_missing_sweep_file(tmp_path, capsys):
@@ -264,3 +263,28 @@ def test_the_embedded_ray_settings_last_only_as_long_as_the_command(monkeypatch)
     assert RAY_LOOPBACK_ENV_VAR not in os.environ and os.environ["RAY_event_stats"] == "1"
     with embedded_ray_environment("127.0.0.1:6379"):    # joining a cluster: its own settings
         assert RAY_LOOPBACK_ENV_VAR not in os.environ
+
+
+@pytest.mark.parametrize("env, address, said", [
+    ({"RAY_ADDRESS": "10.0.0.9:6379"}, None, "RAY_ADDRESS=10.0.0.9:6379 is set: joining that Ray cluster"),
+    ({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}, None,
+     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 is set: the embedded Ray listens on this machine's network address"),
+    ({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}, None, None),      # orch's own value: nothing to say
+    ({"RAY_ADDRESS": "10.0.0.9:6379"}, "10.0.0.9:6379", None),    # --address given: nothing hidden
+    ({}, None, None),
+])
+def test_a_preset_ray_setting_that_changes_where_ray_listens_is_said_in_one_line(monkeypatch, capsys, env, address,
+                                                                                   said):
+    from orchestrator.cli.common import embedded_ray_environment
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with embedded_ray_environment(address):
+        pass
+    err = capsys.readouterr().err
+    if said is None:
+        assert err == ""
+    else:
+        assert err.count("\n") == 1 and err.startswith("orch: note: ") and said in err

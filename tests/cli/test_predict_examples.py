@@ -49,18 +49,58 @@ def test_no_interval_has_zero_width(predicted, name):
                 assert low < value < high, (name, key, row)
 
 
+def strictly_widening(rows: list[dict], axis: str) -> list[str]:
+    """What breaks "the interval grows with distance from the data" along `axis` in `rows` (one family: the
+    other axes fixed): each step along it must widen samples/s's and hours' intervals, not keep them as wide."""
+    rows = sorted(rows, key=lambda r: r[axis])
+    broken = []
+    for key in ("samples_per_s", "hours"):
+        widths = [r[f"{key}_high"] / r[f"{key}_low"] for r in rows]
+        broken += [f"{key}: {axis} {a[axis]} → {b[axis]}: width {wa:.4g} → {wb:.4g}"
+                   for a, b, wa, wb in zip(rows, rows[1:], widths, widths[1:]) if not wb > wa]
+    return broken
+
+
+def test_the_widening_check_refuses_constant_widths():
+    """The check once read `widths == sorted(widths)`, which constant widths (no widening at all) pass."""
+    rows = [{"nodes": n, "samples_per_s_low": 1.0, "samples_per_s_high": 2.0, "hours_low": 1.0,
+             "hours_high": 1.5 + n} for n in (1, 2, 4)]
+    widths = [r["samples_per_s_high"] / r["samples_per_s_low"] for r in rows]
+    assert widths == sorted(widths)                            # what the old check accepted
+    assert strictly_widening(rows, "nodes") == ["samples_per_s: nodes 1 → 2: width 2 → 2",
+                                                "samples_per_s: nodes 2 → 4: width 2 → 2"]
+
+
 def test_intervals_widen_with_nodes_on_the_64_node_target(predicted):
     layouts = predicted["retinanet-rcp-64"]["layouts"]
     assert {row["nodes"] for row in layouts} == {1, 2, 4, 8, 16, 32, 64}
     families = defaultdict(list)                 # the same layout per node, on more nodes
     for row in layouts:
         families[(row["threads_per_rank"], row["local_batch"], row["ranks"] // row["nodes"])].append(row)
-    fastest = sorted((r for r in layouts if "fastest" in r["marks"]), key=lambda r: r["nodes"])
+    fastest = [r for r in layouts if "fastest" in r["marks"]]
+    checked = 0
     for rows in [*families.values(), fastest]:
-        rows.sort(key=lambda r: r["nodes"])
-        for key in ("samples_per_s", "hours"):
-            widths = [r[f"{key}_high"] / r[f"{key}_low"] for r in rows]
-            assert widths == sorted(widths), (key, [(r["nodes"], r["ranks"]) for r in rows], widths)
+        assert strictly_widening(rows, "nodes") == [], [(r["nodes"], r["ranks"]) for r in rows]
+        checked += len(rows) - 1
+    assert checked >= 100
+
+
+def test_intervals_widen_with_threads_beyond_the_measured_ones(predicted):
+    """The other axis the 64-node target extrapolates along: threads per rank, measured at 1 and 2 only. Beyond
+    the largest measured level, each step further out widens the interval."""
+    layouts = predicted["retinanet-rcp-64"]["layouts"]
+    from orchestrator.io.store import load_results
+
+    measured = max(r.threads_per_rank for r in load_results(RETINANET).records.ok("throughput"))
+    assert measured == 2
+    families = defaultdict(list)
+    for row in layouts:
+        if row["threads_per_rank"] > measured:
+            families[(row["nodes"], row["local_batch"], row["ranks"])].append(row)
+    steps = sum(len(rows) - 1 for rows in families.values())
+    assert steps >= 50
+    broken = [b for rows in families.values() for b in strictly_widening(rows, "threads_per_rank")]
+    assert broken == []
 
 
 @pytest.mark.parametrize("name", ["classifier", "retinanet"])

@@ -119,8 +119,11 @@ def test_impossible_values_are_reported_with_the_number(change, expected):
     ({"convergence__seeds": [1, 1]}, "convergence: convergence.seeds: [1, 1] lists a seed twice"),
     ({"convergence__warmup_epochs": 20, "convergence__max_epochs": 10},
      "convergence: convergence.warmup_epochs(20.0) >= max_epochs(10.0): training would end during warm-up"),
-    ({"name": "my sweep"}, "<top>: name: 'my sweep' must be letters, digits, '.', '_' or '-' "
-                           "(it names the results folder)"),
+    ({"name": "my sweep"}, "<top>: name: 'my sweep' must be letters, digits, '.', '_' or '-', starting with a "
+                           "letter or a digit (it names the results folder)"),
+    ({"name": "x" * 101}, "<top>: name: 'xxxxxxxxxxxxxxxxxxxx'... is 101 characters long, more than 100 "
+                          "(it names the results folder)"),
+    ({"convergence__seeds": list(range(101))}, "convergence: convergence.seeds: 101 seeds, more than 100"),
 ])
 def test_cross_field_checks(change, expected):
     assert problems(with_(**change)) == [expected]
@@ -173,7 +176,7 @@ def test_invalid_input_message_lists_every_problem():
 
 def test_field_help_is_the_single_source_of_defaults():
     rows = {name: (default, help_) for name, default, help_ in field_help(ConvergenceSpec)}
-    assert rows["seeds"] == ("(0, 1, 2)", "one run per seed and global batch")
+    assert rows["seeds"] == ("(0, 1, 2)", "one run per seed and global batch (at most 100 seeds)")
     assert rows["metric"][0] == "required"
     assert set(rows) == {f.name for f in dataclasses.fields(ConvergenceSpec)}
 
@@ -204,3 +207,17 @@ def test_dataclasses_validate_when_built_directly():
         GridSpec(ranks=(), local_batch=(1,))
     with pytest.raises(ValueError, match=r"'a/b' must be letters"):
         SweepSpec(name="a/b", workload=WorkloadSpec(name="classifier"), grid=GridSpec(local_batch=(1,)))
+
+
+@pytest.mark.parametrize("profile, expected", [
+    ({"variants": {"../../x": {}}}, "profile: profile.variants: '../../x' must be letters, digits, '.', '_' or '-', "
+                                    "starting with a letter or a digit"),
+    ({"variants": {"a/b": {}}}, "profile: profile.variants: 'a/b' must be letters, digits, '.', '_' or '-', "
+                                "starting with a letter or a digit"),
+    ({"variants": {".hidden": {}}}, "profile: profile.variants: '.hidden' must be letters, digits, '.', '_' or '-', "
+                                    "starting with a letter or a digit"),
+    ({"variants": {f"v{i}": {} for i in range(17)}}, "profile: profile.variants: 17 variants, more than 16"),
+    ({"layouts": [f"1x1x{b}" for b in range(1, 34)]}, "profile: profile.layouts: 33 layouts, more than 32"),
+])
+def test_profile_variant_names_become_folders_so_they_are_checked_and_bounded(profile, expected):
+    assert problems(with_(profile=profile)) == [expected]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,18 +42,11 @@ class IsolatedRun:
 def two_ray_nodes_marks(what: str) -> list:
     """The marks of a test that starts two Ray nodes of one CPU each in a PID namespace of its own (`what`
     says which): a real Ray, two CPUs (a failure, not a skip, where ORCH_REQUIRE_CPUS says the runner has
-    them), and a PID namespace, so that stopping its Ray cannot touch another Ray on the machine."""
+    them), and a PID namespace, so that stopping its Ray cannot touch another Ray on the machine (a failure,
+    not a skip, where ORCH_REQUIRE_PID_NAMESPACE=1 says the runner has one: tests/conftest.py)."""
     return [pytest.mark.ray, pytest.mark.needs_cpus(2),
-            pytest.mark.skipif(not pid_namespace_available(),
-                               reason=f"needs a PID namespace (unshare --pid, as root or with user namespaces) so "
-                                      f"that {what} cannot touch another Ray on the machine")]
-
-
-def pid_namespace_available() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True)
-    return probe.returncode == 0
+            pytest.mark.needs_pid_namespace(f"needs a PID namespace (unshare --pid, as root or with user namespaces) "
+                                            f"so that {what} cannot touch another Ray on the machine")]
 
 
 def run_isolated(script: str, env: dict[str, str], timeout_s: float, settle_s: float = 10.0) -> IsolatedRun:

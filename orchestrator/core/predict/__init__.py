@@ -24,4 +24,13 @@ What is measured, what is fitted and what is predicted are kept apart:
 
 `basis_from_records` raises `fit.NotFittable` (with the cells that would make it fittable) below 3 cells or
 without a 1-rank cell; `predict_cell` is arithmetic on the basis (the bootstrap refits on first use).
+
+The step model in one line: a rank's step is a fixed part and a per-sample part, each sped up by threads
+(Amdahl), so throughput grows with the local batch towards 1 / c_s per rank:
+
+>>> from orchestrator.core.predict.step import Cell, Layout, fit_step_model
+>>> cells = [Cell(Layout(1, 1, b), b / (0.01 + 0.002 * b)) for b in (8, 16, 32, 64)]
+>>> model = fit_step_model(cells, {}, [])
+>>> round(model.params["a_s"], 4), round(model.params["c_s"], 4), round(model.samples_per_s(Layout(1, 1, 128)))
+(0.01, 0.002, 481)
 """

@@ -12,6 +12,16 @@ cells' own repeat noise. Axes with no scheme of their own borrow one and say so:
 cell and ranks per socket both borrow the largest-ranks error (both change only the communication and the
 sharing terms that scheme exercises). Where no scheme exists for an axis (one measured level) `choose` says
 so and `interval` bounds the layout instead. Pure.
+
+>>> from orchestrator.core.predict.step import Cell, Layout
+>>> cells = [Cell(Layout(r, t, b), 100.0) for r in (1, 2) for t in (1, 2) for b in (8, 16)]
+>>> for axis in extrapolation_axes(Layout(8, 2, 64, nodes=2), cells):
+...     print(f"{axis.name}: {axis.doublings:g} doubling(s), {axis.words}")
+ranks: 2 doubling(s), far beyond the measured ranks (≤ 2)
+nodes: 1 doubling(s), beyond the measured nodes (≤ 1)
+local batch: 2 doubling(s), local batch outside the measured 8–16
+>>> choose(ErrorBands(), extrapolation_axes(Layout(4, 1, 8), cells)).why   # nothing held out: said, not guessed
+'no held-out error for the largest ranks (one measured level)'
 """
 
 from __future__ import annotations

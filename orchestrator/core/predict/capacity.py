@@ -14,6 +14,9 @@ really uses that many nodes gets:
 
 Marks: the fastest layout per node count, the Pareto set of (hours, node-hours), and the recommendation
 under a deadline (fewest node-hours that meet it) or a budget (fastest within it). Pure.
+
+>>> print(recommend([], deadline_h=2.0).why)   # nothing to recommend from: said, with what would help
+no time-to-train to compare: no convergence data (run the sweep with a convergence section, or give --rcp) or no ...
 """
 
 from __future__ import annotations

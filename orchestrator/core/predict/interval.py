@@ -25,7 +25,17 @@ candidate cell. Pure.
   Both widen with the distance from the data. The central estimate is the predictor that validated best
   one level out on the committed folders (`ONE_LEVEL_PREDICTOR`), held inside the bounds.
 
-Every prediction says which bound or error set each end (`low_why`, `high_why`).
+Every prediction says which bound or error set each end (`low_why`, `high_why`):
+
+>>> from orchestrator.core.predict.step import Cell, Layout
+>>> cells = ([Cell(Layout(1, 1, b), b / (0.01 + 0.002 * b)) for b in (8, 16, 32)]
+...          + [Cell(Layout(1, 2, b), b / (0.006 + 0.0012 * b)) for b in (8, 16, 32)])
+>>> p = predict_cell(basis_of(cells, {}, [], None, {}), Layout(1, 4, 16))
+>>> p.low < p.value <= p.high, p.high_why
+(True, 'high end: linear scaling from 1 rank (efficiency ≤ 1)')
+>>> print(predict_cell(basis_of(cells, {}, [], None, {}), Layout(2, 1, 16)).no_interval)   # nothing bounds 2 ranks
+... # doctest: +ELLIPSIS
+no interval: ...and no all-reduce calibration nor multi-rank cell bounds its communication
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""The prediction's tables (`orchestrator.core.table.Table`), rendered like every report table. Pure."""
+"""The prediction's tables (`orchestrator.core.table.Table`), rendered like every report table. Pure.
+
+A predicted value reads with its interval, or says it has none:
+
+>>> _interval(72.1, 27.1, 103.2), _interval(3.36, None, None, "{:.2f}")
+('72.1 [27.1–103.2]', '3.36 (no interval)')
+"""
 
 from __future__ import annotations
 

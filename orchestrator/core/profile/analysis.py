@@ -6,6 +6,11 @@ A profiled target is a `result.ProfiledTarget` (its label, layout and every rank
 `orchestrator.run.profiling.profile_rank` returns); a caller holding the saved JSON may pass it as read.
 Breakdowns come from rank 0, the attribution from every rank; step times are the slowest rank's. The
 per-row tables are `record.Row`s: typed here, written as the dicts of their fields.
+
+An operator the profiler names falls into the category its time is reported under:
+
+>>> [category(op) for op in ("aten::mkldnn_convolution", "aten::addmm", "aten::relu")]
+['convolution', 'matmul', 'elementwise and other ATen']
 """
 
 from __future__ import annotations

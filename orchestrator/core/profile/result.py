@@ -7,6 +7,13 @@ facts and every rank's profile, as typed JSON objects (core/jsonobject: read and
 Every field has a default so that results written before a section existed still load; what a check needs
 and an old result lacks reads as its default (an empty tuple, None), and the checks say so where it
 matters (a rank without a peak is not checked against a roof).
+
+>>> target = as_target({"label": "1x2x8", "ranks": 1, "threads": 2, "status": "ok",
+...                     "placement": [{"rank": 0, "cpus": [1, 0]}]})
+>>> target.runs, target.rank_cpus(), target.results     # older results: absent sections read as defaults
+(1, {0: [0, 1]}, ())
+>>> target.to_json()                                    # and it writes back only what it read
+{'label': '1x2x8', 'ranks': 1, 'threads': 2, 'status': 'ok', 'placement': [{'rank': 0, 'cpus': [1, 0]}]}
 """
 
 from __future__ import annotations

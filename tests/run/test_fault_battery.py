@@ -1,0 +1,296 @@
+"""The fault battery: real `orch sweep` processes on a tiny classifier sweep, each hit by one fault, each
+ending with nothing lost that the sweep had reported done and a clear message (exit 1 or 2, no traceback):
+
+- two sweeps started together on one folder: one runs, the other exits 2 at once naming it; one set of ok
+  records;
+- SIGKILL of the driver while it writes a record (its line torn at a random byte), then a rerun: the torn line
+  is skipped, every trial reported before the kill keeps its record, no key is recorded twice as ok;
+- the disk full (a small tmpfs) after the first record: exit 1 saying which file could not be written (a
+  file system that turns read-only under a sweep fails the same write the same way; a test cannot remount
+  one read-only under a writer, which the kernel refuses);
+- a sweep or a report started on a read-only folder: exit 2, before Ray, the folder unchanged.
+
+docs/execution.md#faults says what orch promises under each. The sweeps join one Ray that this module starts
+(`--address`), so the battery pays for one Ray start, not one per sweep. The tmpfs cases need mount rights
+(root here); without them they skip, saying why, unless ORCH_REQUIRE_TMPFS=1 (CI) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EMULATED_2S1C, REPO, write_sweep
+
+pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
+
+BATTERY = "fault battery"
+REQUIRE_TMPFS_ENV_VAR = "ORCH_REQUIRE_TMPFS"
+SWEEP = """
+workload: {name: classifier, params: {hidden: 32, train_samples: 1024}}
+grid: {ranks: [1], threads_per_rank: [1], local_batch: [16, 32]}
+measure: {warmup_steps: 1, timed_steps: 5, repeats: 2, peak: false, allreduce: false}
+"""
+KEYS = {"r1-t1-b16", "r1-t1-b32"}
+
+# A driver that writes its Nth record only up to a random byte, says so in a file and waits to be killed: the
+# SIGKILL lands while the record is being written, as a crash or `kill -9` can.
+TEARING_DRIVER = """
+import os, random, sys, time
+from orchestrator.io import store
+from orchestrator.run import sweep as sweep_module
+
+real, written = sweep_module.append_record, []
+
+def append_record(folder, record):
+    written.append(record.key)
+    if len(written) == int(os.environ["TEAR_AT"]):
+        line = (store.rec.dumps(record) + "\\n").encode()
+        cut = random.Random(int(os.environ["TEAR_SEED"])).randrange(1, len(line))
+        with open(folder / store.TRIALS_FILE, "ab") as fh:
+            fh.write(line[:cut])
+            fh.flush()
+            os.fsync(fh.fileno())
+        with open(os.environ["TEAR_MARK"], "w") as fh:
+            fh.write(f"{cut} of {len(line)}")
+        time.sleep(600)
+    real(folder, record)
+
+sweep_module.append_record = append_record
+from orchestrator.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray (on loopback, as orch's embedded one) that every sweep of the battery joins."""
+    import ray
+
+    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    os.environ.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def tally(battery_counts):
+    return battery_counts
+
+
+def orch(ray_address: str, sweep: Path, results: Path, *extra: str, driver: str | None = None,
+         env: dict[str, str] | None = None) -> subprocess.Popen:
+    args = ["sweep", str(sweep), "--topology", str(EMULATED_2S1C), "--results", str(results), "--address",
+            ray_address, "--json", "--no-report", *extra]
+    command = [sys.executable, "-c", driver, *args] if driver else [sys.executable, "-m", "orchestrator.cli", *args]
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def reported(stdout: str) -> list[dict]:
+    """The records a --json sweep reported done, one per line on stdout, as it wrote them."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def lines(results: Path) -> list[str]:
+    path = results / "trials.jsonl"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def assert_kept(done: list[dict], results: Path) -> None:
+    """Every record reported done is in trials.jsonl, whole, and no key is recorded twice as ok."""
+    on_disk = lines(results)
+    for record in done:
+        assert json.dumps(record, separators=(",", ":")) in on_disk, record["key"]
+    ok = [json.loads(line)["key"] for line in on_disk if line.startswith("{") and line.endswith("}")
+          and json.loads(line)["status"] == "ok"]
+    assert len(ok) == len(set(ok)), ok
+
+
+def assert_clear(err: str) -> None:
+    assert "Traceback" not in err and 'File "' not in err, err[-3000:]
+    assert "orch: error: " in err, err[-3000:]
+
+
+def counted(tally, name: str):
+    """A context that counts one case, clean when its block ends without an error."""
+    class Case:
+        def __enter__(self):
+            tally["tried"] += 1
+
+        def __exit__(self, kind, value, tb):
+            if kind is None:
+                tally["clean"] += 1
+            else:
+                tally["dirty"].append(name)
+            return False
+    return Case()
+
+
+# --- two sweeps at once -------------------------------------------------------------------------------------
+
+def test_two_sweeps_started_together_leave_one_set_of_ok_records(ray_address, tmp_path, tally):
+    with counted(tally, "two sweeps at once"):
+        sweep = write_sweep(tmp_path, "together", SWEEP)
+        results = tmp_path / "results"
+        started = time.monotonic()
+        procs = [orch(ray_address, sweep, results) for _ in range(2)]
+        while all(p.poll() is None for p in procs):
+            assert time.monotonic() - started < 60, "neither sweep was refused at once"
+            time.sleep(0.1)
+        ends = [p.communicate(timeout=400) for p in procs]
+        codes = sorted(p.returncode for p in procs)
+        assert codes == [0, 2], (codes, [e[1][-2000:] for e in ends])
+        loser = next(err for p, (_, err) in zip(procs, ends) if p.returncode == 2)
+        winner = next(p for p in procs if p.returncode == 0)
+        assert f"is in use by another orch sweep: pid {winner.pid} on host " in loser
+        assert_clear(loser)
+        records = [json.loads(line) for line in lines(results)]
+        assert sorted(r["key"] for r in records) == sorted(KEYS) and {r["status"] for r in records} == {"ok"}
+
+
+# --- SIGKILL while a record is written ----------------------------------------------------------------------
+
+def test_a_driver_killed_while_writing_a_record_loses_nothing_reported(ray_address, tmp_path, tally):
+    with counted(tally, "SIGKILL during a record's write"):
+        seed = random.randrange(1 << 30)
+        sweep = write_sweep(tmp_path, "torn", SWEEP)
+        results, mark = tmp_path / "results", tmp_path / "torn.mark"
+        proc = orch(ray_address, sweep, results, driver=TEARING_DRIVER,
+                    env={"TEAR_AT": "2", "TEAR_SEED": str(seed), "TEAR_MARK": str(mark)})
+        deadline = time.monotonic() + 300
+        while not mark.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the second record was never written"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        done = reported(out)
+        assert [r["key"] for r in done] == ["r1-t1-b16"], (seed, out)   # reported before the kill
+        torn = lines(results)[-1]
+        assert len(lines(results)) == 2 and not torn.endswith("}"), (seed, mark.read_text())
+
+        rerun = orch(ray_address, sweep, results)
+        out, err = rerun.communicate(timeout=400)
+        assert rerun.returncode == 0, (seed, err[-3000:])
+        assert f"took over the lock of results folder {results} left by pid {proc.pid} on host " in err, err[-2000:]
+        assert_kept(done, results)
+        keys = [json.loads(line)["key"] for line in lines(results) if line.endswith("}")]
+        assert sorted(keys) == sorted(KEYS), (seed, lines(results))
+        assert lines(results)[1] == torn                                  # left as it was, skipped by readers
+
+
+# --- a full disk and a read-only file system ----------------------------------------------------------------
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A small file system of its own (a tmpfs; a loop-mounted ext2 image where tmpfs cannot be mounted):
+    filled or made read-only under a sweep without touching the machine's disks."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    tried = []
+    for command in (["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", str(mount)], None):
+        if command is None:   # the loop device fallback
+            image = tmp_path / "fs.img"
+            with open(image, "wb") as fh:
+                fh.truncate(8 << 20)
+            made = subprocess.run(["mke2fs", "-q", "-F", str(image)], capture_output=True, text=True)
+            command = ["mount", "-o", "loop", str(image), str(mount)]
+            if made.returncode:
+                tried.append(f"mke2fs: {made.stderr.strip()}")
+                continue
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode == 0:
+            break
+        tried.append(f"{' '.join(command[:3])}: {done.stderr.strip()}")
+    else:
+        reason = f"cannot mount a small file system here ({'; '.join(tried)})"
+        if os.environ.get(REQUIRE_TMPFS_ENV_VAR) == "1":
+            pytest.fail(f"{reason}, and {REQUIRE_TMPFS_ENV_VAR}=1 says this runner can", pytrace=False)
+        pytest.skip(f"{reason} (set {REQUIRE_TMPFS_ENV_VAR}=1 to make this a failure)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill(mount: Path) -> None:
+    """Fill the file system to its last byte (unbuffered: nothing left to flush when it is full)."""
+    fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    assert os.statvfs(mount).f_bavail == 0
+
+
+def run_until_first_record(ray_address: str, sweep: Path, results: Path) -> subprocess.Popen:
+    proc = orch(ray_address, sweep, results)
+    deadline = time.monotonic() + 300
+    while len(lines(results)) < 1:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no record"
+        time.sleep(0.1)
+    return proc
+
+
+def test_a_full_disk_ends_the_sweep_with_what_it_kept(ray_address, tmp_path, small_fs, tally):
+    """Filled after the first record: tmpfs counts whole pages and a record is ~1.7 KB, so the next record or
+    the one after it needs a page there is no room for."""
+    with counted(tally, "full disk"):
+        sweep = write_sweep(tmp_path, "full", SWEEP.replace("[16, 32]", "[16, 32, 64]"))
+        results = small_fs / "results"
+        proc = run_until_first_record(ray_address, sweep, results)
+        fill(small_fs)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 1, ([len(x) for x in lines(results)], err[-3000:])
+        assert_clear(err)
+        failed = re.search(r"trials\.jsonl: the record of (r1-t1-b\d+) cannot be written \(No space left on device\)",
+                           err)
+        assert failed is not None and "every trial recorded before it is kept" in err, err[-3000:]
+        done = reported(out)
+        assert done and failed[1] not in {r["key"] for r in done}
+        assert_kept(done, results)
+
+
+def test_a_sweep_or_report_on_a_read_only_folder_is_refused_before_anything(ray_address, tmp_path, small_fs,
+                                                                             tally):
+    with counted(tally, "read-only folder at start"):
+        results = small_fs / "results"
+        shutil.copytree(REPO / "results" / "example-classifier", results, ignore=shutil.ignore_patterns("report"))
+        subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+        before = {p.name: p.read_bytes() for p in results.iterdir()}
+        sweep = write_sweep(tmp_path, "classifier", SWEEP)
+        started = time.monotonic()
+        proc = orch(ray_address, sweep, results)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2 and time.monotonic() - started < 60, err[-3000:]
+        assert_clear(err)
+        assert f"results folder {results}: cannot be written (Read-only file system)" in err
+        report = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(results), "--format", "md"],
+                                cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert report.returncode == 2 and "cannot write the report there (Read-only file system)" in report.stderr
+        assert_clear(report.stderr)
+        assert {p.name: p.read_bytes() for p in results.iterdir()} == before
