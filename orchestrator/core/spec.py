@@ -197,20 +197,22 @@ class SweepSpec:
         errors = []
         if not _NAME_RE.match(self.name):
             errors.append(f"name: {self.name!r} must be letters, digits, '.', '_' or '-' (it names the results folder)")
-        if self.workload.script is not None:
-            errors += _script_problems(self)
         if errors:
             raise ValueError("\n".join(errors))
 
 
-def _script_problems(spec: SweepSpec) -> list[str]:
-    """What a script sweep cannot do: its placeholders {lr} and {max_epochs} come from the convergence section,
-    and orch cannot change a script's learning rate step by step (a warm-up is the script's own)."""
+def script_problems(spec: SweepSpec) -> list[Problem]:
+    """What a sweep file that names a script cannot ask for: {lr} and {max_epochs} without the convergence section
+    they come from, or a convergence warm-up (orch cannot change a script's learning rate step by step). Checked
+    when a sweep file is loaded, not in `__post_init__`: orch's own code derives specs without convergence (a
+    capacity plan, a profile) from ones that have it."""
+    if spec.workload.script is None:
+        return []
     if spec.convergence is None:
-        return [f"workload.{line}" for line in convergence_problems(spec.workload.arg_texts)]
+        return [Problem("workload", line) for line in convergence_problems(spec.workload.arg_texts)]
     if spec.convergence.warmup_epochs > 0:
-        return ["convergence.warmup_epochs: orch cannot set a script's learning rate step by step; give the script "
-                "its own warm-up and leave warmup_epochs at 0"]
+        return [Problem("convergence.warmup_epochs", "orch cannot set a script's learning rate step by step; give the "
+                                                     "script its own warm-up and leave warmup_epochs at 0")]
     return []
 
 

@@ -11,6 +11,7 @@ from orch.workload import Workload
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
+from orchestrator.core.spec import script_problems as spec_script_problems
 from orchestrator.core.topology import Topology
 from orchestrator.io.isa import with_precision
 from orchestrator.io.scriptfile import NoParams, ScriptWorkload, label_of, script_problems
@@ -111,6 +112,7 @@ def _script(spec: SweepSpec | None, base: Path | None, problems: list[Problem],
     w = spec.workload
     script = None
     if need_file:
+        problems += spec_script_problems(spec)
         script, found_problems = script_problems(w, base)
         problems += found_problems
         if script is None:

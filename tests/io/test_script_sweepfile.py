@@ -71,6 +71,13 @@ def test_a_script_is_found_relative_to_the_sweep_file_hashed_and_labelled(tmp_pa
     assert again.spec.workload == w and again.workload.name == "train"
 
 
+def test_specs_derived_without_convergence_stay_valid(tmp_path):
+    # `orch predict`'s capacity plan and `orch profile` plan a copy of the spec without its convergence section:
+    # {lr} is a sweep file's problem, checked when it is loaded, never a derived spec's.
+    spec = load_sweep(_folder(tmp_path)).spec
+    assert dataclasses.replace(spec, convergence=None).convergence is None
+
+
 def test_a_changed_script_refuses_a_resume(tmp_path):
     old = load_sweep(_folder(tmp_path)).frozen_spec()
     (tmp_path / "train.py").write_text(SCRIPT + "# changed\n")
@@ -102,8 +109,8 @@ def run_bad(capsys, path: Path) -> str:
     (SWEEP.replace("{local_batch}", "{batch}"), SCRIPT, "workload (line 2): args[1]: unknown placeholder {batch}; valid: "),
     (SWEEP.replace("  args:", "  flops: 3\n  args:"), SCRIPT, "workload.flops (line 4): unknown key; valid keys are: args, "
                                                              "flops_per_sample, name, params, samples_per_epoch, script, script_sha256"),
-    (SWEEP.split("convergence:")[0], SCRIPT, "workload.args[3]: {lr} needs a convergence section"),
-    (SWEEP + "  warmup_epochs: 1\n", SCRIPT, "convergence.warmup_epochs: orch cannot set a script's learning rate"),
+    (SWEEP.split("convergence:")[0], SCRIPT, "workload (line 2): args[3]: {lr} needs a convergence section"),
+    (SWEEP + "  warmup_epochs: 1\n", SCRIPT, "convergence.warmup_epochs (line 15): orch cannot set a script's learning rate"),
     (SWEEP.replace("  script: train.py\n", ""), SCRIPT, "workload (line 2): give the workload's name, or a script to run"),
 ], ids=["missing", "a-folder", "params", "unknown-placeholder", "unknown-key", "lr-without-convergence",
         "lr-warmup", "neither"])
