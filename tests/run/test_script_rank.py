@@ -177,6 +177,14 @@ def test_the_reporter_does_nothing_outside_orch_and_imports_no_torch(tmp_path):
     assert out.stdout.strip() == "False []"
 
 
+def test_the_example_script_runs_as_before_outside_orch():
+    example = Path(__file__).resolve().parents[2] / "examples" / "ddp_script" / "train.py"
+    out = subprocess.run([sys.executable, str(example), "--epochs", "1", "--train-samples", "256", "--test-samples",
+                          "64"], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("epoch 1: accuracy ")
+
+
 def test_the_start_up_timeout_says_whether_the_script_ran_and_what_it_started():
     before = startup_timeout_reason(30, RankProgress(stage="import_torch"), pid=0)
     assert "after import_torch), before the script started" in before
