@@ -7,7 +7,10 @@ One sweep serves the assertions (steps and seeds cut down from the example's: th
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -130,3 +133,15 @@ def test_a_script_that_crashes_in_one_cell_is_a_failed_record_and_the_sweep_goes
         "rank 0: the rank exited with status 1: ValueError: batch 8 is not supported by this script")
     assert "raise ValueError" in crashed["log_tail"] and "Traceback" not in err
 
+
+@pytest.mark.slow
+def test_the_script_vs_builtin_benchmark_sweeps_both_sides(tmp_path):
+    """benchmarks/bench_script_vs_builtin.py --quick: both sweeps run and are compared (correctness only: the
+    figure is measured on a quiet machine, docs/testing.md)."""
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_script_vs_builtin.py"), "--quick", "--out",
+                          str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    [row] = json.loads((tmp_path / "summary.json").read_text())["rows"]
+    assert row["layout"] == "r1-t1-b2" and row["ratio"] > 0 and row["verdict"] in ("within noise", "outside noise")
+    assert len(row["built-in"]["repeats"]) == len(row["script"]["repeats"]) == 2
+    assert "| r1-t1-b2 |" in run.stdout
