@@ -132,6 +132,13 @@ def test_an_unreadable_script_is_exit_2(tmp_path, capsys):
             (tmp_path / "train.py").chmod(0o644)
 
 
+def test_orch_plan_names_the_script_and_its_arguments(tmp_path, capsys):
+    assert main(["plan", str(_folder(tmp_path))]) == 0
+    out = " ".join(capsys.readouterr().out.split())   # rich wraps long lines
+    assert f"sweep mine: script {(tmp_path / 'train.py').resolve()} --batch-size {{local_batch}} --lr {{lr}}" in out
+    assert "a script chooses its own backend" in out
+
+
 def test_auto_means_gloo_for_a_script_and_ccl_runs_only_when_asked(tmp_path):
     sweep = load_sweep(_folder(tmp_path))
     topology = build_compact(CompactTopology(name="box", sockets=1, cores_per_socket=2, memory_gib=8))
