@@ -167,7 +167,7 @@ class ScriptReporter:
 
     # --- throughput -------------------------------------------------------------------------------------------
     def _timing(self, now: float) -> None:
-        warmup, timed, repeats = self.job.warmup_steps, self.job.timed_steps, self.job.repeats
+        warmup, timed, repeats = self._warmup_steps(), self.job.timed_steps, self.job.repeats
         if self.steps <= warmup:
             self.progress.step()
             if self.steps == warmup:
@@ -186,6 +186,11 @@ class ScriptReporter:
             return
         self.barrier(f"timing-{repeat}")
         self._finish(self._throughput_report())
+
+    def _warmup_steps(self) -> int:
+        """At least one: a step's start is seen only as the previous step's end, so the window opens at the end
+        of a step (the spec asks for one at least; a job made elsewhere may not)."""
+        return max(1, self.job.warmup_steps)
 
     def _open_window(self, repeat: int) -> None:
         """A barrier, then repeat `repeat`'s clock starts: every rank's window covers the same steps."""
@@ -229,9 +234,10 @@ class ScriptReporter:
             self._fail("the script ended without calling orch.script.step(): add `orch.script.step(samples=...)` "
                        "after each optimizer step (docs/own-script.md)")
         if job.kind == Kind.THROUGHPUT:
-            needed = job.warmup_steps + job.repeats * job.timed_steps
+            warmup = self._warmup_steps()
+            needed = warmup + job.repeats * job.timed_steps
             self._fail(f"the script ended after {self.steps} step(s), before the trial's {needed} "
-                       f"({job.warmup_steps} warm-up, {job.repeats} × {job.timed_steps} timed): let it train longer "
+                       f"({warmup} warm-up, {job.repeats} × {job.timed_steps} timed): let it train longer "
                        "(more epochs, or more data)")
         if self.rank == 0 and settings.metric not in self.metrics_seen:
             seen = ", ".join(sorted(self.metrics_seen))

@@ -146,3 +146,26 @@ def test_auto_means_gloo_for_a_script_and_ccl_runs_only_when_asked(tmp_path):
     assert auto.backend.chosen == "gloo" and "a script chooses its own backend" in auto.backend.note
     spec = dataclasses.replace(sweep.spec, backend="ccl")
     assert make_plan(spec, topology, rank_memory_mib=lambda b: None, ccl_available=True).backend.chosen == "ccl"
+
+
+def test_the_time_estimate_says_a_script_needs_its_flops_stated(tmp_path):
+    from orchestrator.core.schema import load
+    from orchestrator.run.estimate import sweep_estimate
+    from orchestrator.run.kinds.base import SweepContext
+    from orchestrator.run.kinds.throughput import ThroughputItem
+
+    compact, problems = load(CompactTopology, {"name": "box", "sockets": 1, "cores_per_socket": 2, "memory_gib": 8,
+                                               "isa": {"features": ["avx2"], "fp32_gflops": 20.0}})
+    assert not problems
+    topology = build_compact(compact)
+
+    def estimate(sweep_text: str) -> tuple[object, str]:
+        sweep = load_sweep(_folder(tmp_path, sweep_text))
+        plan = make_plan(sweep.spec, topology, rank_memory_mib=lambda b: None, ccl_available=False)
+        ctx = SweepContext(sweep, plan, nodes=1, convergence=False)
+        return sweep_estimate(ctx, ThroughputItem.plan_items(ctx))
+
+    eta, why = estimate(SWEEP)
+    assert eta is None and why == "no time estimate: the sweep file gives no workload.flops_per_sample for the script"
+    eta, basis = estimate(SWEEP.replace("  args:", "  flops_per_sample: 1.0e+9\n  args:"))
+    assert eta is not None and basis.startswith("1.00 GFLOP per sample")

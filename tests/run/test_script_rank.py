@@ -143,7 +143,8 @@ def test_scripts_are_timed_and_stopped_by_the_trial(tmp_path):
     conv = dict(kind=Kind.CONVERGENCE, metric="accuracy", target=0.8, max_epochs=5.0, lr=0.05)
     reaching = _script(tmp_path, "reaching", CONVERGING.replace("ACCURACY(epoch)", "0.5 + 0.2 * epoch"))
     capped = _script(tmp_path, "capped", CONVERGING.replace("ACCURACY(epoch)", "0.1"))
-    cases = {"timed": (_job(_script(tmp_path, "timed", TIMED)), 2, 240),
+    # warmup_steps 0 (a job made outside a sweep file) still excludes one: the first step's start is not seen
+    cases = {"timed": (replace(_job(_script(tmp_path, "timed", TIMED)), warmup_steps=0), 2, 240),
              "reaching": (_job(reaching, **conv), 2, 240),
              "capped": (_job(capped, **{**conv, "max_epochs": 2.0}), 1, 240)}
     runs = _run(tmp_path, cases)
@@ -158,6 +159,7 @@ def test_scripts_are_timed_and_stopped_by_the_trial(tmp_path):
         assert result.applied["script_args"] == ["--flag", "x"] and result.applied["flops_per_sample"].startswith(
             "the script")
         assert list(result.startup_breakdown_s) == ["interpreter", "import_torch", "orch_store", "script"]
+    assert not any("orch never ended the script" in o.log_tail for o in runs["timed"])   # ended inside step()
     # The script ran as `python SCRIPT ARGS` in its folder, with the grid's values in its environment.
     assert f"argv ['--flag', 'x'] cwd {tmp_path} batch 4" in runs["timed"][0].log_tail
 
