@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
 import yaml
 from conftest import REPO, by_key, read_records, write_sweep
@@ -63,6 +64,14 @@ def test_the_script_is_swept_over_ranks_and_local_batch(example_sweep):
     assert records["allreduce-socket-n2-fp32"]["status"] == "ok"
 
 
+def test_no_script_rank_outlives_the_sweep(example_sweep):
+    # a rank's job file lies in its trial's work folder, which names the sweep (run.sweep.WORK_ROOT)
+    left = [p.pid for p in psutil.process_iter(["cmdline", "status"])
+            if "orchestrator.run.script_rank" in " ".join(p.info["cmdline"] or [])
+            and "/ddp-script/" in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not left
+
+
 def test_the_script_converges_once_per_global_batch(example_sweep):
     records = read_records(example_sweep[1])
     runs = {r["global_batch"]: r for r in records if r["kind"] == "convergence"}
@@ -90,7 +99,7 @@ def test_a_resume_runs_nothing_and_a_changed_script_is_refused(example_sweep, ca
     sweep, results, _ = example_sweep
     before = read_records(results)
     assert main(["sweep", str(sweep), "--results", str(results), "--no-report"]) == 0
-    assert "0 trial(s) to run" in capsys.readouterr().err
+    assert "(0 trial(s) to run, 8 already done)" in " ".join(capsys.readouterr().err.split())   # rich wraps lines
     script = sweep.parent / "train.py"
     script.write_text(script.read_text() + "\n# tuned\n")
     assert main(["sweep", str(sweep), "--results", str(results), "--no-report"]) == 2
