@@ -5,6 +5,9 @@ may change without notice.
   parameter field helper (`param`), the DDP-parameters mixin (`DdpParams`), and the function adapter
   (`model_workload`) that turns a model factory and a dataset into a workload. docs/own-model.md walks
   through it.
+- `orch.script`: bring your own training script. A script that `torchrun` launches runs under `orch sweep` as it
+  is, one process per rank; its calls to `orch.script.step()` and `orch.script.metric()` keep orch's timing
+  rules, and do nothing outside orch. docs/own-script.md walks through it.
 
 A workload is found by the name a sweep file gives it: an installed entry point in the `orch.workloads`
 group (how the built-ins are found), an import path `package.module:attribute`, or a file path

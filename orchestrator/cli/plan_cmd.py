@@ -34,7 +34,9 @@ def render_plan(plan: Plan):
     from rich.text import Text
 
     spec = plan.spec
-    parts = [Text(f"sweep {spec.name}: workload {spec.workload.name}", style="bold"),
+    what = (f"script {spec.workload.script} {' '.join(spec.workload.arg_texts)}".rstrip()
+            if spec.workload.script is not None else f"workload {spec.workload.name}")
+    parts = [Text(f"sweep {spec.name}: {what}", style="bold"),
              Text(f"topology: {plan.topology.describe()}   [{plan.topology.source}]"),
              Text(f"backend: {plan.backend.note}")]
     if plan.precision is not None:

@@ -105,6 +105,9 @@ def _options(args: argparse.Namespace, profile: ProfileSpec) -> tuple[list[Trial
 
 def run(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
+    if sweep.spec.workload.script is not None:
+        return fail_input(f"{args.sweep} runs a script: orch profile profiles orch's own training step, and a script's "
+                          "step is its own (profile it with torch.profiler inside the script)")
     profile = sweep.spec.profile or ProfileSpec()
     out = Path(args.out) if args.out else Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / \
         sweep.spec.name / "profile"

@@ -107,9 +107,18 @@ def ccl_workers(backend: Backend, constraints: ConstraintsSpec) -> int:
     return constraints.ccl_workers if backend.chosen == "ccl" else 0
 
 
-def choose_backend(requested: str, ccl_available: bool) -> Backend:
+def choose_backend(requested: str, ccl_available: bool, *, script: bool = False) -> Backend:
+    """The torch.distributed backend the ranks use. A script chooses its own in its init_process_group (with no
+    backend, torch picks gloo on CPU), so for a script `auto` means gloo, and ccl is run only when asked for.
+
+    >>> choose_backend("auto", True, script=True).note
+    'gloo (a script chooses its own backend: auto means gloo; set backend: ccl for a script that joins with ccl)'
+    """
     if requested == "gloo":
         return Backend("gloo", "gloo", "gloo (requested)", None)
+    if script and requested == "auto":
+        return Backend("auto", "gloo", "gloo (a script chooses its own backend: auto means gloo; set backend: ccl "
+                                       "for a script that joins with ccl)", None)
     if ccl_available:
         return Backend(requested, "ccl", f"ccl ({CCL_MODULE} is installed)", None)
     if requested == "ccl":
@@ -133,7 +142,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
 
     Raises PlanTooLarge (a ValueError) for a grid beyond MAX_GRID_POINTS or MAX_PLACED_RANKS."""
     cons = spec.constraints
-    backend = choose_backend(spec.backend, ccl_available)
+    backend = choose_backend(spec.backend, ccl_available, script=spec.workload.script is not None)
     ranks, threads, grid = expand(spec.grid, topology, cons.hyperthreads)
     if len(grid) > MAX_GRID_POINTS:
         raise PlanTooLarge(f"the grid has {len(ranks)} ranks × {len(threads)} threads × "

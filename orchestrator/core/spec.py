@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.schema import MISSING, Problem, load, opt
+from orchestrator.core.script import PLACEHOLDERS, arg_problems, convergence_problems
 
 Auto = Literal["auto"]
 Backend = Literal["auto", "ccl", "gloo"]
@@ -51,8 +52,42 @@ def name_problem(name: object, what: str, *, workload: bool = False) -> str | No
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkloadSpec:
-    name: str = opt(MISSING, "registered workload name (`orch workloads` lists them)")
+    name: str | None = opt(None, "the workload: an installed one (`orch workloads` lists them), "
+                                 "'package.module:attribute' or 'path/to/file.py:attribute'; with `script`, the label "
+                                 "of its results (default: the script's file name)")
     params: dict[str, Any] = opt(factory=dict, help="workload parameters; unknown ones are rejected")
+    script: str | None = opt(None, "instead of a workload: a training script run as it is, one process per rank as "
+                                   "torchrun starts it (path relative to the sweep file; docs/own-script.md)")
+    args: tuple[str | int | float, ...] = opt(
+        (), "script only: its arguments, with " + ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
+            + " filled in per trial (also given as ORCH_LOCAL_BATCH, ... in its environment)")
+    flops_per_sample: float | None = opt(
+        None, "script only: training FLOPs per sample (forward and backward), for the hardware-efficiency table; "
+              "default: what the script reports (orch.script.flops), else unknown", exclusive_minimum=0)
+    samples_per_epoch: int | None = opt(None, "script only: training samples in one epoch over all ranks, for "
+                                              "time-to-train; default: unknown", minimum=1)
+    script_sha256: str | None = opt(None, "script only: the script's SHA-256, filled in when the sweep is loaded (so "
+                                          "a changed script refuses a resume); give it to accept only that version")
+
+    def __post_init__(self) -> None:
+        errors = []
+        script_only = [key for key in ("args", "flops_per_sample", "samples_per_epoch", "script_sha256")
+                       if getattr(self, key)]
+        if self.script is None and self.name is None:
+            errors.append("give the workload's name, or a script to run")
+        if self.script is None and script_only:
+            errors.append(f"{', '.join(script_only)}: for a script only (a workload declares its own)")
+        if self.script is not None and self.params:
+            errors.append("params: a script takes its settings as args, not params")
+        if self.script is not None:
+            errors += arg_problems(self.arg_texts)
+        if errors:
+            raise ValueError("\n".join(errors))
+
+    @property
+    def arg_texts(self) -> tuple[str, ...]:
+        """The script's arguments as text: a number (`--lr, 0.1` unquoted in YAML) as the shell would pass it."""
+        return tuple(str(a) for a in self.args)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -200,6 +235,21 @@ class SweepSpec:
         problem = name_problem(self.name, "name")
         if problem is not None:
             raise ValueError(f"{problem} (it names the results folder)")
+
+
+def script_problems(spec: SweepSpec) -> list[Problem]:
+    """What a sweep file that names a script cannot ask for: {lr} and {max_epochs} without the convergence section
+    they come from, or a convergence warm-up (orch cannot change a script's learning rate step by step). Checked
+    when a sweep file is loaded, not in `__post_init__`: orch's own code derives specs without convergence (a
+    capacity plan, a profile) from ones that have it."""
+    if spec.workload.script is None:
+        return []
+    if spec.convergence is None:
+        return [Problem("workload", line) for line in convergence_problems(spec.workload.arg_texts)]
+    if spec.convergence.warmup_epochs > 0:
+        return [Problem("convergence.warmup_epochs", "orch cannot set a script's learning rate step by step; give the "
+                                                     "script its own warm-up and leave warmup_epochs at 0")]
+    return []
 
 
 SECTIONS: dict[str, type] = {

@@ -11,9 +11,11 @@ from orch.workload import Workload
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
+from orchestrator.core.spec import script_problems as spec_script_problems
 from orchestrator.core.topology import Topology
 from orchestrator.io.isa import with_precision
-from orchestrator.io.workload_finder import UnknownWorkload, find_workload, parse_params
+from orchestrator.io.scriptfile import NoParams, ScriptWorkload, label_of, script_problems
+from orchestrator.io.workload_finder import FoundWorkload, UnknownWorkload, find_workload, parse_params
 from orchestrator.io.yamlfile import read_yaml, with_lines
 
 
@@ -76,18 +78,51 @@ def load_sweep(path: str | Path) -> Sweep:
     data, lines = read_yaml(path, "sweep file")
     spec, problems = parse_spec(data)
     raw_workload = data.get("workload") if isinstance(data, dict) else None
-    found = _found(raw_workload, Path(path).resolve().parent, problems)
-    if spec is not None and found is not None:
-        spec = replace(spec, workload=replace(spec.workload, name=found[0].ref))
+    if _is_script(raw_workload):
+        spec, found = _script(spec, Path(path).resolve().parent, problems, need_file=True)
+    else:
+        found = _found(raw_workload, Path(path).resolve().parent, problems)
+        if spec is not None and found is not None:
+            spec = replace(spec, workload=replace(spec.workload, name=found[0].ref))
     return _sweep(spec, found, problems, f"sweep file {path}", Path(path), lines)
 
 
 def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
     """The sweep stored in a results folder's spec.json (as `Sweep.frozen_spec` wrote it). Raises
-    InvalidInput when it no longer validates (a workload renamed or a parameter removed since)."""
+    InvalidInput when it no longer validates (a workload renamed or a parameter removed since). A script
+    need not be there any more: its path and hash are in the spec."""
     spec, problems = parse_spec(frozen)
-    found = _found(frozen.get("workload"), None, problems)
+    if _is_script(frozen.get("workload")):
+        spec, found = _script(spec, None, problems, need_file=False)
+    else:
+        found = _found(frozen.get("workload"), None, problems)
     return _sweep(spec, found, problems, f"{path}", path, None)
+
+
+def _is_script(raw: Any) -> bool:
+    return isinstance(raw, dict) and raw.get("script") is not None
+
+
+def _script(spec: SweepSpec | None, base: Path | None, problems: list[Problem],
+            need_file: bool) -> tuple[SweepSpec | None, tuple[Any, Any] | None]:
+    """A script sweep's spec with its script made absolute, hashed and labelled, and its stand-in workload
+    (`scriptfile.ScriptWorkload`); (spec, None) with the problem added when the script cannot be read."""
+    if spec is None or spec.workload.script is None:
+        return spec, None   # parse_spec reports the problem
+    w = spec.workload
+    script = None
+    if need_file:
+        problems += spec_script_problems(spec)
+        script, found_problems = script_problems(w, base)
+        problems += found_problems
+        if script is None:
+            return spec, None
+    path = str(script.path) if script is not None else str(w.script)
+    w = replace(w, name=w.name or label_of(path), script=path,
+                script_sha256=script.sha256 if script is not None else w.script_sha256)
+    workload = ScriptWorkload(w.name or "", script, w.flops_per_sample, w.samples_per_epoch, path)
+    source = f"script {path} (sha256 {w.script_sha256})"
+    return replace(spec, workload=w), (FoundWorkload(workload, path, source), NoParams())
 
 
 def _found(raw: Any, base: Path | None, problems: list[Problem]) -> tuple[Any, Any] | None:
@@ -110,7 +145,7 @@ def _found(raw: Any, base: Path | None, problems: list[Problem]) -> tuple[Any, A
 
 def _sweep(spec: SweepSpec | None, found: tuple[Any, Any] | None, problems: list[Problem], source: str, path: Path,
            lines: Any) -> Sweep:
-    if spec is not None and found is not None and spec.convergence is not None:
+    if spec is not None and found is not None and spec.convergence is not None and spec.workload.script is None:
         metrics = found[0].workload.metrics
         if spec.convergence.metric not in metrics:
             problems.append(Problem("convergence.metric",

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -203,13 +204,16 @@ def _measurement(results: Results) -> str:
             "communication only." if m["data"] == "memory" else
             "The workload's data loader ran inside the timed region; the share of time spent waiting for data is "
             "recorded with each trial as data_wait_share.")
+    steps = "training steps (forward, backward with the gradient all-reduce, optimizer step)"
+    script = _script_words(spec)
+    if script is not None:
+        steps, data = script
     lines = ["## How the numbers were measured", "", "### Throughput", "",
              f"Each grid point ran as `ranks` processes with torch.distributed ({backend}) data parallelism, every "
              "rank started with its core list and OpenMP/affinity environment already in place and pinned to "
              "`threads per rank` cores of one socket (the placement is recorded with every trial). Every rank "
              f"first ran {m['warmup_steps']} warm-up steps, excluded from timing. The timed region holds only "
-             "training steps (forward, backward with the gradient all-reduce, optimizer step) and starts and ends "
-             "with a barrier across all ranks. Throughput = global batch × "
+             f"{steps} and starts and ends with a barrier across all ranks. Throughput = global batch × "
              f"{m['timed_steps']} timed steps ÷ the slowest rank's time for them. The timed region was repeated "
              f"{m['repeats']} times per trial; tables show the median and, as spread, the coefficient of variation "
              f"(standard deviation ÷ mean) of the repeats. {data}", "",
@@ -229,8 +233,35 @@ def _measurement(results: Results) -> str:
                   f"{LR_RULE_WORDS.get(c['lr_rule'], c['lr_rule'])}, with {c['warmup_epochs']:g} warm-up epoch(s); "
                   f"the model was evaluated every {c['eval_every_epochs']:g} epoch(s), for at most "
                   f"{c['max_epochs']:g} epochs.", ""]
+        if script is not None:
+            lines[-2] = _script_convergence_words(spec, c)
     lines += _peak_method(results)
     return "\n".join(lines)
+
+
+def _script_words(spec: dict[str, Any]) -> tuple[str, str] | None:
+    """For a script's sweep: what its timed region holds, and where its data came from; None for a workload."""
+    script = (spec.get("workload") or {}).get("script")
+    if not script:
+        return None
+    return (f"the script's own loop between two `orch.script.step()` calls ({Path(script).name}: its data loading, "
+            "logging and own synchronisations included)",
+            "The script loaded its own data inside its steps, so the timed region includes that time (orch cannot "
+            "tell its share).")
+
+
+def _script_convergence_words(spec: dict[str, Any], c: dict[str, Any]) -> str:
+    """A script's convergence runs: orch gave the learning rate as {lr} (if the script takes it), the script
+    evaluated on its own schedule, and orch ended it at the target or the epoch cap."""
+    seeds = ", ".join(str(s) for s in c["seeds"])
+    args = " ".join(str(a) for a in (spec.get("workload") or {}).get("args") or ())
+    lr = (f"The script was given the learning rate as {{lr}}: {c['base_lr']:g} at global batch {c['base_batch']}, "
+          f"{LR_RULE_WORDS.get(c['lr_rule'], c['lr_rule'])}" if "{lr}" in args else
+          "The script set its own learning rate (its arguments do not take {lr})")
+    return (f"Each global batch trained until {c['metric']} reached {c['target']:g}, once per seed ({seeds}), on the "
+            "layout listed in the convergence table (the planner's cheapest feasible layout with that global batch). "
+            f"{lr}; it evaluated on its own schedule, reporting with `orch.script.metric()`, and orch ended it at the "
+            f"step after rank 0 reported the target, or at {c['max_epochs']:g} epochs.")
 
 
 def _peak_method(results: Results) -> list[str]:

@@ -59,7 +59,9 @@ def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None,
     flops = _flops_per_sample(sweep)
     needs_steps = any(item.trains for item in todo)
     if needs_steps and (rate is None or flops is None):
-        why = "no probed GEMM rate for every node" if rate is None else "the workload does not count its FLOPs"
+        why = ("no probed GEMM rate for every node" if rate is None else
+               "the sweep file gives no workload.flops_per_sample for the script" if sweep.spec.workload.script else
+               "the workload does not count its FLOPs")
         return None, f"no time estimate: {why}"
 
     def step_of(t: Trial) -> float:

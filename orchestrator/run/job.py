@@ -102,6 +102,23 @@ class ProfileSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ScriptSettings:
+    """A script trial's rank: the script run as it is (orchestrator.run.script_rank), with its arguments filled
+    in for the trial, where it runs, and what its reporter (orch.script) needs of the sweep."""
+
+    path: str                       # absolute
+    args: list[str]                 # placeholders filled (core.script)
+    sha256: str                     # the rank checks that the script it runs is the one planned
+    cwd: str                        # the sweep file's folder: relative paths in args mean what they say there
+    env: dict[str, str] = field(default_factory=dict)   # the placeholders' values: ORCH_LOCAL_BATCH, ...
+    flops_per_sample: float | None = None   # stated in the sweep file
+    lr: float | None = None                 # {lr}: the rate for the trial's global batch
+    metric: str | None = None               # convergence: the metric, its target and the epoch cap
+    target: float | None = None
+    max_epochs: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
@@ -124,6 +141,7 @@ class RankJob:
     result_path: str = ""
     init_timeout_s: float = 300.0
     profile: ProfileSettings | None = None          # kind profile (orchestrator.run.profiling)
+    script: ScriptSettings | None = None         # a script's trial: its ranks run the script, not a kind's run_rank
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -143,10 +161,11 @@ class RankJob:
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)
-        conv, profile = data.pop("convergence", None), data.pop("profile", None)
+        conv, profile, script = data.pop("convergence", None), data.pop("profile", None), data.pop("script", None)
         return RankJob(**{**data, "kind": job_kind(data["kind"])},
                        convergence=ConvergenceSettings(**conv) if conv is not None else None,
-                       profile=ProfileSettings(**profile) if profile is not None else None)
+                       profile=ProfileSettings(**profile) if profile is not None else None,
+                       script=ScriptSettings(**script) if script is not None else None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

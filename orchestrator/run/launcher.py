@@ -199,6 +199,17 @@ def _uss_mib(procs: list[psutil.Process]) -> float:
     return total / BYTES_PER_MIB
 
 
+def rank_command(job: RankJob, job_file: Path) -> tuple[list[str], str | None]:
+    """What a rank process runs after its pinning prefix, and its working folder (None: the rank's work folder):
+    orch's rank entry point, or for a script's trial the script's (run.script_rank.script_command). The one place
+    a rank's command is made, so that anything that starts a rank (a probe of one rank too) starts it alike."""
+    if job.script is not None:
+        from orchestrator.run.script_rank import script_command
+
+        return script_command(job_file), job.script.cwd
+    return [sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)], None
+
+
 @dataclass(slots=True)
 class MemoryWatch:
     """The rank's unique memory, tracked cheaply (see the constants above): the peak so far, and whether
@@ -308,11 +319,11 @@ class RankLauncher:
         if rendezvous is not None:
             passed = (rendezvous.fileno(),)
             env[RENDEZVOUS_FD_ENV_VAR] = str(rendezvous.fileno())
+        command, cwd = rank_command(job, job_file)
         self._started_at = time.monotonic()
         with os.fdopen(create_private(self.log_path), "wb") as log:
             self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(self.workdir),
+                [*prefix, *command], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd or str(self.workdir),
                 start_new_session=True,  # its own process group: stop() kills compile workers too
                 preexec_fn=preexec, pass_fds=passed)
         if rendezvous is not None:
@@ -324,6 +335,9 @@ class RankLauncher:
         if niceness:
             self.pin += f"; niceness {niceness} (Ray's worker niceness: this launcher may not lower it)"
         return self.proc.pid
+
+    def _pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
 
     def progress(self) -> RankProgress | None:
         """The rank's last progress report; None before it started or wrote one."""
@@ -389,6 +403,10 @@ class RankLauncher:
         if s is None or s.phase in STARTUP_PHASES:
             if now - self._started_at <= limits.startup_timeout_s:
                 return None
+            if self.job.script is not None:
+                from orchestrator.run.script_rank import startup_timeout_reason
+
+                return RankStatus.TIMEOUT, startup_timeout_reason(limits.startup_timeout_s, s, self._pid())
             where = "before its first progress report" if s is None else f"{s.phase}, after {s.stage or 'start'}"
             return RankStatus.TIMEOUT, (f"not ready after {limits.startup_timeout_s:g} s of start-up ({where}): "
                                         "a stuck import, rendezvous or model build (measure.startup_timeout_s)")

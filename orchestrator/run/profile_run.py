@@ -107,7 +107,7 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, ou
     folder.mkdir(parents=True, exist_ok=True)
     m = sweep.spec.measure
     backend = plan.backend.chosen
-    job = RankJob(kind=PROFILE, workload=sweep.spec.workload.name, params=target.params, backend=backend,
+    job = RankJob(kind=PROFILE, workload=sweep.spec.workload.name or "", params=target.params, backend=backend,
                   local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
                   warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s),
                   profile=ProfileSettings(steps=steps, out_dir=str(folder.resolve()), replay=replay))

@@ -34,27 +34,31 @@ class Session:
     world: int
 
 
-def rendezvous_store(timeout: timedelta) -> Any:
+def rendezvous_store(timeout: timedelta, *, count_workers: bool = True) -> Any:
     """torch.distributed's TCPStore, with rank 0's listening socket bound to MASTER_ADDR only (torch's own
     binds every interface; on one machine MASTER_ADDR is loopback, so nothing listens beyond it). In a trial,
     rank 0's launcher reserved that socket when it chose the port, and passes it in (RENDEZVOUS_FD_ENV_VAR):
-    the port was never free for another trial to take. Started by hand (tests), rank 0 binds it itself."""
+    the port was never free for another trial to take. Started by hand (tests), rank 0 binds it itself.
+    `count_workers=False`: the store does not wait for every rank to connect (a script's ranks join it through
+    torch's env:// rendezvous, each when it gets there)."""
     import torch.distributed as dist
 
     from orchestrator.constants import RENDEZVOUS_FD_ENV_VAR
 
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    world = int(os.environ["WORLD_SIZE"])
+    world = int(os.environ["WORLD_SIZE"]) if count_workers else None
     if int(os.environ["RANK"]) != 0:
         return dist.TCPStore(addr, port, world, False, timeout=timeout)
     reserved = os.environ.get(RENDEZVOUS_FD_ENV_VAR)
     if reserved:
-        return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=int(reserved))
+        return dist.TCPStore(addr, port, world, True, timeout=timeout, wait_for_workers=count_workers,
+                             master_listen_fd=int(reserved))
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((addr, port))
-    listener.listen(max(128, world))
-    return dist.TCPStore(addr, port, world, True, timeout=timeout, master_listen_fd=listener.detach())
+    listener.listen(max(128, int(os.environ["WORLD_SIZE"])))
+    return dist.TCPStore(addr, port, world, True, timeout=timeout, wait_for_workers=count_workers,
+                         master_listen_fd=listener.detach())
 
 
 def init_process_group(job: RankJob, backend: str | None = None) -> None:

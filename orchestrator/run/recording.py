@@ -12,6 +12,7 @@ from orchestrator.core.plan_view import placement_to_list
 from orchestrator.core.topology import Topology
 from orchestrator.run.job import RankResult
 from orchestrator.run.launcher import Outcome
+from orchestrator.run.reports import ThroughputReport
 from orchestrator.run.trial import TrialRun
 
 Report = TypeVar("Report")
@@ -98,12 +99,21 @@ def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputS
         timed_s_repeats=summary.timed_s_repeats, warmup_steps=measure.warmup_steps, timed_steps=measure.timed_steps,
         repeats=measure.repeats,
         step_ms_median=[r.step_ms_median for r in reports], step_ms_p90=[r.step_ms_p90 for r in reports],
-        data_wait_share=sum(r.data_wait_s for r in reports) / total_timed if total_timed else 0.0,
+        data_wait_share=_data_wait_share(reports, total_timed),
         train_flops_per_sample=first.train_flops_per_sample,
         # what the gradient all-reduce moves, for orch predict
         gradient_bytes=first.gradient_bytes, ddp_bucket_bytes=first.ddp_bucket_bytes,
         # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes
         ddp_wire_dtype=first.ddp_wire_dtype, ddp_wire_bucket_bytes=first.ddp_wire_bucket_bytes)
+
+
+def _data_wait_share(reports: list[ThroughputReport], total_timed: float) -> float | None:
+    """The share of the timed region spent waiting for batches; None where a rank could not tell (a script's
+    loop loads its data inside its step, which orch times as a whole)."""
+    waits = [r.data_wait_s for r in reports]
+    if any(w is None for w in waits):
+        return None
+    return sum(w for w in waits if w is not None) / total_timed if total_timed else 0.0
 
 
 def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,

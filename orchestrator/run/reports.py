@@ -26,7 +26,7 @@ class ThroughputReport(Report):
     repeat_s: list[float]                        # this rank's wall time per timed repeat
     step_ms_median: float
     step_ms_p90: float
-    data_wait_s: float                           # waiting for batches inside the timed region
+    data_wait_s: float | None                    # waiting for batches in the timed region; None: not seen (a script)
     timed_s: float
     train_flops_per_sample: float | None = None
     ddp_wire_dtype: str | None = optional()

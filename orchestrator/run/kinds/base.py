@@ -55,10 +55,15 @@ class SweepContext:
     def job(self, kind: Kind, p: PlannedTrial, **extra: Any) -> RankJob:
         """The job of a trial of `kind` on `p`, with the sweep's workload and measurement settings."""
         m = self.spec.measure
-        return RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
-                       backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
-                       warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
-                       init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s), **extra)
+        job = RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
+                      backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
+                      warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
+                      init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s), **extra)
+        if self.spec.workload.script is not None and kind in (Kind.THROUGHPUT, Kind.CONVERGENCE):
+            from orchestrator.run.script_rank import script_settings
+
+            job = replace(job, script=script_settings(self.sweep, p.trial, seed=job.seed, kind=kind))
+        return job
 
     def where(self, p: PlannedTrial) -> str:
         """' on node(s) 0, 1' for a label, on a cluster of more than one node."""
