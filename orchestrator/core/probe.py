@@ -87,6 +87,7 @@ class MemoryModel(JsonObject):
     ddp_mib: float                    # DDP's gradient buckets (and a 16-bit hook's copy), not in the measurement
     margin: float                     # the fraction added on top
     notes: tuple[str, ...] = ()       # what the fit had to decide (a slope taken as 0)
+    library_mib: float = 0.0          # of the intercept: the libraries a rank loads, unique to a rank alone
 
     def mib(self, local_batch: int) -> float:
         return (self.intercept_mib + self.slope_mib * local_batch + self.ddp_mib) * (1 + self.margin)
@@ -95,13 +96,15 @@ class MemoryModel(JsonObject):
         """Where the figure comes from, as `orch plan` and the results say it."""
         measured = " and ".join(map(str, self.batches))
         text = (f"probe at batches {measured}: {_number(self.intercept_mib)} + {_number(self.slope_mib)}·b MiB"
+                + (f" ({_number(self.library_mib)} MiB of it libraries, as for a rank alone on its node)"
+                   if self.library_mib else "")
                 + (f", + {_number(self.ddp_mib)} MiB for DDP’s gradient buckets" if self.ddp_mib else "")
                 + f", + {self.margin:.0%} margin")
         return text + "".join(f" ({note})" for note in self.notes)
 
 
 def fit_memory(batches: Sequence[int], peaks_mib: Sequence[float], *, ddp_mib: float,
-               margin: float = MEMORY_MARGIN) -> MemoryModel:
+               margin: float = MEMORY_MARGIN, library_mib: float = 0.0) -> MemoryModel:
     """The least-squares line through (batch, peak) (exact through two points). A peak that fell as the batch
     grew is jitter, not a negative cost per sample: the slope is then 0, the intercept the largest peak, and
     a note says so. Raises ValueError for fewer than two distinct batches or a peak that is not a number.
@@ -125,9 +128,9 @@ def fit_memory(batches: Sequence[int], peaks_mib: Sequence[float], *, ddp_mib: f
         notes = (f"the peak fell by {_number(drop)} MiB from batch {min(batches)} to {max(batches)}: jitter, "
                  "slope taken as 0",)
         return MemoryModel(batches=tuple(batches), peak_mib=tuple(peaks_mib), intercept_mib=max(peaks_mib),
-                           slope_mib=0.0, ddp_mib=ddp_mib, margin=margin, notes=notes)
+                           slope_mib=0.0, ddp_mib=ddp_mib, margin=margin, notes=notes, library_mib=library_mib)
     return MemoryModel(batches=tuple(batches), peak_mib=tuple(peaks_mib), intercept_mib=mean_m - slope * mean_b,
-                       slope_mib=slope, ddp_mib=ddp_mib, margin=margin)
+                       slope_mib=slope, ddp_mib=ddp_mib, margin=margin, library_mib=library_mib)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -136,7 +139,8 @@ class ProbePoint(JsonObject):
 
     local_batch: int
     peak_uss_mib: float                  # the figure fitted: the rank's own, else the launcher's
-    rank_peak_uss_mib: float | None      # the rank's own high-water mark (VmHWM less its shared pages)
+    rank_peak_uss_mib: float | None      # the rank's own: its high-water mark, as a rank alone on its node
+    library_mib: float                   # of which the libraries it loaded (torch's): shared by a node's ranks
     watched_peak_uss_mib: float          # the launcher's watch (sampled, as in a sweep's records)
     flops_per_step: float | None         # torch's FLOP counter on one training step
     flops_error: str | None = optional()  # why counting failed
@@ -212,7 +216,8 @@ def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *,
     ordered = sorted(points, key=lambda p: p.local_batch)
     gradient_mib = max(p.gradient_bytes for p in ordered) / 2**20
     memory = fit_memory([p.local_batch for p in ordered], [p.peak_uss_mib for p in ordered],
-                        ddp_mib=ddp_copies * gradient_mib, margin=margin)
+                        ddp_mib=ddp_copies * gradient_mib, margin=margin,
+                        library_mib=max(p.library_mib for p in ordered))
     flops, flops_source = _flops(ordered)
     samples, samples_source = _samples(ordered)
     f = dict(key_fields)

@@ -33,7 +33,8 @@ KEY_FIELDS = {"format": 1, "workload": "/home/me/net.py:workload", "code": "0123
 
 def point(batch: int, peak: float, *, flops: float | None = 1000.0, samples: int | None = 512,
           grads: int = 4 * 2**20, error: str | None = None) -> ProbePoint:
-    return ProbePoint(local_batch=batch, peak_uss_mib=peak, rank_peak_uss_mib=peak, watched_peak_uss_mib=peak - 1,
+    return ProbePoint(local_batch=batch, peak_uss_mib=peak, rank_peak_uss_mib=peak, library_mib=0.0,
+                      watched_peak_uss_mib=peak - 1,
                       flops_per_step=None if flops is None else flops * batch, flops_error=error,
                       samples_per_epoch=samples, gradient_bytes=grads, wall_s=1.5)
 
@@ -46,6 +47,13 @@ def test_two_points_give_the_line_through_them_and_the_margin_multiplies_the_who
     # at a batch not measured: (812 + 96·64 + 45) × 1.15
     assert m.mib(64) == pytest.approx((812 + 96 * 64 + 45) * 1.15)
     assert m.text() == "probe at batches 2 and 8: 812 + 96·b MiB, + 45 MiB for DDP’s gradient buckets, + 15% margin"
+
+
+def test_the_libraries_counted_in_the_intercept_are_said():
+    m = fit_memory((2, 8), (662.0, 664.0), ddp_mib=0.0, library_mib=320.0)
+    assert m.mib(8) == pytest.approx(664.0 * 1.15)        # counted, as for a rank alone on its node
+    assert m.text() == ("probe at batches 2 and 8: 661 + 0.333·b MiB (320 MiB of it libraries, as for a rank alone "
+                        "on its node), + 15% margin")
 
 
 def test_more_points_are_fitted_by_least_squares():
