@@ -68,3 +68,23 @@ def test_sweep_probes_first_plans_by_measured_memory_and_records_the_sources(ray
     assert verdicts == {"r1-t1-b16": [], "r2-t1-b16": ["memory"]}
     [reason] = next(t for t in plan["trials"] if t["key"] == "r2-t1-b16")["reasons"]
     assert f"2 ranks × {need:,.0f} MiB exceed memory" in reason["message"]
+
+
+def test_a_sweep_whose_probe_fails_is_exit_2_with_the_ranks_error_before_any_trial(ray_local, tmp_path, monkeypatch,
+                                                                                     capsys):
+    monkeypatch.setenv("ORCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    tinynet = LAZYNET.parent / "tinynet.py"
+    sweep = write_sweep(tmp_path, "raising", f"""
+        workload:
+          name: {tinynet}:workload
+          params: {{fail: factory}}
+        grid: {{ranks: [1], threads_per_rank: [1], local_batch: [16]}}
+        """)
+    results = tmp_path / "results"
+    assert main(["sweep", str(sweep), "--results", str(results), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    [error] = [line for line in err.splitlines() if line.startswith("orch: error:")]
+    assert ("the probe of workload tinynet at local batch 2 failed: the rank exited with status 1: WorkloadError: "
+            "the model factory build_model raised RuntimeError: the model factory failed on purpose") in error
+    assert "Traceback" not in err and not results.exists()     # nothing ran, nothing recorded
