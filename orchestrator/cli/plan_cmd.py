@@ -39,7 +39,7 @@ def facts_lines(facts: WorkloadFacts | None, sweep_path: str) -> list[str]:
     named = (("memory per rank", facts.memory.origin, facts.memory.source),
              ("FLOPs per sample", facts.flops.origin, facts.flops.source),
              ("samples per epoch", facts.samples.origin, facts.samples.source))
-    waiting = facts.probe is None
+    waiting = facts.probe is None and facts.probeable
     lines = [f"{name}: {source}" for name, origin, source in named if not (waiting and origin == UNKNOWN)]
     unknown = [(name, source) for name, origin, source in named if waiting and origin == UNKNOWN]
     if unknown:

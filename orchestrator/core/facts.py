@@ -35,6 +35,12 @@ def not_probed(precision: str) -> str:
     return f"not known yet: no probe has run for these parameters in {precision}"
 
 
+# A training script (`workload: {script: ...}`) runs as it is: orch cannot build one rank of it to probe, so its
+# figures are the sweep file's or unknown.
+SCRIPT_UNKNOWN = ("not known: a script is not probed; the sweep file may give it (constraints.rank_memory_mib, "
+                  "workload.flops_per_sample, workload.samples_per_epoch)")
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryFact:
     """One rank's peak unique memory per local batch, MiB."""
@@ -100,6 +106,7 @@ class WorkloadFacts:
     flops: Fact[float]      # training FLOPs per sample (forward and backward)
     samples: Fact[int]      # training samples per epoch, all ranks together
     probe: ProbeResult | None = None
+    probeable: bool = True  # False for a training script, which orch cannot probe
 
     def unknown(self) -> list[str]:
         """The figures not known (without evaluating a declaration not yet evaluated)."""
@@ -111,7 +118,7 @@ class WorkloadFacts:
         """Whether a probe would tell something not known: no probe yet and a figure missing (the workload's
         declarations evaluated: call it where importing torch is fine)."""
         self.flops.value, self.samples.value   # noqa: B018  (evaluates the declarations)
-        return self.probe is None and bool(self.unknown())
+        return self.probeable and self.probe is None and bool(self.unknown())
 
     def sources(self) -> dict[str, str]:
         """Each figure's source, for spec.json's `derived` and `orch plan --json`."""
@@ -122,10 +129,18 @@ class WorkloadFacts:
 def workload_facts(*, precision: str, sweep_memory_mib: float | None = None,
                    declared_memory: Callable[[int], float | None] | None = None,
                    declared_flops: Callable[[], float | None] | None = None, declared_samples: int | None = None,
-                   probe: ProbeResult | None = None) -> WorkloadFacts:
+                   probe: ProbeResult | None = None, script: bool = False) -> WorkloadFacts:
     """The facts of a sweep: `sweep_memory_mib` (its constraints.rank_memory_mib), the workload's declarations
     (None where it declares none: `declared_memory` per local batch, `declared_flops` evaluated on first use),
-    and the probe of these parameters in `precision`, if one has run."""
+    and the probe of these parameters in `precision`, if one has run. With `script`, the declarations are the
+    sweep file's figures for its training script, and nothing is probed.
+
+    >>> facts = workload_facts(precision="fp32", declared_samples=60000, script=True)
+    >>> facts.samples.source, facts.needs_probe()
+    ('the sweep file’s workload.samples_per_epoch: 60,000', False)
+    """
+    if script:
+        return _script_facts(sweep_memory_mib, declared_flops, declared_samples)
     waiting = not_probed(precision)
     if sweep_memory_mib is not None:
         mib = sweep_memory_mib
@@ -142,3 +157,17 @@ def workload_facts(*, precision: str, sweep_memory_mib: float | None = None,
                               f"the workload’s samples_per_epoch: {declared_samples or 0:,}",
                               probe.samples_per_epoch if probe else None, probe.samples_source if probe else waiting)
     return WorkloadFacts(memory, flops, samples, probe)
+
+
+def _script_facts(sweep_memory_mib: float | None, declared_flops: Callable[[], float | None] | None,
+                  declared_samples: int | None) -> WorkloadFacts:
+    if sweep_memory_mib is not None:
+        mib = sweep_memory_mib
+        memory = MemoryFact(SWEEP, f"constraints.rank_memory_mib in the sweep file: {mib:,.0f} MiB", lambda b: mib)
+    else:
+        memory = MemoryFact(UNKNOWN, SCRIPT_UNKNOWN)
+    flops: Fact[float] = Fact(declared_flops, "the sweep file’s workload.flops_per_sample", None, SCRIPT_UNKNOWN)
+    samples: Fact[int] = Fact((lambda: declared_samples) if declared_samples is not None else None,
+                              f"the sweep file’s workload.samples_per_epoch: {declared_samples or 0:,}", None,
+                              SCRIPT_UNKNOWN)
+    return WorkloadFacts(memory, flops, samples, None, probeable=False)

@@ -54,7 +54,12 @@ class Sweep:
         return self._facts[0]
 
     def _make_facts(self) -> WorkloadFacts:
-        workload, params = self.workload, self.params
+        workload, params, w = self.workload, self.params, self.spec.workload
+        if w.script is not None:   # the sweep file's figures for its script; nothing to ask, nothing to probe
+            flops = w.flops_per_sample
+            return workload_facts(precision="", sweep_memory_mib=self.spec.constraints.rank_memory_mib,
+                                  declared_flops=(lambda: flops) if flops is not None else None,
+                                  declared_samples=w.samples_per_epoch, script=True)
         declares_memory = workload.memory_estimate_mib(params, min(self.spec.grid.local_batch)) is not None
         return workload_facts(
             precision=self.requested_precision or "the workload’s precision",
@@ -77,7 +82,7 @@ class Sweep:
     def with_cached_probe(self, backend: str) -> Sweep:
         """This sweep (its precision chosen) with the cached probe of its parameters on `backend`, where a figure
         is not known without one and one has run; itself when it holds that probe already."""
-        if self.probe is None and not self.facts.unknown():
+        if not self.facts.probeable or (self.probe is None and not self.facts.unknown()):
             return self
         fields = probe_key_fields(self, backend)
         if self.probe is not None and self.probe.key == probe_key(fields):

@@ -39,14 +39,16 @@ from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import utc_timestamp
 from orchestrator.core.schema import to_plain
 from orchestrator.core.topology import Topology
+from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
 from orchestrator.io.probe_cache import probe_key_fields
 from orchestrator.run.job import PROBE, RankJob, init_timeout_s
 from orchestrator.run.kinds.probe import ProbeReport
-from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits, free_port, rank_environment
+from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits, rank_environment, reserve_rendezvous
 
 log = logging.getLogger(__name__)
 
-WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}" / "probe"
+# The probe's rank folders: under the ranks' private work folder (io.files), which the launcher checks.
+WORK_ROOT = RANKS_ROOT / "probe"
 # What the driver's environment must not pass to the rank: rank_environment sets the pinning and the world.
 _RANK_SET = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "KMP_AFFINITY", "RANK",
              "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
@@ -94,11 +96,13 @@ def _run_rank(sweep: Any, backend: str, local_batch: int, setup: ProbeSetup, wor
     """One probe process, started and watched to its end; stopped if the caller is interrupted."""
     m = sweep.spec.measure
     cpus = list(setup.cpus)
+    launcher = RankLauncher(str(workdir))
+    rendezvous = reserve_rendezvous("127.0.0.1")   # held until the rank holds it (launcher.start closes it here)
     env = rank_environment(_base_env(), cpus=cpus, ccl_cpus_on_node=cpus[-1:], backend=backend, rank=0,
                            local_rank=0, world_size=1, local_world_size=1, master_addr="127.0.0.1",
-                           master_port=free_port())
-    launcher = RankLauncher(str(workdir))
-    launcher.start(_job(sweep, backend, local_batch, len(cpus)), env, cpus, list(setup.numa_nodes))
+                           master_port=rendezvous.getsockname()[1])
+    launcher.start(_job(sweep, backend, local_batch, len(cpus)), env, cpus, list(setup.numa_nodes),
+                   rendezvous=rendezvous)
     limits = RankLimits(budget_mib=setup.budget_mib, startup_timeout_s=m.startup_timeout_s,
                         step_timeout_s=m.step_timeout_s, deadline=time.time() + m.timeout_s)
     try:
@@ -172,6 +176,10 @@ def probe_for(sweep: Any, topology: Topology, ccl_available: bool, *, force: boo
     from orchestrator.io.detect import detect_local
     from orchestrator.io.probe_cache import store_probe
 
+    if not sweep.facts.probeable:
+        return Probed(sweep, skipped="a training script runs as it is: orch cannot build one rank of it to probe; "
+                                     "the sweep file gives its figures (constraints.rank_memory_mib, "
+                                     "workload.flops_per_sample, workload.samples_per_epoch)")
     resolved, precision = sweep.resolve_precision(topology)
     backend = choose_backend(sweep.spec.backend, ccl_available)
     refused = backend.error or (precision.error if precision is not None else None)

@@ -105,3 +105,26 @@ def test_reading_the_cache_imports_no_torch(tmp_path, cache):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "ORCH_CACHE_DIR": str(cache)})
     assert done.stdout.strip() == "[]"
+
+
+def test_a_training_script_is_never_probed_its_figures_are_the_sweep_files(tmp_path, cache, capsys):
+    from orchestrator.cli import main
+    from orchestrator.io.topofile import load_topology
+    from orchestrator.run.probe import probe_for
+
+    sweep_path = REPO / "examples" / "ddp_script" / "sweep.yaml"
+    sweep = load_sweep(sweep_path)
+    facts = sweep.facts
+    assert not facts.probeable and not facts.needs_probe() and facts.unknown() == ["memory per rank",
+                                                                                    "FLOPs per sample"]
+    assert facts.samples.value == 2048 and facts.samples.source == "the sweep file’s workload.samples_per_epoch: 2,048"
+    assert facts.memory.source.startswith("not known: a script is not probed; the sweep file may give it")
+    topology = tmp_path / "t.yaml"
+    topology.write_text("sockets: 1\ncores_per_socket: 2\nmemory_gib: 16\n")
+    probed = probe_for(sweep, load_topology(str(topology)), False)   # returns at once: nothing to run
+    assert probed.sweep.probe is None and not probed.measured and probed.skipped.startswith(
+        "a training script runs as it is")
+    assert main(["plan", str(sweep_path), "--topology", str(topology)]) == 0
+    assert "orch probe" not in capsys.readouterr().out
+    assert main(["probe", str(sweep_path), "--topology", str(topology)]) == 2
+    assert "orch: error: no probe: a training script runs as it is" in capsys.readouterr().err
