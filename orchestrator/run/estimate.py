@@ -76,7 +76,8 @@ def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None,
         if item.KIND == Kind.CONVERGENCE and costs is not None and shape is not None and step is not None:
             estimate = convergence_run_s(costs, shape, step, epochs=CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs)
         work.append(Work(item.key, item.KIND, estimate, t.ranks * t.threads_per_rank, shape, step))
-    basis = (f"{flop_text(flops)} per sample ({FLOPS_ORIGIN.get(sweep.facts.flops.origin, '')}) at "
+    origin = "the sweep file’s" if sweep.spec.workload.script else FLOPS_ORIGIN.get(sweep.facts.flops.origin, "")
+    basis = (f"{flop_text(flops)} per sample ({origin}) at "
              f"{STEP_EFFICIENCY:.0%} of {rate:,.1f} GFLOP/s per core ({precision}, the ISA probe)"
              if needs_steps and flops and rate else "start-up and fixed-length trials")
     return Eta(work, plan.topology.usable_cores(sweep.spec.constraints.hyperthreads), costs), basis
