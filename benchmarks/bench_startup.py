@@ -70,7 +70,7 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
                 trained.add(item.planned.trial.key)
                 # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
                 conv = job.convergence_settings()
-                steps_per_epoch = (sweep.samples_per_epoch() or 0) // conv.global_batch
+                steps_per_epoch = (sweep.facts.samples.value or 0) // conv.global_batch
                 job = replace(job, convergence=replace(conv, max_epochs=1 / steps_per_epoch, warmup_epochs=0.0))
             cases.append((item.key, item.planned, job))
     return cases

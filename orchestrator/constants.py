@@ -32,3 +32,11 @@ EMBEDDED_RAY_ENV = {
     "RAY_num_prestart_python_workers": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+
+# Where orch caches what it measured once for a workload (its probe: memory per rank, FLOPs, samples per
+# epoch), per workload, parameters, precision and torch version: $ORCH_CACHE_DIR, else $XDG_CACHE_HOME/orch,
+# else ~/.cache/orch (the XDG base-directory default).
+CACHE_DIR_ENV_VAR = "ORCH_CACHE_DIR"
+XDG_CACHE_HOME_ENV_VAR = "XDG_CACHE_HOME"
+DEFAULT_CACHE_SUBDIR = "orch"
+DEFAULT_XDG_CACHE_HOME = "~/.cache"

@@ -197,3 +197,19 @@ def texts(table):
 @pytest.fixture
 def cell_texts():
     return texts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def probe_cache_of_the_suite(tmp_path_factory):
+    """The suite's own probe cache (orchestrator.io.probe_cache): an `orch sweep` or `orch plan` of a workload that
+    leaves its memory to the probe reads and writes here, never in the user's ~/.cache/orch, and sees no probe a
+    user ran. Set in os.environ, so the `orch` processes the tests start inherit it."""
+    from orchestrator.constants import CACHE_DIR_ENV_VAR
+
+    saved = os.environ.get(CACHE_DIR_ENV_VAR)
+    os.environ[CACHE_DIR_ENV_VAR] = str(tmp_path_factory.mktemp("orch-cache"))
+    yield
+    if saved is None:
+        os.environ.pop(CACHE_DIR_ENV_VAR, None)
+    else:
+        os.environ[CACHE_DIR_ENV_VAR] = saved

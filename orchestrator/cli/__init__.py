@@ -10,11 +10,20 @@ import argparse
 import sys
 
 from orchestrator import __version__
-from orchestrator.cli import plan_cmd, predict_cmd, profile_cmd, report_cmd, sweep_cmd, topology_cmd, workloads_cmd
+from orchestrator.cli import (
+    plan_cmd,
+    predict_cmd,
+    probe_cmd,
+    profile_cmd,
+    report_cmd,
+    sweep_cmd,
+    topology_cmd,
+    workloads_cmd,
+)
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, fail_input
 from orchestrator.core.schema import InvalidInput
 
-COMMANDS = (topology_cmd, plan_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd)
+COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.plan import Plan, PlanTooLarge, make_plan
+from orchestrator.core.plan import Plan, PlanTooLarge, choose_backend, make_plan
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.core.topology import Topology
 
@@ -155,7 +155,9 @@ def load_topology_arg(path: str | None, *, probe_isa: bool = False) -> Topology:
 
 def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Plan:
     """The single road from a sweep and a topology to what runs: `orch plan` and `orch sweep` both use it.
-    The plan carries the sweep's precision as decided for `topology` (`Sweep.resolve_precision`).
+    The plan carries the sweep's precision as decided for `topology` (`Sweep.resolve_precision`) and the
+    workload's figures with their sources (`Sweep.facts`: the sweep's probe, or the cached one, stands in
+    for a figure the workload does not declare).
 
     `ccl_available`: whether oneCCL's bindings import where the ranks run (the sweep asks its workers);
     None: look on this machine."""
@@ -164,9 +166,11 @@ def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Pl
 
         ccl_available = ccl_installed()
     resolved, precision = sweep.resolve_precision(topology)
+    resolved = resolved.with_cached_probe(choose_backend(sweep.spec.backend, ccl_available).chosen)
+    facts = resolved.facts
     try:
-        return make_plan(sweep.spec, topology, rank_memory_mib=resolved.rank_memory_mib, ccl_available=ccl_available,
-                         precision=precision)
+        return make_plan(sweep.spec, topology, rank_memory_mib=facts.memory.mib, ccl_available=ccl_available,
+                         precision=precision, samples_per_epoch=facts.samples.value, facts=facts)
     except PlanTooLarge as err:
         raise InvalidInput(f"sweep file {sweep.path}", [Problem("grid", str(err))]) from None
 

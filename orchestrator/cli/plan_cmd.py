@@ -7,8 +7,10 @@ import argparse
 import json
 
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console, load_topology_arg, plan_for
+from orchestrator.core.facts import UNKNOWN, WorkloadFacts
 from orchestrator.core.plan import Plan
 from orchestrator.core.plan_view import plan_tables, plan_to_dict
+from orchestrator.core.probe import PROBE_BATCHES
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.report.render import to_rich
 
@@ -29,7 +31,25 @@ def add_parser(sub) -> None:
     parser.set_defaults(run=run)
 
 
-def render_plan(plan: Plan):
+def facts_lines(facts: WorkloadFacts | None, sweep_path: str) -> list[str]:
+    """Where memory per rank, FLOPs per sample and samples per epoch come from; what is not known yet, and how
+    to measure it."""
+    if facts is None:
+        return []
+    named = (("memory per rank", facts.memory.origin, facts.memory.source),
+             ("FLOPs per sample", facts.flops.origin, facts.flops.source),
+             ("samples per epoch", facts.samples.origin, facts.samples.source))
+    waiting = facts.probe is None and facts.probeable
+    lines = [f"{name}: {source}" for name, origin, source in named if not (waiting and origin == UNKNOWN)]
+    unknown = [(name, source) for name, origin, source in named if waiting and origin == UNKNOWN]
+    if unknown:
+        lines.append(f"{', '.join(name for name, _ in unknown)}: {unknown[0][1]}. `orch probe {sweep_path}` measures "
+                     f"them with one rank on this machine (local batches {' and '.join(map(str, PROBE_BATCHES))}, a "
+                     "process each); `orch sweep` runs it first.")
+    return lines
+
+
+def render_plan(plan: Plan, sweep_path: str = "SWEEP"):
     from rich.console import Group
     from rich.text import Text
 
@@ -41,6 +61,7 @@ def render_plan(plan: Plan):
              Text(f"backend: {plan.backend.note}")]
     if plan.precision is not None:
         parts.append(Text(f"precision: {plan.precision.reason}"))
+    parts += [Text(line) for line in facts_lines(plan.facts, sweep_path)]
     for table in plan_tables(plan):
         parts += [Text(""), to_rich(table)]
     if plan.convergence:
@@ -70,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan_to_dict(plan), indent=2))
     else:
-        console().print(render_plan(plan))
+        console().print(render_plan(plan, args.sweep))
     errors = [e for e in (plan.backend.error, plan.precision.error if plan.precision else None) if e]
     for error in errors:
         console(stderr=True).print(f"orch: error: {error}", style="bold red")

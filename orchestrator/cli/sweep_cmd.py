@@ -22,6 +22,7 @@ from orchestrator.cli.common import (
     ray_session,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
+from orchestrator.core.probe import PROBE_BATCHES
 from orchestrator.io.lock import FolderInUse, FolderLock
 from orchestrator.io.store import check_folder
 from orchestrator.io.sweepfile import Sweep, load_sweep
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 def add_parser(sub) -> None:
     parser = sub.add_parser(
         "sweep", help="run the sweep: every feasible grid point as a real distributed training job",
-        description="Plan the sweep exactly as `orch plan` does, then run each feasible point as a data-parallel "
+        description="Plan the sweep exactly as `orch plan` does (probing the workload first, as `orch probe` does, "
+                    "where it declares no memory, FLOPs or epoch size and no probe is cached), then run each "
+                    "feasible point as a data-parallel "
                     "torch.distributed job (oneCCL when its bindings are installed, else Gloo) with one process per "
                     "rank, pinned to its cores, its CPUs reserved through a Ray placement group. Records each trial "
                     "as it ends in RESULTS/<sweep name>/trials.jsonl, resumes a rerun where it stopped, then writes "
@@ -149,14 +152,17 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
 
     err = console(stderr=True)
     cluster, topology = session.cluster, session.topology
-    plan = plan_for(sweep, topology, ccl_available=session.ccl_available)
+    probed = _probe(sweep, session, quiet=args.json)
+    if isinstance(probed, int):
+        return probed
+    plan = plan_for(probed, topology, ccl_available=session.ccl_available)
     if plan.backend.error:
         return fail_input(plan.backend.error)
     if plan.precision is not None and plan.precision.error:
         return fail_input(plan.precision.error)
     options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json,
                            max_concurrent=args.max_concurrent)
-    runner = SweepRunner(sweep, plan, cluster, options)
+    runner = SweepRunner(probed, plan, cluster, options)
     existing = runner.prepare()
     todo = runner.work(existing)
     if not args.json:
@@ -177,6 +183,30 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
                   f"{runner.summary.ran} trial(s) finished and recorded in {results}. Rerun to resume.")
         return EXIT_INTERRUPTED
     return runner.summary
+
+
+def _probe(sweep: Sweep, session: RaySession, quiet: bool) -> Sweep | int:
+    """The sweep with the probe it plans with: where the workload does not declare a figure and no probe of these
+    parameters is cached, one runs now, on this machine, before any trial (no Ray: run.probe). A probe that
+    fails is bad input: exit 2 with the rank's error."""
+    from orchestrator.run.probe import ProbeFailed, probe_for
+
+    err = console(stderr=True)
+
+    def started(setup, precision: str) -> None:
+        if not quiet:
+            err.print(f"probing workload {sweep.workload.name} first (not known yet: "
+                      f"{', '.join(sweep.facts.unknown())}) in {precision}, one rank on CPU(s) "
+                      f"{', '.join(map(str, setup.cpus))}: local batches {' and '.join(map(str, PROBE_BATCHES))}")
+
+    try:
+        probed = probe_for(sweep, session.topology, session.ccl_available, on_start=started)
+    except ProbeFailed as failure:
+        return fail_input(str(failure))
+    if probed.measured and not quiet and probed.sweep.probe is not None:
+        err.print(f"probe: memory per rank {probed.sweep.probe.memory.text()}"
+                  + (f"; not cached: {probed.cache_problem}" if probed.cache_problem else ""))
+    return probed.sweep
 
 
 def _report(results: Path, json_mode: bool) -> None:

@@ -27,6 +27,7 @@ PACKING = "packing"
 MEMORY = "memory"
 BACKEND = "backend"
 PRECISION = "precision"
+DATASET = "dataset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class Rules:
     memory_budget_mib: float | None = None  # explicit per-rank limit, if any
     backend_error: str | None = None  # why the requested backend cannot be used, if it cannot
     precision_error: str | None = None  # why the requested precision is refused on this machine, if it is
+    samples_per_epoch: int | None = None  # the training samples of one epoch, where known at plan time
 
     @property
     def reserved_rank_mib(self) -> float:
@@ -99,6 +101,9 @@ def check(trial: Trial, topology: Topology, rules: Rules) -> tuple[Reason, ...]:
     memory_reason = _memory_reason(trial, topology, rules, need, cores_ok=not reasons)
     if memory_reason:
         reasons.append(memory_reason)
+    dataset_reason = _dataset_reason(trial, rules.samples_per_epoch)
+    if dataset_reason:
+        reasons.append(dataset_reason)
     if rules.backend_error:
         reasons.append(Reason(BACKEND, rules.backend_error))
     if rules.precision_error:
@@ -131,3 +136,17 @@ def _memory_reason(trial: Trial, topology: Topology, rules: Rules, need: int, co
             return Reason(MEMORY, f"cores and memory together hold only {both} rank(s) of {need} cores and "
                                   f"{per_rank:,.0f} MiB, fewer than {trial.ranks}")
     return None
+
+
+def _dataset_reason(trial: Trial, samples: int | None) -> Reason | None:
+    """A point whose ranks would not get one full batch each from an epoch (the data are split evenly and the
+    tail dropped, as torch's DistributedSampler does): it has no step to run.
+
+    >>> _dataset_reason(Trial(4, 1, 64), 200).message
+    '200 training samples ÷ 4 ranks = 50 per rank < local batch 64: not one batch per rank'
+    """
+    if samples is None or samples // trial.ranks >= trial.local_batch:
+        return None
+    return Reason(DATASET, f"{samples:,} training samples ÷ {trial.ranks} ranks = {samples // trial.ranks:,} per rank "
+                           f"< local batch {trial.local_batch}: not one batch per rank",
+                  f"the dataset ({samples:,} samples) holds less than one batch per rank")

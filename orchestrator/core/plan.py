@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.core.constraints import Reason, Rules, check
+from orchestrator.core.facts import WorkloadFacts
 from orchestrator.core.grid import Trial, expand
 from orchestrator.core.isa import PrecisionChoice
 from orchestrator.core.placement import Placement, place
@@ -85,6 +86,7 @@ class Plan:
     convergence: tuple[ConvergenceRun, ...]
     precision: PrecisionChoice | None = None   # what the ranks train in, and why (None: the workload has no choice)
     memory_known: bool = True   # False: no memory figure for the workload yet, so no point was checked against it
+    facts: WorkloadFacts | None = None   # the workload's figures the plan was made with, and their sources
     by_trial: dict[Trial, PlannedTrial] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -134,11 +136,13 @@ def cheapest(candidates: list[PlannedTrial]) -> PlannedTrial:
 
 
 def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float | None],
-              ccl_available: bool, precision: PrecisionChoice | None = None) -> Plan:
+              ccl_available: bool, precision: PrecisionChoice | None = None, samples_per_epoch: int | None = None,
+              facts: WorkloadFacts | None = None) -> Plan:
     """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate (in the precision
     chosen), None where nothing is known of it yet (the memory rule then passes every point, and the plan says
     so: `Plan.memory_known`); `precision`, the sweep's precision for this topology: a refused one makes every
-    point infeasible.
+    point infeasible; `samples_per_epoch`, where known, makes a point whose ranks get less than one batch each
+    infeasible; `facts`, the figures' sources, are kept for the views.
 
     Raises PlanTooLarge (a ValueError) for a grid beyond MAX_GRID_POINTS or MAX_PLACED_RANKS."""
     cons = spec.constraints
@@ -157,7 +161,8 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
         need_mib = estimate if estimate is not None else 0.0
         rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=workers, memory_headroom=cons.memory_headroom,
                       rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
-                      backend_error=backend.error, precision_error=precision.error if precision else None)
+                      backend_error=backend.error, precision_error=precision.error if precision else None,
+                      samples_per_epoch=samples_per_epoch)
         checked.append((trial, check(trial, topology, rules), need_mib, rules.reserved_rank_mib))
     placed_ranks = sum(trial.ranks for trial, reasons, _, _ in checked if not reasons)
     if placed_ranks > MAX_PLACED_RANKS:
@@ -166,7 +171,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
     planned = tuple(_placed(trial, reasons, need_mib, reserved_mib, topology, cons, workers)
                     for trial, reasons, need_mib, reserved_mib in checked)
     return Plan(spec, topology, backend, ranks, threads, tuple(sorted(spec.grid.local_batch)), planned,
-                _convergence_runs(spec, planned), precision, memory_known)
+                _convergence_runs(spec, planned), precision, memory_known, facts)
 
 
 def _placed(trial: Trial, reasons: tuple[Reason, ...], need_mib: float, reserved_mib: float, topology: Topology,

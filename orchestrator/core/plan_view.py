@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.core.facts import PROBE, SWEEP, WORKLOAD, WorkloadFacts
 from orchestrator.core.placement import Placement
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.table import DASH, INFEASIBLE, Cell, Footnotes, Table, grid_table
@@ -46,13 +47,35 @@ def plan_tables(plan: Plan) -> list[Table]:
             return Cell(f"{DASH} {notes.letters([r.note for r in p.reasons])}", mark=INFEASIBLE)
 
         memory = plan.cell(plan.ranks[0], plan.threads[0], batch).rank_memory_mib
-        need = (f"Each rank needs ~{memory:,.0f} MiB." if plan.memory_known
+        need = (f"Each rank needs ~{memory:,.0f} MiB{_memory_origin(plan)}." if plan.memory_known
                 else "Memory per rank not known yet: not checked.")
         tables.append(grid_table(
             name=f"plan-b{batch}", title=f"Plan, local batch {batch} (global batch = ranks × {batch})",
             caption=f"{need} 'run': the point fits and will be measured.",
             ranks=plan.ranks, threads=plan.threads, cell=cell, notes=notes))
     return tables
+
+
+ORIGIN_WORDS = {SWEEP: "constraints.rank_memory_mib", WORKLOAD: "the workload’s formula",
+                PROBE: "measured by the probe"}
+
+
+def _memory_origin(plan: Plan) -> str:
+    """' (measured by the probe)', for the caption; empty for a plan made without its facts."""
+    origin = plan.facts.memory.origin if plan.facts is not None else None
+    return f" ({ORIGIN_WORDS[origin]})" if origin in ORIGIN_WORDS else ""
+
+
+def facts_to_dict(facts: WorkloadFacts | None) -> dict[str, Any] | None:
+    """Each figure's origin and source (values the plan's trials hold: memory; or that are known without
+    evaluating a workload's declaration)."""
+    if facts is None:
+        return None
+    return {"memory": {"origin": facts.memory.origin, "source": facts.memory.source},
+            "flops_per_sample": {"origin": facts.flops.origin, "source": facts.flops.source},
+            "samples_per_epoch": {"origin": facts.samples.origin, "source": facts.samples.source,
+                                  "value": facts.samples.value},
+            "probe_key": facts.probe.key if facts.probe is not None else None}
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -69,6 +92,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note,
                     "error": plan.backend.error},
         "precision": plan.precision.to_dict() if plan.precision else None,
+        "facts": facts_to_dict(plan.facts),
         "axes": {"ranks": list(plan.ranks), "threads_per_rank": list(plan.threads),
                  "local_batch": list(plan.local_batches)},
         "trials": [trial_dict(p) for p in plan.trials],

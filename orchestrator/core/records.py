@@ -294,6 +294,10 @@ class Derived(JsonObject):
     local_batches: list[int] | None = None
     workload: str | None = None
     metric: str | None = None
+    # The workload's training FLOPs per sample as the sweep planned with them, and where each planning figure
+    # (memory, flops_per_sample, samples_per_epoch) came from (core.facts); absent in older folders.
+    train_flops_per_sample: float | None = optional()
+    sources: dict[str, str] | None = optional()
 
     @staticmethod
     def of(derived: Derived | Mapping[str, Any]) -> Derived:

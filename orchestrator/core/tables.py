@@ -263,10 +263,13 @@ def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | Ma
                        title="Weak-scaling efficiency, local batch {batch} (%)")
 
 
-def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | None = None) -> Table:
+def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | None = None,
+                              fallback_flops: float | None = None, fallback_source: str = "") -> Table:
     """Achieved FLOP/s of every ok layout against the measured peak of the same cores, in percent.
 
-    achieved = samples_per_s × train_flops_per_sample; peak = the layout's GEMM GFLOP/s measured with all
+    achieved = samples_per_s × train_flops_per_sample (the trial's own count by torch's FLOP counter; where
+    it has none, `fallback_flops`, the sweep's figure from `fallback_source`, footnoted); peak = the layout's
+    GEMM GFLOP/s measured with all
     of its ranks at once, pinned as in the trial (see `orchestrator.core.peaks`; older results: ranks ×
     one rank's peak, footnoted). Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample =
     78.0 GFLOP/s against a measured 2×2 peak of 472 GFLOP/s → '16.5%'.
@@ -280,12 +283,10 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
     for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
         ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
         section = index[point].throughput
-        flops = section.train_flops_per_sample if section is not None else None
-        achieved = sps * flops / 1e9 if flops else None
+        counted = section.train_flops_per_sample if section is not None else None
+        achieved, cell = _achieved(sps, counted, fallback_flops, fallback_source, notes)
         layout_peak = peaks.of_layout(ranks, threads, precision)
-        cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps)]
-        cells.append(Cell(format_quantity(achieved), achieved) if achieved is not None else
-                     Cell(f"{DASH} {notes.letter('the workload reported no train_flops_per_sample')}", None, MISSING))
+        cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps), cell]
         cells.append(_peak_cell(layout_peak, ranks, threads, precision, notes))
         if achieved is not None and layout_peak is not None:
             cells.append(Cell.number(100 * achieved / layout_peak.gflops, "{:.1f}%"))
@@ -293,7 +294,8 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
             cells.append(Cell(DASH, None, MISSING))
         rows.append((layout_label(point), cells))
     mark_best([cells for _, cells in rows], columns=(4,))
-    caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as the workload counts them), against "
+    caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as torch's FLOP counter counted a training "
+               "step in the trial: matmuls and convolutions), against "
                f"the measured {precision or 'GEMM'} GEMM peak of the same cores: the layout's ranks running the "
                "GEMM all at once, each pinned as in the trial.")
     if not rows:
@@ -303,6 +305,20 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
                  columns=("cores", "samples/s", "GFLOP/s", "peak GFLOP/s", "% of peak"),
                  rows=tuple((label, tuple(cells)) for label, cells in rows), footnotes=notes.lines(),
                  caption=caption)
+
+
+def _achieved(samples_per_s: float, counted: float | None, fallback: float | None, fallback_source: str,
+              notes: Footnotes) -> tuple[float | None, Cell]:
+    """A layout's achieved GFLOP/s and its cell: from the trial's own count, else the sweep's figure (footnoted
+    with its source), else none."""
+    if counted:
+        achieved = samples_per_s * counted / 1e9
+        return achieved, Cell(format_quantity(achieved), achieved)
+    if fallback:
+        achieved = samples_per_s * fallback / 1e9
+        mark = notes.letter(f"FLOPs per sample not counted in the trial: {fallback_source}")
+        return achieved, Cell(f"{format_quantity(achieved)} {mark}", achieved)
+    return None, Cell(f"{DASH} {notes.letter('no FLOPs per sample: not counted in the trial')}", None, MISSING)
 
 
 def _peak_cell(peak: LayoutPeak | None, ranks: int, threads: int, precision: str | None, notes: Footnotes) -> Cell:

@@ -3,20 +3,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import logging
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from orch.workload import Workload
+from orch.workload import ModelWorkload, Workload
+from orchestrator.core.facts import WorkloadFacts, workload_facts
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
+from orchestrator.core.probe import ProbeResult, probe_key
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.spec import script_problems as spec_script_problems
 from orchestrator.core.topology import Topology
 from orchestrator.io.isa import with_precision
+from orchestrator.io.probe_cache import PROBE_FILE, cached_probe, probe_key_fields, read_probe
 from orchestrator.io.scriptfile import NoParams, ScriptWorkload, label_of, script_problems
 from orchestrator.io.workload_finder import FoundWorkload, UnknownWorkload, find_workload, parse_params
 from orchestrator.io.yamlfile import read_yaml, with_lines
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +35,8 @@ class Sweep:
     params: Any          # the workload's params dataclass
     path: Path
     workload_source: str = ""   # where the workload came from (an entry point, an import path, a file)
+    probe: ProbeResult | None = None   # the probe of these parameters, where one has run (`with_cached_probe`)
+    _facts: list[WorkloadFacts] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def frozen_spec(self) -> dict[str, Any]:
         """The spec as stored in results/<sweep>/spec.json: workload parameters with defaults filled in."""
@@ -36,13 +44,50 @@ class Sweep:
         plain["workload"]["params"] = to_plain(self.params)
         return plain
 
-    def rank_memory_mib(self, local_batch: int) -> float | None:
-        """One rank's peak unique memory at `local_batch` as the workload declares it; None: not declared."""
-        return self.workload.memory_estimate_mib(self.params, local_batch)
+    @property
+    def facts(self) -> WorkloadFacts:
+        """Memory per rank, FLOPs per sample and samples per epoch, each with its source (core.facts): the sweep
+        file's figure, else the workload's declaration, else the probe's. Made once per sweep (a `replace`d
+        sweep, in another precision or with another probe, makes its own)."""
+        if not self._facts:
+            self._facts.append(self._make_facts())
+        return self._facts[0]
 
-    def samples_per_epoch(self) -> int | None:
-        """Training samples in one epoch as the workload declares it; None: not declared."""
-        return self.workload.samples_per_epoch(self.params)
+    def _make_facts(self) -> WorkloadFacts:
+        workload, params, w = self.workload, self.params, self.spec.workload
+        if w.script is not None:   # the sweep file's figures for its script; nothing to ask, nothing to probe
+            flops = w.flops_per_sample
+            return workload_facts(precision="", sweep_memory_mib=self.spec.constraints.rank_memory_mib,
+                                  declared_flops=(lambda: flops) if flops is not None else None,
+                                  declared_samples=w.samples_per_epoch, script=True)
+        declares_memory = workload.memory_estimate_mib(params, min(self.spec.grid.local_batch)) is not None
+        return workload_facts(
+            precision=self.requested_precision or "the workload’s precision",
+            sweep_memory_mib=self.spec.constraints.rank_memory_mib,
+            declared_memory=(lambda b: workload.memory_estimate_mib(params, b)) if declares_memory else None,
+            declared_flops=self._declared_flops if _declares_flops(workload) else None,
+            declared_samples=workload.samples_per_epoch(params), probe=self.probe)
+
+    def _declared_flops(self) -> float | None:
+        try:
+            return self.workload.train_flops_per_sample(self.params)
+        except Exception as err:   # a courtesy figure (the ETA, a report's fallback): it must not stop a sweep
+            log.warning("workload %s: train_flops_per_sample raised %s: %s", self.workload.name,
+                        type(err).__name__, err)
+            return None
+
+    def with_probe(self, probe: ProbeResult | None) -> Sweep:
+        return replace(self, probe=probe)
+
+    def with_cached_probe(self, backend: str) -> Sweep:
+        """This sweep (its precision chosen) with the cached probe of its parameters on `backend`, where a figure
+        is not known without one and one has run; itself when it holds that probe already."""
+        if not self.facts.probeable or (self.probe is None and not self.facts.unknown()):
+            return self
+        fields = probe_key_fields(self, backend)
+        if self.probe is not None and self.probe.key == probe_key(fields):
+            return self
+        return replace(self, probe=cached_probe(self.workload.name, fields))
 
     @property
     def requested_precision(self) -> str | None:
@@ -96,7 +141,16 @@ def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
         spec, found = _script(spec, None, problems, need_file=False)
     else:
         found = _found(frozen.get("workload"), None, problems)
-    return _sweep(spec, found, problems, f"{path}", path, None)
+    return _sweep(spec, found, problems, f"{path}", path, None).with_probe(read_probe(path.parent / PROBE_FILE))
+
+
+def _declares_flops(workload: Workload[Any]) -> bool:
+    """Whether the workload may give its own FLOPs per sample, known without asking it (its answer may need
+    torch, and `orch plan` must not import it): a `model_workload` given `flops_per_sample`, or a class that
+    overrides `train_flops_per_sample`. Asked later, a None still lets the probe's count stand in."""
+    if isinstance(workload, ModelWorkload):
+        return workload._flops is not None
+    return type(workload).train_flops_per_sample is not Workload.train_flops_per_sample
 
 
 def _is_script(raw: Any) -> bool:

@@ -88,9 +88,7 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
                     inputs.same_machine, inputs.machine)
-    def memory_mib(local_batch: int) -> float:   # unknown (not declared, not probed): no memory rule
-        return inputs.sweep.rank_memory_mib(local_batch) or 0.0
-
+    memory_mib = inputs.sweep.facts.memory.need_mib   # unknown (not declared, not probed): no memory rule
     predictions = predict_layouts(target, inputs.sweep.spec, f.basis, f.epochs_model, memory_mib,
                                   inputs.ccl_available)
     if not predictions:

@@ -41,15 +41,20 @@ class Phase(StrEnum):
 STARTUP_PHASES = frozenset({Phase.STARTING, Phase.BUILDING})
 
 
-# What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), or a
-# profile (`orch profile`, whose output is a profile folder, not a trial record).
+# What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), a
+# profile (`orch profile`, whose output is a profile folder, not a trial record) or a probe (`orch probe`: one
+# rank's memory, FLOPs and epoch size, cached and kept beside the records, not one of them).
 PROFILE: Final = "profile"
-JobKind = Kind | Literal["profile"]
+PROBE: Final = "probe"
+JobKind = Kind | Literal["profile", "probe"]
+JOB_ONLY_KINDS: tuple[JobKind, ...] = (PROFILE, PROBE)
 
 
 def job_kind(value: str) -> JobKind:
     """The job kind named `value` (as written in a job file)."""
-    return PROFILE if value == PROFILE else Kind(value)
+    if value == PROFILE:
+        return PROFILE
+    return PROBE if value == PROBE else Kind(value)
 
 
 def init_timeout_s(step_timeout_s: float, startup_timeout_s: float) -> float:
@@ -205,7 +210,7 @@ class RankResult:
         from orchestrator.run.kinds import kind_module  # the kinds import this module: on use, not at import
 
         data = json.loads(text)
-        named = [name for name in (*map(str, Kind), PROFILE) if name in data]
+        named = [name for name in (*map(str, Kind), *JOB_ONLY_KINDS) if name in data]
         kind = job_kind(named[0]) if named else None
         report = kind_module(kind).REPORT.from_json(data.pop(kind)) if kind is not None else None
         communication = data.pop("communication", None)

@@ -76,7 +76,7 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
     InvalidInput naming every layout that cannot run and why."""
     problems: list[Problem] = []
     targets: list[ProfileTarget] = []
-    samples = sweep.samples_per_epoch()
+    samples = sweep.facts.samples.value
     plan = None
     for trial in layouts:
         where = f"layout {layout_label(trial)}"

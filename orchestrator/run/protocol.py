@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from orchestrator.core.probe import held_batches
 from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
@@ -110,8 +111,9 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     source = _cycle_epochs(trainer.batches)
     if job.data == "memory":
         # Enough distinct batches that the step does not see the same tensors every time, few enough to
-        # keep memory small; prepared before any timing.
-        distinct = list(itertools.islice(source, max(1, min(16, job.warmup_steps + job.timed_steps))))
+        # keep memory small; prepared before any timing (core.probe.held_batches: the memory probe holds as
+        # many, since they are part of the trial's peak).
+        distinct = list(itertools.islice(source, held_batches(job.data, job.warmup_steps, job.timed_steps)))
         source = itertools.cycle(distinct)
 
     status.update(phase=Phase.WARMUP, of=job.repeats)

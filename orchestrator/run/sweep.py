@@ -29,7 +29,8 @@ from orchestrator.core.schedule import Region
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.io.backends import CCL_BINDINGS_DIST
 from orchestrator.io.files import WORK_ROOT  # each rank's files, on its node: private, checked (io.files)
-from orchestrator.io.store import ResultsNotWritten, SpecChanged, append_record, prepare_folder
+from orchestrator.io.probe_cache import PROBE_FILE
+from orchestrator.io.store import ResultsNotWritten, SpecChanged, append_record, prepare_folder, write_json
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
 from orchestrator.run.job import RankJob
@@ -90,8 +91,9 @@ def rank_specs(p: PlannedTrial) -> list[RankSpec]:
 
 class SweepRunner:
     def __init__(self, sweep: Sweep, plan: Plan, cluster, options: SweepOptions):
-        # The ranks, the GEMM peaks and spec.json get the precision the plan chose, never `auto`.
-        sweep = sweep.with_choice(plan.precision)
+        # The ranks, the GEMM peaks and spec.json get the precision the plan chose, never `auto`; the facts, the
+        # probe the plan was made with.
+        sweep = sweep.with_choice(plan.precision).with_probe(plan.facts.probe if plan.facts is not None else None)
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
         self.summary = SweepSummary()
@@ -100,15 +102,22 @@ class SweepRunner:
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def prepare(self) -> rec.Records:
-        derived = {"samples_per_epoch": self.sweep.samples_per_epoch(),
+        """Open the results folder: spec.json (its `derived` with each planning figure's source), the topology,
+        the environment, and the probe the sweep planned with (probe.json), if any; the records already there."""
+        facts = self.sweep.facts
+        derived = {"samples_per_epoch": facts.samples.value,
                    "ranks": list(self.plan.ranks), "threads": list(self.plan.threads),
                    "local_batches": list(self.plan.local_batches), "workload": self.sweep.workload.name,
-                   "metric": self.spec.convergence.metric if self.spec.convergence else None}
+                   "metric": self.spec.convergence.metric if self.spec.convergence else None,
+                   "train_flops_per_sample": facts.flops.value, "sources": facts.sources()}
         try:
-            return prepare_folder(self.options.results, self.sweep.frozen_spec(), derived, self.plan.topology.to_dict(),
-                                  environment_info(self.plan, len(self.cluster.nodes)))
+            records = prepare_folder(self.options.results, self.sweep.frozen_spec(), derived,
+                                     self.plan.topology.to_dict(), environment_info(self.plan, len(self.cluster.nodes)))
         except SpecChanged as err:
             raise InvalidInput(f"results folder {self.options.results}", [Problem("", str(err))]) from None
+        if facts.probe is not None:
+            write_json(self.options.results / PROBE_FILE, facts.probe.to_json())
+        return records
 
     def _record(self, record: rec.Record, progress: SweepProgress, run: TrialRun | None = None) -> None:
         """Append the record; `run` is the trial that produced it (None for an infeasible point, which

@@ -168,4 +168,4 @@ def test_the_time_estimate_says_a_script_needs_its_flops_stated(tmp_path):
     eta, why = estimate(SWEEP)
     assert eta is None and why == "no time estimate: the sweep file gives no workload.flops_per_sample for the script"
     eta, basis = estimate(SWEEP.replace("  args:", "  flops_per_sample: 1.0e+9\n  args:"))
-    assert eta is not None and basis.startswith("1.00 GFLOP per sample")
+    assert eta is not None and basis.startswith("1 GFLOP per sample (the sweep file’s)")

@@ -50,7 +50,7 @@ class ConvergenceItem(WorkItem):
 
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
         t, conv = self.planned.trial, ctx.spec.convergence
-        return convergence_s(step_s(t), ctx.sweep.samples_per_epoch() or 0, t.global_batch,
+        return convergence_s(step_s(t), ctx.sweep.facts.samples.value or 0, t.global_batch,
                              conv.max_epochs if conv else 0.0)
 
     def admit(self, ctx: SweepContext, taken: Region) -> Admission | None:

@@ -1,0 +1,82 @@
+"""`orch probe`: measure what a sweep's workload does not declare (one rank's memory per local batch, its
+training FLOPs per sample, its samples per epoch) with one rank on this machine, and cache it for `orch plan`
+and `orch sweep` (which runs it itself when it must). No Ray."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from orchestrator.cli.common import EXIT_OK, add_topology_option, console, fail_input, load_topology_arg
+from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS
+from orchestrator.io.sweepfile import load_sweep
+
+
+def add_parser(sub) -> None:
+    batches = " and ".join(map(str, PROBE_BATCHES))
+    parser = sub.add_parser(
+        "probe", help="measure one rank's memory, FLOPs and epoch size where the workload does not declare them",
+        description=f"Run one rank of the sweep's workload on this machine, in the precision the plan chooses, at "
+                    f"local batches {batches}, each in a process of its own, pinned and watched as a sweep's ranks "
+                    f"are (no Ray): {PROBE_STEPS} training steps holding the batches a throughput trial holds. "
+                    "Fits one rank's peak unique memory as intercept + slope × local batch with a stated margin "
+                    "(DDP's gradient buckets added), counts the training FLOPs per sample with torch's FLOP counter "
+                    "and reads the train split's length, then caches the result (per workload, parameters, "
+                    "precision and torch version) where `orch plan` and `orch sweep` find it. The workload's own "
+                    "figures win where it declares them. Exit status: 0 ok (or nothing to probe), 2 bad input or "
+                    "a probe that failed (the rank's error).")
+    parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML)")
+    add_topology_option(parser)
+    parser.add_argument("--force", action="store_true",
+                        help="measure again, even with a cached probe or a workload that declares every figure")
+    parser.add_argument("--json", action="store_true", help="print the probe's result as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.io.backends import ccl_installed
+    from orchestrator.run.probe import ProbeFailed, probe_for
+
+    sweep = load_sweep(args.sweep)
+    topology = load_topology_arg(args.topology)
+    err = console(stderr=True)
+
+    def started(setup, precision: str) -> None:
+        err.print(f"probing workload {sweep.workload.name} in {precision} on CPU(s) "
+                  f"{', '.join(map(str, setup.cpus))}, memory budget {setup.budget_mib:,.0f} MiB "
+                  f"({setup.budget_note}) ...")
+
+    def point(p) -> None:
+        err.print(f"  local batch {p.local_batch}: peak {p.peak_uss_mib:,.0f} MiB unique (the rank's high-water "
+                  f"mark {_mib(p.rank_peak_uss_mib)}, the launcher's watch {_mib(p.watched_peak_uss_mib)}), "
+                  f"{p.wall_s:.1f} s")
+
+    try:
+        probed = probe_for(sweep, topology, ccl_installed(), force=args.force, on_start=started, on_point=point)
+    except ProbeFailed as failure:
+        return fail_input(str(failure))
+    if probed.skipped:
+        return fail_input(f"no probe: {probed.skipped}")
+    result = probed.sweep.probe
+    if args.json:
+        print(json.dumps(result.to_json() if result is not None else None, indent=2))
+    if result is None:
+        err.print(f"workload {sweep.workload.name} declares every figure the plan needs: nothing to probe "
+                  "(--force measures anyway)")
+        return EXIT_OK
+    if not args.json:
+        out = console()
+        out.print(("measured" if probed.measured else "cached") + f" probe of {sweep.workload.name} "
+                  f"({result.precision}, {result.backend}, torch {result.torch}, {result.measured_at}):")
+        out.print(f"  memory per rank: {result.memory.text()}")
+        out.print(f"  FLOPs per sample: {result.flops_source}")
+        out.print(f"  samples per epoch: {result.samples_source}")
+    if probed.cache_path is not None:
+        err.print(f"cached: {probed.cache_path}")
+    elif probed.cache_problem:
+        err.print(f"[yellow]not cached:[/] {probed.cache_problem}")
+    return EXIT_OK
+
+
+def _mib(value: float | None) -> str:
+    return f"{value:,.0f}" if value is not None else "unknown"

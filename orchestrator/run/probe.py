@@ -1,0 +1,197 @@
+"""The probe: what a workload needs for planning, measured where it does not declare it (`orch probe`, and
+`orch sweep` before it plans).
+
+One rank of the sweep's workload, in the precision the plan chose, on this machine, without Ray: started by
+the launcher the sweep's ranks use (`RankLauncher`: pinned before the interpreter starts, watched for memory
+against its budget, for start-up and for progress), at each local batch of `core.probe.PROBE_BATCHES` in a
+process of its own, because peak unique memory never falls within a process. The rank (run.kinds.probe) holds
+the batches a throughput trial holds, runs a few training steps and reports its peak, the FLOPs of one step and
+its train split's length. The peak fitted is the rank's own: the kernel's high-water mark of its resident set
+less its shared pages, exact where a sampled reading is not, and with the libraries it loads (torch's, a few
+hundred MiB) counted as its own, as for a rank alone on its node, whatever other torch processes run on the
+machine meanwhile (run.kinds.probe.own_peak_uss_mib). The launcher's watch, which samples every 0.2 s and
+estimates between exact reads, is kept beside it: it moves with those other processes, and its jitter of a
+few MiB the fitted slope would multiply by the batch. `core.probe.probe_result` fits the memory model and
+states the sources. The result is cached (`io.probe_cache`) and kept in the results folder of a sweep that
+plans with it.
+
+Its cores: the physical cores of this machine's first socket that this process may use (a rank never has
+more), so the probe's threads are the most a rank can have. Its memory budget: `constraints.memory_budget_mib`
+when the sweep sets one, else this machine's memory × `constraints.memory_headroom`: what the node allows one
+rank. A probe that fails (a factory that raises, a forward with no scalar loss, out of memory, a timeout) is
+bad input for the sweep: `ProbeFailed`, with the rank's one-line error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orch.workload import ddp_gradient_copies, ddp_options_of
+from orchestrator.core.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
+from orchestrator.core.rank_end import RankStatus
+from orchestrator.core.records import utc_timestamp
+from orchestrator.core.schema import to_plain
+from orchestrator.core.topology import Topology
+from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
+from orchestrator.io.probe_cache import probe_key_fields
+from orchestrator.run.job import PROBE, RankJob, init_timeout_s
+from orchestrator.run.kinds.probe import ProbeReport
+from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits, rank_environment, reserve_rendezvous
+
+log = logging.getLogger(__name__)
+
+# The probe's rank folders: under the ranks' private work folder (io.files), which the launcher checks.
+WORK_ROOT = RANKS_ROOT / "probe"
+# What the driver's environment must not pass to the rank: rank_environment sets the pinning and the world.
+_RANK_SET = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "KMP_AFFINITY", "RANK",
+             "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
+
+
+class ProbeFailed(ValueError):
+    """The probe's rank did not finish: the message says at which batch, how it ended and the rank's error."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSetup:
+    """Where and under which limits the probe's rank runs."""
+
+    cpus: tuple[int, ...]
+    numa_nodes: tuple[int, ...]
+    budget_mib: float
+    budget_note: str        # where the budget comes from
+
+    @staticmethod
+    def here(local: Topology, constraints: Any) -> ProbeSetup:
+        """This machine (`local`, detected): its first socket's physical cores, its memory × headroom (or the
+        sweep's explicit per-rank budget)."""
+        node = local.nodes[0]
+        cpus = node.sockets[0].cpus(False)
+        if constraints.memory_budget_mib is not None:
+            budget, note = constraints.memory_budget_mib, "constraints.memory_budget_mib"
+        else:
+            budget = node.memory_mib * constraints.memory_headroom
+            note = f"this machine's {node.memory_mib:,.0f} MiB × memory_headroom {constraints.memory_headroom:g}"
+        return ProbeSetup(tuple(cpus), node.numa_of_cpus(tuple(cpus)), budget, note)
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _RANK_SET and not k.startswith("RAY_")}
+
+
+def _job(sweep: Any, backend: str, local_batch: int, threads: int) -> RankJob:
+    m = sweep.spec.measure
+    return RankJob(kind=PROBE, workload=sweep.spec.workload.name, params=to_plain(sweep.params), backend=backend,
+                   local_batch=local_batch, threads=threads, warmup_steps=m.warmup_steps, timed_steps=m.timed_steps,
+                   data=m.data, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
+
+
+def _run_rank(sweep: Any, backend: str, local_batch: int, setup: ProbeSetup, workdir: Path) -> Outcome:
+    """One probe process, started and watched to its end; stopped if the caller is interrupted."""
+    m = sweep.spec.measure
+    cpus = list(setup.cpus)
+    launcher = RankLauncher(str(workdir))
+    rendezvous = reserve_rendezvous("127.0.0.1")   # held until the rank holds it (launcher.start closes it here)
+    env = rank_environment(_base_env(), cpus=cpus, ccl_cpus_on_node=cpus[-1:], backend=backend, rank=0,
+                           local_rank=0, world_size=1, local_world_size=1, master_addr="127.0.0.1",
+                           master_port=rendezvous.getsockname()[1])
+    launcher.start(_job(sweep, backend, local_batch, len(cpus)), env, cpus, list(setup.numa_nodes),
+                   rendezvous=rendezvous)
+    limits = RankLimits(budget_mib=setup.budget_mib, startup_timeout_s=m.startup_timeout_s,
+                        step_timeout_s=m.step_timeout_s, deadline=time.time() + m.timeout_s)
+    try:
+        return launcher.supervise(limits)
+    except BaseException:
+        launcher.stop("interrupted")
+        raise
+
+
+def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float) -> ProbePoint:
+    report = outcome.result.report if outcome.result is not None else None
+    if not isinstance(report, ProbeReport):
+        raise ProbeFailed(f"the probe of workload {sweep.workload.name} at local batch {local_batch} wrote no "
+                          "probe report")
+    watched = outcome.peak_uss_mib
+    own = report.rank_peak_uss_mib
+    return ProbePoint(local_batch=local_batch, peak_uss_mib=own if own is not None else watched, rank_peak_uss_mib=own,
+                      library_mib=report.library_mib,
+                      watched_peak_uss_mib=watched, flops_per_step=report.flops_per_step,
+                      flops_error=report.flops_error, samples_per_epoch=report.samples_per_epoch,
+                      gradient_bytes=report.gradient_bytes, wall_s=wall_s)
+
+
+def _failure(sweep: Any, outcome: Outcome, local_batch: int, setup: ProbeSetup, log_path: Path) -> ProbeFailed:
+    what = {RankStatus.OOM: "ran out of memory", RankStatus.TIMEOUT: "timed out"}.get(outcome.status, "failed")
+    budget = f" (its budget: {setup.budget_note})" if outcome.status == RankStatus.OOM else ""
+    return ProbeFailed(f"the probe of workload {sweep.workload.name} at local batch {local_batch} {what}{budget}: "
+                       f"{outcome.reason}; its log: {log_path}")
+
+
+def run_probe(sweep: Any, backend: str, setup: ProbeSetup,
+              on_point: Callable[[ProbePoint], None] | None = None) -> ProbeResult:
+    """Probe `sweep` (its precision chosen) on `backend`: every batch of PROBE_BATCHES in a process of its own.
+    Raises ProbeFailed with the first failure (its rank's log kept under WORK_ROOT; a success leaves nothing)."""
+    fields = probe_key_fields(sweep, backend)
+    points = []
+    for local_batch in PROBE_BATCHES:
+        workdir = WORK_ROOT / f"{sweep.workload.name}-b{local_batch}-{int(time.time() * 1000)}"
+        started = time.monotonic()
+        outcome = _run_rank(sweep, backend, local_batch, setup, workdir)
+        if outcome.status != RankStatus.OK:
+            raise _failure(sweep, outcome, local_batch, setup, workdir / "rank.log")
+        points.append(_point(sweep, outcome, local_batch, time.monotonic() - started))
+        shutil.rmtree(workdir, ignore_errors=True)
+        if on_point is not None:
+            on_point(points[-1])
+    copies = ddp_gradient_copies(ddp_options_of(sweep.params)) - 1   # the probe measured the gradients themselves
+    return probe_result(fields, points, threads=len(setup.cpus), measured_at=utc_timestamp(time.time()),
+                        ddp_copies=copies)
+
+
+@dataclass(frozen=True, slots=True)
+class Probed:
+    """A sweep with the probe it plans with (`sweep.probe`), and how it got it."""
+
+    sweep: Any                     # the sweep as given, its probe attached (None: none needed, or none possible)
+    measured: bool = False         # measured now (else: read from the cache, or not needed)
+    cache_path: Path | None = None
+    cache_problem: str | None = None   # why the result could not be cached
+    skipped: str | None = None     # why no probe ran although a figure is unknown
+
+
+def probe_for(sweep: Any, topology: Topology, ccl_available: bool, *, force: bool = False,
+              on_start: Callable[[ProbeSetup, str], None] | None = None,
+              on_point: Callable[[ProbePoint], None] | None = None) -> Probed:
+    """The sweep with its probe, for planning on `topology`: the cached one, else measured now on this machine
+    and cached (with `force`: measured now whatever the cache or the workload's declarations hold). Nothing
+    runs where the plan will refuse the sweep anyway (a precision or backend it cannot have). `on_start`
+    hears where the probe runs and in which precision before it starts. Raises ProbeFailed."""
+    from orchestrator.core.plan import choose_backend
+    from orchestrator.io.detect import detect_local
+    from orchestrator.io.probe_cache import store_probe
+
+    if not sweep.facts.probeable:
+        return Probed(sweep, skipped="a training script runs as it is: orch cannot build one rank of it to probe; "
+                                     "the sweep file gives its figures (constraints.rank_memory_mib, "
+                                     "workload.flops_per_sample, workload.samples_per_epoch)")
+    resolved, precision = sweep.resolve_precision(topology)
+    backend = choose_backend(sweep.spec.backend, ccl_available)
+    refused = backend.error or (precision.error if precision is not None else None)
+    if not force:
+        resolved = resolved.with_cached_probe(backend.chosen)
+        if not resolved.facts.needs_probe() or refused:
+            return Probed(sweep.with_probe(resolved.probe), skipped=refused if resolved.facts.unknown() else None)
+    elif refused:
+        raise ProbeFailed(f"nothing to probe: {refused}")
+    setup = ProbeSetup.here(detect_local(), sweep.spec.constraints)
+    if on_start is not None:
+        on_start(setup, resolved.requested_precision or "the workload's precision")
+    result = run_probe(resolved, backend.chosen, setup, on_point)
+    path, problem = store_probe(resolved.workload.name, result)
+    return Probed(sweep.with_probe(result), measured=True, cache_path=path, cache_problem=problem)

@@ -1,0 +1,130 @@
+"""The probe's cache and the facts a loaded sweep carries (io.probe_cache, io.sweepfile): built-ins declare
+every figure, a workload that declares none is "not known" until a probe of its parameters is cached, the key
+follows the workload's file and parameters, and a bad cache is a miss, never an error. No torch, no probe run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.core.probe import ProbePoint, probe_result
+from orchestrator.io import probe_cache
+from orchestrator.io.probe_cache import cache_dir, cached_probe, code_fingerprint, probe_key_fields, store_probe
+from orchestrator.io.sweepfile import load_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+LAZYNET = REPO / "tests" / "data" / "own_model" / "lazynet.py"
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def sweep_file(folder: Path, workload: str, params: str = "{}") -> Path:
+    path = folder / "s.yaml"
+    path.write_text(f"name: s\nworkload: {{name: '{workload}', params: {params}}}\n"
+                    "grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [16]}\n")
+    return path
+
+
+def fake_probe(fields: dict) -> object:
+    points = [ProbePoint(local_batch=b, peak_uss_mib=500.0 + b, rank_peak_uss_mib=500.0 + b, library_mib=0.0,
+                         watched_peak_uss_mib=500.0, flops_per_step=10.0 * b, samples_per_epoch=1024,
+                         gradient_bytes=2**20) for b in (2, 8)]
+    return probe_result(fields, points, threads=1, measured_at="t", ddp_copies=1.0)
+
+
+def test_the_cache_folder_follows_orch_then_xdg_then_home(monkeypatch):
+    monkeypatch.setenv("ORCH_CACHE_DIR", "/x/orch-cache")
+    assert cache_dir() == Path("/x/orch-cache")
+    monkeypatch.delenv("ORCH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/x/xdg")
+    assert cache_dir() == Path("/x/xdg/orch")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_dir() == Path("~/.cache/orch").expanduser()
+
+
+@pytest.mark.parametrize("name", ["sweeps/classifier.yaml", "sweeps/retinanet.yaml"])
+def test_builtins_declare_every_figure_and_need_no_probe(name, cache):
+    facts = load_sweep(REPO / name).facts
+    assert facts.unknown() == [] and facts.probe is None
+    assert (facts.memory.origin, facts.flops.origin, facts.samples.origin) == ("workload",) * 3
+
+
+def test_a_workload_that_declares_nothing_plans_by_its_cached_probe_once_one_has_run(tmp_path, cache):
+    sweep = load_sweep(sweep_file(tmp_path, f"{LAZYNET}:workload"))
+    assert sweep.facts.unknown() == ["memory per rank", "FLOPs per sample", "samples per epoch"]
+    assert sweep.with_cached_probe("gloo").probe is None
+    fields = probe_key_fields(sweep, "gloo")
+    assert fields["workload"] == f"{LAZYNET}:workload" and fields["held_batches"] == 13
+    path, problem = store_probe("lazynet", fake_probe(fields))
+    assert problem is None and path.parent == cache / "probes" and path.name.startswith("lazynet-")
+    found = sweep.with_cached_probe("gloo")
+    assert found.probe is not None and found.facts.memory.origin == "probe"
+    assert found.facts.memory.mib(16) == pytest.approx(found.probe.memory.mib(16))
+    assert found.facts.samples.value == 1024 and found.facts.flops.value == 10.0
+    assert sweep.with_cached_probe("ccl").probe is None                   # another backend: another probe
+    other = load_sweep(sweep_file(tmp_path, f"{LAZYNET}:workload", "{width: 128}"))
+    assert other.with_cached_probe("gloo").probe is None                  # other parameters too
+
+
+def test_an_edit_to_the_workloads_file_changes_the_key(tmp_path):
+    copy = tmp_path / "net.py"
+    copy.write_text(LAZYNET.read_text())
+    before = code_fingerprint(f"{copy}:workload")
+    copy.write_text(LAZYNET.read_text() + "\n# an edit\n")
+    assert code_fingerprint(f"{copy}:workload") != before
+    assert code_fingerprint("classifier") == code_fingerprint("workloads.classifier.workload:ClassifierWorkload")
+    assert code_fingerprint("nosuch.module:x") == "unknown"
+
+
+def test_a_bad_cached_file_is_a_miss_and_an_unwritable_cache_is_said(tmp_path, cache, monkeypatch):
+    sweep = load_sweep(sweep_file(tmp_path, f"{LAZYNET}:workload"))
+    fields = probe_key_fields(sweep, "gloo")
+    path, _ = store_probe("lazynet", fake_probe(fields))
+    path.write_text("{not json")
+    assert cached_probe("lazynet", fields) is None
+    path.write_text(json.dumps({"format": 1}))
+    assert cached_probe("lazynet", fields) is None
+    monkeypatch.setattr(probe_cache, "cache_dir", lambda: Path("/proc/no-cache-here"))
+    assert store_probe("lazynet", fake_probe(fields))[1].startswith("the probe cache /proc/no-cache-here/probes "
+                                                                    "cannot be written")
+
+
+def test_reading_the_cache_imports_no_torch(tmp_path, cache):
+    code = ("import sys; from orchestrator.io.sweepfile import load_sweep; "
+            f"s = load_sweep({str(sweep_file(tmp_path, f'{LAZYNET}:workload'))!r}); s.with_cached_probe('gloo'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision', 'ray')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "ORCH_CACHE_DIR": str(cache)})
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_training_script_is_never_probed_its_figures_are_the_sweep_files(tmp_path, cache, capsys):
+    from orchestrator.cli import main
+    from orchestrator.io.topofile import load_topology
+    from orchestrator.run.probe import probe_for
+
+    sweep_path = REPO / "examples" / "ddp_script" / "sweep.yaml"
+    sweep = load_sweep(sweep_path)
+    facts = sweep.facts
+    assert not facts.probeable and not facts.needs_probe() and facts.unknown() == ["memory per rank",
+                                                                                    "FLOPs per sample"]
+    assert facts.samples.value == 2048 and facts.samples.source == "the sweep file’s workload.samples_per_epoch: 2,048"
+    assert facts.memory.source.startswith("not known: a script is not probed; the sweep file may give it")
+    topology = tmp_path / "t.yaml"
+    topology.write_text("sockets: 1\ncores_per_socket: 2\nmemory_gib: 16\n")
+    probed = probe_for(sweep, load_topology(str(topology)), False)   # returns at once: nothing to run
+    assert probed.sweep.probe is None and not probed.measured and probed.skipped.startswith(
+        "a training script runs as it is")
+    assert main(["plan", str(sweep_path), "--topology", str(topology)]) == 0
+    assert "orch probe" not in capsys.readouterr().out
+    assert main(["probe", str(sweep_path), "--topology", str(topology)]) == 2
+    assert "orch: error: no probe: a training script runs as it is" in capsys.readouterr().err
