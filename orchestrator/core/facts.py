@@ -35,10 +35,10 @@ def not_probed(precision: str) -> str:
     return f"not known yet: no probe has run for these parameters in {precision}"
 
 
-# A training script (`workload: {script: ...}`) runs as it is: orch cannot build one rank of it to probe, so its
-# figures are the sweep file's or unknown.
-SCRIPT_UNKNOWN = ("not known: a script is not probed; the sweep file may give it (constraints.rank_memory_mib, "
-                  "workload.flops_per_sample, workload.samples_per_epoch)")
+# A training script (`workload: {script: ...}`) runs as it is: the probe runs it as one rank for its memory (and
+# its FLOPs where it reports them); its epoch size is only ever the sweep file's.
+SCRIPT_UNKNOWN = ("not known: the sweep file may give it (constraints.rank_memory_mib, workload.flops_per_sample, "
+                  "workload.samples_per_epoch), or the script report it (orch.script.flops)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,14 +133,16 @@ def workload_facts(*, precision: str, sweep_memory_mib: float | None = None,
     """The facts of a sweep: `sweep_memory_mib` (its constraints.rank_memory_mib), the workload's declarations
     (None where it declares none: `declared_memory` per local batch, `declared_flops` evaluated on first use),
     and the probe of these parameters in `precision`, if one has run. With `script`, the declarations are the
-    sweep file's figures for its training script, and nothing is probed.
+    sweep file's figures for its training script; the probe (the script run as one rank) gives its memory.
 
-    >>> facts = workload_facts(precision="fp32", declared_samples=60000, script=True)
+    >>> facts = workload_facts(precision="fp32", declared_samples=60000, sweep_memory_mib=900.0, script=True)
     >>> facts.samples.source, facts.needs_probe()
     ('the sweep file’s workload.samples_per_epoch: 60,000', False)
+    >>> workload_facts(precision="fp32", declared_samples=60000, script=True).needs_probe()   # its memory is not known
+    True
     """
     if script:
-        return _script_facts(sweep_memory_mib, declared_flops, declared_samples)
+        return _script_facts(sweep_memory_mib, declared_flops, declared_samples, probe)
     waiting = not_probed(precision)
     if sweep_memory_mib is not None:
         mib = sweep_memory_mib
@@ -160,14 +162,19 @@ def workload_facts(*, precision: str, sweep_memory_mib: float | None = None,
 
 
 def _script_facts(sweep_memory_mib: float | None, declared_flops: Callable[[], float | None] | None,
-                  declared_samples: int | None) -> WorkloadFacts:
+                  declared_samples: int | None, probe: ProbeResult | None) -> WorkloadFacts:
     if sweep_memory_mib is not None:
         mib = sweep_memory_mib
         memory = MemoryFact(SWEEP, f"constraints.rank_memory_mib in the sweep file: {mib:,.0f} MiB", lambda b: mib)
+    elif probe is not None:
+        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib)
     else:
-        memory = MemoryFact(UNKNOWN, SCRIPT_UNKNOWN)
-    flops: Fact[float] = Fact(declared_flops, "the sweep file’s workload.flops_per_sample", None, SCRIPT_UNKNOWN)
+        memory = MemoryFact(UNKNOWN, "not known yet: the script has not been probed (`orch probe` runs it as one rank)")
+    flops: Fact[float] = Fact(declared_flops, "the sweep file’s workload.flops_per_sample",
+                              probe.flops_per_sample if probe else None,
+                              probe.flops_source if probe else SCRIPT_UNKNOWN)
     samples: Fact[int] = Fact((lambda: declared_samples) if declared_samples is not None else None,
                               f"the sweep file’s workload.samples_per_epoch: {declared_samples or 0:,}", None,
                               SCRIPT_UNKNOWN)
-    return WorkloadFacts(memory, flops, samples, None, probeable=False)
+    # Probed for its memory only: its epoch size (and FLOPs, unless it reports them) no probe can tell.
+    return WorkloadFacts(memory, flops, samples, probe, probeable=memory.origin != SWEEP)

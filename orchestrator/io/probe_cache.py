@@ -80,8 +80,12 @@ def code_fingerprint(ref: str) -> str:
 
 def probe_key_fields(sweep: Any, backend: str) -> dict[str, Any]:
     """What a probe of `sweep` (its precision chosen) on `backend` depends on: `core.probe.probe_key` hashes it."""
-    m = sweep.spec.measure
-    ref = sweep.spec.workload.name
+    m, w = sweep.spec.measure, sweep.spec.workload
+    ref = w.name
+    if w.script is not None:   # a script: its path, its content and its arguments are what it runs
+        return {"format": PROBE_FORMAT, "workload": f"script {w.script}", "code": w.script_sha256,
+                "params": {"args": list(w.arg_texts)}, "precision": "the script's own", "torch": torch_version(),
+                "backend": backend, "held_batches": 0, "batches": list(PROBE_BATCHES), "steps": PROBE_STEPS}
     return {"format": PROBE_FORMAT, "workload": ref, "code": code_fingerprint(ref),
             "params": to_plain(sweep.params), "precision": sweep.requested_precision or "fp32",
             "torch": torch_version(), "backend": backend,

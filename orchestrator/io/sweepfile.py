@@ -55,11 +55,11 @@ class Sweep:
 
     def _make_facts(self) -> WorkloadFacts:
         workload, params, w = self.workload, self.params, self.spec.workload
-        if w.script is not None:   # the sweep file's figures for its script; nothing to ask, nothing to probe
+        if w.script is not None:   # the sweep file's figures for its script, and the probe's memory
             flops = w.flops_per_sample
             return workload_facts(precision="", sweep_memory_mib=self.spec.constraints.rank_memory_mib,
                                   declared_flops=(lambda: flops) if flops is not None else None,
-                                  declared_samples=w.samples_per_epoch, script=True)
+                                  declared_samples=w.samples_per_epoch, probe=self.probe, script=True)
         declares_memory = workload.memory_estimate_mib(params, min(self.spec.grid.local_batch)) is not None
         return workload_facts(
             precision=self.requested_precision or "the workload’s precision",

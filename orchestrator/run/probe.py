@@ -29,12 +29,12 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from orch.workload import ddp_gradient_copies, ddp_options_of
-from orchestrator.core.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
+from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS, ProbePoint, ProbeResult, probe_result
 from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import utc_timestamp
 from orchestrator.core.schema import to_plain
@@ -87,9 +87,19 @@ def _base_env() -> dict[str, str]:
 
 def _job(sweep: Any, backend: str, local_batch: int, threads: int) -> RankJob:
     m = sweep.spec.measure
-    return RankJob(kind=PROBE, workload=sweep.spec.workload.name, params=to_plain(sweep.params), backend=backend,
-                   local_batch=local_batch, threads=threads, warmup_steps=m.warmup_steps, timed_steps=m.timed_steps,
-                   data=m.data, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
+    job = RankJob(kind=PROBE, workload=sweep.spec.workload.name, params=to_plain(sweep.params), backend=backend,
+                  local_batch=local_batch, threads=threads, warmup_steps=m.warmup_steps, timed_steps=m.timed_steps,
+                  data=m.data, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
+    if sweep.spec.workload.script is None:
+        return job
+    # A training script is probed as it runs in a trial: itself, as one rank, its arguments filled for a 1-rank
+    # trial at this local batch, ended by its reporter after PROBE_STEPS timed steps (orch.script).
+    from orchestrator.core.grid import Trial
+    from orchestrator.core.records import Kind
+    from orchestrator.run.script_rank import script_settings
+
+    settings = script_settings(sweep, Trial(1, threads, local_batch), seed=0, kind=Kind.THROUGHPUT)
+    return replace(job, warmup_steps=1, timed_steps=PROBE_STEPS, repeats=1, script=settings)
 
 
 def _run_rank(sweep: Any, backend: str, local_batch: int, setup: ProbeSetup, workdir: Path) -> Outcome:
@@ -150,8 +160,15 @@ def run_probe(sweep: Any, backend: str, setup: ProbeSetup,
         if on_point is not None:
             on_point(points[-1])
     copies = ddp_gradient_copies(ddp_options_of(sweep.params)) - 1   # the probe measured the gradients themselves
-    return probe_result(fields, points, threads=len(setup.cpus), measured_at=utc_timestamp(time.time()),
-                        ddp_copies=copies)
+    result = probe_result(fields, points, threads=len(setup.cpus), measured_at=utc_timestamp(time.time()),
+                          ddp_copies=copies)
+    if sweep.spec.workload.script is None:
+        return result
+    # A script's FLOPs are what it reports (orch counts nothing inside it); its epoch size only the sweep file says.
+    flops_source = (f"reported by the script (orch.script.flops): {result.flops_per_sample:,.0f} FLOP per sample"
+                    if result.flops_per_sample is not None else result.flops_source)
+    return replace(result, flops_source=flops_source,
+                   samples_source="not known: a script's epoch size is the sweep file's (workload.samples_per_epoch)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +193,6 @@ def probe_for(sweep: Any, topology: Topology, ccl_available: bool, *, force: boo
     from orchestrator.io.detect import detect_local
     from orchestrator.io.probe_cache import store_probe
 
-    if not sweep.facts.probeable:
-        return Probed(sweep, skipped="a training script runs as it is: orch cannot build one rank of it to probe; "
-                                     "the sweep file gives its figures (constraints.rank_memory_mib, "
-                                     "workload.flops_per_sample, workload.samples_per_epoch)")
     resolved, precision = sweep.resolve_precision(topology)
     backend = choose_backend(sweep.spec.backend, ccl_available)
     refused = backend.error or (precision.error if precision is not None else None)

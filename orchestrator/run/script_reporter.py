@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from orchestrator.core.records import Kind
-from orchestrator.run.job import Phase, ProgressWriter, RankJob, RankResult
+from orchestrator.run.job import PROBE, Phase, ProgressWriter, RankJob, RankResult
 from orchestrator.run.reports import ConvergenceReport, Report, ThroughputReport
 
 STOP_KEY = "orch/stop"        # a convergence run's verdict, posted by rank 0: {"step", "converged", "epoch"}
@@ -86,7 +86,7 @@ class ScriptReporter:
         if self.steps == 1:
             self._first_step()
         self._check_samples(samples)
-        if self.job.kind == Kind.THROUGHPUT:
+        if self._timed():
             self._timing(now)
         else:
             self._training()
@@ -125,7 +125,7 @@ class ScriptReporter:
         problem = self._distributed_problem()
         if problem is not None:
             self._fail(problem)
-        if self.job.kind == Kind.THROUGHPUT:
+        if self._timed():
             self.progress.update(phase=Phase.WARMUP, of=self.job.repeats, force=True)
         else:
             self.progress.update(phase=Phase.TRAINING, of=math.ceil(self.settings.max_epochs or 0), force=True)
@@ -185,7 +185,30 @@ class ScriptReporter:
             self._open_window(repeat + 1)
             return
         self.barrier(f"timing-{repeat}")
-        self._finish(self._throughput_report())
+        self._finish(self._probe_report() if self.job.kind == PROBE else self._throughput_report())
+
+    def _timed(self) -> bool:
+        """A throughput trial, or the memory probe (one rank at a small batch, run as a short throughput trial)."""
+        return self.job.kind in (Kind.THROUGHPUT, PROBE)
+
+    def _probe_report(self) -> Any:
+        """What the probe needs of a script's rank (run.kinds.probe.ProbeReport): its own peak unique memory, the
+        FLOPs of one step where the script or the sweep file states them, its gradient bytes where the script
+        showed orch its model. The epoch size of a script is only ever the sweep file's."""
+        from orchestrator.run.kinds.probe import ProbeReport, own_peak_uss_mib
+        from orchestrator.run.protocol import gradient_sizes
+
+        peak_mib, library_mib = own_peak_uss_mib()
+        flops = self._flops_per_sample()
+        sizes = gradient_sizes(self.module) if self.module is not None else {}
+        return ProbeReport(local_batch=self.job.local_batch, steps=self.steps, held_batches=0,
+                           rank_peak_uss_mib=peak_mib, library_mib=library_mib,
+                           flops_per_step=flops * self.job.local_batch if flops is not None else None,
+                           flops_error=None if flops is not None else
+                           "a script's FLOPs are not counted: the script reports them (orch.script.flops) or the "
+                           "sweep file states them (workload.flops_per_sample)",
+                           samples_per_epoch=None, gradient_bytes=int(sizes.get("gradient_bytes") or 0),
+                           gradient_dtype=sizes.get("gradient_dtype"))
 
     def _warmup_steps(self) -> int:
         """At least one: a step's start is seen only as the previous step's end, so the window opens at the end
@@ -233,7 +256,7 @@ class ScriptReporter:
         if self.steps == 0:
             self._fail("the script ended without calling orch.script.step(): add `orch.script.step(samples=...)` "
                        "after each optimizer step (docs/own-script.md)")
-        if job.kind == Kind.THROUGHPUT:
+        if self._timed():
             warmup = self._warmup_steps()
             needed = warmup + job.repeats * job.timed_steps
             self._fail(f"the script ended after {self.steps} step(s), before the trial's {needed} "

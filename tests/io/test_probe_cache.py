@@ -4,6 +4,7 @@ follows the workload's file and parameters, and a bad cache is a miss, never an 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -107,24 +108,23 @@ def test_reading_the_cache_imports_no_torch(tmp_path, cache):
     assert done.stdout.strip() == "[]"
 
 
-def test_a_training_script_is_never_probed_its_figures_are_the_sweep_files(tmp_path, cache, capsys):
-    from orchestrator.cli import main
-    from orchestrator.io.topofile import load_topology
-    from orchestrator.run.probe import probe_for
-
-    sweep_path = REPO / "examples" / "ddp_script" / "sweep.yaml"
-    sweep = load_sweep(sweep_path)
+def test_a_training_script_is_probed_for_its_memory_its_epoch_size_is_the_sweep_files(tmp_path, cache):
+    sweep = load_sweep(REPO / "examples" / "ddp_script" / "sweep.yaml")
     facts = sweep.facts
-    assert not facts.probeable and not facts.needs_probe() and facts.unknown() == ["memory per rank",
-                                                                                    "FLOPs per sample"]
+    assert facts.probeable and facts.needs_probe() and facts.unknown() == ["memory per rank", "FLOPs per sample"]
     assert facts.samples.value == 2048 and facts.samples.source == "the sweep file’s workload.samples_per_epoch: 2,048"
-    assert facts.memory.source.startswith("not known: a script is not probed; the sweep file may give it")
-    topology = tmp_path / "t.yaml"
-    topology.write_text("sockets: 1\ncores_per_socket: 2\nmemory_gib: 16\n")
-    probed = probe_for(sweep, load_topology(str(topology)), False)   # returns at once: nothing to run
-    assert probed.sweep.probe is None and not probed.measured and probed.skipped.startswith(
-        "a training script runs as it is")
-    assert main(["plan", str(sweep_path), "--topology", str(topology)]) == 0
-    assert "orch probe" not in capsys.readouterr().out
-    assert main(["probe", str(sweep_path), "--topology", str(topology)]) == 2
-    assert "orch: error: no probe: a training script runs as it is" in capsys.readouterr().err
+    assert facts.memory.source == "not known yet: the script has not been probed (`orch probe` runs it as one rank)"
+    # The key follows the script's content and arguments, not a workload's parameters.
+    from orchestrator.core.probe import probe_key
+    from orchestrator.io.probe_cache import probe_key_fields
+
+    fields = probe_key_fields(sweep, "gloo")
+    assert fields["code"] == sweep.spec.workload.script_sha256 and fields["params"] == {
+        "args": list(sweep.spec.workload.arg_texts)}
+    other = dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, workload=dataclasses.replace(
+        sweep.spec.workload, args=(*sweep.spec.workload.args, "--extra"))))
+    assert probe_key(probe_key_fields(other, "gloo")) != probe_key(fields)
+    # A script whose memory the sweep file states is not probed at all.
+    stated = dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, constraints=dataclasses.replace(
+        sweep.spec.constraints, rank_memory_mib=900.0)))
+    assert not stated.facts.needs_probe()

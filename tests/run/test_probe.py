@@ -171,3 +171,22 @@ def test_the_probe_runs_on_the_first_sockets_cores_within_what_the_node_allows_o
     assert here.budget_note == "this machine's 16,384 MiB × memory_headroom 0.9"
     budget = load_sweep(sweep_of(tmp_path, "y", "classifier", extra="constraints: {memory_budget_mib: 3000}\n"))
     assert ProbeSetup.here(load_topology(str(machine)), budget.spec.constraints).budget_mib == 3000
+
+
+def test_a_training_script_is_probed_as_one_rank_for_its_memory(tmp_path, cache, capsys):
+    """The example DDP script, run as it is as one rank at each probe batch (its reporter ends it after the probe's
+    steps): its memory measured, its FLOPs the ones it reports, its epoch size the sweep file's."""
+    sweep = Path(__file__).resolve().parents[2] / "examples" / "ddp_script" / "sweep.yaml"
+    topology = str(write_topology(tmp_path))
+    assert main(["probe", str(sweep), "--topology", topology]) == 0
+    [result] = cached(cache)
+    assert [p.local_batch for p in result.points] == list(PROBE_BATCHES)
+    assert all(100 < p.peak_uss_mib < 4000 for p in result.points)
+    assert result.workload.startswith("script ") and result.params == {"args": list(load_sweep(sweep).spec.workload
+                                                                                    .arg_texts)}
+    assert result.flops_source.startswith("reported by the script (orch.script.flops)")
+    capsys.readouterr()
+    assert main(["plan", str(sweep), "--topology", topology]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "memory per rank: probe at batches 2 and 8" in out and "(measured by the probe)" in out
+    assert "samples per epoch: the sweep file’s workload.samples_per_epoch: 2,048" in out
