@@ -168,3 +168,18 @@ def test_what_a_stopped_sweep_prints():
 def test_a_budget_that_is_not_a_duration_is_refused(text):
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+def test_where_the_gemm_peaks_say_the_machine_was_busy_no_prediction_bounds_a_layout():
+    q = _per_sample()
+    have = [lay for lay in LAYOUTS if lay.local_batch != 32]
+    known = ans.Known(tuple(cells_from(MODEL, have, noise=NOISE)), LINKS, BUCKETS, {1: 1.0, 2: 1.9},
+                      {(1, 1): 100.0, (1, 2): 80.0}, ())
+    a = ans.answer_of(known, q)
+    unmeasured = [r for r in a.rows if not r.measured]
+    assert len(unmeasured) == 4 and all(r.low == 0.0 and math.isinf(r.high) for r in unmeasured)
+    assert all("the scaling evidence is disturbed (the GEMM peak on 1×2" in r.why for r in unmeasured)
+    # each layout without an interval counts WIDTH_CAP in the objective: measuring any of them is progress
+    assert a.objective >= 4 * ans.WIDTH_CAP and a.low == 0.0
+    choice = policy.decide(known, q, [_cand(r.layout) for r in unmeasured])
+    assert choice.candidate is not None and choice.expected_shrink >= ans.WIDTH_CAP * 0.99

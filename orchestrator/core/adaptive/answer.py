@@ -11,11 +11,14 @@ Two questions (`Question.kind`):
 
 A layout measured on the machine the question is about answers for itself, within its repeat noise (the
 larger of its own CV and the cells' median); any other is `interval.predict_cell`'s prediction and interval.
-A layout without an interval counts as anywhere in [0, ∞).
+A layout without an interval counts as anywhere in [0, ∞), and so does every layout not measured where the
+GEMM peaks say the machine was busy while they ran (`evidence.disturbed`: no scaling measured then bounds
+another layout).
 
 Width is relative: (high − low) ÷ the answer's value; 0.2 is about ±10%. `objective` is what the selection
-shrinks: the width for FASTEST, the sum of the rows' widths for TABLE (the A-optimal criterion's trace of the
-variances, in widths), each capped at WIDTH_CAP so that a row without an interval counts, but finitely.
+shrinks: for FASTEST the width over the layouts with an interval plus WIDTH_CAP for each layout without one,
+for TABLE the sum of the rows' widths (the A-optimal criterion's trace of the variances, in widths), each
+capped at WIDTH_CAP, so that a row without an interval counts, but finitely.
 """
 
 from __future__ import annotations
@@ -184,6 +187,9 @@ def rate(basis: Basis, q: Question, lay: Layout) -> Row:
             v = cell.samples_per_s
             return Row(lay, v, v / (1 + noise), v * (1 + noise), measured=True)
     p = predict_cell(basis, lay, q.machine)
+    if basis.evidence.disturbed:     # the GEMM peaks say the machine was busy: no prediction bounds a layout
+        return Row(lay, p.value, 0.0, math.inf, why=f"not measured, and the scaling evidence is disturbed "
+                                                     f"({basis.evidence.disturbed.split(':')[0]})")
     if p.low is None or p.high is None:
         return Row(lay, p.value, 0.0, math.inf, why=p.no_interval)
     return Row(lay, p.value, p.low, p.high)
@@ -230,7 +236,16 @@ def answer_from(q: Question, basis: Basis | None, epochs: EpochsModel | None, wh
     low, high = min(r.low for r in timed), min(r.high for r in timed)
     width = (high - low) / best.value if not math.isinf(high) else math.inf
     return Answer(q.kind, "h" if q.uses_epochs else "s per sample", best.value, low, high, best.layout, width,
-                  min(width, WIDTH_CAP), tuple(rows))
+                  _objective(timed, best.value), tuple(rows))
+
+
+def _objective(timed: list[Row], value: float) -> float:
+    """FASTEST's objective: the width over the layouts with an interval, plus WIDTH_CAP for each without one
+    (any of them may be the fastest: until each is bounded, the answer's low end stays at 0, so measuring one
+    of several would not move the width itself, yet it is the progress that counts)."""
+    bounded = [r for r in timed if r.low > 0 and not math.isinf(r.high)]
+    width = (min(r.high for r in bounded) - min(r.low for r in bounded)) / value if bounded else WIDTH_CAP
+    return min(width, WIDTH_CAP) + WIDTH_CAP * (len(timed) - len(bounded))
 
 
 def answer_of(known: Known, q: Question, resamples: int = BOOTSTRAP_RESAMPLES) -> Answer:

@@ -270,12 +270,6 @@ def reached(t: Trajectory, full: Answer, factor: float = 1.25) -> Step | None:
     return None
 
 
-def width_stop(t: Trajectory, full: Answer, factor: float = 1.25) -> Step | None:
-    """Where a stop at `factor` × the full grid's width would have ended the sweep (whether it holds the answer
-    or not: a live sweep cannot know)."""
-    return next((s for s in t.steps if s.answer.value is not None and s.answer.width <= factor * full.width), None)
-
-
 def at_share(t: Trajectory, core_s: float) -> Step:
     """The last step that spent no more than `core_s`."""
     inside = [s for s in t.steps if s.core_s <= core_s + 1e-9]
