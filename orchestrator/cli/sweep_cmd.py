@@ -72,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     if args.replay:
         return sweep_adaptive.replay(args, sweep)
+    args.adaptive = sweep_adaptive.adaptive_options(args, sweep)   # a target topology is read before Ray starts
+    if isinstance(args.adaptive, int):
+        return args.adaptive
     file_topology = None
     if args.topology:
         from orchestrator.io.topofile import load_topology
@@ -169,9 +172,7 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
         return fail_input(plan.precision.error)
     options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json,
                            max_concurrent=args.max_concurrent)
-    adaptive = sweep_adaptive.adaptive_options(args, sweep)
-    if isinstance(adaptive, int):
-        return adaptive
+    adaptive = args.adaptive
     runner = SweepRunner(probed, plan, cluster, options) if adaptive is None else AdaptiveRunner(
         probed, plan, cluster, options, adaptive=adaptive, ccl_available=session.ccl_available)
     existing = runner.prepare()

@@ -16,4 +16,17 @@ same code, so what a replay shows is what a live sweep would have done.
     known = Known.of(records)                                 # the records so far
     choice = decide(known, question, candidates, target_width=0.2, budget_left_s=600)
     choice.candidate, choice.reason                           # the next trial and why (None: stop, and why)
+
+With nothing measured, the first trial is the cheapest 1-rank cell:
+
+>>> from orchestrator.core.adaptive.answer import FASTEST, Known, Question
+>>> from orchestrator.core.adaptive.policy import Candidate, decide
+>>> from orchestrator.core.predict.step import Layout
+>>> from orchestrator.core.records import Kind
+>>> layouts = (Layout(1, 1, 8), Layout(1, 2, 8), Layout(2, 1, 8, 1, 2, "socket"))
+>>> cells = [Candidate(f"r{x.ranks}-t{x.threads}-b8", Kind.THROUGHPUT, x, 20.0 / x.threads, x.ranks * x.threads)
+...          for x in layouts]
+>>> choice = decide(Known(()), Question(FASTEST, layouts, uses_epochs=False), cells)
+>>> choice.candidate.key, choice.reason
+('r1-t1-b8', 'cold start: the step model needs a 1-rank cell; r1-t1-b8 is the cheapest (about 20 core-s)')
 """

@@ -59,7 +59,12 @@ NARROW, ALL_MEASURED, BUDGET, NOTHING_TEACHES = "narrow enough", "all measured",
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A trial the sweep could run next: a throughput cell or one seed's convergence run, on `layout` (the
-    model's view of its placement), expected to take `expected_s` seconds while keeping `cores` from others."""
+    model's view of its placement), expected to take `expected_s` seconds while keeping `cores` from others.
+
+    >>> c = Candidate("conv-g16-s1", Kind.CONVERGENCE, Layout(2, 1, 8), expected_s=30.0, cores=2, seed=1)
+    >>> c.core_s, c.label
+    (60.0, 'conv-g16-s1 (global batch 16, seed 1)')
+    """
 
     key: str
     kind: Kind
