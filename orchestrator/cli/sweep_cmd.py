@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.cli import sweep_adaptive
 from orchestrator.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -63,11 +64,17 @@ def add_parser(sub) -> None:
                         help="do not write the report at the end (`orch report` can write it later)")
     parser.add_argument("--json", action="store_true",
                         help="quiet, machine-readable output: one JSON record per finished trial on stdout")
+    sweep_adaptive.add_options(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
+    if args.replay:
+        return sweep_adaptive.replay(args, sweep)
+    args.adaptive = sweep_adaptive.adaptive_options(args, sweep)   # a target topology is read before Ray starts
+    if isinstance(args.adaptive, int):
+        return args.adaptive
     file_topology = None
     if args.topology:
         from orchestrator.io.topofile import load_topology
@@ -133,6 +140,8 @@ def _locked_run(args: argparse.Namespace, sweep: Sweep, file_topology, results: 
         return EXIT_RUN_FAILED
     if isinstance(outcome, int):
         return outcome
+    if outcome.adaptive is not None:
+        sweep_adaptive.print_outcome(outcome.adaptive, args.json)
     if args.report:
         try:
             _report(results, args.json)
@@ -146,6 +155,7 @@ def _locked_run(args: argparse.Namespace, sweep: Sweep, file_topology, results: 
 def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, results: Path) -> int | SweepSummary:
     """Plan against the Ray nodes and run every trial; an exit status when the sweep ends early."""
     from orchestrator.core.eta import duration_text
+    from orchestrator.run.adaptive import AdaptiveRunner
     from orchestrator.run.estimate import sweep_estimate
     from orchestrator.run.progress import SweepProgress
     from orchestrator.run.sweep import SweepOptions, SweepRunner
@@ -162,7 +172,9 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
         return fail_input(plan.precision.error)
     options = SweepOptions(results=results, rerun=args.rerun, convergence=args.convergence, json_mode=args.json,
                            max_concurrent=args.max_concurrent)
-    runner = SweepRunner(probed, plan, cluster, options)
+    adaptive = args.adaptive
+    runner = SweepRunner(probed, plan, cluster, options) if adaptive is None else AdaptiveRunner(
+        probed, plan, cluster, options, adaptive=adaptive, ccl_available=session.ccl_available)
     existing = runner.prepare()
     todo = runner.work(existing)
     if not args.json:
@@ -172,12 +184,18 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
             err.print(f"precision: {plan.precision.reason}")
         err.print(f"results: {results}   ({len(todo)} trial(s) to run, {runner.summary.skipped} already done)")
     eta, basis = sweep_estimate(runner.context, todo)
+    if isinstance(runner, AdaptiveRunner):
+        runner.eta = eta
     if not args.json:
         err.print(f"expected time: about {duration_text(eta.total_s)} ({basis}; refined as trials finish)"
                   if eta is not None else basis)
+        if adaptive is not None:
+            err.print(f"{sweep_adaptive.describe(adaptive)} (the time above is every trial's)", highlight=False)
     try:
         with SweepProgress(len(todo), json_mode=args.json, eta=eta) as progress:
             runner.execute(existing, progress, todo)
+        if isinstance(runner, AdaptiveRunner):
+            runner.summary.adaptive = runner.conclude(todo)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "
                   f"{runner.summary.ran} trial(s) finished and recorded in {results}. Rerun to resume.")

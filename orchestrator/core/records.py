@@ -17,6 +17,8 @@ Kinds and their sections:
   rank's peak for ``threads_per_rank`` cores, without ``concurrent``; readers treat them as such.
 - ``allreduce``: the all-reduce calibration of ``ranks`` ranks over one link class. ``allreduce`` is set.
 
+A trial an adaptive sweep chose also has ``choice``: {reason, expected_shrink, estimated_core_s, width_before}.
+
 Section layouts (units in the names):
 
     throughput: {samples_per_s, samples_per_s_repeats[], cv, timed_s_repeats[], warmup_steps, timed_steps,
@@ -96,6 +98,7 @@ RECORD_KEYS = (
     "applied",           # optimizations that took effect, as the workload reports them
     "log_tail",          # last lines of the failing rank's log, for failed/oom/timeout
 )
+# Written only where it applies, after them: "choice", why an adaptive sweep chose the trial (`ChoiceSection`).
 
 
 def utc_timestamp(epoch_s: float) -> str:
@@ -241,6 +244,18 @@ class AllreduceSection(JsonObject):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ChoiceSection(JsonObject):
+    """Why an adaptive sweep chose this trial (core.adaptive.policy): the reason in words, the expected shrink
+    of the answer's objective (when chosen by value), the estimated core-seconds and the answer's relative
+    width before it (null while there is no answer)."""
+
+    reason: str
+    expected_shrink: float | None = None
+    estimated_core_s: float | None = None
+    width_before: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Record(JsonObject):
     """One trial record; its fields are `RECORD_KEYS`, in that order (see the module docstring)."""
 
@@ -268,6 +283,7 @@ class Record(JsonObject):
     allreduce: AllreduceSection | None = None
     applied: dict[str, Any] | None = None
     log_tail: str | list[str] | None = None
+    choice: ChoiceSection | None = optional()    # adaptive sweeps only
 
     @property
     def ok(self) -> bool:

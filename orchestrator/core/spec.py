@@ -219,6 +219,26 @@ class ProfileSpec:
             raise ValueError("\n".join(errors))
 
 
+Question = Literal["fastest_time_to_train", "scalability_table"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AdaptiveSpec:
+    question: Question = opt(
+        "fastest_time_to_train", "what the sweep is for: fastest_time_to_train (the fastest layout's time-to-train, "
+                                 "or time per sample without convergence runs) or scalability_table (every "
+                                 "layout's samples/s)")
+    target_topology: str | None = opt(None, "topology file of the machine or cluster the question is about "
+                                            "(relative to the working directory); default: the machine the sweep "
+                                            "runs on, over its grid")
+    nodes: int = opt(1, "nodes of target_topology the layouts use", minimum=1)
+    budget_s: float | None = opt(None, "wall-clock seconds the sweep may spend, its calibration included; "
+                                       "`orch sweep --budget` overrides", exclusive_minimum=0)
+    target_rel_width: float | None = opt(None, "stop once the answer's interval is this narrow: (high - low) / "
+                                               "the answer, so 0.2 is about ±10%; `orch sweep --target-width` "
+                                               "overrides", exclusive_minimum=0)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SweepSpec:
     name: str = opt(MISSING, "sweep name; results go to results/<name>/")
@@ -230,6 +250,8 @@ class SweepSpec:
     convergence: ConvergenceSpec | None = opt(None, "epochs-to-target runs per global batch (optional)")
     constraints: ConstraintsSpec = opt(factory=ConstraintsSpec, help="hardware rules")
     profile: ProfileSpec | None = opt(None, "what `orch profile` runs when its options do not say (optional)")
+    adaptive: AdaptiveSpec | None = opt(None, "measure only the cells a question needs, chosen one at a time "
+                                              "(optional; docs/adaptive.md)")
 
     def __post_init__(self) -> None:
         problem = name_problem(self.name, "name")
@@ -255,6 +277,7 @@ def script_problems(spec: SweepSpec) -> list[Problem]:
 SECTIONS: dict[str, type] = {
     "": SweepSpec, "workload": WorkloadSpec, "grid": GridSpec, "measure": MeasureSpec,
     "convergence": ConvergenceSpec, "constraints": ConstraintsSpec, "profile": ProfileSpec,
+    "adaptive": AdaptiveSpec,
 }
 
 

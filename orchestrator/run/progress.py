@@ -11,6 +11,7 @@ import time
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -50,6 +51,7 @@ class SweepProgress:
         # Running trials, in start order: key -> (label, monotonic start, what it is doing now).
         self.running: dict[str, tuple[str, float, str]] = {}
         self.total, self.done, self.started = total, 0, 0
+        self.reasons: dict[str, str] = {}   # why an adaptive sweep chose a trial, by key
         self._lock = threading.RLock()
         # A live display only redraws on a terminal; piped to a file or a CI log it would show nothing until
         # the end, so there each trial's start and end is printed as a plain line instead.
@@ -79,8 +81,11 @@ class SweepProgress:
             table.add_row(r.key, layout, Text(r.status, style=_STATUS_STYLE.get(r.status, "")), describe(r))
         now = time.monotonic()
         self.bar.update(self.task, remaining=self._remaining_text(now))
-        running = [Text(f"▶ {label}: {what} ({now - t0:,.0f} s)", style="cyan")
-                   for label, t0, what in self.running.values()]
+        running: list[RenderableType] = []
+        for key, (label, t0, what) in self.running.items():
+            running.append(Text(f"▶ {label}: {what} ({now - t0:,.0f} s)", style="cyan"))
+            if key in self.reasons:
+                running.append(Text(f"  chosen: {self.reasons[key]}", style="dim"))
         parts: list[RenderableType] = [self.bar, *running]
         if self.recent:
             parts.append(table)
@@ -102,12 +107,18 @@ class SweepProgress:
         else:
             self.console.print(message)
 
+    def chosen(self, key: str, reason: str) -> None:
+        """Why an adaptive sweep chose the trial `key`: said beside it while it runs."""
+        with self._lock:
+            self.reasons[key] = reason
+
     def start_trial(self, key: str, label: str) -> None:
         with self._lock:
             self.started += 1
             self.running[key] = (label, time.monotonic(), "starting")
             if self.lines:
-                self.console.print(f"[{self.started}/{self.total}] {label}: starting")
+                why = f" (chosen: {escape(self.reasons[key])})" if key in self.reasons else ""
+                self.console.print(f"[{self.started}/{self.total}] {label}: starting{why}")
             self._refresh()
 
     def phase(self, key: str, progress: RankProgress | None) -> None:

@@ -58,6 +58,7 @@ class SweepSummary:
     ran: int = 0
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
+    adaptive: Any = None     # an adaptive sweep's answer and stop (run.adaptive.AdaptiveOutcome)
 
 
 def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from
@@ -123,3 +124,22 @@ def test_validation_reports_coverage_and_width_per_scheme():
     assert threads.inside >= 9 and threads.median_width_pct > 0
     assert threads.printed is not None and math.isfinite(threads.printed.median_abs_pct)
     assert results["leave one cell out"].printed is not None
+
+
+def test_a_baseline_does_not_predict_a_local_batch_its_base_cell_was_not_measured_at():
+    """Four cells of the committed RetinaNet grid (local batch 2, and 1×2 at 16): the baselines win the
+    leave-one-cell-out choice on the batch-2 cells, but at local batch 16 their base (1×1) is the batch-2 cell,
+    taken as if samples/s did not depend on the batch: 2×1×16 was printed 18.3 [12.5–18.3] (measured 35.2)."""
+    from orchestrator.core.predict.fit import basis_from_records
+    from orchestrator.io.store import load_results
+
+    folder = load_results(Path(__file__).resolve().parents[2] / "results" / "example-predict-retinanet")
+    keep = {"r1-t1-b2", "r1-t2-b2", "r2-t1-b2", "r1-t2-b16"}
+    basis = basis_from_records(r for r in folder.records if r.kind in ("peak", "allreduce") or r.key in keep)
+    measured = {c.layout.label: c for c in basis_from_records(folder.records).cells}
+    for label in ("2×1×16", "1×1×16", "2×1×8"):
+        p = interval.predict_cell(basis, measured[label].layout)
+        assert p.predictor == validate.MODEL
+        assert p.low is not None and p.high is not None
+        assert p.low <= measured[label].samples_per_s <= p.high
+    assert interval.predict_cell(basis, measured["2×1×2"].layout).predictor == validate.LINEAR   # its base is there

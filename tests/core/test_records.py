@@ -59,3 +59,13 @@ def test_a_line_that_is_not_a_record_is_skipped_with_a_message():
     records, errors = rec.parse_lines(['{"schema":1,"key":"x","kind":"throughput","status":"unknown"}',
                                        '{"schema":1,"key":"y","kind":"peak","status":"ok"}'])
     assert [r.key for r in records] == ["y"] and errors == ["line 1: not an orch record of schema 1; skipped"]
+
+
+def test_an_adaptive_sweeps_choice_is_written_after_every_other_key_and_read_back():
+    record = rec.Record(kind=rec.THROUGHPUT, key="r1-t1-b8", status=rec.OK,
+                        choice=rec.ChoiceSection(reason="cold start: a 1-rank cell", estimated_core_s=12.5))
+    line = rec.dumps(record)
+    assert tuple(json.loads(line)) == (*rec.RECORD_KEYS, "choice")
+    (back,), errors = rec.parse_lines([line])
+    assert errors == [] and back.choice is not None and back.choice.reason == "cold start: a 1-rank cell"
+    assert back.choice.estimated_core_s == 12.5 and rec.dumps(back) == line

@@ -132,9 +132,10 @@ def needed(axes: Sequence[Axis]) -> list[SchemeKey]:
     return list(dict.fromkeys(a.key for a in axes)) or [(CELL_AXIS, INSIDE)]
 
 
-def choose(bands: ErrorBands, axes: Sequence[Axis]) -> Choice:
-    """The predictor that validated best on the layout's axes, and the held-out part of its interval; with
-    no held-out error for one of its axes (one measured level), width None (`interval` then bounds it)."""
+def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] = PREDICTORS) -> Choice:
+    """The predictor (of `predictors`) that validated best on the layout's axes, and the held-out part of its
+    interval; with no held-out error for one of its axes (one measured level), width None (`interval` then
+    bounds it)."""
     keys = needed(axes)
     missing = [k for k in keys if k not in bands.results]
     if missing:
@@ -146,7 +147,7 @@ def choose(bands: ErrorBands, axes: Sequence[Axis]) -> Choice:
         values = [bands.results[k].scores[p].median_abs_pct for k in keys]
         return max(values) if all(math.isfinite(v) for v in values) else math.inf
 
-    predictor = min(PREDICTORS, key=lambda p: (worst(p), PREDICTORS.index(p)))
+    predictor = min(predictors, key=lambda p: (worst(p), PREDICTORS.index(p)))
     if axes:
         width = sum(math.log1p(bands.results[a.key].scores[predictor].max_abs_pct / 100)
                     * max(1.0, a.doublings / max(bands.results[a.key].step_log2, 1e-9)) for a in axes)

@@ -171,6 +171,10 @@ def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHIN
     model = replace(basis.model, compute_scale=machine.compute_scale)
     axes = extrapolation_axes(lay, basis.cells)
     choice = choose(basis.bands, axes)
+    if choice.predictor != MODEL and not _has_base(basis.cells, lay.local_batch):
+        # the baselines scale the 1-rank cell at the nearest measured batch: at a batch it was not measured at,
+        # they would take samples/s as independent of the batch (held-out errors of other cells do not say so)
+        choice = choose(basis.bands, axes, (MODEL,))
     if choice.width_log is None:
         bounded = _bounded(basis, basis.model, lay, axes, choice)      # on the measured CPU, then scaled
         ratio = _what_if(model, lay)
@@ -185,6 +189,13 @@ def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHIN
     notes = predicted.notes + ((machine.note,) if machine.note else ())
     return replace(predicted, low=low, high=high, notes=tuple(dict.fromkeys(notes)),
                    low_why=why[0] or predicted.low_why, high_why=why[1] or predicted.high_why)
+
+
+def _has_base(cells: Sequence[Cell], local_batch: int) -> bool:
+    """The baselines' base cell (1 rank, fewest threads) was measured at this local batch."""
+    singles = [c.layout for c in cells if c.layout.ranks == 1]
+    fewest = min((s.threads for s in singles), default=0)
+    return any(s.threads == fewest and s.local_batch == local_batch for s in singles)
 
 
 def _linear_cap(basis: Basis, model: StepModel, predictor: str, lay: Layout) -> float:
