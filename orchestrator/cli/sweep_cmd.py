@@ -206,7 +206,9 @@ def _run_on_ray(args: argparse.Namespace, sweep: Sweep, session: RaySession, res
 def _probe(sweep: Sweep, session: RaySession, quiet: bool) -> Sweep | int:
     """The sweep with the probe it plans with: where the workload does not declare a figure and no probe of these
     parameters is cached, one runs now, on this machine, before any trial (no Ray: run.probe). A probe that
-    fails is bad input: exit 2 with the rank's error."""
+    fails is bad input (exit 2 with the rank's error), except for a training script: it runs as it is, and a
+    script that fails at a probe batch may still run the grid's own cells, so its memory stays unchecked and
+    each trial records its own failure."""
     from orchestrator.run.probe import ProbeFailed, probe_for
 
     err = console(stderr=True)
@@ -220,7 +222,11 @@ def _probe(sweep: Sweep, session: RaySession, quiet: bool) -> Sweep | int:
     try:
         probed = probe_for(sweep, session.topology, session.ccl_available, on_start=started)
     except ProbeFailed as failure:
-        return fail_input(str(failure))
+        if sweep.spec.workload.script is None:
+            return fail_input(str(failure))
+        err.print(f"[yellow]warning:[/] {failure}; memory per rank not checked (state it with "
+                  f"constraints.rank_memory_mib); the sweep goes on and each trial records how it ended")
+        return sweep
     if probed.measured and not quiet and probed.sweep.probe is not None:
         err.print(f"probe: memory per rank {probed.sweep.probe.memory.text()}"
                   + (f"; not cached: {probed.cache_problem}" if probed.cache_problem else ""))

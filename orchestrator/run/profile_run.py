@@ -76,7 +76,6 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
     InvalidInput naming every layout that cannot run and why."""
     problems: list[Problem] = []
     targets: list[ProfileTarget] = []
-    samples = sweep.facts.samples.value
     plan = None
     for trial in layouts:
         where = f"layout {layout_label(trial)}"
@@ -87,11 +86,6 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
         if not planned.feasible:
             problems += [Problem(where, f"cannot run on {plan.topology.describe()}: {r.message}")
                          for r in planned.reasons]
-            continue
-        if samples is not None and trial.global_batch > samples:
-            problems.append(Problem(where, f"workload {sweep.workload.name} has {samples} training samples per epoch: "
-                                           f"a global batch of {trial.global_batch} ({trial.ranks} rank(s) × "
-                                           f"{trial.local_batch}) has no full batch"))
             continue
         targets += [ProfileTarget(v, trial, planned, params) for v, params in variants.items()]
     if problems:

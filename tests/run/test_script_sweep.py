@@ -135,6 +135,8 @@ def test_a_script_that_crashes_in_one_cell_is_a_failed_record_and_the_sweep_goes
         """))
     assert main(["sweep", str(sweep), "--results", str(tmp_path / "results"), "--no-report"]) == 1
     err = capsys.readouterr().err
+    # The probe runs the script at batches 2 and 8; its failure at 8 leaves the memory unchecked, no more.
+    assert "at local batch 8 failed" in err and "memory per rank not checked" in " ".join(err.split())
     records = by_key(read_records(tmp_path / "results"))
     assert records["r1-t1-b4"]["status"] == "ok"
     crashed = records["r1-t1-b8"]
