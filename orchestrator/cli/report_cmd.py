@@ -1,4 +1,5 @@
-"""`orch report`: regenerate a sweep's report from its records, at any time, for finished or partial sweeps."""
+"""`orch report`: regenerate a sweep's report from its records, at any time, for finished or partial sweeps.
+A thin layer over `orch.load`."""
 
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.io.store import NotAResultsFolder, load_results
+    from orch.api import load
+    from orchestrator.io.store import NotAResultsFolder
     from orchestrator.report.build import FORMATS, REPORT_FILE, terminal_report, write_report
 
     try:
-        results = load_results(args.results)
+        results = load(args.results).stored
     except NotAResultsFolder as error:
         return fail_input(str(error))
     chosen = set(args.formats or ["terminal", "all"])

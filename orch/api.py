@@ -1,0 +1,311 @@
+"""orch from a notebook or a script: the functions behind `orch plan`, `orch sweep`, `orch report` and
+`orch predict`, returning typed results instead of printing them. The commands are thin layers over these
+functions, so both give the same answers.
+
+    import orch
+
+    plan = orch.plan("sweeps/classifier.yaml")            # orch plan: nothing runs
+    plan.to_frame()                                        # one row per grid point, feasible or why not
+    results = orch.sweep("sweeps/classifier.yaml")        # orch sweep
+    results = orch.load("results/classifier")              # a folder written earlier, finished or partial
+    df = results.to_frame()                                # one row per record, typed columns
+    df[df.kind == "throughput"].pivot_table(index="threads_per_rank", columns="ranks", values="samples_per_s")
+    results.tables()["scalability-b32"]                    # the report's tables, as DataFrames
+    orch.predict("results/classifier", nodes=[1, 2, 4]).to_frame()                   # orch predict
+
+Bad input raises a ValueError subclass whose message is what the command prints before exiting with status 2
+(`orch.InputError` for the checks made here; a sweep file's problems are listed all at once). Ctrl-C (a
+notebook's interrupt) stops a sweep's running trials, keeps what was recorded and re-raises
+KeyboardInterrupt; calling `orch.sweep` again resumes. docs/python-api.md has the details.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orch.results import Plan, Prediction, Results, SweepSummary
+from orchestrator.core.probe import PROBE_BATCHES
+
+if TYPE_CHECKING:
+    from orchestrator.cli.common import RaySession
+    from orchestrator.core.topology import Topology
+    from orchestrator.io.sweepfile import Sweep
+    from orchestrator.run.sweep import SweepSummary as DriverSummary
+
+__all__ = ["InputError", "ReportNotWritten", "load", "plan", "predict", "results_folder", "sweep"]
+
+DEFAULT_NODES_TIMEOUT_S = 300.0   # as `orch sweep --nodes-timeout-s` (orchestrator.cli.common)
+
+
+class InputError(ValueError):
+    """Bad input said in one line: the command prints it and exits with status 2."""
+
+
+class ReportNotWritten(RuntimeError):
+    """The sweep ran and its records are complete, but its report could not be written (a full disk): the
+    command exits with status 1; `orch report` writes it once there is room."""
+
+
+def plan(sweep: str | Path, *, topology: str | Path | None = None) -> Plan:
+    """`orch plan`: the sweep file's grid checked against a machine (a topology file, default: this one).
+    Starts nothing: no Ray, no torch. `Plan.errors` says why `orch sweep` would refuse it."""
+    from orchestrator.cli.common import load_topology_arg, plan_for
+    from orchestrator.io.sweepfile import load_sweep
+
+    loaded = load_sweep(sweep)
+    return Plan(plan_for(loaded, load_topology_arg(str(topology) if topology else None)), Path(sweep))
+
+
+def load(folder: str | Path) -> Results:
+    """A results folder written by `orch sweep`, finished or partial (what `orch report` reads)."""
+    from orchestrator.io.store import load_results
+
+    return Results(load_results(folder))
+
+
+def results_folder(sweep_name: str) -> Path:
+    """Where a sweep's results go without `results=`: $ORCH_RESULTS (default `results`) / the sweep's name."""
+    from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
+
+    return Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / sweep_name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _SweepArgs:
+    """`orch.sweep`'s keyword arguments (its docstring says what each does)."""
+
+    topology: str | None = None
+    results: Path | None = None
+    address: str | None = None
+    min_nodes: int | None = None
+    nodes_timeout_s: float = DEFAULT_NODES_TIMEOUT_S
+    rerun: bool = False
+    convergence: bool = True
+    max_concurrent: int | None = None
+    report: bool = True
+    json_lines: bool = False
+
+
+def sweep(sweep: str | Path, *, topology: str | Path | None = None, results: str | Path | None = None,
+          address: str | None = None, min_nodes: int | None = None,
+          nodes_timeout_s: float = DEFAULT_NODES_TIMEOUT_S, rerun: bool = False, convergence: bool = True,
+          max_concurrent: int | None = None, report: bool = True, json_lines: bool = False) -> Results:
+    """`orch sweep`: run every feasible grid point of the sweep file as a pinned torch.distributed job on Ray,
+    recording each trial as it ends into `results` (default: `results_folder(name)`), resuming what a folder
+    holds already (`rerun=True` runs recorded trials again), then writing the report (`report=False`: not).
+
+    - `topology`: a topology file to plan against (checked against the Ray nodes); default: the nodes' own.
+    - `address`: join that Ray cluster (default: $RAY_ADDRESS, else an embedded Ray on loopback; a notebook's
+      own `ray.init()` is used as it is); `min_nodes`: wait until it has that many nodes.
+    - `convergence=False` skips the convergence runs; `max_concurrent` caps the trials in flight.
+    - `json_lines`: no live display; one JSON record per finished trial on stdout (`orch sweep --json`).
+
+    Returns the folder's results, with `summary` saying what this call ran and which trials failed."""
+    options = _SweepArgs(topology=str(topology) if topology else None, results=Path(results) if results else None,
+                         address=address, min_nodes=min_nodes, nodes_timeout_s=nodes_timeout_s, rerun=rerun,
+                         convergence=convergence, max_concurrent=max_concurrent, report=report,
+                         json_lines=json_lines)
+    return _SweepCall(sweep, options).run()
+
+
+class _SweepCall:
+    """One `orch.sweep` call: checks that cost nothing first, then Ray, the driver, the report."""
+
+    def __init__(self, path: str | Path, options: _SweepArgs):
+        from orchestrator.io.sweepfile import load_sweep
+
+        self.options = options
+        self.sweep: Sweep = load_sweep(path)
+        self.folder = options.results or results_folder(self.sweep.spec.name)
+        self.report_files: tuple[Path, ...] = ()
+
+    def run(self) -> Results:
+        """Everything that can be bad input is checked, and the folder locked, before Ray starts: a refused
+        sweep costs nothing, and a second sweep on a folder in use never starts its own Ray on the same cores.
+        A write into the results folder that fails (a full disk) raises io.store's ResultsNotWritten once the
+        running trials are stopped; every record written before it is kept."""
+        from orchestrator.io.lock import FolderInUse, FolderLock
+        from orchestrator.io.store import check_folder
+
+        o = self.options
+        file_topology = None
+        if o.topology:
+            from orchestrator.io.topofile import load_topology
+
+            file_topology = load_topology(o.topology)
+        if o.min_nodes and not (o.address or os.environ.get("RAY_ADDRESS")):
+            raise InputError("--min-nodes needs --address (or RAY_ADDRESS): an embedded Ray has one node")
+        lock = FolderLock(self.folder)
+        try:
+            problem = _unusable_results(self.folder) or _unsafe_work_folder()
+            if problem is not None:
+                raise InputError(problem)
+            note = lock.acquire()
+        except FolderInUse as err:
+            raise InputError(str(err)) from None
+        except OSError as err:
+            raise InputError(f"results folder {self.folder}: cannot be written ({err.strerror})") from None
+        try:
+            if note is not None:
+                print(f"orch: note: {note}", file=sys.stderr)   # one line, however narrow the terminal
+            problem = check_folder(self.folder)   # a corrupt spec.json or trials.jsonl to resume, before Ray starts
+            if problem is not None:
+                raise InputError(problem)
+            return self._locked(file_topology)
+        finally:
+            lock.release()
+
+    def _locked(self, file_topology: Topology | None) -> Results:
+        """The sweep on Ray and its report, with the results folder locked."""
+        from orchestrator.cli.common import ray_session
+
+        o = self.options
+        with ray_session(o.address, file_topology, o.topology, min_nodes=o.min_nodes,
+                         nodes_timeout_s=o.nodes_timeout_s, sigterm_as_ctrl_c=True) as session:
+            summary = self._on_ray(session)
+        files: tuple[Path, ...] = ()
+        if o.report:
+            try:
+                files = tuple(load(self.folder).write_report())
+            except OSError as err:
+                raise ReportNotWritten(f"the report could not be written into {self.folder} ({err.strerror}); "
+                                       "the records are complete: `orch report` writes it once there is room") from None
+        return Results(load(self.folder).stored,
+                       SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files))
+
+    def _on_ray(self, session: RaySession) -> DriverSummary:
+        """Plan against the Ray nodes and run every trial: the driver's summary. Ctrl-C stops the running
+        trials, says what was kept and re-raises."""
+        from orchestrator.cli.common import console, plan_for
+        from orchestrator.core.eta import duration_text
+        from orchestrator.run.estimate import sweep_estimate
+        from orchestrator.run.progress import SweepProgress
+        from orchestrator.run.sweep import SweepOptions as DriverOptions
+        from orchestrator.run.sweep import SweepRunner
+
+        o = self.options
+        err = console(stderr=True)
+        cluster, topology = session.cluster, session.topology
+        sweep = self._probed(session)
+        plan_ = plan_for(sweep, topology, ccl_available=session.ccl_available)
+        if plan_.backend.error:
+            raise InputError(plan_.backend.error)
+        if plan_.precision is not None and plan_.precision.error:
+            raise InputError(plan_.precision.error)
+        options = DriverOptions(results=self.folder, rerun=o.rerun, convergence=o.convergence, json_mode=o.json_lines,
+                                max_concurrent=o.max_concurrent)
+        runner = SweepRunner(sweep, plan_, cluster, options)
+        existing = runner.prepare()
+        todo = runner.work(existing)
+        if not o.json_lines:
+            err.print(f"[bold]sweep {sweep.spec.name}[/]: {len(plan_.feasible)} of {len(plan_.trials)} grid points "
+                      f"feasible on {topology.describe()}; backend {plan_.backend.note}")
+            if plan_.precision is not None:
+                err.print(f"precision: {plan_.precision.reason}")
+            err.print(f"results: {self.folder}   ({len(todo)} trial(s) to run, {runner.summary.skipped} already done)")
+        eta, basis = sweep_estimate(runner.context, todo)
+        if not o.json_lines:
+            err.print(f"expected time: about {duration_text(eta.total_s)} ({basis}; refined as trials finish)"
+                      if eta is not None else basis)
+        try:
+            with SweepProgress(len(todo), json_mode=o.json_lines, eta=eta) as progress:
+                runner.execute(existing, progress, todo)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "
+                      f"{runner.summary.ran} trial(s) finished and recorded in {self.folder}. Rerun to resume.")
+            raise
+        return runner.summary
+
+    def _probed(self, session: RaySession) -> Sweep:
+        """The sweep with the probe it plans with: where the workload does not declare a figure and no probe of
+        these parameters is cached, one runs now, on this machine, before any trial (no Ray: run.probe). A probe
+        that fails is bad input, with the rank's error."""
+        from orchestrator.cli.common import console
+        from orchestrator.run.probe import ProbeFailed, probe_for
+
+        err, quiet, sweep = console(stderr=True), self.options.json_lines, self.sweep
+
+        def started(setup: Any, precision: str) -> None:
+            if not quiet:
+                err.print(_probe_note(sweep, setup, precision))
+
+        try:
+            probed = probe_for(sweep, session.topology, session.ccl_available, on_start=started)
+        except ProbeFailed as failure:
+            raise InputError(str(failure)) from None
+        if probed.measured and not quiet and probed.sweep.probe is not None:
+            err.print(f"probe: memory per rank {probed.sweep.probe.memory.text()}"
+                      + (f"; not cached: {probed.cache_problem}" if probed.cache_problem else ""))
+        return probed.sweep
+
+
+def _probe_note(sweep: Sweep, setup: Any, precision: str) -> str:
+    return (f"probing workload {sweep.workload.name} first (not known yet: {', '.join(sweep.facts.unknown())}) in "
+            f"{precision}, one rank on CPU(s) {', '.join(map(str, setup.cpus))}: local batches "
+            f"{' and '.join(map(str, PROBE_BATCHES))}")
+
+
+def _unusable_results(results: Path) -> str | None:
+    """Why the results folder cannot be a folder (a file is there), or None."""
+    if results.exists() and not results.is_dir():
+        return f"--results {results}: is a file, not a folder"
+    return None
+
+
+def _unsafe_work_folder() -> str | None:
+    from orchestrator.io.files import WORK_ROOT, UnsafeFolder, private_folder
+
+    try:
+        private_folder(WORK_ROOT)
+    except UnsafeFolder as err:
+        return str(err)
+    return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _PredictArgs:
+    """What `orch predict` reads besides the folder (orchestrator.io.predict_inputs reads these names)."""
+
+    results: str
+    topology: str | None = None
+    nodes: list[int] | None = None
+    local_batch: list[int] | None = None
+    rcp: str | None = None
+    samples_per_epoch: int | None = None
+    calibration: list[str] = field(default_factory=list)
+    deadline_h: float | None = None
+    budget_node_h: float | None = None
+
+
+def predict(folder: str | Path, *, topology: str | Path | None = None, nodes: Sequence[int] | None = None,
+            local_batch: Sequence[int] | None = None, rcp: str | Path | None = None,
+            samples_per_epoch: int | None = None, calibration: Sequence[str | Path] = (),
+            deadline_h: float | None = None, budget_node_h: float | None = None) -> Prediction:
+    """`orch predict`: fit the step-time and epochs models to a results folder and predict every feasible
+    layout of `topology` (default: the machine the sweep ran on) at each of `nodes`, for each of `local_batch`
+    (default: the sweep's), with intervals from held-out error; `rcp` (an MLPerf RCP file) stands in for the
+    convergence runs; `calibration` adds other folders' all-reduce timings; `deadline_h` or `budget_node_h`
+    picks the recommendation. Imports neither torch nor Ray."""
+    from orchestrator.io.predict_inputs import load_inputs
+    from orchestrator.report.prediction import prediction_report
+
+    for name, values in (("nodes", nodes), ("local_batch", local_batch)):
+        if values is not None and (not values or any(int(v) != v or v <= 0 for v in values)):
+            raise InputError(f"{name}={list(values)}: expected positive whole numbers")
+    for name, value in (("deadline_h", deadline_h), ("budget_node_h", budget_node_h)):
+        if value is not None and not value > 0:
+            raise InputError(f"{name}={value}: expected a positive number")
+    if deadline_h is not None and budget_node_h is not None:
+        raise InputError("give deadline_h or budget_node_h, not both")
+    options = _PredictArgs(results=str(folder), topology=str(topology) if topology else None,
+                           nodes=[int(v) for v in nodes] if nodes else None,
+                           local_batch=[int(v) for v in local_batch] if local_batch else None,
+                           rcp=str(rcp) if rcp else None, samples_per_epoch=samples_per_epoch,
+                           calibration=[str(c) for c in calibration], deadline_h=deadline_h,
+                           budget_node_h=budget_node_h)
+    return Prediction(prediction_report(load_inputs(options)))
