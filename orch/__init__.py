@@ -8,7 +8,7 @@ may change without notice.
 - `orch.script`: bring your own training script. A script that `torchrun` launches runs under `orch sweep` as it
   is, one process per rank; its calls to `orch.script.step()` and `orch.script.metric()` keep orch's timing
   rules, and do nothing outside orch. docs/own-script.md walks through it.
-- `orch.plan`, `orch.sweep`, `orch.load`, `orch.predict` (from `orch.api`): the commands as
+- `orch.plan`, `orch.sweep`, `orch.load`, `orch.predict`, `orch.track` (from `orch.api`): the commands as
   functions for notebooks and scripts, returning typed results (`orch.results`: `Plan`, `Results`,
   `Prediction`) with `.to_frame()` for pandas. docs/python-api.md walks through them.
 
@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import __version__
 
 if TYPE_CHECKING:
-    from orch.api import InputError, load, plan, predict, sweep
+    from orch.api import InputError, load, plan, predict, sweep, track
     from orch.results import Plan, Prediction, Results
 
 # name -> the module that defines it, imported when the name is first used
-_LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "InputError"), "orch.api"),
+_LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "InputError"), "orch.api"),
          **dict.fromkeys(("Plan", "Results", "Prediction"), "orch.results")}
 
-__all__ = ["__version__", "InputError", "Plan", "Prediction", "Results", "load", "plan", "predict", "sweep"]
+__all__ = ["__version__", "InputError", "Plan", "Prediction", "Results", "load", "plan", "predict", "sweep", "track"]
 
 
 def __getattr__(name: str) -> Any:

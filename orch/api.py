@@ -6,7 +6,7 @@ functions, so both give the same answers.
 
     plan = orch.plan("sweeps/classifier.yaml")            # orch plan: nothing runs
     plan.to_frame()                                        # one row per grid point, feasible or why not
-    results = orch.sweep("sweeps/classifier.yaml")        # orch sweep
+    results = orch.sweep("sweeps/classifier.yaml", mlflow="http://127.0.0.1:5000")   # orch sweep
     results = orch.load("results/classifier")              # a folder written earlier, finished or partial
     df = results.to_frame()                                # one row per record, typed columns
     df[df.kind == "throughput"].pivot_table(index="threads_per_rank", columns="ranks", values="samples_per_s")
@@ -35,9 +35,10 @@ if TYPE_CHECKING:
     from orchestrator.cli.common import RaySession
     from orchestrator.core.topology import Topology
     from orchestrator.io.sweepfile import Sweep
+    from orchestrator.io.tracking import Tracking
     from orchestrator.run.sweep import SweepSummary as DriverSummary
 
-__all__ = ["InputError", "ReportNotWritten", "load", "plan", "predict", "results_folder", "sweep"]
+__all__ = ["InputError", "ReportNotWritten", "load", "plan", "predict", "results_folder", "sweep", "track"]
 
 DEFAULT_NODES_TIMEOUT_S = 300.0   # as `orch sweep --nodes-timeout-s` (orchestrator.cli.common)
 
@@ -88,13 +89,16 @@ class _SweepArgs:
     convergence: bool = True
     max_concurrent: int | None = None
     report: bool = True
+    mlflow: str | bool | None = None
+    tensorboard: bool | None = None
     json_lines: bool = False
 
 
 def sweep(sweep: str | Path, *, topology: str | Path | None = None, results: str | Path | None = None,
           address: str | None = None, min_nodes: int | None = None,
           nodes_timeout_s: float = DEFAULT_NODES_TIMEOUT_S, rerun: bool = False, convergence: bool = True,
-          max_concurrent: int | None = None, report: bool = True, json_lines: bool = False) -> Results:
+          max_concurrent: int | None = None, report: bool = True, mlflow: str | bool | None = None,
+          tensorboard: bool | None = None, json_lines: bool = False) -> Results:
     """`orch sweep`: run every feasible grid point of the sweep file as a pinned torch.distributed job on Ray,
     recording each trial as it ends into `results` (default: `results_folder(name)`), resuming what a folder
     holds already (`rerun=True` runs recorded trials again), then writing the report (`report=False`: not).
@@ -103,18 +107,43 @@ def sweep(sweep: str | Path, *, topology: str | Path | None = None, results: str
     - `address`: join that Ray cluster (default: $RAY_ADDRESS, else an embedded Ray on loopback; a notebook's
       own `ray.init()` is used as it is); `min_nodes`: wait until it has that many nodes.
     - `convergence=False` skips the convergence runs; `max_concurrent` caps the trials in flight.
+    - `mlflow`: log to MLflow as the sweep runs: a tracking URI, True (the sweep file's URI, else MLflow's
+      default), False (not even when the sweep file says so), None (as the sweep file says).
+      `tensorboard`: write TensorBoard event files into RESULTS/tensorboard (None: as the sweep file says).
+      A tracking server that is down fails nothing: it is said once, and `orch.track` catches up later.
     - `json_lines`: no live display; one JSON record per finished trial on stdout (`orch sweep --json`).
 
     Returns the folder's results, with `summary` saying what this call ran and which trials failed."""
     options = _SweepArgs(topology=str(topology) if topology else None, results=Path(results) if results else None,
                          address=address, min_nodes=min_nodes, nodes_timeout_s=nodes_timeout_s, rerun=rerun,
-                         convergence=convergence, max_concurrent=max_concurrent, report=report,
-                         json_lines=json_lines)
+                         convergence=convergence, max_concurrent=max_concurrent, report=report, mlflow=mlflow,
+                         tensorboard=tensorboard, json_lines=json_lines)
     return _SweepCall(sweep, options).run()
 
 
+def track(folder: str | Path, *, mlflow: str | bool | None = None, tensorboard: bool = False,
+          report_dir: str | Path | None = None) -> bool:
+    """Log a finished or partial results folder after the fact (`orch report --mlflow / --tensorboard`): what
+    a sweep could not log as it ran (a server that was down, no tracking asked for), into the same MLflow
+    parent run and TensorBoard folder, duplicating nothing; the report's files from `report_dir` (default:
+    RESULTS/report, when it exists). `mlflow`: a tracking URI, or True for the one the sweep file named (else
+    MLflow's default). True when every tracker logged everything; a failure is said as a warning."""
+    from orchestrator.io.store import REPORT_DIR
+    from orchestrator.io.tracking import End, choose, open_tracking
+
+    results = load(folder)
+    choice = choose(results.spec.get("tracking"), mlflow=mlflow or False, tensorboard=tensorboard)
+    if not choice.wanted:
+        raise InputError("nothing to log to: give mlflow (a tracking URI, or True) or tensorboard=True")
+    tracking = open_tracking(choice, results.path, results.name, live=False)
+    files = Path(report_dir) if report_dir else results.path / REPORT_DIR
+    tracking.open(results.stored)
+    tracking.finish(results.stored, files if files.is_dir() else None, End.REPORT)
+    return tracking.ok
+
+
 class _SweepCall:
-    """One `orch.sweep` call: checks that cost nothing first, then Ray, the driver, the report."""
+    """One `orch.sweep` call: checks that cost nothing first, then Ray, the driver, the report, the trackers."""
 
     def __init__(self, path: str | Path, options: _SweepArgs):
         from orchestrator.io.sweepfile import load_sweep
@@ -131,6 +160,7 @@ class _SweepCall:
         running trials are stopped; every record written before it is kept."""
         from orchestrator.io.lock import FolderInUse, FolderLock
         from orchestrator.io.store import check_folder
+        from orchestrator.io.tracking import choose, open_tracking
 
         o = self.options
         file_topology = None
@@ -140,6 +170,8 @@ class _SweepCall:
             file_topology = load_topology(o.topology)
         if o.min_nodes and not (o.address or os.environ.get("RAY_ADDRESS")):
             raise InputError("--min-nodes needs --address (or RAY_ADDRESS): an embedded Ray has one node")
+        choice = choose(self.sweep.spec.tracking, mlflow=o.mlflow, tensorboard=o.tensorboard)
+        tracking = open_tracking(choice, self.folder, self.sweep.spec.name, live=True)   # no package: before Ray
         lock = FolderLock(self.folder)
         try:
             problem = _unusable_results(self.folder) or _unsafe_work_folder()
@@ -156,33 +188,41 @@ class _SweepCall:
             problem = check_folder(self.folder)   # a corrupt spec.json or trials.jsonl to resume, before Ray starts
             if problem is not None:
                 raise InputError(problem)
-            return self._locked(file_topology)
+            return self._locked(file_topology, tracking)
         finally:
             lock.release()
 
-    def _locked(self, file_topology: Topology | None) -> Results:
-        """The sweep on Ray and its report, with the results folder locked."""
+    def _locked(self, file_topology: Topology | None, tracking: Tracking) -> Results:
+        """The sweep on Ray, its report and its trackers' end, with the results folder locked."""
         from orchestrator.cli.common import ray_session
+        from orchestrator.io.store import REPORT_DIR
+        from orchestrator.io.tracking import End
 
         o = self.options
         with ray_session(o.address, file_topology, o.topology, min_nodes=o.min_nodes,
                          nodes_timeout_s=o.nodes_timeout_s, sigterm_as_ctrl_c=True) as session:
-            summary = self._on_ray(session)
+            summary = self._on_ray(session, tracking)
         files: tuple[Path, ...] = ()
+        unwritten = None
         if o.report:
             try:
                 files = tuple(load(self.folder).write_report())
             except OSError as err:
-                raise ReportNotWritten(f"the report could not be written into {self.folder} ({err.strerror}); "
-                                       "the records are complete: `orch report` writes it once there is room") from None
-        return Results(load(self.folder).stored,
-                       SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files))
+                unwritten = ReportNotWritten(f"the report could not be written into {self.folder} ({err.strerror}); "
+                                             "the records are complete: `orch report` writes it once there is room")
+        final = load(self.folder)
+        tracking.finish(final.stored, self.folder / REPORT_DIR if files else None, End.FINISHED)
+        if unwritten is not None:
+            raise unwritten
+        return Results(final.stored, SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files))
 
-    def _on_ray(self, session: RaySession) -> DriverSummary:
+    def _on_ray(self, session: RaySession, tracking: Tracking) -> DriverSummary:
         """Plan against the Ray nodes and run every trial: the driver's summary. Ctrl-C stops the running
         trials, says what was kept and re-raises."""
         from orchestrator.cli.common import console, plan_for
         from orchestrator.core.eta import duration_text
+        from orchestrator.io.store import load_results
+        from orchestrator.io.tracking import End
         from orchestrator.run.estimate import sweep_estimate
         from orchestrator.run.progress import SweepProgress
         from orchestrator.run.sweep import SweepOptions as DriverOptions
@@ -198,9 +238,10 @@ class _SweepCall:
         if plan_.precision is not None and plan_.precision.error:
             raise InputError(plan_.precision.error)
         options = DriverOptions(results=self.folder, rerun=o.rerun, convergence=o.convergence, json_mode=o.json_lines,
-                                max_concurrent=o.max_concurrent)
+                                max_concurrent=o.max_concurrent, on_record=(tracking.record,))
         runner = SweepRunner(sweep, plan_, cluster, options)
         existing = runner.prepare()
+        tracking.open(load_results(self.folder))
         todo = runner.work(existing)
         if not o.json_lines:
             err.print(f"[bold]sweep {sweep.spec.name}[/]: {len(plan_.feasible)} of {len(plan_.trials)} grid points "
@@ -215,9 +256,11 @@ class _SweepCall:
         try:
             with SweepProgress(len(todo), json_mode=o.json_lines, eta=eta) as progress:
                 runner.execute(existing, progress, todo)
-        except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "
-                      f"{runner.summary.ran} trial(s) finished and recorded in {self.folder}. Rerun to resume.")
+        except BaseException as stopped:   # Ctrl-C, or the sweep ended early: its run in a tracker says so
+            if isinstance(stopped, KeyboardInterrupt):
+                err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "
+                          f"{runner.summary.ran} trial(s) finished and recorded in {self.folder}. Rerun to resume.")
+            tracking.finish(load_results(self.folder), None, End.INTERRUPTED)
             raise
         return runner.summary
 

@@ -1,6 +1,6 @@
 """The notebook API (`orch.plan`, `orch.load`, `orch.predict`, their typed results and DataFrames) against the
 commands it sits under: each function's output is compared with what the CLI prints or writes for the same
-input. `orch plan` and `orch sweep` go through the same function, so the sweep tests (tests/run) drive it."""
+input. `orch.sweep` and `orch.track` run on a real Ray in tests/run/test_tracking_sweep.py."""
 
 from __future__ import annotations
 
@@ -118,6 +118,8 @@ def test_bad_input_is_a_value_error_with_the_commands_message(tmp_path):
         orch.load(tmp_path)
     with pytest.raises(orch.InputError, match=r"nodes=\[0\]: expected positive whole numbers"):
         orch.predict(EXAMPLE_PREDICT, nodes=[0])
+    with pytest.raises(orch.InputError, match="nothing to log to"):
+        orch.track(EXAMPLE)
 
 
 def test_a_dataframe_without_pandas_says_how_to_install_it(monkeypatch):

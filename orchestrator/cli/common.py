@@ -141,6 +141,18 @@ def add_min_nodes_options(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_NODES_TIMEOUT_S:g})")
 
 
+def add_tracking_options(parser: argparse.ArgumentParser, mlflow_help: str) -> None:
+    """--mlflow [URI] / --tensorboard (docs/tracking.md): where a sweep is logged besides its results folder."""
+    parser.add_argument("--mlflow", metavar="URI", nargs="?", const=True, default=None,
+                        help=f"{mlflow_help}; URI: the tracking server (http://host:5000) or store; without it, the "
+                             "sweep file's tracking.mlflow, else $MLFLOW_TRACKING_URI, else MLflow's default. "
+                             "Needs the mlflow package (pip install 'orch[tracking]')")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="write TensorBoard event files, one run per trial with the grid as hyperparameters, "
+                             "into RESULTS/tensorboard/ (tensorboard --logdir RESULTS/tensorboard). Needs the "
+                             "tensorboard package (pip install 'orch[tracking]')")
+
+
 def load_topology_arg(path: str | None, *, probe_isa: bool = False) -> Topology:
     """A topology file's machine, or this one's (its bf16 verdict from a GEMM probe when `probe_isa`, which
     imports torch; else from the CPU flags)."""

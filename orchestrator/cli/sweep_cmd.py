@@ -12,6 +12,7 @@ from orchestrator.cli.common import (
     EXIT_RUN_FAILED,
     add_min_nodes_options,
     add_topology_option,
+    add_tracking_options,
     console,
     fail_input,
     positive_int,
@@ -51,6 +52,8 @@ def add_parser(sub) -> None:
                         help="do not write the report at the end (`orch report` can write it later)")
     parser.add_argument("--json", action="store_true",
                         help="quiet, machine-readable output: one JSON record per finished trial on stdout")
+    add_tracking_options(parser, "log the sweep to MLflow as it runs: a parent run for the sweep, a child run per "
+                                 "trial")
     parser.set_defaults(run=run)
 
 
@@ -58,14 +61,15 @@ def run(args: argparse.Namespace) -> int:
     """A thin layer over `orch.sweep`: its options, then the report's tables and the exit status."""
     from orch.api import InputError, ReportNotWritten, sweep
     from orchestrator.io.store import REPORT_DIR, ResultsNotWritten
+    from orchestrator.io.tracking import TrackingUnavailable
     from orchestrator.report.build import REPORT_FILE, terminal_report
 
     try:
         results = sweep(args.sweep, topology=args.topology, results=args.results, address=args.address,
                         min_nodes=args.min_nodes, nodes_timeout_s=args.nodes_timeout_s, rerun=args.rerun,
                         convergence=args.convergence, max_concurrent=args.max_concurrent, report=args.report,
-                        json_lines=args.json)
-    except InputError as err:
+                        mlflow=args.mlflow, tensorboard=args.tensorboard or None, json_lines=args.json)
+    except (InputError, TrackingUnavailable) as err:
         return fail_input(str(err))
     except KeyboardInterrupt:   # orch.sweep said what it kept
         return EXIT_INTERRUPTED
