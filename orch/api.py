@@ -21,8 +21,8 @@ KeyboardInterrupt; calling `orch.sweep` again resumes. docs/python-api.md has th
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["InputError", "ReportNotWritten", "load", "plan", "predict", "results_folder", "sweep", "track"]
 
+log = logging.getLogger(__name__)
 DEFAULT_NODES_TIMEOUT_S = 300.0   # as `orch sweep --nodes-timeout-s` (orchestrator.cli.common)
 
 
@@ -66,6 +67,7 @@ def load(folder: str | Path) -> Results:
     """A results folder written by `orch sweep`, finished or partial (what `orch report` reads)."""
     from orchestrator.io.store import load_results
 
+    log.debug("reading the results folder %s", folder)
     return Results(load_results(folder))
 
 
@@ -184,7 +186,7 @@ class _SweepCall:
             raise InputError(f"results folder {self.folder}: cannot be written ({err.strerror})") from None
         try:
             if note is not None:
-                print(f"orch: note: {note}", file=sys.stderr)   # one line, however narrow the terminal
+                log.warning("%s", note)
             problem = check_folder(self.folder)   # a corrupt spec.json or trials.jsonl to resume, before Ray starts
             if problem is not None:
                 raise InputError(problem)
@@ -258,8 +260,8 @@ class _SweepCall:
                 runner.execute(existing, progress, todo)
         except BaseException as stopped:   # Ctrl-C, or the sweep ended early: its run in a tracker says so
             if isinstance(stopped, KeyboardInterrupt):
-                err.print(f"[yellow]interrupted:[/] the running trial(s) were stopped and their cores released; "
-                          f"{runner.summary.ran} trial(s) finished and recorded in {self.folder}. Rerun to resume.")
+                log.warning("interrupted: the running trial(s) were stopped and their cores released; %d trial(s) "
+                            "finished and recorded in %s. Rerun to resume.", runner.summary.ran, self.folder)
             tracking.finish(load_results(self.folder), None, End.INTERRUPTED)
             raise
         return runner.summary

@@ -50,3 +50,11 @@ DEFAULT_MLFLOW_TIMEOUT_S = "10"
 # The MLflow experiment a sweep's runs go to when its sweep file's tracking section names none (MLflow's own
 # variable); unset: the sweep's name.
 MLFLOW_EXPERIMENT_ENV_VAR = "MLFLOW_EXPERIMENT_NAME"
+
+# orch's diagnostics (warnings, notes, errors; not a command's output) go through Python's logging, which the
+# CLI shows on stderr at this level: DEBUG, INFO, WARNING or ERROR. -v (DEBUG) and -q (WARNING) override it.
+LOG_LEVEL_ENV_VAR = "ORCH_LOG_LEVEL"
+DEFAULT_LOG_LEVEL = "INFO"
+# A file that also gets every diagnostic, DEBUG included, with its time and module; empty: none.
+LOG_FILE_ENV_VAR = "ORCH_LOG_FILE"
+DEFAULT_LOG_FILE = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console
 from orchestrator.core.facts import UNKNOWN, WorkloadFacts
@@ -12,6 +13,8 @@ from orchestrator.core.plan import Plan
 from orchestrator.core.plan_view import plan_tables
 from orchestrator.core.probe import PROBE_BATCHES
 from orchestrator.report.render import to_rich
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> None:
@@ -92,5 +95,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         console().print(render_plan(plan.plan, args.sweep))
     for error in plan.errors:
-        console(stderr=True).print(f"orch: error: {error}", style="bold red")
+        log.error("%s", error)
     return EXIT_BAD_INPUT if plan.errors else EXIT_OK

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from orchestrator.cli.common import EXIT_OK, console, fail_input, positive_int, positive_number
+
+log = logging.getLogger(__name__)
 
 PIPED_WIDTH = 160
 
@@ -106,9 +109,8 @@ def run(args: argparse.Namespace) -> int:
         return fail_input(str(bad))
     except PlanTooLarge as bad:   # a target and lists that make more layouts than one plan holds
         return fail_input(f"--nodes/--local-batch on this target: {bad}")
-    err = console(stderr=True)
     for warning in report.warnings:
-        err.print(f"[yellow]warning:[/] {warning}")
+        log.warning("%s", warning)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -122,5 +124,5 @@ def run(args: argparse.Namespace) -> int:
             paths = write_prediction(report, Path(args.out))
         except OSError as error:
             return fail_input(f"--out {args.out}: cannot write the prediction there ({error.strerror})")
-        err.print(f"wrote {len(paths)} file(s) to {args.out}")
+        log.info("wrote %d file(s) to %s", len(paths), args.out)
     return EXIT_OK

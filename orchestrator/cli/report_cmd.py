@@ -4,9 +4,12 @@ log the folder to MLflow or TensorBoard after the fact. A thin layer over `orch.
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, add_tracking_options, console, fail_input
+
+log = logging.getLogger(__name__)
 
 FORMAT_CHOICES = ("terminal", "md", "csv", "json", "png", "all")
 
@@ -48,9 +51,8 @@ def run(args: argparse.Namespace) -> int:
     chosen = set(args.formats or ["terminal", "all"])
     if "all" in chosen:
         chosen |= set(FORMATS)
-    err = console(stderr=True)
     for problem in results.errors:
-        err.print(f"[yellow]warning:[/] {problem}")
+        log.warning("%s", problem)
     if "terminal" in chosen:
         out = console()
         for renderable in terminal_report(results):
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             where = f"--out {out_dir}" if args.out else f"the report folder {out_dir}"
             return fail_input(f"{where}: cannot write the report there ({error.strerror}); give --out DIR")
         main = out_dir / REPORT_FILE
-        err.print(f"wrote {len(paths)} file(s) to {out_dir}" + (f" (start with {main})" if main in paths else ""))
+        log.info("wrote %d file(s) to %s%s", len(paths), out_dir, f" (start with {main})" if main in paths else "")
     if (args.mlflow or args.tensorboard) and not track(results.path, mlflow=args.mlflow,
                                                        tensorboard=args.tensorboard, report_dir=out_dir):
         return EXIT_RUN_FAILED

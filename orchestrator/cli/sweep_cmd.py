@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 
 from orchestrator.cli.common import (
     EXIT_INTERRUPTED,
@@ -18,6 +18,8 @@ from orchestrator.cli.common import (
     positive_int,
 )
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> None:
@@ -74,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:   # orch.sweep said what it kept
         return EXIT_INTERRUPTED
     except ResultsNotWritten as err:   # a full disk: the sweep stopped, what it recorded is kept
-        print(f"orch: error: {err}; the sweep stopped its trials, and every trial recorded before it is kept: make "
-              "room (or make the folder writable) and rerun to resume", file=sys.stderr)
+        log.error("%s; the sweep stopped its trials, and every trial recorded before it is kept: make room (or make "
+                  "the folder writable) and rerun to resume", err)
         return EXIT_RUN_FAILED
     except ReportNotWritten as err:
-        print(f"orch: error: {err}", file=sys.stderr)
+        log.error("%s", err)
         return EXIT_RUN_FAILED
     summary = results.summary
     assert summary is not None   # orch.sweep always says what it ran
@@ -86,16 +88,13 @@ def run(args: argparse.Namespace) -> int:
         out = console()
         for renderable in terminal_report(results.stored):
             out.print(renderable)
-        console(stderr=True).print(f"report: {results.path / REPORT_DIR / REPORT_FILE} and "
-                                   f"{len(summary.report_files) - 1} more file(s)")
+        log.info("report: %s and %d more file(s)", results.path / REPORT_DIR / REPORT_FILE,
+                 len(summary.report_files) - 1)
     return _summary(summary.failed)
 
 
 def _summary(failed: tuple[str, ...]) -> int:
     if failed:
-        err = console(stderr=True)
-        err.print(f"[bold red]{len(failed)} trial(s) did not succeed:[/]")
-        for line in failed:
-            err.print(f"  {line}")
+        log.error("%d trial(s) did not succeed:\n%s", len(failed), "\n".join(f"  {line}" for line in failed))
         return EXIT_RUN_FAILED
     return EXIT_OK

@@ -140,10 +140,10 @@ def test_an_mlflow_server_that_is_down_is_said_once_and_fails_nothing(example, c
     assert not trackers.ok and trackers.trackers == []
 
 
-def test_orch_report_mlflow_to_a_server_that_is_down_exits_1(example, caplog):
+def test_orch_report_mlflow_to_a_server_that_is_down_exits_1(example, capsys):
     uri = f"http://127.0.0.1:{closed_port()}"
     assert main(["report", str(example), "--format", "json", "--mlflow", uri]) == 1
-    assert f"no tracking server answers at {uri}" in caplog.text
+    assert f"warning: MLflow: no tracking server answers at {uri}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, package", [
