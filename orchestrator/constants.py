@@ -40,3 +40,21 @@ CACHE_DIR_ENV_VAR = "ORCH_CACHE_DIR"
 XDG_CACHE_HOME_ENV_VAR = "XDG_CACHE_HOME"
 DEFAULT_CACHE_SUBDIR = "orch"
 DEFAULT_XDG_CACHE_HOME = "~/.cache"
+# MLflow's own client settings (it reads them from the environment), which orch sets for its own calls where the
+# environment does not: with MLflow's defaults (7 retries, a growing back-off, 120 s per request) a tracking
+# server that is down would hold a sweep for minutes before orch could say so and go on without it.
+MLFLOW_RETRIES_ENV_VAR = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
+DEFAULT_MLFLOW_RETRIES = "1"
+MLFLOW_TIMEOUT_ENV_VAR = "MLFLOW_HTTP_REQUEST_TIMEOUT"
+DEFAULT_MLFLOW_TIMEOUT_S = "10"
+# The MLflow experiment a sweep's runs go to when its sweep file's tracking section names none (MLflow's own
+# variable); unset: the sweep's name.
+MLFLOW_EXPERIMENT_ENV_VAR = "MLFLOW_EXPERIMENT_NAME"
+
+# orch's diagnostics (warnings, notes, errors; not a command's output) go through Python's logging, which the
+# CLI shows on stderr at this level: DEBUG, INFO, WARNING or ERROR. -v (DEBUG) and -q (WARNING) override it.
+LOG_LEVEL_ENV_VAR = "ORCH_LOG_LEVEL"
+DEFAULT_LOG_LEVEL = "INFO"
+# A file that also gets every diagnostic, DEBUG included, with its time and module; empty: none.
+LOG_FILE_ENV_VAR = "ORCH_LOG_FILE"
+DEFAULT_LOG_FILE = ""

@@ -10,7 +10,7 @@ run() {
   echo "check: $*" >&2
   "$@" || status=1
 }
-run "$bin/ruff" check orchestrator workloads tests benchmarks scripts
+run "$bin/ruff" check orch orchestrator workloads tests benchmarks scripts examples
 run "$bin/mypy"
 run "$bin/lint-imports"
 run "$bin/python" scripts/function_lengths.py orchestrator workloads benchmarks scripts

@@ -2,8 +2,10 @@
 # Set up orch on a fresh machine: a virtual environment in .venv with orch and its pinned dependencies
 # (torch and torchvision as a matching pair), plus numactl when the system package manager allows it.
 # Idempotent: a second run only checks. `--hf` adds Hugging Face transformers (the `mlm` workload's extra, `hf`);
-# `--dev` adds the test tools and everything the tests need (`hf` too). `--ipex` sets up the optional Intel
-# stack instead, in .venv-ipex (see ipex_env below); .venv is left as it is. `--ccl` (implies --ipex) then
+# `--dev` adds the test tools and everything the tests need (`hf` too; in .venv also `notebook`, `tracking` and
+# `test-tracking`: pandas for the Python API, MLflow and TensorBoard, MLflow's server for the tests). `--ipex`
+# sets up the optional Intel stack instead, in .venv-ipex (see ipex_env below); .venv is left as it is. `--ccl`
+# (implies --ipex) then
 # builds oneCCL's PyTorch bindings from source into .venv-ipex (scripts/build_torch_ccl.sh says what it pins;
 # minutes on two cores, once: the wheel is cached).
 set -euo pipefail
@@ -29,6 +31,12 @@ names=()
 extras=""
 if [ "${#names[@]}" -gt 0 ]; then
   extras="[$(IFS=,; echo "${names[*]}")]"
+fi
+# .venv's tests also use what the IPEX venv's do not need: the notebook API's pandas, MLflow (its server too:
+# the tests start one) and TensorBoard.
+venv_extras=$extras
+if [ "$dev" = 1 ]; then
+  venv_extras="[$(IFS=,; echo "${names[*]},notebook,tracking,test-tracking")]"
 fi
 
 # numactl binds each rank's memory to its socket's NUMA node; without it ranks are pinned with taskset.
@@ -84,6 +92,6 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($python --version)" >&2
   "$python" -m venv .venv
 fi
-echo "setup: installing orch${extras} and its dependencies into .venv (torch is large: the first run takes minutes)" >&2
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras}"
+echo "setup: installing orch${venv_extras} and its dependencies into .venv (torch is large: the first run takes minutes)" >&2
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${venv_extras}"
 echo "setup: ready: $(.venv/bin/orch --version)" >&2

@@ -7,6 +7,7 @@ message and no traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from orchestrator import __version__
@@ -21,9 +22,11 @@ from orchestrator.cli import (
     workloads_cmd,
 )
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, fail_input
+from orchestrator.cli.logs import LogSetupError, add_options, configure
 from orchestrator.core.schema import InvalidInput
 
 COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd)
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
+    for command_parser in sub.choices.values():   # every command says more with -v, less with -q
+        add_options(command_parser)
     return parser
 
 
@@ -44,11 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse: 0 after --help, 2 after a usage error (already printed)
         return int(exit_.code or 0)
     try:
+        configure(args.log_level)
+    except LogSetupError as err:
+        return fail_input(str(err))
+    try:
         return args.run(args)
     except InvalidInput as err:
         return fail_input(str(err))
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        log.warning("interrupted")
         return EXIT_INTERRUPTED
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core.plan import Plan, PlanTooLarge, choose_backend, make_plan
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.core.topology import Topology
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:   # rich is imported when a console is made, not when the CLI starts
     from rich.console import Console
@@ -42,7 +44,7 @@ def embedded_ray_environment(address: str | None) -> Iterator[None]:
     from orchestrator.constants import EMBEDDED_RAY_ENV, RAY_LOOPBACK_ENV_VAR, RAY_LOOPBACK_VALUE
 
     for line in _preset_ray_notes(address):
-        print(f"orch: note: {line}", file=sys.stderr)
+        log.warning("%s", line)
     added = []
     if not (address or os.environ.get("RAY_ADDRESS")):
         for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
@@ -120,7 +122,7 @@ def ray_session(address: str | None, file_topology: Topology | None, topology_pa
 
 def fail_input(message: str) -> int:
     """Bad input: one paragraph on stderr, exit status 2, no traceback."""
-    print(f"orch: error: {message}", file=sys.stderr)
+    log.error("%s", message)
     return EXIT_BAD_INPUT
 
 
@@ -139,6 +141,18 @@ def add_min_nodes_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes-timeout-s", metavar="S", type=positive_number, default=DEFAULT_NODES_TIMEOUT_S,
                         help=f"give up waiting for --min-nodes after S seconds, with exit status 2 "
                              f"(default {DEFAULT_NODES_TIMEOUT_S:g})")
+
+
+def add_tracking_options(parser: argparse.ArgumentParser, mlflow_help: str) -> None:
+    """--mlflow [URI] / --tensorboard (docs/tracking.md): where a sweep is logged besides its results folder."""
+    parser.add_argument("--mlflow", metavar="URI", nargs="?", const=True, default=None,
+                        help=f"{mlflow_help}; URI: the tracking server (http://host:5000) or store; without it, the "
+                             "sweep file's tracking.mlflow, else $MLFLOW_TRACKING_URI, else MLflow's default. "
+                             "Needs the mlflow package (pip install 'orch[tracking]')")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="write TensorBoard event files, one run per trial with the grid as hyperparameters, "
+                             "into RESULTS/tensorboard/ (tensorboard --logdir RESULTS/tensorboard). Needs the "
+                             "tensorboard package (pip install 'orch[tracking]')")
 
 
 def load_topology_arg(path: str | None, *, probe_isa: bool = False) -> Topology:

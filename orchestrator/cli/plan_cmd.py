@@ -1,18 +1,20 @@
 """`orch plan`: the dry run. Shows which grid points will run and why the others cannot, without starting
-Ray or importing torch. `orch sweep` executes exactly this plan."""
+Ray or importing torch. `orch sweep` executes exactly this plan. A thin layer over `orch.plan`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 
-from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console, load_topology_arg, plan_for
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console
 from orchestrator.core.facts import UNKNOWN, WorkloadFacts
 from orchestrator.core.plan import Plan
-from orchestrator.core.plan_view import plan_tables, plan_to_dict
+from orchestrator.core.plan_view import plan_tables
 from orchestrator.core.probe import PROBE_BATCHES
-from orchestrator.io.sweepfile import load_sweep
 from orchestrator.report.render import to_rich
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> None:
@@ -85,14 +87,13 @@ def render_plan(plan: Plan, sweep_path: str = "SWEEP"):
 
 
 def run(args: argparse.Namespace) -> int:
-    sweep = load_sweep(args.sweep)
-    topology = load_topology_arg(args.topology)
-    plan = plan_for(sweep, topology)
+    from orch.api import plan as plan_sweep
+
+    plan = plan_sweep(args.sweep, topology=args.topology)
     if args.json:
-        print(json.dumps(plan_to_dict(plan), indent=2))
+        print(json.dumps(plan.to_dict(), indent=2))
     else:
-        console().print(render_plan(plan, args.sweep))
-    errors = [e for e in (plan.backend.error, plan.precision.error if plan.precision else None) if e]
-    for error in errors:
-        console(stderr=True).print(f"orch: error: {error}", style="bold red")
-    return EXIT_BAD_INPUT if errors else EXIT_OK
+        console().print(render_plan(plan.plan, args.sweep))
+    for error in plan.errors:
+        log.error("%s", error)
+    return EXIT_BAD_INPUT if plan.errors else EXIT_OK

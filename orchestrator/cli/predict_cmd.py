@@ -1,13 +1,17 @@
 """`orch predict`: time-to-train for layouts, batches and clusters not run, with the model's error
-measured on held-out cells beside it. Pure and fast: reads records, fits, plans; imports neither torch nor Ray."""
+measured on held-out cells beside it. Pure and fast: reads records, fits, plans; imports neither torch nor Ray.
+A thin layer over `orch.predict`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from orchestrator.cli.common import EXIT_OK, console, fail_input, positive_int, positive_number
+
+log = logging.getLogger(__name__)
 
 PIPED_WIDTH = 160
 
@@ -91,25 +95,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    """A thin layer over `orch.predict`: its options, then the tables, the JSON or the files."""
+    from orch.api import InputError, predict
     from orchestrator.core.plan import PlanTooLarge
-    from orchestrator.io.predict_inputs import PredictInputError, load_inputs
-    from orchestrator.report.prediction import (
-        NoFeasibleLayout,
-        prediction_report,
-        terminal_prediction,
-        write_prediction,
-    )
+    from orchestrator.io.predict_inputs import PredictInputError
+    from orchestrator.report.prediction import NoFeasibleLayout, terminal_prediction, write_prediction
 
     try:
-        inputs = load_inputs(args)
-        report = prediction_report(inputs)
-    except (PredictInputError, NoFeasibleLayout) as bad:
+        report = predict(args.results, topology=args.topology, nodes=args.nodes, local_batch=args.local_batch,
+                         rcp=args.rcp, samples_per_epoch=args.samples_per_epoch, calibration=args.calibration,
+                         deadline_h=args.deadline_h, budget_node_h=args.budget_node_h).report
+    except (InputError, PredictInputError, NoFeasibleLayout) as bad:
         return fail_input(str(bad))
     except PlanTooLarge as bad:   # a target and lists that make more layouts than one plan holds
         return fail_input(f"--nodes/--local-batch on this target: {bad}")
-    err = console(stderr=True)
     for warning in report.warnings:
-        err.print(f"[yellow]warning:[/] {warning}")
+        log.warning("%s", warning)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -123,5 +124,5 @@ def run(args: argparse.Namespace) -> int:
             paths = write_prediction(report, Path(args.out))
         except OSError as error:
             return fail_input(f"--out {args.out}: cannot write the prediction there ({error.strerror})")
-        err.print(f"wrote {len(paths)} file(s) to {args.out}")
+        log.info("wrote %d file(s) to %s", len(paths), args.out)
     return EXIT_OK

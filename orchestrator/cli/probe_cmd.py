@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 
 from orchestrator.cli.common import EXIT_OK, add_topology_option, console, fail_input, load_topology_arg
 from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS
 from orchestrator.io.sweepfile import load_sweep
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> None:
@@ -61,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json() if result is not None else None, indent=2))
     if result is None:
-        err.print(f"workload {sweep.workload.name} declares every figure the plan needs: nothing to probe "
-                  "(--force measures anyway)")
+        log.info("workload %s declares every figure the plan needs: nothing to probe (--force measures anyway)",
+                 sweep.workload.name)
         return EXIT_OK
     if not args.json:
         out = console()
@@ -72,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"  FLOPs per sample: {result.flops_source}")
         out.print(f"  samples per epoch: {result.samples_source}")
     if probed.cache_path is not None:
-        err.print(f"cached: {probed.cache_path}")
+        log.info("cached: %s", probed.cache_path)
     elif probed.cache_problem:
-        err.print(f"[yellow]not cached:[/] {probed.cache_problem}")
+        log.warning("not cached: %s", probed.cache_problem)
     return EXIT_OK
 
 

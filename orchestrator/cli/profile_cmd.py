@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import shlex
 from pathlib import Path
@@ -23,6 +24,8 @@ from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
 from orchestrator.io.sweepfile import Sweep, load_sweep
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:   # types only: rich and the run layer are imported when a profile runs, not when the CLI starts
     from rich.console import Console
@@ -175,7 +178,7 @@ def _project(project_to: str | None, topology: Topology | None, out: Path, code:
     for p in projections:
         err.print(f"projection {p['label']} → {p['target']}: measured {p['measured_step_ms']:.1f} ms, projected "
                   f"{p['projected_step_ms']['same']:.1f} ms")
-    err.print(f"projection: {path}")
+    log.info("projection: %s", path)
     return code
 
 
@@ -208,7 +211,7 @@ def _run_checked(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, 
         if not findings:
             break
         disturbed_runs.append(tuple(f"{f.check}: {f.detail}" for f in findings))
-        err.print(f"  [yellow]disturbed[/] (run {attempt} of at most {max_passes}): {disturbed_runs[-1][0]}")
+        log.warning("disturbed (run %d of at most %d): %s", attempt, max_passes, disturbed_runs[-1][0])
     result = dataclasses.replace(result, passes=attempt, disturbed_passes=tuple(disturbed_runs))
     save_result(result, out)
     return result
@@ -274,8 +277,8 @@ def _write(results: list[ProfiledTarget], header: dict[str, Any], out: Path, err
     from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
 
     paths = write_profile_report(results, out, header)
-    err.print(f"profile: {out / PROFILE_FILE} and {len(paths) - 1} more file(s)")
+    log.info("profile: %s and %d more file(s)", out / PROFILE_FILE, len(paths) - 1)
     failed = [r for r in results if r.status != "ok"]
     for r in failed:
-        err.print(f"[bold red]{r.label}: {r.status}[/] — {r.reason}")
+        log.error("%s: %s — %s", r.label, r.status, r.reason)
     return EXIT_RUN_FAILED if failed else EXIT_OK

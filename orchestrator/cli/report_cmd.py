@@ -1,11 +1,15 @@
-"""`orch report`: regenerate a sweep's report from its records, at any time, for finished or partial sweeps."""
+"""`orch report`: regenerate a sweep's report from its records, at any time, for finished or partial sweeps, and
+log the folder to MLflow or TensorBoard after the fact. A thin layer over `orch.load` and `orch.track`."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
-from orchestrator.cli.common import EXIT_OK, console, fail_input
+from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, add_tracking_options, console, fail_input
+
+log = logging.getLogger(__name__)
 
 FORMAT_CHOICES = ("terminal", "md", "csv", "json", "png", "all")
 
@@ -25,30 +29,37 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                              "repeatable; default: terminal and all files")
     parser.add_argument("--out", metavar="DIR",
                         help="folder for the report files; default: RESULTS_DIR/report")
+    add_tracking_options(parser, "upload the folder to MLflow after the fact (finished or partial): what the sweep "
+                                 "did not log (a server that was down, no --mlflow), into the sweep's parent run, "
+                                 "with no duplicate child; and the report's files. Exit status 1 if it fails")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.io.store import NotAResultsFolder, load_results
+    """A thin layer over `orch.load` (and `orch.track` for --mlflow / --tensorboard)."""
+    from orch.api import load, track
+    from orchestrator.io.store import NotAResultsFolder
+    from orchestrator.io.tracking import TrackingUnavailable, choose, require
     from orchestrator.report.build import FORMATS, REPORT_FILE, terminal_report, write_report
 
     try:
-        results = load_results(args.results)
-    except NotAResultsFolder as error:
+        loaded = load(args.results)
+        require(choose(None, mlflow=args.mlflow or False, tensorboard=args.tensorboard))
+    except (NotAResultsFolder, TrackingUnavailable) as error:
         return fail_input(str(error))
+    results = loaded.stored
     chosen = set(args.formats or ["terminal", "all"])
     if "all" in chosen:
         chosen |= set(FORMATS)
-    err = console(stderr=True)
     for problem in results.errors:
-        err.print(f"[yellow]warning:[/] {problem}")
+        log.warning("%s", problem)
     if "terminal" in chosen:
         out = console()
         for renderable in terminal_report(results):
             out.print(renderable)
     files = [f for f in FORMATS if f in chosen]
+    out_dir = Path(args.out) if args.out else results.path / "report"
     if files:
-        out_dir = Path(args.out) if args.out else results.path / "report"
         if out_dir.exists() and not out_dir.is_dir():
             return fail_input(f"--out {out_dir}: is a file, not a folder")
         try:
@@ -57,5 +68,8 @@ def run(args: argparse.Namespace) -> int:
             where = f"--out {out_dir}" if args.out else f"the report folder {out_dir}"
             return fail_input(f"{where}: cannot write the report there ({error.strerror}); give --out DIR")
         main = out_dir / REPORT_FILE
-        err.print(f"wrote {len(paths)} file(s) to {out_dir}" + (f" (start with {main})" if main in paths else ""))
+        log.info("wrote %d file(s) to %s%s", len(paths), out_dir, f" (start with {main})" if main in paths else "")
+    if (args.mlflow or args.tensorboard) and not track(results.path, mlflow=args.mlflow,
+                                                       tensorboard=args.tensorboard, report_dir=out_dir):
+        return EXIT_RUN_FAILED
     return EXIT_OK

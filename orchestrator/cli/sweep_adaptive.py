@@ -43,13 +43,15 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def adaptive_options(args: argparse.Namespace, sweep: Sweep) -> AdaptiveOptions | None | int:
-    """The adaptive options, None for a full sweep, or an exit status for bad input (a target topology file)."""
+def adaptive_options(sweep: Sweep, *, budget_s: float | None = None, target_width: float | None = None,
+                     full: bool = False) -> AdaptiveOptions | None:
+    """The adaptive options of `sweep` (its `adaptive` section, overridden by `budget_s` and `target_width`), or
+    None for a full sweep. Raises ValueError for a target topology that cannot be read or has too few nodes."""
     section = sweep.spec.adaptive
-    if args.full or (section is None and args.budget is None and args.target_width is None):
+    if full or (section is None and budget_s is None and target_width is None):
         return None
-    budget = args.budget if args.budget is not None else (section.budget_s if section else None)
-    width = args.target_width if args.target_width is not None else (section.target_rel_width if section else None)
+    budget = budget_s if budget_s is not None else (section.budget_s if section else None)
+    width = target_width if target_width is not None else (section.target_rel_width if section else None)
     if section is None:
         return AdaptiveOptions(budget_s=budget, target_width=width)
     topology = None
@@ -59,10 +61,10 @@ def adaptive_options(args: argparse.Namespace, sweep: Sweep) -> AdaptiveOptions 
         try:
             topology = load_topology(section.target_topology)
         except InvalidInput as err:
-            return fail_input(f"adaptive.target_topology: {err}")
+            raise ValueError(f"adaptive.target_topology: {err}") from None
         if section.nodes > len(topology.nodes):
-            return fail_input(f"adaptive.nodes({section.nodes}) > the {len(topology.nodes)} node(s) of "
-                              f"{section.target_topology}")
+            raise ValueError(f"adaptive.nodes({section.nodes}) > the {len(topology.nodes)} node(s) of "
+                             f"{section.target_topology}")
     return AdaptiveOptions(section.question, budget, width, topology, section.nodes)
 
 
@@ -103,10 +105,11 @@ def replay(args: argparse.Namespace, sweep: Sweep) -> int:
     from orchestrator.core.adaptive.answer import FASTEST
     from orchestrator.io.store import NotAResultsFolder, load_results
 
-    options = adaptive_options(args, sweep)
-    if isinstance(options, int):
-        return options
-    options = options or AdaptiveOptions()
+    try:
+        options = adaptive_options(sweep, budget_s=args.budget, target_width=args.target_width,
+                                   full=args.full) or AdaptiveOptions()
+    except ValueError as err:
+        return fail_input(str(err))
     if options.target_topology is not None:
         return fail_input("--replay answers over the folder's own grid: adaptive.target_topology does not apply")
     try:

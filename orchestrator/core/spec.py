@@ -240,6 +240,19 @@ class AdaptiveSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TrackingSpec:
+    """Where a sweep is logged besides its results folder. Never changes what is measured: a changed section
+    never refuses a resume (io.store's RESULT_AFFECTING leaves it out)."""
+
+    mlflow: str | None = opt(None, "MLflow tracking URI the sweep logs to as it runs (http://host:5000, "
+                                   "sqlite:///mlflow.db, ...); `--mlflow URI` overrides it; docs/tracking.md")
+    experiment: str | None = opt(None, "MLflow experiment of the sweep's runs; default: $MLFLOW_EXPERIMENT_NAME, "
+                                       "else the sweep's name")
+    tensorboard: bool = opt(False, "write TensorBoard event files (one run per trial, the grid as hyperparameters) "
+                                   "into RESULTS/tensorboard/ as the sweep runs")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SweepSpec:
     name: str = opt(MISSING, "sweep name; results go to results/<name>/")
     workload: WorkloadSpec = opt(MISSING, "the workload to train")
@@ -252,6 +265,8 @@ class SweepSpec:
     profile: ProfileSpec | None = opt(None, "what `orch profile` runs when its options do not say (optional)")
     adaptive: AdaptiveSpec | None = opt(None, "measure only the cells a question needs, chosen one at a time "
                                               "(optional; docs/adaptive.md)")
+    tracking: TrackingSpec | None = opt(None, "where the sweep is logged besides its results folder: MLflow, "
+                                              "TensorBoard (optional; never changes results)")
 
     def __post_init__(self) -> None:
         problem = name_problem(self.name, "name")
@@ -278,6 +293,7 @@ SECTIONS: dict[str, type] = {
     "": SweepSpec, "workload": WorkloadSpec, "grid": GridSpec, "measure": MeasureSpec,
     "convergence": ConvergenceSpec, "constraints": ConstraintsSpec, "profile": ProfileSpec,
     "adaptive": AdaptiveSpec,
+    "tracking": TrackingSpec,
 }
 
 

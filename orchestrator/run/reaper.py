@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import select
 import subprocess
@@ -53,6 +54,8 @@ from dataclasses import dataclass
 import psutil
 
 from orchestrator.constants import RAY_SESSION_TOKEN_ENV_VAR
+
+log = logging.getLogger(__name__)
 
 POLL_S = 1.0            # how often the watchdog looks whether the session has ended normally
 GRACE_S = 2.0           # between SIGTERM and SIGKILL
@@ -266,12 +269,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("token")
     parser.add_argument("session_dir")
     args = parser.parse_args(argv)
+    # Its own process, its stdout a log file in Ray's session folder: a timestamp on every line.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S",
+                        stream=sys.stdout)
     session = Session(args.token, args.session_dir)
     outcome = watch(args.driver_pid, session, sys.stdin.fileno())
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {outcome} (driver pid {args.driver_pid})", flush=True)
+    log.info("%s (driver pid %d)", outcome, args.driver_pid)
     if outcome == "driver gone":
         for line in reap(session, keep=[os.getpid()]):
-            print(f"stopped {line}", flush=True)
+            log.info("stopped %s", line)
     return 0
 
 

@@ -17,6 +17,7 @@ import platform
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +52,9 @@ class SweepOptions:
     convergence: bool = True
     json_mode: bool = False
     max_concurrent: int | None = None   # trials in flight at once; None: as many as the rules allow
+    # Called with each record right after it is appended (in the main thread, which alone writes records):
+    # how a sweep is logged elsewhere (io.tracking's `Tracking.record`, which never raises).
+    on_record: tuple[Callable[[rec.Record], None], ...] = ()
 
 
 @dataclass(slots=True)
@@ -124,6 +128,8 @@ class SweepRunner:
         """Append the record; `run` is the trial that produced it (None for an infeasible point, which
         never ran and does not count towards progress)."""
         append_record(self.options.results, record)
+        for hook in self.options.on_record:
+            hook(record)
         if record.status not in (rec.OK, rec.INFEASIBLE):
             self.summary.failed.append(f"{record.key}: {record.status} — {record.reason}")
             if run is not None:

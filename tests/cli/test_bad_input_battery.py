@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main, profile_cmd, sweep_cmd
+from orchestrator.cli import common, main, profile_cmd
 from orchestrator.io.files import MAX_JSON_BYTES, MAX_TRIALS_BYTES, MAX_YAML_BYTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,7 +223,7 @@ def tally(battery_counts):
 def no_ray(monkeypatch):
     def reached(*args, **kwargs):
         raise RayReached
-    monkeypatch.setattr(sweep_cmd, "ray_session", reached)
+    monkeypatch.setattr(common, "ray_session", reached)   # orch.sweep, under `orch sweep`, starts Ray through it
     monkeypatch.setattr(profile_cmd, "ray_session", reached)
 
 

@@ -276,7 +276,9 @@ def test_the_embedded_ray_settings_last_only_as_long_as_the_command(monkeypatch)
 def test_a_preset_ray_setting_that_changes_where_ray_listens_is_said_in_one_line(monkeypatch, capsys, env, address,
                                                                                    said):
     from orchestrator.cli.common import embedded_ray_environment
+    from orchestrator.cli.logs import configure
 
+    configure(None, terminal=False)   # as `main` does: the note is a log record, shown on stderr
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
     for name, value in env.items():
@@ -287,4 +289,4 @@ def test_a_preset_ray_setting_that_changes_where_ray_listens_is_said_in_one_line
     if said is None:
         assert err == ""
     else:
-        assert err.count("\n") == 1 and err.startswith("orch: note: ") and said in err
+        assert err.count("\n") == 1 and err.startswith("warning: ") and said in err

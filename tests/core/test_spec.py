@@ -67,7 +67,7 @@ def test_auto_axes_accepted():
 
 def test_unknown_key_lists_the_valid_keys():
     assert problems(with_(nodes=4)) == [
-        "nodes: unknown key; valid keys are: adaptive, backend, constraints, convergence, grid, measure, name, profile, workload"]
+        "nodes: unknown key; valid keys are: adaptive, backend, constraints, convergence, grid, measure, name, profile, tracking, workload"]
 
 
 def test_unknown_nested_key_has_its_path_and_the_sections_valid_keys():
@@ -148,7 +148,7 @@ def test_every_problem_in_every_section_reported_at_once():
                  convergence__target=..., backend="mpi")
     got = problems(data)
     assert got == [
-        "color: unknown key; valid keys are: adaptive, backend, constraints, convergence, grid, measure, name, profile, workload",
+        "color: unknown key; valid keys are: adaptive, backend, constraints, convergence, grid, measure, name, profile, tracking, workload",
         "grid.ranks[0]: must be >= 1, got 0",
         "grid.local_batch: must be a list, got 'big'",
         "backend: must be one of 'auto', 'ccl', 'gloo'; got 'mpi'",
