@@ -55,7 +55,10 @@ python=${PYTHON:-python3}
 # The Intel stack: Intel Extension for PyTorch 2.8 imports only with torch 2.8.x, and torchvision 0.23.0 is
 # the torchvision built for torch 2.8.0. pyproject.toml pins the main pair (torch 2.14.1), so this venv gets
 # orch's other dependencies read from pyproject.toml (one source of truth) with the torch pair swapped, and
-# then orch itself with --no-deps, which keeps pip from "fixing" torch back to 2.14.1.
+# then orch itself with --no-deps, which keeps pip from "fixing" torch back to 2.14.1. Without the `hf` extra:
+# IPEX 2.8 imports transformers when it is installed, and its own model code names classes that transformers 5
+# (the mlm workload's) removed, so `import intel_extension_for_pytorch` fails (NameError MoeModelOutputWithPast).
+# The mlm workload runs in .venv; nothing the Intel stack's tests run needs it.
 IPEX_PINS="torch==2.8.0 torchvision==0.23.0 intel-extension-for-pytorch==2.8.0"
 ipex_env() {
   local venv=.venv-ipex requirements
@@ -68,6 +71,7 @@ ipex_env() {
   "$venv/bin/python" - "$extras" "$IPEX_PINS" >"$requirements" <<'PY'
 import sys, tomllib
 extras, pins = sys.argv[1].strip("[]").split(",") if sys.argv[1] else [], sys.argv[2].split()
+extras = [name for name in extras if name != "hf"]   # IPEX 2.8 cannot import beside transformers 5 (above)
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 deps = project["dependencies"] + [d for name in extras for d in project["optional-dependencies"][name]]
 swapped = {pin.split("==")[0] for pin in pins}
@@ -76,6 +80,10 @@ PY
   echo "setup: installing $IPEX_PINS and orch's other dependencies into $venv (the first run downloads ~4 GB)" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  if "$venv/bin/python" -m pip show --quiet transformers >/dev/null 2>&1; then   # an older setup put it there
+    echo "setup: removing transformers from $venv: IPEX 2.8 does not import beside it" >&2
+    "$venv/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y transformers
+  fi
   "$venv/bin/python" -c "import torch, intel_extension_for_pytorch as ipex; \
 print(f'setup: ready: $venv: torch {torch.__version__}, intel_extension_for_pytorch {ipex.__version__}')" >&2
 }

@@ -18,7 +18,7 @@ import yaml
 
 from orchestrator.cli import main
 from orchestrator.core.spec import SECTIONS, SweepSpec
-from orchestrator.io.workload_finder import entry_points, find_workload
+from orchestrator.io.workload_finder import UnknownWorkload, entry_points, find_workload
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATED = str(REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml")
@@ -72,9 +72,23 @@ def nested_dataclasses(cls) -> set[type]:
     return out
 
 
+def installed_workloads() -> list:
+    """Every workload's entry point, loaded, but for one whose optional extra is not installed here: .venv-ipex
+    has no transformers (scripts/setup.sh), and collecting this module there must not fail. In .venv every
+    workload loads, and the test below checks that all of them were walked."""
+    found = []
+    for e in entry_points():
+        try:
+            found.append((e.name, find_workload(e.name).workload))
+        except UnknownWorkload as err:
+            if type(err.__cause__).__name__ != "MissingExtra":
+                raise
+    return found
+
+
 SPEC_FIELDS = float_fields(SweepSpec)
-WORKLOAD_FIELDS = [(name, path, kind) for name in [e.name for e in entry_points()]
-                   for path, kind in float_fields(find_workload(name).workload.params_type)]
+WORKLOAD_FIELDS = [(name, path, kind) for name, workload in installed_workloads()
+                   for path, kind in float_fields(workload.params_type)]
 
 
 def test_the_generated_fields_cover_every_section_and_the_issues_examples():
