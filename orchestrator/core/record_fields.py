@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.core.records import KINDS, STATUSES, Kind, Record, Status, ThroughputSection
+from orchestrator.core.records import KINDS, STATUSES, ConvergenceSection, Kind, Record, Status, ThroughputSection
 
 __all__ = ["FIELDS", "Field", "Role", "ValueType", "columns_markdown", "metrics", "params", "row", "series",
            "parse_time"]
@@ -104,6 +104,10 @@ def _throughput(get: Callable[[ThroughputSection], Any]) -> Callable[[Record], A
     return lambda r: get(r.throughput) if r.throughput is not None else None
 
 
+def _convergence(get: Callable[[ConvergenceSection], Any]) -> Callable[[Record], Any]:
+    return lambda r: get(r.convergence) if r.convergence is not None else None
+
+
 def _first_line(r: Record) -> str | None:
     lines = r.reason_lines()
     return lines[0] if lines else None
@@ -141,13 +145,13 @@ FIELDS: tuple[Field, ...] = (
     Field("peak_uss_mib", ValueType.FLOAT, Role.METRIC, "the largest rank's peak unique memory (USS), MiB",
           lambda r: _largest(r.memory.peak_uss_mib) if r.memory is not None else None),
     Field("epochs_to_target", ValueType.FLOAT, Role.METRIC, "a convergence run's epochs to reach the target "
-          "(empty when it did not)", lambda r: r.convergence.epochs_to_target if r.convergence else None),
+          "(empty when it did not)", _convergence(lambda c: c.epochs_to_target)),
     Field("converged", ValueType.BOOL, Role.METRIC, "a convergence run reached the target",
-          lambda r: r.convergence.converged if r.convergence else None),
+          _convergence(lambda c: c.converged)),
     Field("epochs_run", ValueType.FLOAT, Role.METRIC, "epochs a convergence run trained",
-          lambda r: r.convergence.epochs_run if r.convergence else None),
+          _convergence(lambda c: c.epochs_run)),
     Field("train_s", ValueType.FLOAT, Role.METRIC, "a convergence run's training time, s",
-          lambda r: r.convergence.train_s if r.convergence else None),
+          _convergence(lambda c: c.train_s)),
     Field("gflops", ValueType.FLOAT, Role.METRIC, "a GEMM peak record's rate, summed over its ranks, GFLOP/s",
           lambda r: r.peak.gflops if r.peak is not None else None),
     Field("wall_s", ValueType.FLOAT, Role.METRIC, "from reservation to release, s", lambda r: r.wall_s),
@@ -160,11 +164,11 @@ FIELDS: tuple[Field, ...] = (
     Field("memory_estimate_mib", ValueType.FLOAT, Role.INFO, "memory one rank was planned to need, MiB",
           lambda r: r.memory.estimate_mib if r.memory is not None else None),
     Field("convergence_metric", ValueType.STR, Role.INFO, "the metric a convergence run trained to",
-          lambda r: r.convergence.metric if r.convergence else None),
+          _convergence(lambda c: c.metric)),
     Field("convergence_target", ValueType.FLOAT, Role.INFO, "the value it had to reach",
-          lambda r: r.convergence.target if r.convergence else None),
+          _convergence(lambda c: c.target)),
     Field("lr", ValueType.FLOAT, Role.INFO, "a convergence run's scaled learning rate",
-          lambda r: r.convergence.lr if r.convergence else None),
+          _convergence(lambda c: c.lr)),
     Field("allreduce_link", ValueType.STR, Role.INFO, "an all-reduce calibration's link class",
           lambda r: r.allreduce.link if r.allreduce is not None else None),
 )
