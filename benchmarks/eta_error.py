@@ -4,7 +4,8 @@
 
 For each folder, the work the sweep ran is rebuilt from its records (every trial that ran, with its kind,
 layout and the time it took), costed as `orch sweep` costs it before its first trial (`orchestrator.core.eta`,
-the step from the workload's FLOPs per sample — the throughput records keep them — at `STEP_EFFICIENCY` of the
+the step from the probe's timed steps where probe.json has them for the folder's CPU, else from the workload's
+FLOPs per sample — the throughput records keep them — at `STEP_EFFICIENCY` of the
 probed GEMM rate per core, which environment.json keeps since orch 0.2; an older folder's 1-rank, 1-thread
 GEMM peak stands in, and the line says so), and replayed: after each trial ends, the estimate is told what
 the record measured, as the live sweep tells it, and asked what is left. Printed per folder:
@@ -49,6 +50,28 @@ def _rate(results: Any, precision: str) -> tuple[float | None, str]:
         else (None, "no probe and no peak")
 
 
+def _probed_step(path: Path, results: Any) -> tuple[Any, float, str] | None:
+    """The step the live sweep costed from its probe's timed steps (probe.json, `measure.probe: always` or a
+    workload without declared figures), where the probe timed steps on the folder's CPU; None otherwise."""
+    from orchestrator.core import eta
+    from orchestrator.core.isa import CpuIsa
+    from orchestrator.io.probe_cache import PROBE_FILE, read_probe
+
+    probe = read_probe(path / PROBE_FILE)
+    cpus = results.environment.get("cpus") or []
+    if probe is None or not cpus or not cpus[0]:
+        return None
+    cpu = CpuIsa.from_dict(cpus[0]).identity
+    timed = probe.step_s(8, probe.threads, cpu)
+    if timed is None:
+        return None
+    startup = probe.startup_s(cpu)
+    return ((lambda local_batch, threads: probe.step_s(local_batch, threads, cpu) or timed),
+            startup or eta.STARTUP_S,
+            f"steps the probe timed ({timed:.3g} s at local batch 8 on {probe.threads} thread(s)), "
+            + (f"its start-up {startup:.1f} s" if startup else f"start-up {eta.STARTUP_S:g} s"))
+
+
 def rebuild(path: Path) -> tuple[Any, str]:
     """The folder's work, run costs and finished trials, and a line about the CPU and what the estimate rests
     on; raises SystemExit with the reason when the folder cannot be replayed."""
@@ -65,8 +88,15 @@ def rebuild(path: Path) -> tuple[Any, str]:
     ran = [r for r in results.records if r.wall_s and r.started_at and r.status != Status.INFEASIBLE]
     flops = next((r.throughput.train_flops_per_sample for r in ran if r.throughput is not None
                   and r.throughput.train_flops_per_sample), None)
-    if rate is None or flops is None:
+    probed = _probed_step(path, results)
+    if probed is None and (rate is None or flops is None):
         raise SystemExit(f"{path}: no estimate to replay ({rate_how if rate is None else 'no FLOPs per sample'})")
+
+    def step_of(local_batch: int, threads: int) -> float:
+        if probed is not None:
+            return probed[0](local_batch, threads)
+        assert rate is not None and flops is not None
+        return eta.step_s(flops, local_batch, threads, rate)
     measure, conv = spec.get("measure") or {}, spec.get("convergence")
     derived = results.derived
     cores = sum(len(s) for n in results.topology.get("nodes") or [] for s in n.get("sockets") or [])
@@ -74,30 +104,34 @@ def rebuild(path: Path) -> tuple[Any, str]:
     costs = None if conv is None else eta.RunCosts(
         int(derived.samples_per_epoch or 0), float(conv["max_epochs"]), float(conv["eval_every_epochs"]),
         params.get("test_samples") if isinstance(params.get("test_samples"), int) else None, node_cores)
+    startup = probed[1] if probed is not None else eta.STARTUP_S
     work = []
     for r in ran:
         threads = r.threads_per_rank or 1
         shape = eta.Shape(r.ranks or 1, threads, r.local_batch) if r.local_batch else None
-        step = eta.step_s(flops, r.local_batch, threads, rate) if r.local_batch else None
+        step = step_of(r.local_batch, threads) if r.local_batch else None
         if r.kind == Kind.THROUGHPUT and step is not None:
             estimate = eta.throughput_s(step, measure.get("warmup_steps", 3), measure.get("timed_steps", 12),
-                                        measure.get("repeats", 3))
+                                        measure.get("repeats", 3)) + startup - eta.STARTUP_S
         elif r.kind == Kind.CONVERGENCE and costs is not None and shape is not None and step is not None:
-            estimate = eta.convergence_run_s(costs, shape, step, epochs=eta.CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs)
+            estimate = eta.convergence_run_s(costs, shape, step, epochs=eta.CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs,
+                                             startup_s=startup)
         else:
             estimate = eta.STARTUP_S + (eta.PEAK_S if r.kind == Kind.PEAK else eta.ALLREDUCE_S)
         work.append(eta.Work(r.key, r.kind, estimate, (r.ranks or 1) * threads, shape, step))
     finished = [(_seconds(r.started_at), float(r.wall_s), r) for r in ran]
-    about = (f"{env.get('cpu_model') or 'CPU not recorded'}, {precision}; {flops / 1e9:,.3g} GFLOP per sample at "
-             f"{eta.STEP_EFFICIENCY:.0%} of {rate:,.1f} GFLOP/s per core ({rate_how})")
-    return (work, max(cores, 1), costs, finished), about
+    about = f"{env.get('cpu_model') or 'CPU not recorded'}, {precision}; " + (
+        probed[2] if probed is not None else
+        f"{(flops or 0) / 1e9:,.3g} GFLOP per sample at {eta.STEP_EFFICIENCY:.0%} of {rate or 0:,.1f} GFLOP/s per "
+        f"core ({rate_how})")
+    return (work, max(cores, 1), costs, finished, startup), about
 
 
 def report(path: Path, trials: bool) -> list[str]:
     from orchestrator.core import eta
 
-    (work, cores, costs, finished), about = rebuild(path)
-    replayed = eta.replay(work, cores, costs, finished)
+    (work, cores, costs, finished, startup), about = rebuild(path)
+    replayed = eta.replay(work, cores, costs, finished, startup)
     lines = [f"## {path}", f"- {about}",
              f"- {len(finished)} trials: " + ", ".join(f"{sum(w.kind == k for w in work)} {k}" for k in
                                                       dict.fromkeys(w.kind for w in work)),
@@ -114,18 +148,18 @@ def report(path: Path, trials: bool) -> list[str]:
             lines.append(f"- {share:.0%} of the way ({eta.duration_text(at[0])} in): about "
                          f"{eta.duration_text(at[1])} left, {eta.duration_text(at[2])} were ({at[1] / at[2] - 1:+.1%})")
     if trials and costs is not None:
-        lines += _convergence_lines(work, cores, costs, finished)
+        lines += _convergence_lines(work, cores, costs, finished, startup)
     return lines
 
 
-def _convergence_lines(work: list[Any], cores: int, costs: Any, finished: list[Any]) -> list[str]:
+def _convergence_lines(work: list[Any], cores: int, costs: Any, finished: list[Any], startup: float) -> list[str]:
     """Each convergence run's cost model checked at its own epochs (what the run measures, not the CPU), with
     what the estimate knew when the run started (the steps of the throughput trials, start-ups, peaks, and the
     evaluation cost of the runs finished before it), against its wall time; the priors alone beside it."""
     from orchestrator.core import eta
     from orchestrator.core.records import Kind
 
-    model = eta.Eta(work, cores, costs)
+    model = eta.Eta(work, cores, costs, startup)
     ends = sorted(finished, key=lambda f: f[0] + f[1])
     out, errors, priors = [], [], []
     for start, wall, r in sorted(finished, key=lambda f: f[0]):
@@ -140,7 +174,7 @@ def _convergence_lines(work: list[Any], cores: int, costs: Any, finished: list[A
         measured = eta.convergence_run_s(costs, w.shape, m.step_of(w), epochs=epochs, eval_sample_cost=cost,
                                          startup_s=m.startup_of(w.kind, w.shape.ranks),
                                          packing=m.packing if w.cores < costs.node_cores else 1.0)
-        prior = eta.convergence_run_s(costs, w.shape, w.step_s, epochs=epochs)
+        prior = eta.convergence_run_s(costs, w.shape, w.step_s, epochs=epochs, startup_s=startup)
         errors.append(measured / wall - 1)
         priors.append(prior / wall - 1)
         out.append(f"  - {r.key} ({r.ranks}×{r.threads_per_rank}×{r.local_batch}, {epochs:g} epochs): "

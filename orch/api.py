@@ -292,11 +292,12 @@ class _SweepCall:
         return runner.summary
 
     def _probed(self, session: RaySession) -> Sweep:
-        """The sweep with the probe it plans with: where the workload does not declare a figure and no probe of
-        these parameters is cached, one runs now, on this machine, before any trial (no Ray: run.probe). A probe
-        that fails is bad input, with the rank's error, except for a training script: it runs as it is, and a
-        script that fails at a probe batch may still run the grid's own cells, so its memory stays unchecked
-        and each trial records its own failure."""
+        """The sweep with the probe it plans with: where the workload does not declare a figure (or the sweep
+        says `measure.probe: always`) and no probe of these parameters is cached (with a step timed on this CPU),
+        one runs now, on this machine, before any trial (no Ray: run.probe). A probe that fails is bad input,
+        with the rank's error, except for a training script: it runs as it is, and a script that fails at a
+        probe batch may still run the grid's own cells, so its memory stays unchecked and each trial records
+        its own failure."""
         from orchestrator.cli.common import console
         from orchestrator.run.probe import ProbeFailed, probe_for
 
@@ -315,13 +316,20 @@ class _SweepCall:
                         "on and each trial records how it ended", failure)
             return sweep
         if probed.measured and not quiet and probed.sweep.probe is not None:
-            err.print(f"probe: memory per rank {probed.sweep.probe.memory.text()}"
+            probe = probed.sweep.probe
+            largest = probe.points[-1]   # the points are in batch order
+            err.print(f"probe: memory per rank {probe.memory.text()}"
+                      + (f"; a step {largest.step_s:.3g} s at local batch {largest.local_batch} on {probe.threads} "
+                         "thread(s)" if largest.step_s is not None else "")
                       + (f"; not cached: {probed.cache_problem}" if probed.cache_problem else ""))
         return probed.sweep
 
 
 def _probe_note(sweep: Sweep, setup: Any, precision: str) -> str:
-    return (f"probing workload {sweep.workload.name} first (not known yet: {', '.join(sweep.facts.unknown())}) in "
+    unknown = sweep.facts.unknown()
+    why = (f"not known yet: {', '.join(unknown)}" if unknown else
+           "measure.probe: always, for its step time on this CPU, which the time estimate rests on")
+    return (f"probing workload {sweep.workload.name} first ({why}) in "
             f"{precision}, one rank on CPU(s) {', '.join(map(str, setup.cpus))}: local batches "
             f"{' and '.join(map(str, PROBE_BATCHES))}")
 

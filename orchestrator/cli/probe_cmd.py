@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
     def point(p) -> None:
         err.print(f"  local batch {p.local_batch}: peak {p.peak_uss_mib:,.0f} MiB unique (the rank's high-water "
-                  f"mark {_mib(p.rank_peak_uss_mib)}, the launcher's watch {_mib(p.watched_peak_uss_mib)}), "
-                  f"{p.wall_s:.1f} s")
+                  f"mark {_mib(p.rank_peak_uss_mib)}, the launcher's watch {_mib(p.watched_peak_uss_mib)})"
+                  + (f", a step {p.step_s:.3g} s" if p.step_s is not None else "") + f", {p.wall_s:.1f} s in all")
 
     try:
         probed = probe_for(sweep, topology, ccl_installed(), force=args.force, on_start=started, on_point=point)

@@ -1,9 +1,11 @@
 """How long a sweep will take, said before its first trial starts and refined as trials finish.
 
-A first estimate comes from what is known before anything runs: the workload's training FLOPs per sample,
-each node's GEMM rate per core in the chosen precision (the ISA probe, `orchestrator.core.isa`), and the
-planned trials. A training step is costed at `STEP_EFFICIENCY` of that GEMM rate on the rank's cores (the
-default sweep's steps ran at 55-70% of one core's GEMM peak); every trial adds `STARTUP_S` of rank start-up.
+A first estimate comes from what is known before anything runs: the planned trials, and a training step's
+time. Where the workload's probe timed its steps on this CPU (`ProbeResult.step_s`), a step is that, and a
+training rank's start-up the probe's. Otherwise the step is the workload's training FLOPs per sample at
+`STEP_EFFICIENCY` of each node's GEMM rate per core in the chosen precision (the ISA probe,
+`orchestrator.core.isa`): a share that held on a Zen 4 (55-70% of one core's GEMM peak) and not on an
+AVX2-only Zen 3 (10-37%), hence the probe; and every trial adds `STARTUP_S` of rank start-up.
 
 A convergence run (`RunCosts`, `convergence_run_s`) is start-up, plus its training steps, plus its
 evaluations, each costed by what it does rather than by a share:
@@ -24,12 +26,13 @@ constant tuned on one CPU has to hold on another:
 - packing: a run on fewer cores than its node runs beside others (convergence runs pack), which slows it as
   much as the GEMM peak slows when every core of the node computes at once (the peak records: R × the 1-rank
   peak over the R-rank peak measured at once; 1.08 on a Zen 4 VM, about 2 where two vCPUs share a core);
-- epochs: the finished seeds of the same global batch, else the prior scaled as the finished runs were;
+- epochs: the finished seeds of the same global batch, else the nearest measured global batch's, × 1.29 per
+  doubling (`EPOCHS_BATCH_EXPONENT`, measured on the committed folders), else the prior;
 - evaluation: what a finished run spent beyond its steps, per evaluated sample, over a trained sample's cost.
 
 Other kinds are scaled by what their finished trials took against their estimates (the median ratio).
-Timing trials run one after another (each keeps its node to itself); convergence runs pack onto free cores,
-so their time is their core-seconds over the cores, and never less than the longest one.
+Timing trials run one after another (each keeps its node to itself); convergence runs pack onto free cores as
+the driver packs them (`packed_s`: in order, each one that fits started as cores free up).
 
 Pure: the caller passes the planned work, the figures, the records and the clock's readings.
 
@@ -57,6 +60,10 @@ PEAK_S = 3.5                    # a GEMM peak: sizing, 2 warm-up matmuls, 2 s ti
 ALLREDUCE_S = 6.0               # a calibration: 4 KiB to 64 MiB, 3 blocks each
 STEP_EFFICIENCY = 0.6           # a training step's FLOP rate over the probe's GEMM rate on the same cores
 CONVERGENCE_EPOCHS_PRIOR = 0.5  # share of max_epochs a convergence run is costed at before one has finished
+# Epochs-to-target grow with the global batch: × 2^0.36 = 1.29 per doubling, the median of the 16 doublings in the
+# committed results folders (1.00 to 1.68; none fell). Epochs are the workload's, not the CPU's. A global batch
+# no finished run has measured is costed at the nearest measured one's epochs scaled so.
+EPOCHS_BATCH_EXPONENT = 0.36
 EVAL_SHARE = 0.1                # evaluation's time over training's, where the eval set's size is not known
 # An evaluated sample's time over a trained one's, until a finished run measures it: a forward pass is about a
 # third of a training step's FLOPs, but detection's post-processing and scoring are not FLOPs (the default
@@ -157,16 +164,49 @@ def packing_of(peaks: Mapping[tuple[int, int], float]) -> float:
     return max(1.0, together[0] * alone / together[1])
 
 
+def packed_s(waiting: Sequence[tuple[float, int]], cores: int,
+             in_flight: Sequence[tuple[float, int]] = ()) -> float:
+    """When the last of the packed runs ends: `waiting` (seconds, cores), in order, started as the driver starts
+    them (whenever cores free up, every waiting run that fits, in order, the ones that do not fit skipped), after
+    the runs `in_flight` (seconds left, cores). Core-seconds over cores would be the bound of a perfect packing:
+    a 1-core run alone leaves the other core idle while the 2-core runs after it wait (the default sweep's last
+    global-batch-8 seed before its global-batch-16 runs), which made the "left" estimate 32% short midway.
+
+    >>> packed_s([(100.0, 1), (100.0, 1)], 2)                # side by side
+    100.0
+    >>> packed_s([(100.0, 1), (100.0, 1), (100.0, 1), (50.0, 2)], 2)   # the third alone, then the 2-core one
+    250.0
+    >>> packed_s([(50.0, 2)], 2, in_flight=[(30.0, 1)])       # it waits for the run in flight
+    80.0
+    """
+    running = [(end, min(c, cores)) for end, c in in_flight]
+    pending = [(s, min(c, cores)) for s, c in waiting]
+    now = 0.0
+    while True:
+        free = cores - sum(c for _, c in running)
+        for job in list(pending):
+            if job[1] <= free:
+                running.append((now + job[0], job[1]))
+                free -= job[1]
+                pending.remove(job)
+        if not running:
+            return now
+        now = min(end for end, _ in running)
+        running = [(end, c) for end, c in running if end > now]
+
+
 class Eta:
     """The remaining time of a sweep: first estimates, refined by what finished trials measured."""
 
-    def __init__(self, work: Sequence[Work], cores: int, costs: RunCosts | None = None):
+    def __init__(self, work: Sequence[Work], cores: int, costs: RunCosts | None = None,
+                 startup_s: float = STARTUP_S):
         self.work = {w.key: w for w in work}
         self.cores = max(1, cores)
         self.costs = costs
+        self.startup_s = startup_s   # a training rank's start-up until a finished trial measures one
         self.ratios: dict[str, list[float]] = {}
         self.done: set[str] = set()
-        self.measured = Measured()
+        self.measured = Measured(startup_s)
 
     def finished(self, key: str, wall_s: float, record: Record | None = None) -> None:
         w = self.work.get(key)
@@ -190,26 +230,28 @@ class Eta:
         left = {k: max(0.0, self.expected_s(w) - running_s.get(k, 0.0))
                 for k, w in self.work.items() if k not in self.done}
         timing = sum(s for k, s in left.items() if self.work[k].kind not in PACKED_KINDS)
-        packed = [(s, self.work[k].cores) for k, s in left.items() if self.work[k].kind in PACKED_KINDS]
+        packed = [(k, s, self.work[k].cores) for k, s in left.items() if self.work[k].kind in PACKED_KINDS]
         if not packed:
             return timing
-        return timing + max(max(s for s, _ in packed), sum(s * c for s, c in packed) / self.cores)
+        in_flight = [(s, c) for k, s, c in packed if running_s.get(k, 0.0) > 0]
+        waiting = [(s, c) for k, s, c in packed if running_s.get(k, 0.0) <= 0]
+        return timing + packed_s(waiting, self.cores, in_flight)
 
     @property
     def total_s(self) -> float:
-        return Eta(list(self.work.values()), self.cores, self.costs).remaining_s()
+        return Eta(list(self.work.values()), self.cores, self.costs, self.startup_s).remaining_s()
 
 
 class Measured:
     """What the finished trials measured that a convergence run's cost rests on (the module says how)."""
 
-    def __init__(self) -> None:
+    def __init__(self, startup_s: float = STARTUP_S) -> None:
+        self.startup_prior_s = startup_s
         self.steps: dict[Shape, float] = {}            # a timed layout's step, seconds
         self.step_ratios: list[float] = []             # measured step ÷ its FLOP estimate
         self.startups: dict[tuple[str, int], list[float]] = {}   # start-up seconds by (kind, ranks)
         self.peaks: dict[tuple[int, int], float] = {}  # GEMM peak GFLOP/s by (ranks, threads), measured at once
         self.epochs: dict[int, list[float]] = {}       # epochs run by global batch
-        self.epoch_ratios: list[float] = []            # epochs run ÷ the prior
         self.eval_costs: list[float] = []              # an evaluated sample's time ÷ a trained one's
 
     def add(self, r: Record, eta: Eta) -> None:
@@ -234,7 +276,6 @@ class Measured:
             return
         shape = Shape(r.ranks or 1, r.threads_per_rank or 1, r.local_batch or 1)
         self.epochs.setdefault(shape.global_batch, []).append(c.epochs_run)
-        self.epoch_ratios.append(c.epochs_run / (CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs))
         step = self.steps.get(shape)
         if step is None or c.train_s is None or not costs.eval_samples or not c.curve:
             return
@@ -256,19 +297,33 @@ class Measured:
     def startup_of(self, kind: str, ranks: int) -> float:
         """The median start-up of finished trials of this kind with as many ranks, else of this kind, else of any
         kind with as many ranks (a convergence run builds its data and starts beside packed neighbours: its
-        start-up is its own), else STARTUP_S."""
+        start-up is its own), else the prior (the probe's start-up where it measured one, else STARTUP_S)."""
         for match in (lambda k, r: (k, r) == (kind, ranks), lambda k, r: k == kind, lambda k, r: r == ranks):
             found = [s for (k, r), values in self.startups.items() if match(k, r) for s in values]
             if found:
                 return statistics.median(found)
-        return STARTUP_S
+        return self.startup_prior_s
+
+    def epochs_of(self, global_batch: int, prior: float) -> float:
+        """The finished seeds' mean at this global batch; else the nearest measured global batch's, scaled by
+        EPOCHS_BATCH_EXPONENT; else the prior.
+
+        >>> m = Measured()
+        >>> m.epochs[8] = [5.0, 5.5]
+        >>> m.epochs_of(8, 5.0), round(m.epochs_of(16, 5.0), 2), m.epochs_of(4, 5.0) < 5.25
+        (5.25, 6.74, True)
+        """
+        if global_batch in self.epochs:
+            return statistics.fmean(self.epochs[global_batch])
+        if not self.epochs:
+            return prior
+        nearest = min(self.epochs, key=lambda gb: abs(math.log(global_batch / gb)))
+        growth: float = (global_batch / nearest) ** EPOCHS_BATCH_EXPONENT
+        return statistics.fmean(self.epochs[nearest]) * growth
 
     def convergence_s(self, w: Work, costs: RunCosts) -> float:
         assert w.shape is not None
-        gb = w.shape.global_batch
-        prior = CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs
-        epochs = (statistics.fmean(self.epochs[gb]) if gb in self.epochs
-                  else prior * (statistics.median(self.epoch_ratios) if self.epoch_ratios else 1.0))
+        epochs = self.epochs_of(w.shape.global_batch, CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs)
         packing = self.packing if w.cores < costs.node_cores else 1.0
         cost = statistics.median(self.eval_costs) if self.eval_costs else EVAL_SAMPLE_COST
         return convergence_run_s(costs, w.shape, self.step_of(w), epochs=min(epochs, costs.max_epochs),
@@ -292,7 +347,7 @@ class Replayed:
 
 
 def replay(work: Sequence[Work], cores: int, costs: RunCosts | None,
-           finished: Sequence[tuple[float, float, Record]]) -> Replayed:
+           finished: Sequence[tuple[float, float, Record]], startup_s: float = STARTUP_S) -> Replayed:
     """The estimate of a sweep run again over its records: `finished` holds (start, wall seconds, record) of
     each trial, its start in seconds on any common clock. At every trial's end the estimate is told, as the
     live sweep tells it, and asked what is left with the trials then in flight counted down.
@@ -303,7 +358,7 @@ def replay(work: Sequence[Work], cores: int, costs: RunCosts | None,
     >>> r.first_s, r.actual_s, r.points[0]       # after a took twice its estimate, b is expected at 20 s
     (20.0, 40.0, (20.0, 20.0, 20.0))
     """
-    eta = Eta(work, cores, costs)
+    eta = Eta(work, cores, costs, startup_s)
     first = eta.total_s
     if not finished:
         return Replayed(first, 0.0, ())

@@ -61,6 +61,17 @@ class CpuIsa:
         return any(flag in self.features for flag in BF16_FLAGS) and not self.capped_below_bf16
 
     @property
+    def identity(self) -> str:
+        """The CPU as far as a step time tells it apart: its model name, the ISA features it reports and a cap
+        in force. The model name alone is not enough: a cloud VM's can be 'AMD EPYC' on a Zen 3 and a Zen 4.
+
+        >>> CpuIsa(features=("avx2",), cpu_model="AMD EPYC").identity
+        'AMD EPYC (avx2)'
+        """
+        cap = f", capped at {self.isa_cap}" if self.isa_cap else ""
+        return f"{self.cpu_model or 'an unnamed CPU'} ({' '.join(self.features) or 'no listed ISA features'}{cap})"
+
+    @property
     def capped_below_bf16(self) -> bool:
         """Whether ONEDNN_MAX_CPU_ISA keeps oneDNN below its bf16 code (AVX2, AVX512_CORE, ...; not
         AVX512_CORE_BF16, AVX512_CORE_AMX or ALL)."""

@@ -37,8 +37,9 @@ PROBE_FORMAT = 1
 # MiB of allocator and library pages) three times less than a gap of 2, at the cost of a step of 8 samples.
 PROBE_BATCHES = (2, 8)
 # Training steps per probe process: the first creates the optimizer's state and oneDNN's primitives, the
-# second is the steady state; the third shows that nothing still grows.
-PROBE_STEPS = 3
+# second is the steady state; the others show that nothing still grows, and time a step: the median of the four
+# after the first (two were too few: one step still warming moved a batch-2 step from 0.45 s to 0.71 s).
+PROBE_STEPS = 5
 # Added on top of the fitted peak: allocator fragmentation at larger batches, the collectives' buffers at more
 # ranks, and what a few steps do not show. benchmarks/validate_probe.py measures how much of it is used.
 MEMORY_MARGIN = 0.15
@@ -147,6 +148,8 @@ class ProbePoint(JsonObject):
     samples_per_epoch: int | None = None  # Trainer.samples_per_epoch()
     gradient_bytes: int = 0              # the trained parameters' gradients
     wall_s: float = 0.0
+    step_s: float | None = optional()    # a steady training step (the median of those after the first), seconds
+    startup_s: float | None = optional()  # from its launch to its first step (imports, build), seconds
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,6 +174,32 @@ class ProbeResult(JsonObject):
     flops_source: str
     samples_per_epoch: int | None
     samples_source: str
+    cpu: str | None = optional()    # the CPU's model name where it ran: its step times hold for that CPU only
+
+    def startup_s(self, cpu: str) -> float | None:
+        """A rank's start-up on `cpu` (launch to first step: imports, the model's build), the mean of the probe's
+        processes; None where none said, or on another CPU."""
+        said = [p.startup_s for p in self.points if p.startup_s is not None and p.startup_s > 0]
+        return sum(said) / len(said) if said and self.cpu and cpu == self.cpu else None
+
+    def step_s(self, local_batch: int, threads: int, cpu: str) -> float | None:
+        """One rank's training step at `local_batch` on `threads` threads of `cpu`, from the steps the probe
+        timed; None where it timed none, or ran on another CPU (a step time is the CPU's, not the workload's).
+
+        Affine in the batch through the timed points (a step has a fixed part: optimizer, launches, the
+        parameters' traffic; a peak-to-peak line never falls: a slope below 0 is jitter, taken as 0). Linear in
+        threads from the probe's own: the probe ran every core of its socket at once, so its per-core rate is
+        the rate of cores that all compute, as convergence runs packed side by side do; a layout with fewer
+        threads alone is faster than that, by its thread scaling, which only its own trial measures.
+
+        """
+        timed = [(p.local_batch, p.step_s) for p in self.points if p.step_s is not None and p.step_s > 0]
+        if not timed or not self.cpu or cpu != self.cpu:
+            return None
+        (b0, s0), (b1, s1) = min(timed), max(timed)
+        slope = max(0.0, (s1 - s0) / (b1 - b0)) if b1 > b0 else s0 / b0   # one batch timed: proportional
+        at_batch = max(s0 + slope * (local_batch - b0), s0 * min(1.0, local_batch / b0))
+        return at_batch * self.threads / max(1, threads)
 
 
 def probe_key(fields: Mapping[str, Any]) -> str:
@@ -209,10 +238,10 @@ def _samples(points: Sequence[ProbePoint]) -> tuple[int | None, str]:
 
 
 def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *, threads: int, measured_at: str,
-                 ddp_copies: float, margin: float = MEMORY_MARGIN) -> ProbeResult:
+                 ddp_copies: float, margin: float = MEMORY_MARGIN, cpu: str | None = None) -> ProbeResult:
     """The result of a probe from its points: memory fitted (DDP's copies of the measured gradient bytes
     added), FLOPs from the largest batch's count, samples per epoch from the trainer. `key_fields` are what
-    `probe_key` hashes, kept in the result."""
+    `probe_key` hashes, kept in the result; `cpu`: the model name of the CPU it ran on."""
     ordered = sorted(points, key=lambda p: p.local_batch)
     gradient_mib = max(p.gradient_bytes for p in ordered) / 2**20
     memory = fit_memory([p.local_batch for p in ordered], [p.peak_uss_mib for p in ordered],
@@ -226,4 +255,4 @@ def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *,
                        backend=str(f["backend"]), held_batches=int(f["held_batches"]), threads=threads,
                        measured_at=measured_at, points=tuple(ordered), ddp_copies=ddp_copies, memory=memory,
                        flops_per_sample=flops, flops_source=flops_source, samples_per_epoch=samples,
-                       samples_source=samples_source)
+                       samples_source=samples_source, cpu=cpu or None)

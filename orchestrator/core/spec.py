@@ -19,6 +19,7 @@ Backend = Literal["auto", "ccl", "gloo"]
 # What a timing trial keeps to itself while trials run concurrently (orchestrator.core.schedule).
 Isolation = Literal["node", "socket", "none"]
 LrRule = Literal["none", "linear", "sqrt"]
+ProbeWhen = Literal["auto", "always"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # A workload's name may also be an import path (`pkg.mod:attr`): still one file name, never a path.
@@ -141,6 +142,11 @@ class MeasureSpec:
                "building the model, DDP) ends the trial as timeout: start-up is one long phase without steps, and "
                "on a slow or loaded CPU it can take minutes, so it is not judged by step_timeout_s",
         exclusive_minimum=0)
+    probe: ProbeWhen = opt(
+        "auto", "when the sweep probes its workload (one rank at local batches 2 and 8, cached; docs/probe.md): "
+                "auto (default: when a figure the plan needs is not declared: memory per rank, FLOPs or epoch "
+                "size), always (also when every figure is declared, for the probe's timed steps on this CPU, which "
+                "the sweep's time estimate then rests on instead of a share of the GEMM rate; docs/costs.md)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -207,6 +207,8 @@ CALIBRATION_SWITCHES = ("measure.peak", "measure.allreduce")
 # timed out can be given more time and the sweep resumed in its folder.
 SUPERVISION_SETTINGS = ("measure.timeout_s", "measure.step_timeout_s", "measure.startup_timeout_s",
                         "convergence.timeout_s")
+# When the sweep probes its workload changes what its time estimate rests on, never a trial's figures.
+PLANNING_SETTINGS = ("measure.probe",)
 # Settings added after results were first written, with the value that older folders were measured under
 # (before concurrency, every trial ran alone: node isolation; before the DDP switches, DDP's own defaults).
 ADDED_SETTINGS = {"measure.isolation": "node", "workload.params.ddp_comm_hook": "none",
@@ -232,8 +234,9 @@ def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topolog
     changes = []
     old, new = ({**ADDED_SETTINGS, **_flatten({k: spec.get(k) for k in RESULT_AFFECTING})}
                 for spec in (old_spec, new_spec))
+    ignored = CALIBRATION_SWITCHES + SUPERVISION_SETTINGS + PLANNING_SETTINGS
     for path in sorted(set(old) | set(new)):
-        if old.get(path) != new.get(path) and path not in CALIBRATION_SWITCHES + SUPERVISION_SETTINGS:
+        if old.get(path) != new.get(path) and path not in ignored:
             changes.append(f"{path}: {old.get(path)!r} → {new.get(path)!r}")
     if old_topology and _comparable_topology(old_topology) != _comparable_topology(new_topology):
         changes.append("topology: the machines differ (sockets, cores or memory)")

@@ -11,7 +11,7 @@ from typing import Any
 from orch.workload import ModelWorkload, Workload
 from orchestrator.core.facts import WorkloadFacts, workload_facts
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
-from orchestrator.core.probe import ProbeResult, probe_key
+from orchestrator.core.probe import PROBE_BATCHES, ProbeResult, probe_key
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.spec import script_problems as spec_script_problems
@@ -79,10 +79,22 @@ class Sweep:
     def with_probe(self, probe: ProbeResult | None) -> Sweep:
         return replace(self, probe=probe)
 
+    @property
+    def probes_always(self) -> bool:
+        """`measure.probe: always`: probed for its step time although every figure is declared."""
+        return self.spec.measure.probe == "always"
+
+    def needs_probe(self, cpu: str) -> bool:
+        """Whether a probe would tell something not known: a figure (`WorkloadFacts.needs_probe`), or, with
+        `measure.probe: always`, the step time on `cpu` (`CpuIsa.identity`; a probe from another CPU has none)."""
+        if self.probes_always:
+            return self.probe is None or self.probe.step_s(max(PROBE_BATCHES), self.probe.threads, cpu) is None
+        return self.facts.needs_probe()
+
     def with_cached_probe(self, backend: str) -> Sweep:
         """This sweep (its precision chosen) with the cached probe of its parameters on `backend`, where a figure
-        is not known without one and one has run; itself when it holds that probe already."""
-        if not self.facts.probeable or (self.probe is None and not self.facts.unknown()):
+        is not known without one (or `measure.probe: always`) and one has run; itself when it holds that probe."""
+        if not self.probes_always and (not self.facts.probeable or (self.probe is None and not self.facts.unknown())):
             return self
         fields = probe_key_fields(self, backend)
         if self.probe is not None and self.probe.key == probe_key(fields):

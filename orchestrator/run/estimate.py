@@ -1,15 +1,18 @@
-"""The sweep's time estimate, before its first trial: the planned work costed from the workload's FLOPs per
-sample (`Sweep.facts`: the workload's own, or the probe's count) and each node's probed GEMM rate per core in the
-chosen precision (`orchestrator.core.eta` says how);
+"""The sweep's time estimate, before its first trial: the planned work costed from the steps the probe timed on
+this CPU where it timed them, else from the workload's FLOPs per sample (`Sweep.facts`: the workload's own, or the
+probe's count) and each node's probed GEMM rate per core in the chosen precision (`orchestrator.core.eta` says how);
 what each trial costs is its kind's (`WorkItem.estimated_s`), but a convergence run's, which is costed by its
 start-up, steps and evaluations (`eta.convergence_run_s`) and refined from what the sweep measures."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.eta import (
     CONVERGENCE_EPOCHS_PRIOR,
+    STARTUP_S,
     STEP_EFFICIENCY,
     Eta,
     RunCosts,
@@ -21,7 +24,7 @@ from orchestrator.core.eta import (
 from orchestrator.core.facts import PROBE, WORKLOAD
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan
-from orchestrator.core.probe import flop_text
+from orchestrator.core.probe import PROBE_BATCHES, flop_text
 from orchestrator.core.records import Kind
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
@@ -49,35 +52,80 @@ def run_costs(ctx: SweepContext) -> RunCosts | None:
                     node.usable_cores(ctx.spec.constraints.hyperthreads))
 
 
+@dataclass(frozen=True, slots=True)
+class ProbedSteps:
+    """What the probe timed on the plan's CPU: a rank's step per layout, its start-up, and the text of both."""
+
+    step_of: Callable[[Trial], float]
+    startup_s: float
+    text: str
+
+
+def _probed_step(ctx: SweepContext) -> ProbedSteps | None:
+    """One rank's step and start-up from the probe's timed ones (`ProbeResult.step_s`, `startup_s`), with what
+    they rest on; None where the probe timed no step, or on another CPU than every node of the plan has."""
+    probe, nodes = ctx.sweep.probe, ctx.plan.topology.nodes
+    cpus = {node.isa.identity for node in nodes if node.isa is not None}
+    if probe is None or len(cpus) != 1 or any(node.isa is None for node in nodes):
+        return None
+    cpu = cpus.pop()
+    largest = max(PROBE_BATCHES)
+    timed = probe.step_s(largest, probe.threads, cpu)
+    if timed is None:
+        return None
+
+    def step_of(t: Trial) -> float:
+        return probe.step_s(t.local_batch, t.threads_per_rank, cpu) or timed
+
+    startup = probe.startup_s(cpu)
+    return ProbedSteps(step_of, startup or STARTUP_S,
+                       f"steps the probe timed on this CPU ({timed:.3g} s at local batch {largest} on "
+                       f"{probe.threads} thread(s)), affine in the batch and linear in threads; a training rank's "
+                       + (f"start-up {startup:.1f} s (the probe's)" if startup else f"start-up {STARTUP_S:g} s"))
+
+
 def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None, str]:
-    """(the estimate, what it rests on), or (None, why there is none)."""
+    """(the estimate, what it rests on), or (None, why there is none). A step is the probe's timed one where
+    the probe timed steps on this CPU (`measure.probe: always` makes sure of it), else its FLOPs at
+    STEP_EFFICIENCY of the probed GEMM rate: a fixed share that holds on one CPU and not another."""
     sweep, plan = ctx.sweep, ctx.plan
     precision = plan.precision.chosen if plan.precision else "fp32"
     rate = _slowest_gflops_per_core(plan, precision)
     flops = sweep.facts.flops.value
     needs_steps = any(item.trains for item in todo)
-    if needs_steps and (rate is None or flops is None):
+    probed = _probed_step(ctx)
+    if needs_steps and probed is None and (rate is None or flops is None):
         why = ("no probed GEMM rate for every node" if rate is None else
                "the sweep file gives no workload.flops_per_sample for the script" if sweep.spec.workload.script else
                f"no FLOPs per sample ({sweep.facts.flops.source})")
         return None, f"no time estimate: {why}"
 
     def step_of(t: Trial) -> float:
+        if probed is not None:
+            return probed.step_of(t)
         assert rate is not None and flops is not None   # checked above, for every item that trains
         return step_s(flops, t.local_batch, t.threads_per_rank, rate)
 
     costs = run_costs(ctx)
+    startup = probed.startup_s if probed is not None else STARTUP_S
     work = []
     for item in todo:
         t = item.planned.trial
         shape = Shape(t.ranks, t.threads_per_rank, t.local_batch) if item.trains else None
         step = step_of(t) if item.trains else None
         estimate = item.estimated_s(ctx, step_of)
+        if item.trains:   # a rank that trains builds its model as the probe's did (the kinds cost STARTUP_S)
+            estimate += startup - STARTUP_S
         if item.KIND == Kind.CONVERGENCE and costs is not None and shape is not None and step is not None:
-            estimate = convergence_run_s(costs, shape, step, epochs=CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs)
+            estimate = convergence_run_s(costs, shape, step, epochs=CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs,
+                                         startup_s=startup)
         work.append(Work(item.key, item.KIND, estimate, t.ranks * t.threads_per_rank, shape, step))
     origin = "the sweep file’s" if sweep.spec.workload.script else FLOPS_ORIGIN.get(sweep.facts.flops.origin, "")
-    basis = (f"{flop_text(flops)} per sample ({origin}) at "
-             f"{STEP_EFFICIENCY:.0%} of {rate:,.1f} GFLOP/s per core ({precision}, the ISA probe)"
-             if needs_steps and flops and rate else "start-up and fixed-length trials")
-    return Eta(work, plan.topology.usable_cores(sweep.spec.constraints.hyperthreads), costs), basis
+    if not needs_steps:
+        basis = "start-up and fixed-length trials"
+    elif probed is not None:
+        basis = probed.text
+    else:
+        basis = (f"{flop_text(flops or 0)} per sample ({origin}) at "
+                 f"{STEP_EFFICIENCY:.0%} of {rate or 0:,.1f} GFLOP/s per core ({precision}, the ISA probe)")
+    return Eta(work, plan.topology.usable_cores(sweep.spec.constraints.hyperthreads), costs, startup), basis

@@ -40,6 +40,7 @@ from orchestrator.core.records import utc_timestamp
 from orchestrator.core.schema import to_plain
 from orchestrator.core.topology import Topology
 from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
+from orchestrator.io.isa import from_flags
 from orchestrator.io.probe_cache import probe_key_fields
 from orchestrator.run.job import PROBE, RankJob, init_timeout_s
 from orchestrator.run.kinds.probe import ProbeReport
@@ -122,18 +123,20 @@ def _run_rank(sweep: Any, backend: str, local_batch: int, setup: ProbeSetup, wor
         raise
 
 
-def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float) -> ProbePoint:
+def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float, launched_at: float) -> ProbePoint:
     report = outcome.result.report if outcome.result is not None else None
     if not isinstance(report, ProbeReport):
         raise ProbeFailed(f"the probe of workload {sweep.workload.name} at local batch {local_batch} wrote no "
                           "probe report")
     watched = outcome.peak_uss_mib
     own = report.rank_peak_uss_mib
+    ready_at = outcome.result.ready_at if outcome.result is not None else None
     return ProbePoint(local_batch=local_batch, peak_uss_mib=own if own is not None else watched, rank_peak_uss_mib=own,
                       library_mib=report.library_mib,
                       watched_peak_uss_mib=watched, flops_per_step=report.flops_per_step,
                       flops_error=report.flops_error, samples_per_epoch=report.samples_per_epoch,
-                      gradient_bytes=report.gradient_bytes, wall_s=wall_s)
+                      gradient_bytes=report.gradient_bytes, wall_s=wall_s, step_s=report.step_s,
+                      startup_s=ready_at - launched_at if ready_at else None)
 
 
 def _failure(sweep: Any, outcome: Outcome, local_batch: int, setup: ProbeSetup, log_path: Path) -> ProbeFailed:
@@ -151,17 +154,17 @@ def run_probe(sweep: Any, backend: str, setup: ProbeSetup,
     points = []
     for local_batch in PROBE_BATCHES:
         workdir = WORK_ROOT / f"{sweep.workload.name}-b{local_batch}-{int(time.time() * 1000)}"
-        started = time.monotonic()
+        started, launched_at = time.monotonic(), time.time()   # a rank says when it was ready on the wall clock
         outcome = _run_rank(sweep, backend, local_batch, setup, workdir)
         if outcome.status != RankStatus.OK:
             raise _failure(sweep, outcome, local_batch, setup, workdir / "rank.log")
-        points.append(_point(sweep, outcome, local_batch, time.monotonic() - started))
+        points.append(_point(sweep, outcome, local_batch, time.monotonic() - started, launched_at))
         shutil.rmtree(workdir, ignore_errors=True)
         if on_point is not None:
             on_point(points[-1])
     copies = ddp_gradient_copies(ddp_options_of(sweep.params)) - 1   # the probe measured the gradients themselves
     result = probe_result(fields, points, threads=len(setup.cpus), measured_at=utc_timestamp(time.time()),
-                          ddp_copies=copies)
+                          ddp_copies=copies, cpu=from_flags().identity)
     if sweep.spec.workload.script is None:
         return result
     # A script's FLOPs are what it reports (orch counts nothing inside it); its epoch size only the sweep file says.
@@ -198,7 +201,7 @@ def probe_for(sweep: Any, topology: Topology, ccl_available: bool, *, force: boo
     refused = backend.error or (precision.error if precision is not None else None)
     if not force:
         resolved = resolved.with_cached_probe(backend.chosen)
-        if not resolved.facts.needs_probe() or refused:
+        if not resolved.needs_probe(from_flags().identity) or refused:
             return Probed(sweep.with_probe(resolved.probe), skipped=refused if resolved.facts.unknown() else None)
     elif refused:
         raise ProbeFailed(f"nothing to probe: {refused}")

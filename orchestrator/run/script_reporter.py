@@ -192,7 +192,8 @@ class ScriptReporter:
         return self.job.kind in (Kind.THROUGHPUT, PROBE)
 
     def _probe_report(self) -> Any:
-        """What the probe needs of a script's rank (run.kinds.probe.ProbeReport): its own peak unique memory, the
+        """What the probe needs of a script's rank (run.kinds.probe.ProbeReport): its own peak unique memory, its
+        timed steps' median (from one orch.script.step() to the next: the script's data loading is in it), the
         FLOPs of one step where the script or the sweep file states them, its gradient bytes where the script
         showed orch its model. The epoch size of a script is only ever the sweep file's."""
         from orchestrator.run.kinds.probe import ProbeReport, own_peak_uss_mib
@@ -208,7 +209,8 @@ class ScriptReporter:
                            "a script's FLOPs are not counted: the script reports them (orch.script.flops) or the "
                            "sweep file states them (workload.flops_per_sample)",
                            samples_per_epoch=None, gradient_bytes=int(sizes.get("gradient_bytes") or 0),
-                           gradient_dtype=sizes.get("gradient_dtype"))
+                           gradient_dtype=sizes.get("gradient_dtype"),
+                           step_s=statistics.median(self.step_ms) / 1e3 if self.step_ms else None)
 
     def _warmup_steps(self) -> int:
         """At least one: a step's start is seen only as the previous step's end, so the window opens at the end

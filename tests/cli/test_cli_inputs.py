@@ -73,8 +73,8 @@ def test_the_base_files_are_valid(tmp_path, capsys):
 
 @pytest.mark.parametrize("old, new, expected", [
     ("measure:\n", "measure:\n  repeat: 3\n",
-     "measure.repeat (line 11): unknown key; valid keys are: allreduce, data, isolation, peak, repeats, startup_timeout_s, step_timeout_s, timed_steps, "
-     "timeout_s, warmup_steps"),
+     "measure.repeat (line 11): unknown key; valid keys are: allreduce, data, isolation, peak, probe, repeats, "
+     "startup_timeout_s, step_timeout_s, timed_steps, timeout_s, warmup_steps"),
     ("name: broken\n", "name: broken\nnodes: 4\n", "nodes (line 2): unknown key; valid keys are: adaptive, backend, "),
     ("timed_steps: 5", "timed_steps: five", "measure.timed_steps (line 11): must be int, got 'five'"),
     ("local_batch: [32]", "local_batch: [32, -4]", "grid.local_batch[1] (line 9): must be >= 1, got -4"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from orchestrator.core import eta
@@ -95,8 +97,11 @@ def test_measured_steps_start_ups_packing_epochs_and_evaluation_replace_the_prio
     e.finished("conv-g8-s0", 140.0, _record("convergence", "conv-g8-s0", 1, startup_s=7.0, convergence=run))
     assert e.measured.eval_costs == [pytest.approx(9.6 / 1.6 / (12 * 32 * 0.4 / 8))]
     assert e.expected_s(conv_g8) == pytest.approx(7.0 + (192 * 0.4 + 12 * 32 * 0.4 / 8 * 0.3125) * 1.6)
-    # g16 has no finished seed: its epochs are the prior scaled as the g8 run's were (6 of 5)
-    assert e.expected_s(conv_g16) == pytest.approx(7.0 + 96 * 0.5 + 12 * 16 * 0.5 / 8 * 0.3125)
+    # g16 has no finished seed: its epochs are g8's grown as epochs grow with the global batch (1.29× per doubling)
+    epochs = 6.0 * 2 ** eta.EPOCHS_BATCH_EXPONENT
+    assert epochs == pytest.approx(7.70, abs=0.01)
+    evaluations = math.floor(epochs / 0.5)
+    assert e.expected_s(conv_g16) == pytest.approx(7.0 + epochs * 16 * 0.5 + evaluations * 16 * 0.5 / 8 * 0.3125)
 
 
 def test_replay_tells_the_estimate_what_each_record_measured():
@@ -107,3 +112,18 @@ def test_replay_tells_the_estimate_what_each_record_measured():
     r = eta.replay(list(e.work.values()), 2, COSTS, finished)
     assert r.first_s == pytest.approx(e.total_s) and r.actual_s == pytest.approx(26.0)
     assert [p[0] for p in r.points] == [6.0, 26.0] and r.points[-1][2] == 0.0
+
+
+def test_packed_runs_are_scheduled_as_the_driver_starts_them_not_as_a_perfect_packing():
+    runs = [eta.Work(f"conv-g8-s{i}", "convergence", 100.0, 1) for i in range(3)] + [
+        eta.Work("conv-g16-s0", "convergence", 50.0, 2)]
+    e = eta.Eta(runs, cores=2)
+    # two 1-core runs side by side, the third alone (its neighbour core idle: the 2-core run cannot use it), then
+    # the 2-core run: 250 s, where core-seconds over cores say 200 s
+    assert e.remaining_s() == pytest.approx(250.0)
+    # 70 s into the first two: they hold both cores 30 s more
+    assert e.remaining_s({"conv-g8-s0": 70.0, "conv-g8-s1": 70.0}) == pytest.approx(180.0)
+    e.finished("conv-g8-s0", 100.0)
+    e.finished("conv-g8-s1", 100.0)
+    # the third in flight for 40 s: the 2-core run waits for it
+    assert e.remaining_s({"conv-g8-s2": 40.0}) == pytest.approx(110.0)

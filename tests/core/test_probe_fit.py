@@ -245,3 +245,51 @@ def test_without_a_known_epoch_size_no_point_is_refused_for_its_data():
     spec = spec_of({"ranks": [4], "threads_per_rank": [1], "local_batch": [64]})
     plan = make_plan(spec, xeon_2s28c(), rank_memory_mib=lambda b: 100.0, ccl_available=False)
     assert plan.cell(4, 1, 64).feasible
+
+
+# --- the step the probe timed -------------------------------------------------------------------------------------
+
+def timed(steps: dict[int, float | None], *, cpu: str | None = "cpu A (avx2)", threads: int = 2,
+          startups: tuple[float | None, ...] = (4.0, 6.0)) -> ProbeResult:
+    points = [ProbePoint(local_batch=b, peak_uss_mib=500.0 + b, rank_peak_uss_mib=500.0 + b, library_mib=0.0,
+                         watched_peak_uss_mib=500.0, flops_per_step=None, step_s=s, startup_s=startup)
+              for (b, s), startup in zip(steps.items(), startups, strict=False)]
+    return probe_result(KEY_FIELDS, points, threads=threads, measured_at="now", ddp_copies=0.0, cpu=cpu)
+
+
+def test_a_timed_step_is_affine_in_the_batch_and_linear_in_threads_on_the_cpu_it_ran_on():
+    result = timed({2: 0.2, 8: 0.5})                      # 0.1 s fixed + 0.05 s per sample, on 2 threads
+    assert result.step_s(8, 2, "cpu A (avx2)") == pytest.approx(0.5)
+    assert result.step_s(32, 2, "cpu A (avx2)") == pytest.approx(0.1 + 0.05 * 32)
+    assert result.step_s(16, 1, "cpu A (avx2)") == pytest.approx(2 * (0.1 + 0.05 * 16))   # half the threads
+    assert result.step_s(4, 4, "cpu A (avx2)") == pytest.approx((0.1 + 0.05 * 4) / 2)
+    assert result.startup_s("cpu A (avx2)") == pytest.approx(5.0)
+
+
+def test_another_cpu_or_no_timed_step_gives_no_step():
+    assert timed({2: 0.2, 8: 0.5}).step_s(8, 2, "cpu A (avx2 avx512f)") is None   # same name, other ISA
+    assert timed({2: 0.2, 8: 0.5}).startup_s("cpu B (avx2)") is None
+    assert timed({2: 0.2, 8: 0.5}, cpu=None).step_s(8, 2, "cpu A (avx2)") is None  # an older probe: CPU unknown
+    assert timed({2: None, 8: None}).step_s(8, 2, "cpu A (avx2)") is None
+    assert timed({2: None, 8: None}, startups=(None, None)).startup_s("cpu A (avx2)") is None
+
+
+def test_a_step_that_fell_with_the_batch_is_jitter_and_one_timed_batch_scales_in_proportion():
+    falling = timed({2: 0.5, 8: 0.4})
+    assert falling.step_s(8, 2, "cpu A (avx2)") == pytest.approx(0.5)   # slope taken as 0: the fixed part alone
+    one = timed({2: None, 8: 0.4})
+    assert one.step_s(16, 2, "cpu A (avx2)") == pytest.approx(0.8)
+    assert one.step_s(2, 2, "cpu A (avx2)") == pytest.approx(0.1)
+    # below the smallest batch timed, never less than in proportion to it
+    assert timed({4: 0.2, 8: 0.8}).step_s(1, 2, "cpu A (avx2)") == pytest.approx(0.05)
+
+
+def test_timed_steps_and_the_cpu_round_trip_and_an_older_probe_without_them_still_reads():
+    result = timed({2: 0.2, 8: 0.5})
+    assert ProbeResult.from_json(json.loads(json.dumps(result.to_json()))) == result
+    older = result.to_json()
+    older.pop("cpu")
+    for p in older["points"]:
+        p.pop("step_s"), p.pop("startup_s")
+    read = ProbeResult.from_json(older)
+    assert read.cpu is None and read.step_s(8, 2, "cpu A (avx2)") is None

@@ -72,8 +72,8 @@ def test_unknown_key_lists_the_valid_keys():
 
 def test_unknown_nested_key_has_its_path_and_the_sections_valid_keys():
     assert problems(with_(measure__repeat=3)) == [
-        "measure.repeat: unknown key; valid keys are: allreduce, data, isolation, peak, repeats, startup_timeout_s, step_timeout_s, timed_steps, timeout_s, "
-        "warmup_steps"]
+        "measure.repeat: unknown key; valid keys are: allreduce, data, isolation, peak, probe, repeats, "
+        "startup_timeout_s, step_timeout_s, timed_steps, timeout_s, warmup_steps"]
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -152,8 +152,8 @@ def test_every_problem_in_every_section_reported_at_once():
         "grid.ranks[0]: must be >= 1, got 0",
         "grid.local_batch: must be a list, got 'big'",
         "backend: must be one of 'auto', 'ccl', 'gloo'; got 'mpi'",
-        "measure.warmup: unknown key; valid keys are: allreduce, data, isolation, peak, repeats, startup_timeout_s, step_timeout_s, timed_steps, timeout_s, "
-        "warmup_steps",
+        "measure.warmup: unknown key; valid keys are: allreduce, data, isolation, peak, probe, repeats, "
+        "startup_timeout_s, step_timeout_s, timed_steps, timeout_s, warmup_steps",
         "measure.repeats: must be >= 1, got 0",
         "convergence.metric: must be str, got 5",
         "convergence.target: required (value of the metric that counts as converged)",

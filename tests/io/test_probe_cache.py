@@ -52,11 +52,13 @@ def test_the_cache_folder_follows_orch_then_xdg_then_home(monkeypatch):
     assert cache_dir() == Path("~/.cache/orch").expanduser()
 
 
-@pytest.mark.parametrize("name", ["sweeps/classifier.yaml", "sweeps/retinanet.yaml"])
-def test_builtins_declare_every_figure_and_need_no_probe(name, cache):
-    facts = load_sweep(REPO / name).facts
-    assert facts.unknown() == [] and facts.probe is None
+@pytest.mark.parametrize("name,probed", [("sweeps/classifier.yaml", False), ("sweeps/retinanet.yaml", True)])
+def test_builtins_declare_every_figure_and_only_the_default_sweep_probes_for_its_step_time(name, probed, cache):
+    sweep = load_sweep(REPO / name)
+    facts = sweep.facts
+    assert facts.unknown() == [] and facts.probe is None and not facts.needs_probe()
     assert (facts.memory.origin, facts.flops.origin, facts.samples.origin) == ("workload",) * 3
+    assert sweep.needs_probe("any CPU") is probed     # measure.probe: always, for the first time estimate
 
 
 def test_a_workload_that_declares_nothing_plans_by_its_cached_probe_once_one_has_run(tmp_path, cache):

@@ -36,6 +36,9 @@ def test_results_from_before_the_ddp_switches_compare_as_ddps_defaults():
 
 def test_the_calibration_switches_may_change_but_a_measurement_setting_may_not():
     assert spec_changes(_spec(peak=True), _spec(peak=False), {}, {}) == []
+    # when the workload is probed: what the time estimate rests on, not what a trial measures (older: no key)
+    assert spec_changes(_spec(), _spec(probe="always"), {}, {}) == []
+    assert spec_changes(_spec(probe="auto"), _spec(probe="always"), {}, {}) == []
     assert spec_changes(_spec(), _spec(repeats=5), {}, {}) == ["measure.repeats: 3 → 5"]
 
 

@@ -40,3 +40,46 @@ def test_convergence_runs_are_costed_by_their_steps_and_evaluations():
         assert w.estimate_s == pytest.approx(expected)
     timed = [w for w in estimate.work.values() if w.kind == "throughput"]
     assert timed and all(w.shape is not None for w in timed)
+
+
+def probed_on(cpu: str, sweep):
+    """A probe of `sweep` that timed 0.1 s + 0.01 s per sample on 2 threads of `cpu`, and 4 s of start-up."""
+    from orchestrator.core.probe import ProbePoint, probe_result
+
+    points = [ProbePoint(local_batch=b, peak_uss_mib=300.0, rank_peak_uss_mib=300.0, library_mib=0.0,
+                         watched_peak_uss_mib=300.0, flops_per_step=None, step_s=0.1 + 0.01 * b, startup_s=4.0)
+              for b in (2, 8)]
+    fields = {"format": 1, "workload": sweep.workload.name, "code": "c", "params": {}, "precision": "fp32",
+              "torch": "t", "backend": "gloo", "held_batches": 13}
+    return probe_result(fields, points, threads=2, measured_at="now", ddp_copies=0.0, cpu=cpu)
+
+
+def test_a_probe_that_timed_steps_on_the_plans_cpu_costs_the_steps_and_start_ups_not_the_flops():
+    sweep = load_sweep(REPO / "sweeps" / "classifier.yaml")
+    topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
+                                             memory_gib=16))
+    isa = CpuIsa(features=("avx2",), fp32_gflops=50.0, bf16_gflops=2.0, source=PROBE, cpu_model="cpu A")
+    topology = replace(topology, nodes=tuple(replace(n, isa=isa) for n in topology.nodes))
+    plan = plan_for(sweep, topology, ccl_available=False)
+
+    def estimate_with(probe):
+        ctx = SweepContext(sweep.with_probe(probe), plan, nodes=1)
+        return sweep_estimate(ctx, [item for kind in item_types() for item in kind.plan_items(ctx)])
+
+    estimate, basis = estimate_with(probed_on(isa.identity, sweep))
+    assert estimate is not None and "steps the probe timed on this CPU" in basis and "start-up 4.0 s" in basis
+    m = sweep.spec.measure
+    for w in (w for w in estimate.work.values() if w.kind == "throughput"):
+        assert w.shape is not None
+        step = (0.1 + 0.01 * w.shape.local_batch) * 2 / w.shape.threads
+        assert w.step_s == pytest.approx(step)
+        assert w.estimate_s == pytest.approx(4.0 + step * (m.warmup_steps + m.timed_steps * m.repeats))
+    run = next(w for w in estimate.work.values() if w.kind == "convergence")
+    assert run.estimate_s == pytest.approx(eta.convergence_run_s(
+        estimate.costs, run.shape, run.step_s, epochs=eta.CONVERGENCE_EPOCHS_PRIOR * 15, startup_s=4.0))
+
+    # Timed on another CPU (the same name, another ISA): its steps say nothing of this one, the FLOP rule stands
+    other, basis = estimate_with(probed_on("cpu A (avx2 avx512f)", sweep))
+    assert other is not None and "50.0 GFLOP/s per core" in basis
+    assert all(w.step_s != pytest.approx((0.1 + 0.01 * w.shape.local_batch) * 2 / w.shape.threads)
+               for w in other.work.values() if w.shape is not None)

@@ -13,7 +13,8 @@ import pytest
 from conftest import write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core.probe import PROBE_BATCHES, ProbeResult
+from orchestrator.core.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
+from orchestrator.io.isa import from_flags
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.io.topofile import load_topology
 from orchestrator.run.probe import ProbeSetup, run_probe
@@ -89,6 +90,29 @@ def test_a_builtin_is_probed_only_when_forced_and_its_own_figures_still_win(tmp_
     assert with_probe.facts.memory.origin == "workload"          # declared wins; the probe is kept beside it
     assert with_probe.facts.flops.value == sweep.workload.train_flops_per_sample(sweep.params)
     assert result.threads == 1 and result.samples_per_epoch is None   # its trainer does not tell; the workload does
+    # It timed its steps and its start-up, on this CPU, for the time estimate (measure.probe: always)
+    here = from_flags().identity
+    assert result.cpu == here and all(p.step_s and p.step_s > 0 and p.startup_s and p.startup_s > 0
+                                      for p in result.points)
+    assert all(p.step_s < p.wall_s and p.startup_s < p.wall_s for p in result.points)
+    assert result.step_s(64, 1, here) is not None and result.step_s(64, 1, here + " elsewhere") is None
+
+
+def test_measure_probe_always_probes_a_workload_that_declares_every_figure_until_its_step_is_timed_here(tmp_path):
+    declared = load_sweep(sweep_of(tmp_path, "cls", "classifier", "{hidden: 64}"))
+    assert declared.spec.measure.probe == "auto" and not declared.needs_probe("cpu A (avx2)")
+    path = sweep_of(tmp_path, "cls-always", "classifier", "{hidden: 64}")
+    path.write_text(path.read_text().replace("allreduce: false}", "allreduce: false, probe: always}"))
+    always = load_sweep(path)
+    assert always.spec.measure.probe == "always" and always.needs_probe("cpu A (avx2)")
+    points = [ProbePoint(local_batch=b, peak_uss_mib=300.0, rank_peak_uss_mib=300.0, library_mib=0.0,
+                         watched_peak_uss_mib=300.0, flops_per_step=None, step_s=0.1 * b) for b in PROBE_BATCHES]
+    fields = {"format": 1, "workload": "classifier", "code": "c", "params": {}, "precision": "fp32", "torch": "t",
+              "backend": "gloo", "held_batches": 13}
+    timed_here = always.with_probe(probe_result(fields, points, threads=1, measured_at="now", ddp_copies=0.0,
+                                                cpu="cpu A (avx2)"))
+    assert not timed_here.needs_probe("cpu A (avx2)")
+    assert timed_here.needs_probe("cpu A (avx2 avx512f)")       # timed on another CPU: probed again here
 
 
 PLAN = """

@@ -12,6 +12,7 @@ from conftest import by_key, read_records, write_sweep
 
 from orchestrator.cli import main
 from orchestrator.core.probe import ProbeResult
+from orchestrator.io.isa import from_flags
 
 pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
@@ -88,3 +89,31 @@ def test_a_sweep_whose_probe_fails_is_exit_2_with_the_ranks_error_before_any_tri
     assert ("the probe of workload tinynet at local batch 2 failed: the rank exited with status 1: WorkloadError: "
             "the model factory build_model raised RuntimeError: the model factory failed on purpose") in error
     assert "Traceback" not in err and not results.exists()     # nothing ran, nothing recorded
+
+
+def test_measure_probe_always_times_a_declared_workloads_step_and_the_estimate_rests_on_it(ray_local, tmp_path,
+                                                                                          monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ORCH_CACHE_DIR", str(cache))
+    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    sweep = write_sweep(tmp_path, "always", """
+        workload:
+          name: classifier
+          params: {hidden: 64, train_samples: 1024}
+        grid: {ranks: [1], threads_per_rank: [1, 2], local_batch: [16]}
+        measure: {warmup_steps: 2, timed_steps: 5, repeats: 1, peak: false, allreduce: false, probe: always}
+        """)
+    results = tmp_path / "results"
+    argv = ["sweep", str(sweep), "--results", str(results), "--no-report"]
+    assert main(argv) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "probing workload classifier first (measure.probe: always, for its step time on this CPU" in err
+    assert "expected time: about" in err and "steps the probe timed on this CPU" in err
+    kept = ProbeResult.from_json(json.loads((results / "probe.json").read_text()))
+    assert kept.cpu == from_flags().identity and all(p.step_s for p in kept.points)
+    derived = json.loads((results / "spec.json").read_text())["derived"]
+    assert derived["sources"]["memory"] == "the workload’s formula (memory_estimate_mib)"   # declared still wins
+    assert {r["status"] for r in read_records(results)} == {"ok"}
+
+    assert main(argv) == 0          # resumed: the cached probe has its step on this CPU, nothing measured again
+    assert "probing" not in capsys.readouterr().err

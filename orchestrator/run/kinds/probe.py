@@ -1,15 +1,17 @@
 """The rank side of a probe (its driver is run.probe; its output is a cached `core.probe.ProbeResult`, not a
 trial record, so it has no work item): one rank of the workload at a small local batch, built as a throughput
 trial builds it, holding as many batches as a throughput trial holds before timing, then a few training steps.
-It reports its own peak unique memory, the FLOPs of one more step as torch's FLOP counter counts them, its
-gradients' bytes and its train split's length."""
+It reports its own peak unique memory, the median time of its steps after the first, the FLOPs of one more
+step as torch's FLOP counter counts them, its gradients' bytes and its train split's length."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import statistics
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,7 @@ class ProbeReport(JsonObject):
     samples_per_epoch: int | None = None
     gradient_bytes: int = 0
     gradient_dtype: str | None = None
+    step_s: float | None = optional()   # the median of the training steps after the first, seconds
 
 
 REPORT = ProbeReport
@@ -137,8 +140,12 @@ def probe(job: RankJob, session: Session, progress: ProgressWriter) -> ProbeRepo
     step = make_step(session.module, trainer.optimizer)
     batches = _held(job, trainer)
     progress.update(phase=Phase.WARMUP, of=PROBE_STEPS, force=True)
+    steady_s = []   # the first step creates the optimizer's state and oneDNN's primitives: not a steady step
     for i in range(PROBE_STEPS):
+        started = time.perf_counter()
         step(batches[i % len(batches)])
+        if i:
+            steady_s.append(time.perf_counter() - started)
         progress.step()
     peak, libraries = own_peak_uss_mib()   # before counting: the counter's own bookkeeping is not the rank's
     flops, error = _count_flops(step, batches[0])
@@ -147,7 +154,8 @@ def probe(job: RankJob, session: Session, progress: ProgressWriter) -> ProbeRepo
     return ProbeReport(local_batch=job.local_batch, steps=PROBE_STEPS, held_batches=len(batches),
                        rank_peak_uss_mib=peak, library_mib=libraries, flops_per_step=flops, flops_error=error,
                        samples_per_epoch=trainer.samples_per_epoch(), gradient_bytes=grads["gradient_bytes"],
-                       gradient_dtype=grads["gradient_dtype"])
+                       gradient_dtype=grads["gradient_dtype"],
+                       step_s=statistics.median(steady_s) if steady_s else None)
 
 
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
