@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,13 @@ from orchestrator.run.supervision import Limits, LocalRanks, supervise
 REPO = Path(__file__).resolve().parents[2]
 EMULATED_2S1C = REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml"
 CPUS = sorted(os.sched_getaffinity(0))
+
+# A process started in the background by a non-interactive shell (`cmd &`, as a CI script may start pytest)
+# inherits SIGINT ignored, and so would every `orch` the tests start: Python installs its Ctrl-C handler only
+# where SIGINT is not ignored, and the Ctrl-C tests would see a sweep that runs to its end. Handled here, the
+# signal is reset to its default in the children (exec keeps an ignored signal ignored, not a handled one).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module")
