@@ -50,26 +50,17 @@ def _rate(results: Any, precision: str) -> tuple[float | None, str]:
         else (None, "no probe and no peak")
 
 
-def _probed_step(path: Path, results: Any) -> tuple[Any, float, str] | None:
-    """The step the live sweep costed from its probe's timed steps (probe.json, `measure.probe: always` or a
-    workload without declared figures), where the probe timed steps on the folder's CPU; None otherwise."""
+def _probed_steps(path: Path, results: Any) -> Any:
+    """The probe's timed steps the live sweep costed its trials by (`eta.probed_steps`, from probe.json), where
+    the probe timed them on the folder's CPU (environment.json); None otherwise."""
     from orchestrator.core import eta
     from orchestrator.core.isa import CpuIsa
     from orchestrator.io.probe_cache import PROBE_FILE, read_probe
 
-    probe = read_probe(path / PROBE_FILE)
     cpus = results.environment.get("cpus") or []
-    if probe is None or not cpus or not cpus[0]:
+    if not cpus or not cpus[0]:
         return None
-    cpu = CpuIsa.from_dict(cpus[0]).identity
-    timed = probe.step_s(8, probe.threads, cpu)
-    if timed is None:
-        return None
-    startup = probe.startup_s(cpu)
-    return ((lambda local_batch, threads: probe.step_s(local_batch, threads, cpu) or timed),
-            startup or eta.STARTUP_S,
-            f"steps the probe timed ({timed:.3g} s at local batch 8 on {probe.threads} thread(s)), "
-            + (f"its start-up {startup:.1f} s" if startup else f"start-up {eta.STARTUP_S:g} s"))
+    return eta.probed_steps(read_probe(path / PROBE_FILE), CpuIsa.from_dict(cpus[0]).identity)
 
 
 def rebuild(path: Path) -> tuple[Any, str]:
@@ -88,13 +79,13 @@ def rebuild(path: Path) -> tuple[Any, str]:
     ran = [r for r in results.records if r.wall_s and r.started_at and r.status != Status.INFEASIBLE]
     flops = next((r.throughput.train_flops_per_sample for r in ran if r.throughput is not None
                   and r.throughput.train_flops_per_sample), None)
-    probed = _probed_step(path, results)
+    probed = _probed_steps(path, results)
     if probed is None and (rate is None or flops is None):
         raise SystemExit(f"{path}: no estimate to replay ({rate_how if rate is None else 'no FLOPs per sample'})")
 
     def step_of(local_batch: int, threads: int) -> float:
         if probed is not None:
-            return probed[0](local_batch, threads)
+            return probed.step_s(local_batch, threads)
         assert rate is not None and flops is not None
         return eta.step_s(flops, local_batch, threads, rate)
     measure, conv = spec.get("measure") or {}, spec.get("convergence")
@@ -104,7 +95,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
     costs = None if conv is None else eta.RunCosts(
         int(derived.samples_per_epoch or 0), float(conv["max_epochs"]), float(conv["eval_every_epochs"]),
         params.get("test_samples") if isinstance(params.get("test_samples"), int) else None, node_cores)
-    startup = probed[1] if probed is not None else eta.STARTUP_S
+    startup = probed.startup_s if probed is not None else eta.STARTUP_S
     work = []
     for r in ran:
         threads = r.threads_per_rank or 1
@@ -112,7 +103,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
         step = step_of(r.local_batch, threads) if r.local_batch else None
         if r.kind == Kind.THROUGHPUT and step is not None:
             estimate = eta.throughput_s(step, measure.get("warmup_steps", 3), measure.get("timed_steps", 12),
-                                        measure.get("repeats", 3)) + startup - eta.STARTUP_S
+                                        measure.get("repeats", 3), startup)
         elif r.kind == Kind.CONVERGENCE and costs is not None and shape is not None and step is not None:
             estimate = eta.convergence_run_s(costs, shape, step, epochs=eta.CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs,
                                              startup_s=startup)
@@ -121,7 +112,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
         work.append(eta.Work(r.key, r.kind, estimate, (r.ranks or 1) * threads, shape, step))
     finished = [(_seconds(r.started_at), float(r.wall_s), r) for r in ran]
     about = f"{env.get('cpu_model') or 'CPU not recorded'}, {precision}; " + (
-        probed[2] if probed is not None else
+        probed.text if probed is not None else
         f"{(flops or 0) / 1e9:,.3g} GFLOP per sample at {eta.STEP_EFFICIENCY:.0%} of {rate or 0:,.1f} GFLOP/s per "
         f"core ({rate_how})")
     return (work, max(cores, 1), costs, finished, startup), about

@@ -53,6 +53,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.core.probe import PROBE_BATCHES, ProbeResult
 from orchestrator.core.records import Kind, Record, Status
 
 STARTUP_S = 3.0                 # rank start-up: interpreter, imports, build, rendezvous (2.5-4.5 s measured)
@@ -121,14 +122,45 @@ def step_s(flops_per_sample: float, local_batch: int, threads: int, gflops_per_c
     return flops_per_sample * local_batch / (STEP_EFFICIENCY * gflops_per_core * 1e9 * threads)
 
 
-def throughput_s(step: float, warmup_steps: int, timed_steps: int, repeats: int) -> float:
-    return STARTUP_S + step * (warmup_steps + timed_steps * repeats)
+def throughput_s(step: float, warmup_steps: int, timed_steps: int, repeats: int,
+                 startup_s: float = STARTUP_S) -> float:
+    return startup_s + step * (warmup_steps + timed_steps * repeats)
 
 
-def convergence_s(step: float, samples_per_epoch: int, global_batch: int, max_epochs: float) -> float:
+def convergence_s(step: float, samples_per_epoch: int, global_batch: int, max_epochs: float,
+                  startup_s: float = STARTUP_S) -> float:
     """A convergence run when nothing but its step is known: the prior epochs, evaluation as a share."""
     steps = CONVERGENCE_EPOCHS_PRIOR * max_epochs * samples_per_epoch / global_batch
-    return STARTUP_S + step * steps * (1 + EVAL_SHARE)
+    return startup_s + step * steps * (1 + EVAL_SHARE)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbedSteps:
+    """What a probe timed on one CPU, as the first estimate uses it: a rank's step per layout, a training rank's
+    start-up (STARTUP_S where the probe did not say), and the text of both."""
+
+    probe: ProbeResult
+    cpu: str
+    startup_s: float
+    text: str
+
+    def step_s(self, local_batch: int, threads: int) -> float:
+        step = self.probe.step_s(local_batch, threads, self.cpu)
+        assert step is not None   # `probed_steps` made it only where the probe timed steps on this CPU
+        return step
+
+
+def probed_steps(probe: ProbeResult | None, cpu: str) -> ProbedSteps | None:
+    """The probe's timed steps and start-up on `cpu` (`CpuIsa.identity`); None where it timed no step, or ran
+    on another CPU (a step time is the CPU's, not the workload's)."""
+    largest = max(PROBE_BATCHES)
+    if probe is None or (timed := probe.step_s(largest, probe.threads, cpu)) is None:
+        return None
+    startup = probe.startup_s(cpu)
+    return ProbedSteps(probe, cpu, startup or STARTUP_S,
+                       f"steps the probe timed on this CPU ({timed:.3g} s at local batch {largest} on "
+                       f"{probe.threads} thread(s)), affine in the batch and linear in threads; a training rank's "
+                       + (f"start-up {startup:.1f} s (the probe's)" if startup else f"start-up {STARTUP_S:g} s"))
 
 
 def convergence_run_s(costs: RunCosts, shape: Shape, step: float, *, epochs: float, startup_s: float = STARTUP_S,

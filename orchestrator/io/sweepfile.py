@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from orch.workload import ModelWorkload, Workload
+from orchestrator.core.eta import probed_steps
 from orchestrator.core.facts import WorkloadFacts, workload_facts
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
-from orchestrator.core.probe import PROBE_BATCHES, ProbeResult, probe_key
+from orchestrator.core.probe import ProbeResult, probe_key
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.spec import script_problems as spec_script_problems
@@ -88,7 +89,7 @@ class Sweep:
         """Whether a probe would tell something not known: a figure (`WorkloadFacts.needs_probe`), or, with
         `measure.probe: always`, the step time on `cpu` (`CpuIsa.identity`; a probe from another CPU has none)."""
         if self.probes_always:
-            return self.probe is None or self.probe.step_s(max(PROBE_BATCHES), self.probe.threads, cpu) is None
+            return probed_steps(self.probe, cpu) is None
         return self.facts.needs_probe()
 
     def with_cached_probe(self, backend: str) -> Sweep:

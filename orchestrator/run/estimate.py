@@ -6,8 +6,6 @@ start-up, steps and evaluations (`eta.convergence_run_s`) and refined from what 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.eta import (
@@ -15,16 +13,18 @@ from orchestrator.core.eta import (
     STARTUP_S,
     STEP_EFFICIENCY,
     Eta,
+    ProbedSteps,
     RunCosts,
     Shape,
     Work,
     convergence_run_s,
+    probed_steps,
     step_s,
 )
 from orchestrator.core.facts import PROBE, WORKLOAD
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import Plan
-from orchestrator.core.probe import PROBE_BATCHES, flop_text
+from orchestrator.core.probe import flop_text
 from orchestrator.core.records import Kind
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
@@ -52,36 +52,13 @@ def run_costs(ctx: SweepContext) -> RunCosts | None:
                     node.usable_cores(ctx.spec.constraints.hyperthreads))
 
 
-@dataclass(frozen=True, slots=True)
-class ProbedSteps:
-    """What the probe timed on the plan's CPU: a rank's step per layout, its start-up, and the text of both."""
-
-    step_of: Callable[[Trial], float]
-    startup_s: float
-    text: str
-
-
-def _probed_step(ctx: SweepContext) -> ProbedSteps | None:
-    """One rank's step and start-up from the probe's timed ones (`ProbeResult.step_s`, `startup_s`), with what
-    they rest on; None where the probe timed no step, or on another CPU than every node of the plan has."""
-    probe, nodes = ctx.sweep.probe, ctx.plan.topology.nodes
+def _probed_steps(ctx: SweepContext) -> ProbedSteps | None:
+    """The probe's timed steps (`eta.probed_steps`) where every node of the plan has the CPU it ran on."""
+    nodes = ctx.plan.topology.nodes
     cpus = {node.isa.identity for node in nodes if node.isa is not None}
-    if probe is None or len(cpus) != 1 or any(node.isa is None for node in nodes):
+    if len(cpus) != 1 or any(node.isa is None for node in nodes):
         return None
-    cpu = cpus.pop()
-    largest = max(PROBE_BATCHES)
-    timed = probe.step_s(largest, probe.threads, cpu)
-    if timed is None:
-        return None
-
-    def step_of(t: Trial) -> float:
-        return probe.step_s(t.local_batch, t.threads_per_rank, cpu) or timed
-
-    startup = probe.startup_s(cpu)
-    return ProbedSteps(step_of, startup or STARTUP_S,
-                       f"steps the probe timed on this CPU ({timed:.3g} s at local batch {largest} on "
-                       f"{probe.threads} thread(s)), affine in the batch and linear in threads; a training rank's "
-                       + (f"start-up {startup:.1f} s (the probe's)" if startup else f"start-up {STARTUP_S:g} s"))
+    return probed_steps(ctx.sweep.probe, cpus.pop())
 
 
 def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None, str]:
@@ -93,7 +70,7 @@ def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None,
     rate = _slowest_gflops_per_core(plan, precision)
     flops = sweep.facts.flops.value
     needs_steps = any(item.trains for item in todo)
-    probed = _probed_step(ctx)
+    probed = _probed_steps(ctx)
     if needs_steps and probed is None and (rate is None or flops is None):
         why = ("no probed GEMM rate for every node" if rate is None else
                "the sweep file gives no workload.flops_per_sample for the script" if sweep.spec.workload.script else
@@ -102,7 +79,7 @@ def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None,
 
     def step_of(t: Trial) -> float:
         if probed is not None:
-            return probed.step_of(t)
+            return probed.step_s(t.local_batch, t.threads_per_rank)
         assert rate is not None and flops is not None   # checked above, for every item that trains
         return step_s(flops, t.local_batch, t.threads_per_rank, rate)
 
@@ -113,9 +90,7 @@ def sweep_estimate(ctx: SweepContext, todo: list[WorkItem]) -> tuple[Eta | None,
         t = item.planned.trial
         shape = Shape(t.ranks, t.threads_per_rank, t.local_batch) if item.trains else None
         step = step_of(t) if item.trains else None
-        estimate = item.estimated_s(ctx, step_of)
-        if item.trains:   # a rank that trains builds its model as the probe's did (the kinds cost STARTUP_S)
-            estimate += startup - STARTUP_S
+        estimate = item.estimated_s(ctx, step_of, startup)
         if item.KIND == Kind.CONVERGENCE and costs is not None and shape is not None and step is not None:
             estimate = convergence_run_s(costs, shape, step, epochs=CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs,
                                          startup_s=startup)

@@ -45,7 +45,7 @@ class AllreduceItem(WorkItem):
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
         return ctx.job(self.KIND, p, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
 
-    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         return STARTUP_S + ALLREDUCE_S
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:

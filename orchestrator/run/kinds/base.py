@@ -97,9 +97,10 @@ class WorkItem(ABC):
         """What each of its ranks is asked to do."""
 
     @abstractmethod
-    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         """What it should take, for the sweep's time estimate (core.eta); `step_s(trial)` is a training step's
-        estimated seconds, to be called only by kinds that `trains`."""
+        estimated seconds, to be called only by kinds that `trains`, and `startup_s` a training rank's start-up
+        (its model built: the probe's where it timed one); other kinds start in `eta.STARTUP_S`."""
 
     @abstractmethod
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:

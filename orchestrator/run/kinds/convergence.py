@@ -48,10 +48,10 @@ class ConvergenceItem(WorkItem):
     def timeout_s(self, ctx: SweepContext) -> float:
         return float(_section(ctx).timeout_s)
 
-    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         t, conv = self.planned.trial, ctx.spec.convergence
         return convergence_s(step_s(t), ctx.sweep.facts.samples.value or 0, t.global_batch,
-                             conv.max_epochs if conv else 0.0)
+                             conv.max_epochs if conv else 0.0, startup_s)
 
     def admit(self, ctx: SweepContext, taken: Region) -> Admission | None:
         p, cons = self.planned, ctx.spec.constraints

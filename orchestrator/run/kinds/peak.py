@@ -41,7 +41,7 @@ class PeakItem(WorkItem):
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
         return ctx.job(self.KIND, p, peak_precision=ctx.precision)
 
-    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         return STARTUP_S + PEAK_S
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:

@@ -38,9 +38,9 @@ class ThroughputItem(WorkItem):
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
         return ctx.job(self.KIND, p)
 
-    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float]) -> float:
+    def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         m = ctx.spec.measure
-        return throughput_s(step_s(self.planned.trial), m.warmup_steps, m.timed_steps, m.repeats)
+        return throughput_s(step_s(self.planned.trial), m.warmup_steps, m.timed_steps, m.repeats, startup_s)
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
         from orchestrator.run.recording import throughput_record
