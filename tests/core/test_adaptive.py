@@ -112,6 +112,13 @@ def test_stop_rules_and_their_reasons():
     assert broke.reason == ("budget spent: 30 s left, and the quickest cell left, r2-t2-b64, needs about 120 s")
     narrow = policy.decide(known, q, [extra], target_width=0.5)
     assert narrow.stopped and narrow.stop == policy.NARROW and "narrow enough: ±1.0%, target ±25.0%" in narrow.reason
+    # both stops hold: the width leads (the answer is sure enough), the budget is said beside it
+    both = policy.decide(known, q, [extra], target_width=0.5, budget_left_s=30.0)
+    assert both.stopped and both.stop == policy.NARROW
+    assert both.reason == ("the answer's interval is narrow enough: ±1.0%, target ±25.0% (and the budget spent: "
+                           "30 s left, and the quickest cell left, r2-t2-b64, needs about 120 s)")
+    wide = policy.decide(known, q, [extra], target_width=0.001, budget_left_s=30.0)
+    assert wide.stopped and wide.stop == policy.BUDGET and wide.reason.startswith("budget spent: 30 s left")
 
 
 def test_a_narrow_answer_is_confirmed_on_its_own_layout_before_the_stop():

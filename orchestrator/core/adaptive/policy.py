@@ -107,17 +107,23 @@ def decide(known: Known, q: Question, candidates: Sequence[Candidate], *, target
     if not candidates:
         return Choice(None, "every planned cell is measured", answer, stop=ALL_MEASURED)
     affordable = [c for c in candidates if budget_left_s is None or c.expected_s <= budget_left_s]
+    narrow = target_width is not None and answer.value is not None and answer.width <= target_width
+    narrow_reason = (f"the answer's interval is narrow enough: {relative_text(answer.width)}, target "
+                     f"{relative_text(target_width or 0.0)}")
     if not affordable:
         quickest = min(candidates, key=lambda c: c.expected_s)
-        return Choice(None, f"budget spent: {max(budget_left_s or 0.0, 0.0):.0f} s left, and the quickest cell "
-                            f"left, {quickest.label}, needs about {quickest.expected_s:.0f} s", answer, stop=BUDGET)
+        spent = (f"budget spent: {max(budget_left_s or 0.0, 0.0):.0f} s left, and the quickest cell left, "
+                 f"{quickest.label}, needs about {quickest.expected_s:.0f} s")
+        # Where both stops hold, the width leads: it is the one that says the answer is sure enough.
+        if narrow and cold_start(known, q, candidates) is None:
+            return Choice(None, f"{narrow_reason} (and the {spent})", answer, stop=NARROW)
+        return Choice(None, spent, answer, stop=BUDGET)
     cold = cold_start(known, q, affordable)
     if cold is not None:          # before any stop on width: until then the intervals rest on too little
         return Choice(cold[0], cold[1], answer)
-    if target_width is not None and answer.value is not None and answer.width <= target_width:
-        narrow = Choice(None, f"the answer's interval is narrow enough: {relative_text(answer.width)}, target "
-                              f"{relative_text(target_width)}", answer, stop=NARROW)
-        return confirm(known, q, answer, affordable, narrow.reason) or narrow
+    if narrow:
+        return confirm(known, q, answer, affordable, narrow_reason) or Choice(None, narrow_reason, answer,
+                                                                              stop=NARROW)
     return by_value(known, q, affordable, answer)
 
 
