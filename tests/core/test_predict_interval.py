@@ -70,12 +70,19 @@ def test_the_interval_widens_with_the_distance_from_the_data():
     assert widths == sorted(widths) and widths[-1] > 2 * widths[0]
 
 
-def test_a_multi_rank_layout_without_calibration_or_multi_rank_cell_has_no_interval():
+def test_a_multi_rank_layout_without_calibration_or_multi_rank_cell_falls_to_the_committed_worst():
+    """Nothing here bounds the all-reduce 2 ranks add: the low end is the committed folders' worst step
+    efficiency per doubling (a 2-rank step its all-reduce dominates), below the thread pair's evidence."""
     truth = StepModel(TRUE, LINKS, BUCKETS)
     single = cells_from(truth, [g for g in GRID if g.ranks == 1 and g.threads <= 2])
-    p = interval.predict_cell(_basis(single, links={}), Layout(2, 1, 16, 1, 2, "socket"))
-    assert p.low is None and p.high is None
-    assert "no all-reduce calibration nor multi-rank cell" in p.no_interval
+    lay = Layout(2, 1, 16, 1, 2, "socket")
+    p = interval.predict_cell(_basis(single, links={}), lay)
+    assert p.low is not None and p.high is not None and not p.no_interval
+    assert p.low < truth.samples_per_s(lay) < p.high
+    anchor = next(c.samples_per_s for c in single if c.layout == Layout(1, 1, 16))
+    prior = anchor * 2 * evidence.PRIOR_WORST_PER_DOUBLING     # from the anchor measured, less its noise
+    assert 0.95 * prior < p.low <= prior
+    assert "no all-reduce calibration nor multi-rank cell here bounds" in p.low_why
     # with the calibration, the all-reduce the layout adds lowers the low end, and the note says how much
     calibrated = interval.predict_cell(_basis(single), Layout(2, 1, 16, 1, 2, "socket"))
     assert calibrated.low < calibrated.value < calibrated.high

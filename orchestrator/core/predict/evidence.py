@@ -19,7 +19,8 @@ batch, is (samples/s of L ÷ samples/s of A) ÷ n; per doubling of the cores it 
 Where a folder has no pair of cells on different core counts, the committed folders stand in (`PRIOR_*`, from
 `benchmarks/proxy_bias.py` over every committed folder but the disturbed one; the note says so). A GEMM peak
 that is slower on more cores than on fewer marks the records disturbed (a GEMM cannot slow down on idle cores:
-the machine was busy), and the prediction warns.
+the machine was busy, or the "cores" share one physical core's units, as a VM's vCPUs can), and the prediction
+warns.
 
 Memory bandwidth across the same cores is not measured by a sweep; where a future record measures it, it
 enters here like the GEMM peak.
@@ -48,8 +49,13 @@ PRIOR_SOURCE = "the committed folders', with no pair of cells on different cores
 # at local batch 16; 0.93 before it, ccl-vs-gloo/ccl-r0);
 # a rank's fell to 0.81 of a thread's on the RetinaNet (example-predict-retinanet, local batch 2) and to 0.37 on
 # the classifier, whose 2-rank steps are mostly all-reduce (the prediction adds the calibrated all-reduce to
-# the low end for that; without a calibration a multi-rank layout gets no interval).
+# the low end for that; without a calibration, `COMM_UNBOUNDED` below).
 CROSS_AXIS = 0.64
+# More ranks with nothing here to bound their communication (no all-reduce calibration, no multi-rank cell):
+# the other axis's evidence says nothing about an all-reduce, so the low end falls to the committed folders'
+# worst step efficiency, PRIOR_WORST_PER_DOUBLING, set by a 2-rank step that its all-reduce dominates.
+COMM_UNBOUNDED = ("the committed folders', set by a 2-rank step its all-reduce dominates: no all-reduce "
+                  "calibration nor multi-rank cell here bounds this layout's communication")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +162,11 @@ class Evidence:
         hi, lo = self.gemm.get((lay.ranks, lay.threads)), self.gemm.get((base.ranks, base.threads))
         return hi / lo if hi is not None and lo else None
 
-    def _worst_for(self, grown: Sequence[str]) -> tuple[float, str]:
+    def _worst_for(self, grown: Sequence[str], comm_unbounded: bool) -> tuple[float, str]:
         """The worst per-doubling efficiency for a step that grows these axes: each axis's own pairs, or the
         other axis's times CROSS_AXIS (the same cores split another way scale alike, within it), or the
-        committed folders' where no pair was measured here."""
+        committed folders' where no pair was measured here or (`comm_unbounded`) where more ranks add an
+        all-reduce that nothing here bounds."""
         if not self.measured:
             return PRIOR_WORST_PER_DOUBLING, PRIOR_SOURCE
         found = []
@@ -167,21 +174,25 @@ class Evidence:
             own = self.worst.get(axis)
             if own is not None:
                 found.append((own.per_doubling, own.pair))
-            else:
-                other = self.worst[ANY]
-                found.append((other.per_doubling * CROSS_AXIS,
-                              f"{other.pair} × {CROSS_AXIS:g}: no pair grows the {axis} here, so the other axis's "
-                              "evidence on the same cores stands in, with the committed folders' margin"))
+                continue
+            other = self.worst[ANY]
+            found.append((other.per_doubling * CROSS_AXIS,
+                          f"{other.pair} × {CROSS_AXIS:g}: no pair grows the {axis} here, so the other axis's "
+                          "evidence on the same cores stands in, with the committed folders' margin"))
+            if axis == RANKS and comm_unbounded:
+                found.append((PRIOR_WORST_PER_DOUBLING, COMM_UNBOUNDED))
         return min(found)
 
-    def low_efficiency(self, lay: Layout, base: Layout) -> tuple[float, str]:
+    def low_efficiency(self, lay: Layout, base: Layout, *, comm_unbounded: bool = False) -> tuple[float, str]:
         """The lowest efficiency from `base` to `lay` (more cores) the evidence allows, and what set it: the
         worst measured step efficiency compounded over the doublings, and the GEMM's efficiency on these cores
-        times the lowest step ÷ GEMM ratio; the committed folders' figures where no pair was measured here."""
+        times the lowest step ÷ GEMM ratio; the committed folders' figures where no pair was measured here, or
+        where `lay` has more ranks than `base` and nothing here bounds their all-reduce (`comm_unbounded`:
+        no calibration, no multi-rank cell)."""
         n = lay.cores / base.cores
         if n <= 1:
             return 1.0, "no more cores"
-        worst, worst_from = self._worst_for(axes_grown(lay, base))
+        worst, worst_from = self._worst_for(axes_grown(lay, base), comm_unbounded)
         ratio, ratio_from = ((self.ratio_low, self.ratio_low_from) if self.ratio_low is not None
                              else (PRIOR_RATIO_LOW, PRIOR_SOURCE) if not self.measured else (None, ""))
         found = [(efficiency_power(worst, n), f"the worst step efficiency, {worst:.2f} per doubling of the cores "
@@ -203,7 +214,8 @@ def disturbed_by(gemm: Mapping[tuple[int, int], float]) -> str:
             if r * t > r0 * t0 and g < g0:
                 return (f"the GEMM peak on {r}×{t} ({g:,.1f} GFLOP/s) is below the one on {r0}×{t0} ({g0:,.1f}): a "
                         "GEMM does not slow down on more idle cores, so the machine was busy while it was measured "
-                        "and these records' scaling is not to be trusted")
+                        "(or these cores share one physical core's units, as a VM's vCPUs can) and these records' "
+                        "scaling is not to be trusted")
     return ""
 
 

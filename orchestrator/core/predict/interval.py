@@ -33,9 +33,9 @@ Every prediction says which bound or error set each end (`low_why`, `high_why`):
 >>> p = predict_cell(basis_of(cells, {}, [], None, {}), Layout(1, 4, 16))
 >>> p.low < p.value <= p.high, p.high_why
 (True, 'high end: linear scaling from 1 rank (efficiency ≤ 1)')
->>> print(predict_cell(basis_of(cells, {}, [], None, {}), Layout(2, 1, 16)).no_interval)   # nothing bounds 2 ranks
-... # doctest: +ELLIPSIS
-no interval: ...and no all-reduce calibration nor multi-rank cell bounds its communication
+>>> two = predict_cell(basis_of(cells, {}, [], None, {}), Layout(2, 1, 16))   # nothing here bounds 2 ranks' all-reduce
+>>> two.low < two.value <= two.high, "nor multi-rank cell here bounds" in two.low_why
+(True, True)
 """
 
 from __future__ import annotations
@@ -282,18 +282,19 @@ def _at_batch(basis: Basis, model: StepModel, shape: Layout, batch: int) -> tupl
         f"{lay.label} from {near.layout.label} (throughput assumed between no gain and linear gain in the batch)")
 
 
-def _ratio_bounds(evidence: Evidence, lay: Layout, anchor: Layout, how: str) -> tuple[float, float, str, str]:
+def _ratio_bounds(evidence: Evidence, lay: Layout, anchor: Layout, how: str,
+                  comm_unbounded: bool) -> tuple[float, float, str, str]:
     """Bounds on lay's efficiency over the anchor's (both over one core), and what set each: physics (no
     more than linear scaling) on one side, the evidence (`Evidence.low_efficiency`) on the other."""
     if how == UP:
-        low, why = evidence.low_efficiency(lay, anchor)
+        low, why = evidence.low_efficiency(lay, anchor, comm_unbounded=comm_unbounded)
         return low, 1.0, why, f"linear scaling from {anchor.label} (efficiency ≤ 1)"
     if how == DOWN:
-        low, why = evidence.low_efficiency(anchor, lay)
+        low, why = evidence.low_efficiency(anchor, lay, comm_unbounded=comm_unbounded)
         return 1.0, 1 / low, f"linear scaling down from {anchor.label} (efficiency ≤ 1)", f"{why}, down from it"
     one = Layout(1, 1, lay.local_batch)
-    e_lay, why_lay = evidence.low_efficiency(lay, one)
-    e_anchor, why_anchor = evidence.low_efficiency(anchor, one)
+    e_lay, why_lay = evidence.low_efficiency(lay, one, comm_unbounded=comm_unbounded)
+    e_anchor, why_anchor = evidence.low_efficiency(anchor, one, comm_unbounded=comm_unbounded)
     return (e_lay, 1 / e_anchor, f"{why_lay}, against {anchor.label} at full efficiency",
             f"{why_anchor} on {anchor.label}, against {lay.label} at full efficiency")
 
@@ -331,11 +332,9 @@ def _bounded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], 
     a_low, a_mid, a_high, a_how = _at_batch(basis, model, shape, lay.local_batch)
     predictor, value, central_why = _central(basis, model, lay, anchor, a_mid)
     adds_comm = model.comm(lay)[0] > model.comm(anchor)[0] or (lay.ranks > anchor.ranks and lay.link is not None)
-    if lay.ranks > anchor.ranks and not basis.evidence.multi_rank and model.comm(lay)[0] <= 0:
-        return CellPrediction(value, None, None, predictor, extrap, tuple(notes),
-                              f"no interval: {choice.why}, and no all-reduce calibration nor multi-rank cell "
-                              "bounds its communication")
-    r_low, r_high, low_why, high_why = _ratio_bounds(basis.evidence, lay, anchor, how)
+    # More ranks than any cell with nothing here to bound their all-reduce: the low end is a stated prior.
+    comm_unbounded = lay.ranks > anchor.ranks and not basis.evidence.multi_rank and model.comm(lay)[0] <= 0
+    r_low, r_high, low_why, high_why = _ratio_bounds(basis.evidence, lay, anchor, how, comm_unbounded)
     n = lay.cores / anchor.cores
     low, high = a_low * n * r_low, a_high * n * r_high
     low, comm_why = _with_comm(model, lay, anchor, low) if adds_comm else (low, "")
