@@ -56,11 +56,13 @@ class ReportNotWritten(RuntimeError):
 def plan(sweep: str | Path, *, topology: str | Path | None = None) -> Plan:
     """`orch plan`: the sweep file's grid checked against a machine (a topology file, default: this one).
     Starts nothing: no Ray, no torch. `Plan.errors` says why `orch sweep` would refuse it."""
-    from orchestrator.cli.common import load_topology_arg, plan_for
+    from orchestrator.cli.common import plan_for
     from orchestrator.io.sweepfile import load_sweep
+    from orchestrator.io.topofile import planned_machine
 
     loaded = load_sweep(sweep)
-    return Plan(plan_for(loaded, load_topology_arg(str(topology) if topology else None)), Path(sweep))
+    return Plan(plan_for(loaded, planned_machine(topology)), Path(sweep))
+
 
 
 def load(folder: str | Path) -> Results:

@@ -8,9 +8,10 @@ import argparse
 import json
 import logging
 
-from orchestrator.cli.common import EXIT_OK, add_topology_option, console, fail_input, load_topology_arg
+from orchestrator.cli.common import EXIT_OK, add_topology_option, console, fail_input
 from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS
 from orchestrator.io.sweepfile import load_sweep
+from orchestrator.io.topofile import planned_machine
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.run.probe import ProbeFailed, probe_for
 
     sweep = load_sweep(args.sweep)
-    topology = load_topology_arg(args.topology)
+    topology = planned_machine(args.topology)
     err = console(stderr=True)
 
     def started(setup, precision: str) -> None:

@@ -20,8 +20,8 @@ planned for elsewhere): ``nodes`` is a list of node mappings, see `DetailedTopol
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.core.isa import FILE, FLAGS, ISA_FEATURES, PROBE, CpuIsa
@@ -195,6 +195,20 @@ class Topology:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "nodes": [n.to_dict() for n in self.nodes]}
+
+    def cpu_ids(self) -> frozenset[int]:
+        """Every CPU id any node names (hyperthreads included)."""
+        return frozenset(cpu for g in self.groups for socket in g.node.sockets for core in socket.cores
+                         for cpu in core.cpus)
+
+    def with_unstated_isa(self, isas: Sequence[CpuIsa | None], source: str | None = None) -> Topology:
+        """Each node's CPU verdict where the description states none, from `isas` (one per node, in order):
+        the machine the nodes run on decides what they compute natively, a file only the layout. One rule
+        for `orch sweep` (the Ray nodes' verdicts) and `orch plan` (this machine's, when the file describes
+        it)."""
+        nodes = tuple(node if node.isa is not None or isa is None else replace(node, isa=isa)
+                      for node, isa in zip(self.nodes, isas))
+        return Topology(nodes + self.nodes[len(nodes):], self.source if source is None else source)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -133,9 +133,7 @@ def detected_topology(cluster: Cluster) -> Topology:
 def with_node_isa(topology: Topology, cluster: Cluster) -> Topology:
     """A topology file used to run: each node's CPU verdict from the Ray node it runs on (probed there), unless
     the file states one. The file describes the layout to emulate; what the CPU computes is the machine's."""
-    nodes = tuple(node if node.isa is not None else replace(node, isa=ray_node.topology.nodes[0].isa)
-                  for node, ray_node in zip(topology.nodes, cluster.nodes))
-    return Topology(nodes, topology.source)
+    return topology.with_unstated_isa([ray_node.topology.nodes[0].isa for ray_node in cluster.nodes])
 
 
 def check_topology_fits(topology: Topology, cluster: Cluster, path: str) -> None:
