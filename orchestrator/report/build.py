@@ -52,6 +52,7 @@ class ReportData:
     rcp: dict[str, Any]
     prediction: tuple[Table, ...] = ()       # the fitted models and their held-out validation, when fittable
     fitted: Any = None                       # orchestrator.core.predict.fit.Fitted, for the calibration plot
+    warnings: tuple[str, ...] = ()           # what makes the figures untrustworthy (a busy machine), said first
 
     def sections(self) -> list[tuple[str, list[Table]]]:
         """(heading, tables) in report order; a section without tables has no data yet."""
@@ -101,8 +102,19 @@ def analyze(results: Results) -> ReportData:
         time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
         rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
                           when=results.environment.get("started_at") or ""),
+        warnings=machine_warnings(records),
         **_prediction(records),
     )
+
+
+def machine_warnings(records: Records) -> tuple[str, ...]:
+    """What the records say of the machine they ran on, in the words `orch predict` uses: GEMM peaks that slow
+    down on more cores mean a busy machine (or vCPUs sharing a core), and the scaling tables are not findings."""
+    from orchestrator.core.predict.data import gemm_peaks
+    from orchestrator.core.predict.evidence import disturbed_warning
+
+    warning = disturbed_warning(gemm_peaks(records))
+    return (warning,) if warning else ()
 
 
 def _prediction(records: Records) -> dict[str, Any]:
@@ -211,6 +223,7 @@ def terminal_report(results: Results) -> list[RenderableType]:
     data = analyze(results)
     name = results.sweep_spec.get("name") or results.path.name
     out: list[RenderableType] = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
+    out += [Text(f"warning: {warning}", style="yellow") for warning in data.warnings]
     for section, tables in data.sections():
         out.append(Rule(section, style="dim"))
         out += [to_rich(t) for t in tables] if tables else [Text(markdown.empty_message(results, section))]

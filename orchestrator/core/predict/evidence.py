@@ -219,6 +219,13 @@ def disturbed_by(gemm: Mapping[tuple[int, int], float]) -> str:
     return ""
 
 
+def disturbed_warning(gemm: Mapping[tuple[int, int], float]) -> str:
+    """The one warning a disturbed folder gets, in the same words wherever orch shows the folder (the sweep's
+    terminal output, its report, `orch predict`); "" when the GEMM peaks say nothing of the kind."""
+    why = disturbed_by(gemm)
+    return f"scaling evidence: {why}" if why else ""
+
+
 def evidence_of(cells: Sequence[Cell], gemm: Mapping[tuple[int, int], float]) -> Evidence:
     """The evidence of these cells, with the GEMM peaks (ranks, threads) → GFLOP/s measured at once."""
     found = pairs(cells)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from orchestrator.core.convergence import convergence_by_batch
 from orchestrator.core.predict import comm, data
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
+from orchestrator.core.predict.evidence import disturbed_warning
 from orchestrator.core.predict.interval import Basis, basis_of, printer
 from orchestrator.core.predict.step import Cell, StepModel, fit_step_model
 from orchestrator.core.predict.validate import (
@@ -106,7 +107,7 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     validation = tuple(validate_step(cells, links, buckets, prior, printer=show))
     basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation)
     if basis.evidence.disturbed:
-        warnings.append(f"scaling evidence: {basis.evidence.disturbed}")
+        warnings.append(disturbed_warning(gemm))
     if rcp_points is not None:
         points, source = tuple(rcp_points), rcp_source
     else:
