@@ -96,3 +96,49 @@ def test_links_between_pages_resolve():
             if target.startswith("http"):
                 continue
             assert (REPO / page).parent.joinpath(target).resolve().is_file(), f"{page}: broken link to {target}"
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped but for '-' and '_', spaces
+    as '-', a repeated slug numbered -1, -2, … (code spans keep their text, fenced code is not a heading)."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        match = None if fenced else re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", match.group(2))          # a link's text only
+        slug = re.sub(r"[^\w\- ]", "", text.replace("`", "").lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors | set(re.findall(r'<a (?:id|name)="([^"]+)"', markdown))     # anchors set by hand
+
+
+def markdown_pages() -> dict[Path, str]:
+    """Every Markdown page a reader follows links through: the README, docs/, and the READMEs under results/,
+    examples/, clusters/ and benchmarks/."""
+    pages = [REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    for top in ("results", "examples", "clusters", "benchmarks"):
+        pages += [p for p in (REPO / top).rglob("*.md") if p.name == "README.md"]
+    return {p: p.read_text(encoding="utf-8") for p in pages}
+
+
+def test_every_link_lands_on_a_file_and_an_anchor_that_exist():
+    """A link made from an older heading (`#orch-profile-sweep---layout-rxtxb---out-dir`) lands on no anchor:
+    every relative link's file must exist, and its #anchor must be one of the target page's headings."""
+    broken = []
+    for page, text in markdown_pages().items():
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path = (page.parent / target).resolve() if target else page
+            where = f"{page.relative_to(REPO)} → {target}{'#' + anchor if anchor else ''}"
+            if not path.exists():
+                broken.append(f"{where}: no such file")
+            elif anchor and path.suffix == ".md" and anchor not in github_anchors(path.read_text(encoding="utf-8")):
+                broken.append(f"{where}: no such heading")
+    assert broken == [], "\n".join(broken)
