@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from pathlib import Path
 
 from orchestrator.cli.common import EXIT_OK, console, fail_input, positive_int, positive_number
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         out = console()
-        if not out.is_terminal:  # a log or a pipe: no terminal to fit, so the wide tables are not squeezed
+        if not out.is_terminal and not os.environ.get("COLUMNS"):   # a log or a pipe: no terminal to fit
             out.width = PIPED_WIDTH
         for renderable in terminal_prediction(report, full_validation=args.validate):
             out.print(renderable)

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import EXIT_OK, fail_input, positive_number
+from orchestrator.cli.common import EXIT_OK, console, fail_input, positive_number
 from orchestrator.core.adaptive.answer import AdaptiveOptions, Answer, relative_text
 from orchestrator.core.adaptive.outcome import Measured, outcome_lines, parse_duration
 from orchestrator.core.schema import InvalidInput
@@ -88,8 +88,14 @@ def print_outcome(outcome: AdaptiveOutcome, json_mode: bool) -> None:
                                                     "core_s": round(c.core_s, 3)} for c in outcome.skipped]}}),
               flush=True)
         return
-    print("adaptive sweep:")
-    print("\n".join(outcome_lines(outcome.answer, outcome.stop, outcome.measured, outcome.skipped)), flush=True)
+    _say("adaptive sweep:", *outcome_lines(outcome.answer, outcome.stop, outcome.measured, outcome.skipped))
+
+
+def _say(*lines: str) -> None:
+    """Lines wrapped between words at the terminal's width (rich), so that none is cut or runs past it."""
+    out = console()
+    for line in lines:
+        out.print(line, markup=False, highlight=False)
 
 
 def _answer_json(a: Answer) -> dict[str, object]:
@@ -121,10 +127,9 @@ def replay(args: argparse.Namespace, sweep: Sweep) -> int:
         return fail_input(f"{args.replay}: no ok throughput or convergence record to replay")
     q = rp.question_of(res.records, options.question or FASTEST, s)
     t = rp.replay(res.records, q, s, rp.adaptive_policy(options.target_width, options.budget_s), rp.ADAPTIVE)
-    for st in t.steps[1:]:
-        print(f"[{st.trials}] {st.key} ({st.core_s:,.0f} core-s so far, as recorded): answer "
-              f"{relative_text(st.answer.width)}")
-    print(f"adaptive sweep, replayed on {args.replay} (no trial ran):")
+    _say(*(f"[{st.trials}] {st.key} ({st.core_s:,.0f} core-s so far, as recorded): answer "
+           f"{relative_text(st.answer.width)}" for st in t.steps[1:]))
     measured = [Measured(st.key, st.reason) for st in t.steps[1:]]
-    print("\n".join(outcome_lines(t.steps[-1].answer, t.stop, measured, t.skipped)))
+    _say(f"adaptive sweep, replayed on {args.replay} (no trial ran):",
+         *outcome_lines(t.steps[-1].answer, t.stop, measured, t.skipped))
     return EXIT_OK

@@ -40,6 +40,7 @@ class Table:
     rows: tuple[tuple[str, tuple[Cell, ...]], ...]
     footnotes: tuple[str, ...] = ()            # already lettered: 'a: ...'
     caption: str = ""                          # one paragraph under the title: what a cell means
+    key_columns: tuple[str, ...] = ()          # kept first where a terminal is too narrow for every column
 
     def to_dict(self) -> dict[str, Any]:
         return {

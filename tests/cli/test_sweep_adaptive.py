@@ -42,7 +42,7 @@ def test_the_adaptive_section_is_loaded_strictly():
 
 def test_replay_prints_each_choice_and_the_answer(capsys):
     rc = main(["sweep", str(SWEEP), "--replay", str(CLASSIFIER), "--target-width", "0.3"])
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())     # wrapped between words at the console's width
     assert rc == 0, out
     assert "[1] r1-t2-b32 (24 core-s so far, as recorded): answer no interval" in out
     assert f"adaptive sweep, replayed on {CLASSIFIER} (no trial ran):" in out

@@ -108,7 +108,7 @@ def validation_table(f: Fitted) -> Table:
     return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
                  columns=(*PREDICTORS, "bias", "Kendall τ", "within noise", "used (bias)", "printed", "inside",
                           "width"),
-                 rows=tuple(rows), caption=caption)
+                 rows=tuple(rows), caption=caption, key_columns=(PREDICTORS[0], "printed", "inside", "width"))
 
 
 def epochs_table(f: Fitted) -> Table:
@@ -212,7 +212,7 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
         columns += ("predictor", "samples/s low", "samples/s high", "epochs low", "epochs high", "hours low",
                     "hours high", "flags", "notes")
     return Table(name=name, title=title, corner="r×t×b", columns=columns, rows=tuple(rows),
-                 footnotes=notes.lines(), caption=caption)
+                 footnotes=notes.lines(), caption=caption, key_columns=("samples/s [interval]", "time to train"))
 
 
 def summary_predictions(predictions: Sequence[Prediction], rec: Recommendation | None) -> list[Prediction]:
