@@ -43,11 +43,14 @@ SCRIPT_UNKNOWN = ("not known: the sweep file may give it (constraints.rank_memor
 
 @dataclass(frozen=True, slots=True)
 class MemoryFact:
-    """One rank's peak unique memory per local batch, MiB."""
+    """One rank's peak private memory per local batch, MiB, and the libraries a node holds once for its ranks
+    (`library_mib`: the probe measures them apart; a figure the sweep file or a workload's formula gives is all
+    there is, so 0 there)."""
 
     origin: Origin
     source: str
     formula: Callable[[int], float | None] | None = field(default=None, compare=False, repr=False)
+    library_mib: float = 0.0
 
     def mib(self, local_batch: int) -> float | None:
         """The figure at `local_batch`; None where it is not known."""
@@ -150,7 +153,7 @@ def workload_facts(*, precision: str, sweep_memory_mib: float | None = None,
     elif declared_memory is not None:
         memory = MemoryFact(WORKLOAD, "the workload’s formula (memory_estimate_mib)", declared_memory)
     elif probe is not None:
-        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib)
+        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib, probe.memory.libraries_mib)
     else:
         memory = MemoryFact(UNKNOWN, waiting)
     flops: Fact[float] = Fact(declared_flops, "the workload’s train_flops_per_sample",
@@ -167,7 +170,7 @@ def _script_facts(sweep_memory_mib: float | None, declared_flops: Callable[[], f
         mib = sweep_memory_mib
         memory = MemoryFact(SWEEP, f"constraints.rank_memory_mib in the sweep file: {mib:,.0f} MiB", lambda b: mib)
     elif probe is not None:
-        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib)
+        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib, probe.memory.libraries_mib)
     else:
         memory = MemoryFact(UNKNOWN, "not known yet: the script has not been probed (`orch probe` runs it as one rank)")
     flops: Fact[float] = Fact(declared_flops, "the sweep file’s workload.flops_per_sample",
