@@ -85,11 +85,15 @@ def test_the_plan_says_private_memory_and_the_libraries_once_per_node():
     assert plan.facts.memory.source.endswith("+ 15% margin; + 353 MiB of libraries once per node")
 
 
-def test_a_formula_or_the_sweep_files_figure_counts_no_libraries_apart():
+def test_a_formula_has_the_probes_libraries_beside_it_and_the_sweep_files_figure_none():
+    """A workload's formula counts a rank's own memory: the probe's libraries, where it ran, stand beside it. A
+    figure the sweep file states is all there is."""
     formula = workload_facts(precision="fp32", declared_memory=lambda b: 400.0, probe=probe())
-    assert formula.memory.origin == WORKLOAD and formula.memory.library_mib == 0.0
+    assert formula.memory.origin == WORKLOAD and formula.memory.library_mib == LIBRARIES
+    assert formula.memory.library_source == "353 MiB, once per node, measured by the probe (its file-backed pages)"
+    assert workload_facts(precision="fp32", declared_memory=lambda b: 400.0).memory.library_mib == 0.0
     stated = workload_facts(precision="fp32", sweep_memory_mib=900.0, probe=probe())
-    assert stated.memory.library_mib == 0.0
+    assert stated.memory.library_mib == 0.0 and stated.memory.library_source == ""
 
 
 def test_packed_runs_share_the_node_less_the_libraries_in_proportion_to_their_cores():
@@ -99,3 +103,13 @@ def test_packed_runs_share_the_node_less_the_libraries_in_proportion_to_their_co
                             rank_memory_mib=3000.0, memory_headroom=0.9, library_mib=LIBRARIES)
     assert admitted is not None
     assert admitted.memory_budget_mib == pytest.approx(((NODE_MIB - LIBRARIES) * 7 / 56,) * 2)
+
+
+def test_orch_plan_says_where_the_libraries_beside_a_formula_come_from():
+    from orchestrator.cli.plan_cmd import facts_lines
+
+    lines = facts_lines(workload_facts(precision="fp32", declared_memory=lambda b: 400.0, probe=probe()), "S")
+    assert lines[:2] == ["memory per rank: the workload’s formula (memory_estimate_mib)",
+                         "libraries: 353 MiB, once per node, measured by the probe (its file-backed pages)"]
+    probed = facts_lines(workload_facts(precision="fp32", probe=probe()), "S")
+    assert not any(line.startswith("libraries:") for line in probed)   # the probe's own source says them
