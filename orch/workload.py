@@ -232,7 +232,8 @@ class Workload(abc.ABC, Generic[P]):
     rank_modules: tuple[str, ...] = ()
 
     def memory_estimate_mib(self, params: P, local_batch: int) -> float | None:
-        """Peak unique memory (USS) of one rank at `local_batch`, MiB; None: probe it."""
+        """Peak private memory of one rank at `local_batch` (its resident set less its file-backed pages: what it
+        allocates; the libraries' pages, which a node's ranks share, are not in it), MiB; None: probe it."""
         return None
 
     def samples_per_epoch(self, params: P) -> int | None:
@@ -389,7 +390,7 @@ def model_workload(*, name: str, params: type[MP], model: Callable[[MP], torch.n
       what a convergence target may use.
     - `optimizer(parameters, p, lr)`: your own; default: `p.optimizer` at `lr`.
     - `samples_per_epoch`, `memory_mib(p, local_batch)`, `flops_per_sample`: give them, or orch measures them
-      with its probe (the dataset's length, the peak unique memory at two small batches, torch's FLOP
+      with its probe (the dataset's length, the peak private memory at two small batches, torch's FLOP
       counter). A `samples_per_epoch(p)` that returns None leaves it to the probe for those parameters (a
       dataset on disk whose length only the rank can read).
     """

@@ -184,7 +184,8 @@ def plan_for(sweep, topology: Topology, ccl_available: bool | None = None) -> Pl
     facts = resolved.facts
     try:
         return make_plan(sweep.spec, topology, rank_memory_mib=facts.memory.mib, ccl_available=ccl_available,
-                         precision=precision, samples_per_epoch=facts.samples.value, facts=facts)
+                         precision=precision, samples_per_epoch=facts.samples.value, facts=facts,
+                         library_mib=facts.memory.library_mib)
     except PlanTooLarge as err:
         raise InvalidInput(f"sweep file {sweep.path}", [Problem("grid", str(err))]) from None
 

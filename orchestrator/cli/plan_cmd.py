@@ -8,7 +8,7 @@ import json
 import logging
 
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console
-from orchestrator.core.facts import UNKNOWN, WorkloadFacts
+from orchestrator.core.facts import PROBE, UNKNOWN, WorkloadFacts
 from orchestrator.core.plan import Plan
 from orchestrator.core.plan_view import plan_tables
 from orchestrator.core.probe import PROBE_BATCHES
@@ -43,6 +43,8 @@ def facts_lines(facts: WorkloadFacts | None, sweep_path: str) -> list[str]:
              ("samples per epoch", facts.samples.origin, facts.samples.source))
     waiting = facts.probe is None and facts.probeable
     lines = [f"{name}: {source}" for name, origin, source in named if not (waiting and origin == UNKNOWN)]
+    if facts.memory.library_source and facts.memory.origin != PROBE:   # the probe's own source text says them
+        lines.insert(1, f"libraries: {facts.memory.library_source}")
     unknown = [(name, source) for name, origin, source in named if waiting and origin == UNKNOWN]
     if unknown:
         lines.append(f"{', '.join(name for name, _ in unknown)}: {unknown[0][1]}. `orch probe {sweep_path}` measures "

@@ -23,12 +23,13 @@ def add_parser(sub) -> None:
         description=f"Run one rank of the sweep's workload on this machine, in the precision the plan chooses, at "
                     f"local batches {batches}, each in a process of its own, pinned and watched as a sweep's ranks "
                     f"are (no Ray): {PROBE_STEPS} training steps holding the batches a throughput trial holds. "
-                    "Fits one rank's peak unique memory as intercept + slope × local batch with a stated margin "
-                    "(DDP's gradient buckets added), counts the training FLOPs per sample with torch's FLOP counter "
-                    "and reads the train split's length, then caches the result (per workload, parameters, "
-                    "precision and torch version) where `orch plan` and `orch sweep` find it. The workload's own "
-                    "figures win where it declares them. Exit status: 0 ok (or nothing to probe), 2 bad input or "
-                    "a probe that failed (the rank's error).")
+                    "Fits one rank's peak private memory (resident less file-backed pages) as intercept + slope × "
+                    "local batch with a stated margin (DDP's gradient buckets added), measures the libraries' "
+                    "file-backed pages that a node holds once for its ranks, counts the training FLOPs per sample "
+                    "with torch's FLOP counter and reads the train split's length, then caches the result (per "
+                    "workload, parameters, precision and torch version) where `orch plan` and `orch sweep` find "
+                    "it. The workload's own figures win where it declares them. Exit status: 0 ok (or nothing to "
+                    "probe), 2 bad input or a probe that failed (the rank's error).")
     parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML)")
     add_topology_option(parser)
     parser.add_argument("--force", action="store_true",
@@ -51,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
                   f"({setup.budget_note}) ...")
 
     def point(p) -> None:
-        err.print(f"  local batch {p.local_batch}: peak {p.peak_uss_mib:,.0f} MiB unique (the rank's high-water "
-                  f"mark {_mib(p.rank_peak_uss_mib)}, the launcher's watch {_mib(p.watched_peak_uss_mib)})"
+        err.print(f"  local batch {p.local_batch}: peak {p.peak_mib:,.0f} MiB private (the rank's high-water "
+                  f"mark {_mib(p.rank_peak_private_mib)}, the launcher's watch {_mib(p.watched_peak_private_mib)}), "
+                  f"{p.library_mib:,.0f} MiB of libraries"
                   + (f", a step {p.step_s:.3g} s" if p.step_s is not None else "") + f", {p.wall_s:.1f} s in all")
 
     try:

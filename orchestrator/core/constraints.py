@@ -11,6 +11,15 @@ nodes or sockets would help:
 ...     print(reason.message)
 4 ranks × 4 cores = 16 > 8 physical cores (hyperthreads not counted) on 1 node(s)
 4 ranks × 5,000 MiB exceed memory: the node(s) hold 2 rank(s) within 0.9 × their memory
+
+Memory is each rank's private memory plus the libraries, which the ranks of a node share: a node holds them
+once (`Rules.library_mib`), whatever its number of ranks.
+
+>>> check(Trial(4, 1, 16), box, Rules(rank_memory_mib=3600)), check(Trial(3, 1, 16), box, Rules(rank_memory_mib=3600,
+...                                                                  library_mib=400))
+((), ())
+>>> print(check(Trial(4, 1, 16), box, Rules(rank_memory_mib=3600, library_mib=400))[0].message)
+4 ranks × 3,600 MiB + 400 MiB of libraries once per node exceed memory: the node(s) hold 3 rank(s) within 0.9 ×...
 """
 
 from __future__ import annotations
@@ -52,7 +61,8 @@ class Rules:
     hyperthreads: bool = False
     ccl_workers: int = 0              # cores per rank reserved for oneCCL (0 unless backend is ccl)
     memory_headroom: float = 0.9
-    rank_memory_mib: float = 0.0      # what one rank needs
+    rank_memory_mib: float = 0.0      # what one rank needs of its own (its private memory)
+    library_mib: float = 0.0          # the libraries' pages, which a node holds once for all its ranks
     memory_budget_mib: float | None = None  # explicit per-rank limit, if any
     backend_error: str | None = None  # why the requested backend cannot be used, if it cannot
     precision_error: str | None = None  # why the requested precision is refused on this machine, if it is
@@ -61,8 +71,12 @@ class Rules:
     @property
     def reserved_rank_mib(self) -> float:
         """Memory set aside per rank when packing ranks into nodes: the estimate, or the explicit budget
-        when that is larger (the watchdog lets a rank grow up to its budget)."""
+        when that is larger (the watchdog lets a rank's private memory grow up to its budget)."""
         return max(self.rank_memory_mib, self.memory_budget_mib or 0.0)
+
+    def libraries_text(self) -> str:
+        """' + 400 MiB of libraries once per node', or nothing where none are counted."""
+        return f" + {self.library_mib:,.0f} MiB of libraries once per node" if self.library_mib > 0 else ""
 
 
 def _core_word(hyperthreads: bool) -> str:
@@ -117,24 +131,24 @@ def _memory_reason(trial: Trial, topology: Topology, rules: Rules, need: int, co
     if budget is not None and mem > budget:
         return Reason(MEMORY, f"a rank needs ~{mem:,.0f} MiB at local batch {trial.local_batch}, more than "
                               f"memory_budget_mib {budget:,.0f}")
-    per_rank = rules.reserved_rank_mib
+    per_rank, libraries = rules.reserved_rank_mib, rules.library_mib
     if per_rank <= 0:
         return None
     head = rules.memory_headroom
     groups = topology.groups
     biggest = max(g.node.memory_mib for g in groups)
-    if per_rank > biggest * head:
-        return Reason(MEMORY, f"one rank needs {per_rank:,.0f} MiB > {biggest:,.0f} MiB node memory × "
-                              f"headroom {head:g} = {biggest * head:,.0f} MiB")
-    mem_slots = sum(g.count * memory_slots(g.node, per_rank, head) for g in groups)
+    if per_rank + libraries > biggest * head:
+        return Reason(MEMORY, f"one rank needs {per_rank:,.0f} MiB{rules.libraries_text()} > {biggest:,.0f} MiB "
+                              f"node memory × headroom {head:g} = {biggest * head:,.0f} MiB")
+    mem_slots = sum(g.count * memory_slots(g.node, per_rank, head, libraries) for g in groups)
     if mem_slots < trial.ranks:
-        return Reason(MEMORY, f"{trial.ranks} ranks × {per_rank:,.0f} MiB exceed memory: the node(s) hold "
-                              f"{mem_slots} rank(s) within {head:g} × their memory")
+        return Reason(MEMORY, f"{trial.ranks} ranks × {per_rank:,.0f} MiB{rules.libraries_text()} exceed memory: "
+                              f"the node(s) hold {mem_slots} rank(s) within {head:g} × their memory")
     if cores_ok:
-        both = sum(g.count * group_capacity(g, need, rules.hyperthreads, per_rank, head) for g in groups)
+        both = sum(g.count * group_capacity(g, need, rules.hyperthreads, per_rank, head, libraries) for g in groups)
         if both < trial.ranks:
             return Reason(MEMORY, f"cores and memory together hold only {both} rank(s) of {need} cores and "
-                                  f"{per_rank:,.0f} MiB, fewer than {trial.ranks}")
+                                  f"{per_rank:,.0f} MiB{rules.libraries_text()}, fewer than {trial.ranks}")
     return None
 
 

@@ -43,11 +43,23 @@ SCRIPT_UNKNOWN = ("not known: the sweep file may give it (constraints.rank_memor
 
 @dataclass(frozen=True, slots=True)
 class MemoryFact:
-    """One rank's peak unique memory per local batch, MiB."""
+    """One rank's peak private memory per local batch, MiB, and the libraries a node holds once for its ranks
+    (`library_mib`). The libraries are the probe's measurement wherever a probe of these parameters has run: a
+    workload's formula counts a rank's own memory (orch's were calibrated on two ranks, which share the
+    libraries' pages), so the probe's libraries stand beside it. A figure the sweep file states is all there is:
+    no libraries beside it."""
 
     origin: Origin
     source: str
     formula: Callable[[int], float | None] | None = field(default=None, compare=False, repr=False)
+    library_mib: float = 0.0
+
+    @property
+    def library_source(self) -> str:
+        """Where the libraries' figure comes from, for `orch plan` (empty where none is counted)."""
+        if not self.library_mib:
+            return ""
+        return f"{self.library_mib:,.0f} MiB, once per node, measured by the probe (its file-backed pages)"
 
     def mib(self, local_batch: int) -> float | None:
         """The figure at `local_batch`; None where it is not known."""
@@ -148,9 +160,10 @@ def workload_facts(*, precision: str, sweep_memory_mib: float | None = None,
         mib = sweep_memory_mib
         memory = MemoryFact(SWEEP, f"constraints.rank_memory_mib in the sweep file: {mib:,.0f} MiB", lambda b: mib)
     elif declared_memory is not None:
-        memory = MemoryFact(WORKLOAD, "the workload’s formula (memory_estimate_mib)", declared_memory)
+        memory = MemoryFact(WORKLOAD, "the workload’s formula (memory_estimate_mib)", declared_memory,
+                            probe.memory.libraries_mib if probe is not None else 0.0)
     elif probe is not None:
-        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib)
+        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib, probe.memory.libraries_mib)
     else:
         memory = MemoryFact(UNKNOWN, waiting)
     flops: Fact[float] = Fact(declared_flops, "the workload’s train_flops_per_sample",
@@ -167,7 +180,7 @@ def _script_facts(sweep_memory_mib: float | None, declared_flops: Callable[[], f
         mib = sweep_memory_mib
         memory = MemoryFact(SWEEP, f"constraints.rank_memory_mib in the sweep file: {mib:,.0f} MiB", lambda b: mib)
     elif probe is not None:
-        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib)
+        memory = MemoryFact(PROBE, probe.memory.text(), probe.memory.mib, probe.memory.libraries_mib)
     else:
         memory = MemoryFact(UNKNOWN, "not known yet: the script has not been probed (`orch probe` runs it as one rank)")
     flops: Fact[float] = Fact(declared_flops, "the sweep file’s workload.flops_per_sample",

@@ -69,24 +69,43 @@ def socket_slots(node: Node, cores_per_rank: int, hyperthreads: bool) -> list[in
     return [len(s.cpus(hyperthreads)) // cores_per_rank for s in node.sockets]
 
 
-def memory_slots(node: Node, rank_memory_mib: float, memory_headroom: float) -> int:
-    """How many ranks of `rank_memory_mib` fit in `node`'s memory × headroom."""
+def memory_slots(node: Node, rank_memory_mib: float, memory_headroom: float, library_mib: float = 0.0) -> int:
+    """How many ranks of `rank_memory_mib` (each one's private memory) fit in `node`'s memory × headroom, beside
+    the `library_mib` of libraries that the node holds once for all of them (their pages are shared).
+
+    >>> from orchestrator.core.topology import topology_from_data
+    >>> box, _ = topology_from_data({"name": "box", "sockets": 1, "cores_per_socket": 56, "memory_gib": 32})
+    >>> memory_slots(box.nodes[0], 400, 0.9, library_mib=350), memory_slots(box.nodes[0], 400 + 350, 0.9)
+    (72, 39)
+    """
+    usable = node.memory_mib * memory_headroom - library_mib
+    if usable < 0:
+        return 0
     if rank_memory_mib <= 0:
         return 1 << 30
-    return int(node.memory_mib * memory_headroom // rank_memory_mib)
+    return int(usable // rank_memory_mib)
 
+
+def rank_share_mib(node_memory_mib: float, memory_headroom: float, library_mib: float, ranks: float) -> float:
+    """One rank's budget of private memory on a node shared by `ranks` ranks (a fraction, for a share by cores):
+    the node's memory × headroom less the libraries it holds once, split evenly.
+
+    >>> round(rank_share_mib(192 * 1024, 0.9, 350.0, 56), 1)   # a 192 GiB node of 56 ranks
+    3153.5
+    """
+    return (node_memory_mib * memory_headroom - library_mib) / ranks
 
 def node_capacity(node: Node, cores_per_rank: int, hyperthreads: bool, rank_memory_mib: float,
-                  memory_headroom: float) -> int:
+                  memory_headroom: float, library_mib: float = 0.0) -> int:
     return min(sum(socket_slots(node, cores_per_rank, hyperthreads)),
-               memory_slots(node, rank_memory_mib, memory_headroom))
+               memory_slots(node, rank_memory_mib, memory_headroom, library_mib))
 
 
 def group_capacity(group: NodeGroup, cores_per_rank: int, hyperthreads: bool, rank_memory_mib: float,
-                   memory_headroom: float) -> int:
+                   memory_headroom: float, library_mib: float = 0.0) -> int:
     """`node_capacity` of each node of `group` (they are alike), without walking its CPUs again."""
     cores = sum(size // cores_per_rank for size in group.socket_sizes(hyperthreads))
-    return min(cores, memory_slots(group.node, rank_memory_mib, memory_headroom))
+    return min(cores, memory_slots(group.node, rank_memory_mib, memory_headroom, library_mib))
 
 
 def spread(count: int, capacities: list[int]) -> list[int] | None:
@@ -158,13 +177,15 @@ def _node_layout(group: NodeGroup, count: int, threads_per_rank: int, cores_per_
 
 
 def place(topology: Topology, ranks: int, threads_per_rank: int, *, hyperthreads: bool = False,
-          ccl_workers: int = 0, rank_memory_mib: float = 0.0, memory_headroom: float = 1.0) -> Placement | None:
-    """Assign every rank its node, socket and CPUs; None when the ranks cannot be hosted.
+          ccl_workers: int = 0, rank_memory_mib: float = 0.0, memory_headroom: float = 1.0,
+          library_mib: float = 0.0) -> Placement | None:
+    """Assign every rank its node, socket and CPUs; None when the ranks cannot be hosted. `rank_memory_mib`:
+    each rank's private memory; `library_mib`: the libraries a node holds once for its ranks.
 
     Costs time in the ranks placed and the node shapes, not in the size of the cluster."""
     cores_per_rank = threads_per_rank + ccl_workers
     groups = topology.groups
-    capacities = [group_capacity(g, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom)
+    capacities = [group_capacity(g, cores_per_rank, hyperthreads, rank_memory_mib, memory_headroom, library_mib)
                   for g in groups]
     chosen = fewest_nodes(groups, capacities, ranks)
     per_node = spread(ranks, [capacities[k] for _, k in chosen]) if chosen is not None else None

@@ -24,7 +24,7 @@ from orchestrator.core.constraints import Reason, Rules, check
 from orchestrator.core.facts import WorkloadFacts
 from orchestrator.core.grid import Trial, expand
 from orchestrator.core.isa import PrecisionChoice
-from orchestrator.core.placement import Placement, place
+from orchestrator.core.placement import Placement, place, rank_share_mib
 from orchestrator.core.spec import ConstraintsSpec, SweepSpec
 from orchestrator.core.topology import Topology
 
@@ -45,8 +45,9 @@ class PlannedTrial:
     trial: Trial
     reasons: tuple[Reason, ...]
     placement: Placement | None
-    rank_memory_mib: float                  # what one rank is expected to need
-    memory_budget_mib: tuple[float, ...]    # per rank: the watchdog's limit (empty when infeasible)
+    rank_memory_mib: float                  # what one rank is expected to need of its own (private memory)
+    memory_budget_mib: tuple[float, ...]    # per rank: the watchdog's limit on it (empty when infeasible)
+    library_mib: float = 0.0                # the libraries, which each node holds once beside its ranks
 
     @property
     def feasible(self) -> bool:
@@ -137,12 +138,13 @@ def cheapest(candidates: list[PlannedTrial]) -> PlannedTrial:
 
 def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[[int], float | None],
               ccl_available: bool, precision: PrecisionChoice | None = None, samples_per_epoch: int | None = None,
-              facts: WorkloadFacts | None = None) -> Plan:
-    """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate (in the precision
-    chosen), None where nothing is known of it yet (the memory rule then passes every point, and the plan says
-    so: `Plan.memory_known`); `precision`, the sweep's precision for this topology: a refused one makes every
-    point infeasible; `samples_per_epoch`, where known, makes a point whose ranks get less than one batch each
-    infeasible; `facts`, the figures' sources, are kept for the views.
+              facts: WorkloadFacts | None = None, library_mib: float = 0.0) -> Plan:
+    """Decide every grid point. `rank_memory_mib(local_batch)` is the workload's estimate of one rank's private
+    memory (in the precision chosen), None where nothing is known of it yet (the memory rule then passes every
+    point, and the plan says so: `Plan.memory_known`); `library_mib`, the libraries a node holds once beside its
+    ranks (their pages are shared: `orchestrator.core.probe`); `precision`, the sweep's precision for this
+    topology: a refused one makes every point infeasible; `samples_per_epoch`, where known, makes a point whose
+    ranks get less than one batch each infeasible; `facts`, the figures' sources, are kept for the views.
 
     Raises PlanTooLarge (a ValueError) for a grid beyond MAX_GRID_POINTS or MAX_PLACED_RANKS."""
     cons = spec.constraints
@@ -160,7 +162,7 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
         memory_known = memory_known and estimate is not None
         need_mib = estimate if estimate is not None else 0.0
         rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=workers, memory_headroom=cons.memory_headroom,
-                      rank_memory_mib=need_mib, memory_budget_mib=cons.memory_budget_mib,
+                      rank_memory_mib=need_mib, library_mib=library_mib, memory_budget_mib=cons.memory_budget_mib,
                       backend_error=backend.error, precision_error=precision.error if precision else None,
                       samples_per_epoch=samples_per_epoch)
         checked.append((trial, check(trial, topology, rules), need_mib, rules.reserved_rank_mib))
@@ -168,28 +170,31 @@ def make_plan(spec: SweepSpec, topology: Topology, *, rank_memory_mib: Callable[
     if placed_ranks > MAX_PLACED_RANKS:
         raise PlanTooLarge(f"the grid's feasible points place {placed_ranks:,} ranks in all, more than orch plans "
                            f"at once ({MAX_PLACED_RANKS:,}); use fewer or smaller ranks values")
-    planned = tuple(_placed(trial, reasons, need_mib, reserved_mib, topology, cons, workers)
+    planned = tuple(_placed(trial, reasons, (need_mib, reserved_mib, library_mib), topology, cons, workers)
                     for trial, reasons, need_mib, reserved_mib in checked)
     return Plan(spec, topology, backend, ranks, threads, tuple(sorted(spec.grid.local_batch)), planned,
                 _convergence_runs(spec, planned), precision, memory_known, facts)
 
 
-def _placed(trial: Trial, reasons: tuple[Reason, ...], need_mib: float, reserved_mib: float, topology: Topology,
+def _placed(trial: Trial, reasons: tuple[Reason, ...], memory_mib: tuple[float, float, float], topology: Topology,
             cons: ConstraintsSpec, workers: int) -> PlannedTrial:
+    """The trial placed, with each rank's budget; `memory_mib`: (needed, reserved) per rank, libraries per node."""
+    need_mib, reserved_mib, library_mib = memory_mib
     if reasons:
-        return PlannedTrial(trial, reasons, None, need_mib, ())
+        return PlannedTrial(trial, reasons, None, need_mib, (), library_mib)
     placement = place(topology, trial.ranks, trial.threads_per_rank, hyperthreads=cons.hyperthreads,
                       ccl_workers=workers, rank_memory_mib=reserved_mib,
-                      memory_headroom=cons.memory_headroom)
+                      memory_headroom=cons.memory_headroom, library_mib=library_mib)
     if placement is None:
         raise ValueError(f"check() passed but place() failed for {trial}")  # a bug, not bad input
     if cons.memory_budget_mib is not None:
         budgets = (cons.memory_budget_mib,) * trial.ranks
-    else:  # the node's memory × headroom, shared by the ranks on it; ranks are numbered node by node
+    else:  # each rank's private share of the node's memory × headroom, less the libraries the node holds once
         budgets = tuple(share for node, layout in placement.per_node
-                        for share in (topology.nodes[node].memory_mib * cons.memory_headroom / len(layout),)
-                        * len(layout))
-    return PlannedTrial(trial, reasons, placement, need_mib, budgets)
+                        for share in (rank_share_mib(topology.nodes[node].memory_mib, cons.memory_headroom,
+                                                     library_mib, len(layout)),) * len(layout))
+    return PlannedTrial(trial, reasons, placement, need_mib, budgets, library_mib)
+
 
 
 def _convergence_runs(spec: SweepSpec, planned: tuple[PlannedTrial, ...]) -> tuple[ConvergenceRun, ...]:

@@ -46,14 +46,26 @@ def plan_tables(plan: Plan) -> list[Table]:
                 return Cell("run" if nodes == 1 else f"run ({nodes} nodes)")
             return Cell(f"{DASH} {notes.letters([r.note for r in p.reasons])}", mark=INFEASIBLE)
 
-        memory = plan.cell(plan.ranks[0], plan.threads[0], batch).rank_memory_mib
-        need = (f"Each rank needs ~{memory:,.0f} MiB{_memory_origin(plan)}." if plan.memory_known
+        first = plan.cell(plan.ranks[0], plan.threads[0], batch)
+        need = (_need_text(first.rank_memory_mib, first.library_mib, _memory_origin(plan)) if plan.memory_known
                 else "Memory per rank not known yet: not checked.")
         tables.append(grid_table(
             name=f"plan-b{batch}", title=f"Plan, local batch {batch} (global batch = ranks × {batch})",
             caption=f"{need} 'run': the point fits and will be measured.",
             ranks=plan.ranks, threads=plan.threads, cell=cell, notes=notes))
     return tables
+
+
+def _need_text(rank_mib: float, library_mib: float, origin: str) -> str:
+    """The caption's memory: each rank's own, and the libraries the node holds once (where counted).
+
+    >>> _need_text(420.0, 353.0, " (measured by the probe)")
+    'Each rank needs ~420 MiB of its own (measured by the probe), + 353 MiB of libraries once per node.'
+    """
+    if library_mib <= 0:
+        return f"Each rank needs ~{rank_mib:,.0f} MiB{origin}."
+    return (f"Each rank needs ~{rank_mib:,.0f} MiB of its own{origin}, + {library_mib:,.0f} MiB of libraries once "
+            "per node.")
 
 
 ORIGIN_WORDS = {SWEEP: "constraints.rank_memory_mib", WORKLOAD: "the workload’s formula",
@@ -82,7 +94,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     def trial_dict(p: PlannedTrial) -> dict[str, Any]:
         return {"key": p.trial.key, **p.trial.layout(), "feasible": p.feasible,
                 "reasons": [r.to_dict() for r in p.reasons],
-                "rank_memory_mib": p.rank_memory_mib, "memory_budget_mib": list(p.memory_budget_mib),
+                "rank_memory_mib": p.rank_memory_mib, "library_mib": p.library_mib,
+                "memory_budget_mib": list(p.memory_budget_mib),
                 "placement": placement_to_list(p.placement, plan.topology)}
 
     return {

@@ -1,6 +1,12 @@
 """The memory probe's result: what one rank of a workload measured at two small local batches, and the figures
-drawn from it (peak unique memory affine in the batch with a stated margin, training FLOPs per sample, samples
-per epoch), each with the text that says where it came from.
+drawn from it (peak private memory affine in the batch with a stated margin, and the libraries' pages a node
+holds once; training FLOPs per sample; samples per epoch), each with the text that says where it came from.
+
+Memory is measured and planned in two parts (`orchestrator.run.procmem`): each rank's **private** memory (its
+resident set less its file-backed pages: what it allocates, which no other process shares or changes), and the
+**libraries** (its file-backed pages: torch's and the interpreter's, a few hundred MiB), which the ranks of a
+node share and the node holds once. A probe of format 1 measured a rank alone's unique memory, libraries in it
+(`MemoryModel.library_mib`, of the intercept); it still reads, and plans as it did.
 
 The probe runs one rank without DDP (`orchestrator.run.probe`), so the memory model adds what DDP holds beside
 the gradients at two ranks or more: its gradient buckets, one more fp32-sized copy of the gradients (none when
@@ -9,11 +15,13 @@ the gradients are views into the buckets, half a copy more for a 16-bit communic
 The buckets are counted at one rank too, where orch does not wrap DDP, as the built-in formulas count them:
 a rank of one is overstated by that much, never understated.
 
-    >>> m = fit_memory((2, 8), (820.0, 868.0), ddp_mib=45.0, margin=0.15)
-    >>> m.intercept_mib, m.slope_mib, round(m.mib(64))
-    (804.0, 8.0, 1565)
-    >>> m.text()
-    'probe at batches 2 and 8: 804 + 8·b MiB, + 45 MiB for DDP’s gradient buckets, + 15% margin'
+    >>> m = fit_memory((2, 8), (820.0, 868.0), ddp_mib=45.0, margin=0.15, node_library_mib=330.0)
+    >>> m.intercept_mib, m.slope_mib, round(m.mib(64)), m.libraries_mib
+    (804.0, 8.0, 1565, 330.0)
+    >>> print(m.text())
+    probe at batches 2 and 8: 804 + 8·b MiB private per rank, + 45 MiB for DDP’s gradient buckets, ...
+    >>> m.text().endswith("+ 15% margin; + 330 MiB of libraries once per node")
+    True
 
 Pure: no torch, no processes, no clock (the caller passes the time of measurement as text).
 """
@@ -29,9 +37,10 @@ from typing import Any
 
 from orchestrator.core.jsonobject import JsonObject, optional
 
-# The probe's method: a cached result of another format is measured again.
-PROBE_FORMAT = 1
-# Two local batches, each in a process of its own (peak USS never falls within a process). 2, not 1: a batch of
+# The probe's method: a cached result of another format is measured again. 2: private memory and the libraries
+# apart (1: a rank alone's unique memory, the libraries in it).
+PROBE_FORMAT = 2
+# Two local batches, each in a process of its own (a process's high-water mark never falls). 2, not 1: a batch of
 # one takes other paths in some models (batch norm refuses one value per channel in training). 8, not 4: the
 # slope is the difference of two peaks divided by the batch gap, so a gap of 6 divides the peaks' jitter (a few
 # MiB of allocator and library pages) three times less than a gap of 2, at the cost of a step of 8 samples.
@@ -79,33 +88,47 @@ def _number(value: float) -> str:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MemoryModel(JsonObject):
-    """One rank's peak unique memory: (intercept + slope·local batch + DDP's buckets) × (1 + margin), MiB."""
+    """One rank's peak private memory: (intercept + slope·local batch + DDP's buckets) × (1 + margin), MiB; and
+    the libraries' pages, which a node holds once whatever its number of ranks (`libraries_mib`)."""
 
     batches: tuple[int, ...]          # the local batches measured
-    peak_mib: tuple[float, ...]       # the peak USS measured at each
+    peak_mib: tuple[float, ...]       # the peak measured at each (private; format 1: unique)
     intercept_mib: float
     slope_mib: float                  # per sample of local batch
     ddp_mib: float                    # DDP's gradient buckets (and a 16-bit hook's copy), not in the measurement
     margin: float                     # the fraction added on top
     notes: tuple[str, ...] = ()       # what the fit had to decide (a slope taken as 0)
-    library_mib: float = 0.0          # of the intercept: the libraries a rank loads, unique to a rank alone
+    library_mib: float = 0.0          # format 1: of the intercept, the libraries counted for every rank
+    node_library_mib: float | None = optional()   # the libraries' pages, apart: once per node (format 2)
 
     def mib(self, local_batch: int) -> float:
+        """One rank's own share at `local_batch`: what each rank of a node adds to it."""
         return (self.intercept_mib + self.slope_mib * local_batch + self.ddp_mib) * (1 + self.margin)
+
+    @property
+    def libraries_mib(self) -> float:
+        """What a node holds once for its ranks, beside their `mib` each (0 for a format-1 model, whose ranks
+        count the libraries in their own figure)."""
+        return self.node_library_mib or 0.0
 
     def text(self) -> str:
         """Where the figure comes from, as `orch plan` and the results say it."""
         measured = " and ".join(map(str, self.batches))
         text = (f"probe at batches {measured}: {_number(self.intercept_mib)} + {_number(self.slope_mib)}·b MiB"
+                + (" private per rank" if self.node_library_mib is not None else "")
                 + (f" ({_number(self.library_mib)} MiB of it libraries, as for a rank alone on its node)"
                    if self.library_mib else "")
                 + (f", + {_number(self.ddp_mib)} MiB for DDP’s gradient buckets" if self.ddp_mib else "")
                 + f", + {self.margin:.0%} margin")
-        return text + "".join(f" ({note})" for note in self.notes)
+        text += "".join(f" ({note})" for note in self.notes)
+        if self.node_library_mib:
+            text += f"; + {_number(self.node_library_mib)} MiB of libraries once per node"
+        return text
 
 
 def fit_memory(batches: Sequence[int], peaks_mib: Sequence[float], *, ddp_mib: float,
-               margin: float = MEMORY_MARGIN, library_mib: float = 0.0) -> MemoryModel:
+               margin: float = MEMORY_MARGIN, library_mib: float = 0.0,
+               node_library_mib: float | None = None) -> MemoryModel:
     """The least-squares line through (batch, peak) (exact through two points). A peak that fell as the batch
     grew is jitter, not a negative cost per sample: the slope is then 0, the intercept the largest peak, and
     a note says so. Raises ValueError for fewer than two distinct batches or a peak that is not a number.
@@ -129,20 +152,26 @@ def fit_memory(batches: Sequence[int], peaks_mib: Sequence[float], *, ddp_mib: f
         notes = (f"the peak fell by {_number(drop)} MiB from batch {min(batches)} to {max(batches)}: jitter, "
                  "slope taken as 0",)
         return MemoryModel(batches=tuple(batches), peak_mib=tuple(peaks_mib), intercept_mib=max(peaks_mib),
-                           slope_mib=0.0, ddp_mib=ddp_mib, margin=margin, notes=notes, library_mib=library_mib)
+                           slope_mib=0.0, ddp_mib=ddp_mib, margin=margin, notes=notes, library_mib=library_mib,
+                           node_library_mib=node_library_mib)
     return MemoryModel(batches=tuple(batches), peak_mib=tuple(peaks_mib), intercept_mib=mean_m - slope * mean_b,
-                       slope_mib=slope, ddp_mib=ddp_mib, margin=margin, library_mib=library_mib)
+                       slope_mib=slope, ddp_mib=ddp_mib, margin=margin, library_mib=library_mib,
+                       node_library_mib=node_library_mib)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProbePoint(JsonObject):
-    """What one probe process measured at one local batch."""
+    """What one probe process measured at one local batch. Format 2 writes the private figures; a point of
+    format 1 has the unique-memory ones (`*_uss_mib`, the libraries counted in) instead."""
 
     local_batch: int
-    peak_uss_mib: float                  # the figure fitted: the rank's own, else the launcher's
-    rank_peak_uss_mib: float | None      # the rank's own: its high-water mark, as a rank alone on its node
-    library_mib: float                   # of which the libraries it loaded (torch's): shared by a node's ranks
-    watched_peak_uss_mib: float          # the launcher's watch (sampled, as in a sweep's records)
+    peak_private_mib: float | None = optional()          # the figure fitted: the rank's own, else the launcher's
+    rank_peak_private_mib: float | None = optional()     # the rank's own: its high-water mark less its files' pages
+    watched_peak_private_mib: float | None = optional()  # the launcher's watch, as in a sweep's records
+    library_mib: float = 0.0             # its file-backed pages (the libraries), apart (format 1: in the peak)
+    peak_uss_mib: float | None = optional()              # format 1: a rank alone's unique memory
+    rank_peak_uss_mib: float | None = optional()
+    watched_peak_uss_mib: float | None = optional()
     flops_per_step: float | None         # torch's FLOP counter on one training step
     flops_error: str | None = optional()  # why counting failed
     samples_per_epoch: int | None = None  # Trainer.samples_per_epoch()
@@ -150,6 +179,12 @@ class ProbePoint(JsonObject):
     wall_s: float = 0.0
     step_s: float | None = optional()    # a steady training step (the median of those after the first), seconds
     startup_s: float | None = optional()  # from its launch to its first step (imports, build), seconds
+
+    @property
+    def peak_mib(self) -> float:
+        """The figure fitted: the private peak (format 1: the unique one)."""
+        peak = self.peak_private_mib if self.peak_private_mib is not None else self.peak_uss_mib
+        return peak if peak is not None else 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -244,9 +279,9 @@ def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *,
     `probe_key` hashes, kept in the result; `cpu`: the model name of the CPU it ran on."""
     ordered = sorted(points, key=lambda p: p.local_batch)
     gradient_mib = max(p.gradient_bytes for p in ordered) / 2**20
-    memory = fit_memory([p.local_batch for p in ordered], [p.peak_uss_mib for p in ordered],
+    memory = fit_memory([p.local_batch for p in ordered], [p.peak_mib for p in ordered],
                         ddp_mib=ddp_copies * gradient_mib, margin=margin,
-                        library_mib=max(p.library_mib for p in ordered))
+                        node_library_mib=max(p.library_mib for p in ordered))
     flops, flops_source = _flops(ordered)
     samples, samples_source = _samples(ordered)
     f = dict(key_fields)

@@ -112,10 +112,10 @@ def root_cause(ends: Sequence[RankEnding | None], ended: Sequence[int]) -> tuple
     is the likelier culprit. A rank stopped by the driver, or with no outcome, makes the trial 'failed'.
 
     >>> from types import SimpleNamespace as End
-    >>> oom = End(status="oom", reason="unique memory 950 MiB exceeded", exit_code=-9, log_tail="")
+    >>> oom = End(status="oom", reason="private memory 950 MiB exceeded", exit_code=-9, log_tail="")
     >>> echo = End(status="failed", reason="exited with status 1", exit_code=1, log_tail="Broken pipe")
     >>> root_cause([echo, oom], ended=[0, 1])
-    (1, <Status.OOM: 'oom'>, 'rank 1: unique memory 950 MiB exceeded')
+    (1, <Status.OOM: 'oom'>, 'rank 1: private memory 950 MiB exceeded')
     """
     bad = [(i, e) for i, e in enumerate(ends) if e is None or e.status != RankStatus.OK]
     if not bad:

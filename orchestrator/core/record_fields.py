@@ -142,8 +142,10 @@ FIELDS: tuple[Field, ...] = (
           _throughput(lambda t: _largest(t.step_ms_p90))),
     Field("data_wait_share", ValueType.FLOAT, Role.METRIC, "share of the timed steps spent waiting for data",
           _throughput(lambda t: t.data_wait_share)),
-    Field("peak_uss_mib", ValueType.FLOAT, Role.METRIC, "the largest rank's peak unique memory (USS), MiB",
-          lambda r: _largest(r.memory.peak_uss_mib) if r.memory is not None else None),
+    Field("peak_private_mib", ValueType.FLOAT, Role.METRIC, "the largest rank's peak private memory (resident "
+          "less file-backed), MiB", lambda r: _largest(r.memory.peak_private_mib) if r.memory is not None else None),
+    Field("peak_uss_mib", ValueType.FLOAT, Role.METRIC, "older records: the largest rank's peak unique memory "
+          "(USS), MiB", lambda r: _largest(r.memory.peak_uss_mib) if r.memory is not None else None),
     Field("epochs_to_target", ValueType.FLOAT, Role.METRIC, "a convergence run's epochs to reach the target "
           "(empty when it did not)", _convergence(lambda c: c.epochs_to_target)),
     Field("converged", ValueType.BOOL, Role.METRIC, "a convergence run reached the target",
@@ -161,8 +163,10 @@ FIELDS: tuple[Field, ...] = (
     Field("reason", ValueType.STR, Role.INFO, "why it is not ok: the first line", _first_line),
     Field("memory_budget_mib", ValueType.FLOAT, Role.INFO, "the smallest rank's memory budget, MiB",
           lambda r: _smallest(r.memory.budget_mib) if r.memory is not None else None),
-    Field("memory_estimate_mib", ValueType.FLOAT, Role.INFO, "memory one rank was planned to need, MiB",
+    Field("memory_estimate_mib", ValueType.FLOAT, Role.INFO, "private memory one rank was planned to need, MiB",
           lambda r: r.memory.estimate_mib if r.memory is not None else None),
+    Field("shared_mib", ValueType.FLOAT, Role.INFO, "the largest rank's file-backed pages (its libraries, which "
+          "a node holds once), MiB", lambda r: _largest(r.memory.shared_mib) if r.memory is not None else None),
     Field("convergence_metric", ValueType.STR, Role.INFO, "the metric a convergence run trained to",
           _convergence(lambda c: c.metric)),
     Field("convergence_target", ValueType.FLOAT, Role.INFO, "the value it had to reach",

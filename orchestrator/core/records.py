@@ -26,7 +26,11 @@ Section layouts (units in the names):
                  gradient_bytes, ddp_bucket_bytes[] (null for one rank; in the gradients' dtype),
                  ddp_wire_dtype, ddp_wire_bucket_bytes[] (what each bucket's all-reduce moves: half of it with
                  a 16-bit ddp_comm_hook; null for one rank and in records older than the fields)}
-    memory:     {peak_uss_mib[rank], budget_mib[rank], estimate_mib}
+    memory:     {peak_private_mib[rank], shared_mib[rank], budget_mib[rank], estimate_mib, library_mib}
+                (private: resident less file-backed pages, which other processes do not change; shared: the
+                file-backed pages, the libraries, which a node holds once; older records: {peak_uss_mib[rank],
+                budget_mib[rank], estimate_mib}, unique memory, which fell whenever another process shared the
+                libraries)
     convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
                  lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}
     peak:       {precision, gflops, best_gflops, gemm_size, per_rank_gflops[rank], concurrent}
@@ -191,9 +195,20 @@ class ThroughputSection(JsonObject):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MemorySection(JsonObject):
-    peak_uss_mib: list[float | None]   # per rank; null for a rank that never reported
-    budget_mib: list[float]            # per rank
-    estimate_mib: float
+    """Each rank's memory as orch plans it (orchestrator.run.procmem): its private peak against its budget, and
+    its libraries' pages, which the ranks of a node share."""
+
+    peak_private_mib: list[float | None] | None = optional()   # per rank; null for a rank that never reported
+    shared_mib: list[float | None] | None = optional()         # per rank: its file-backed pages (the libraries)
+    budget_mib: list[float]            # per rank: the limit on its private memory
+    estimate_mib: float                # what one rank was planned to need of its own
+    library_mib: float | None = optional()   # the libraries planned once per node
+    peak_uss_mib: list[float | None] | None = optional()   # older records: unique memory (moved with co-runners)
+
+    @property
+    def peak_mib(self) -> list[float | None]:
+        """Each rank's peak as its record measured it: private, or in an older record unique."""
+        return self.peak_private_mib if self.peak_private_mib is not None else self.peak_uss_mib or []
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import get_args
 
-from orchestrator.core.placement import NodeLayout, Placement, place
+from orchestrator.core.placement import NodeLayout, Placement, place, rank_share_mib
 from orchestrator.core.spec import Isolation
 from orchestrator.core.topology import Node, Socket, Topology
 
@@ -123,22 +123,27 @@ def _free_node(node: Node, busy: set[int]) -> Node:
     return Node(node.name, sockets, node.numa_nodes, node.memory_mib, node.notes, node.isa)
 
 
-def memory_share_mib(node: Node, cores: int, memory_headroom: float, hyperthreads: bool) -> float:
-    """A rank's memory budget when trials share a node: the node's usable memory in proportion to its cores."""
-    return node.memory_mib * memory_headroom * cores / max(1, node.usable_cores(hyperthreads))
+def memory_share_mib(node: Node, cores: int, memory_headroom: float, hyperthreads: bool,
+                     library_mib: float = 0.0) -> float:
+    """A rank's budget of private memory when trials share a node: the node's usable memory, less the libraries
+    it holds once for every trial's ranks, in proportion to its cores."""
+    return rank_share_mib(node.memory_mib, memory_headroom, library_mib,
+                          max(1, node.usable_cores(hyperthreads)) / cores)
 
 
 def admit_packed(topology: Topology, ranks: int, threads_per_rank: int, taken: Region, *, hyperthreads: bool,
-                 ccl_workers: int, rank_memory_mib: float, memory_headroom: float) -> Admission | None:
+                 ccl_workers: int, rank_memory_mib: float, memory_headroom: float,
+                 library_mib: float = 0.0) -> Admission | None:
     """`ranks` × `threads_per_rank` placed on the cores nobody holds; None when they do not fit now.
 
-    Each rank's budget is its cores' share of its node's memory, so packed trials together never exceed the
-    node's memory × headroom; a run whose ranks need more than that share waits for a quieter node."""
+    Each rank's budget is its cores' share of its node's memory (less the libraries, held once), so packed
+    trials together never exceed the node's memory × headroom; a run whose ranks need more than that share waits
+    for a quieter node."""
     busy: dict[int, set[int]] = {}
     for node_index, cpu in taken:
         busy.setdefault(node_index, set()).add(cpu)
     cores_per_rank = threads_per_rank + ccl_workers
-    share = [memory_share_mib(n, cores_per_rank, memory_headroom, hyperthreads) for n in topology.nodes]
+    share = [memory_share_mib(n, cores_per_rank, memory_headroom, hyperthreads, library_mib) for n in topology.nodes]
     # A node whose share is too small for one rank offers no cores. Untouched nodes keep their objects,
     # so alike free nodes still plan as one group.
     nodes = tuple(_free_node(n, {c for s in n.sockets for c in s.cpus(True)}) if share[i] < rank_memory_mib
@@ -158,11 +163,12 @@ def admit_packed(topology: Topology, ranks: int, threads_per_rank: int, taken: R
 
 def admit_convergence(topology: Topology, planned: Placement, budgets_mib: tuple[float, ...], ranks: int,
                       threads_per_rank: int, taken: Region, *, hyperthreads: bool, ccl_workers: int,
-                      rank_memory_mib: float, memory_headroom: float) -> Admission | None:
+                      rank_memory_mib: float, memory_headroom: float, library_mib: float = 0.0) -> Admission | None:
     """A convergence run packed onto free cores (`admit_packed`); when it cannot pack and nothing else runs,
     it runs as planned (the plan found that layout feasible on an idle cluster), holding whole nodes."""
     packed = admit_packed(topology, ranks, threads_per_rank, taken, hyperthreads=hyperthreads,
-                          ccl_workers=ccl_workers, rank_memory_mib=rank_memory_mib, memory_headroom=memory_headroom)
+                          ccl_workers=ccl_workers, rank_memory_mib=rank_memory_mib, memory_headroom=memory_headroom,
+                          library_mib=library_mib)
     if packed is not None or taken:
         return packed
     return admit_timing(topology, planned, budgets_mib, "node", taken)

@@ -180,14 +180,14 @@ class ConvergenceSpec:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ConstraintsSpec:
     hyperthreads: bool = opt(False, "count hardware threads (SMT siblings) as cores")
-    memory_headroom: float = opt(0.9, "fraction of a node's memory that its ranks may use together",
-                                 exclusive_minimum=0, maximum=1)
+    memory_headroom: float = opt(0.9, "fraction of a node's memory that its ranks (their private memory, and the "
+                                      "libraries once) may use together", exclusive_minimum=0, maximum=1)
     rank_memory_mib: float | None = opt(
-        None, "memory one rank needs; default: the workload's estimate for the local batch",
-        exclusive_minimum=0)
+        None, "memory one rank needs, all of it (no libraries are added beside it); default: the workload's "
+              "estimate for the local batch", exclusive_minimum=0)
     memory_budget_mib: float | None = opt(
-        None, "per-rank limit enforced by the watchdog (status oom); default: the node's memory × "
-              "headroom shared by the ranks on it", exclusive_minimum=0)
+        None, "per-rank limit on private memory enforced by the watchdog (status oom); default: the node's memory "
+              "× headroom less the libraries, shared by the ranks on it", exclusive_minimum=0)
     ccl_workers: int = opt(1, "cores reserved per rank for oneCCL progress threads (ccl backend only)",
                            minimum=0)
     allow_slow_bf16: bool = opt(False, "run an explicit precision: bf16 on CPUs that emulate it (no AVX512-BF16 "

@@ -218,8 +218,10 @@ def _measurement(results: Results) -> str:
              f"{m['timed_steps']} timed steps ÷ the slowest rank's time for them. The timed region was repeated "
              f"{m['repeats']} times per trial; tables show the median and, as spread, the coefficient of variation "
              f"(standard deviation ÷ mean) of the repeats. {data}", "",
-             "Memory is each rank's peak unique set size (USS: the pages only that rank holds; RSS would count "
-             "the shared library pages once per rank), checked by a watchdog against the rank's budget: a rank "
+             "Memory is each rank's peak private memory (its resident set less its file-backed pages: what it "
+             "allocates, which other processes on the node do not change; the libraries' pages, which the ranks of "
+             "a node share, are planned once per node; records of an older orch hold the unique set size, USS, "
+             "instead), checked by a watchdog against the rank's budget: a rank "
              f"over budget ends the trial as oom. A trial that took longer than {m['timeout_s']:g} s, or in which a "
              f"rank made no progress for {m['step_timeout_s']:g} s, ended as timeout; a crashed rank ends it as "
              "failed. Infeasible points were never started; the planner's reasons are in the footnotes.", ""]

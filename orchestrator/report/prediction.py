@@ -88,11 +88,12 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
                     inputs.same_machine, inputs.machine)
-    memory_mib = inputs.sweep.facts.memory.need_mib   # unknown (not declared, not probed): no memory rule
+    memory = inputs.sweep.facts.memory
+    memory_mib = memory.need_mib   # unknown (not declared, not probed): no memory rule
     predictions = predict_layouts(target, inputs.sweep.spec, f.basis, f.epochs_model, memory_mib,
-                                  inputs.ccl_available)
+                                  inputs.ccl_available, memory.library_mib)
     if not predictions:
-        raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, memory_mib))
+        raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, memory_mib, memory.library_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
     return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe(),
                             tuple(dict.fromkeys([*inputs.warnings, *f.warnings])))

@@ -57,8 +57,9 @@ class AdaptiveRunner(SweepRunner):
             layouts = tuple(layout_from_placement(p.trial.ranks, p.trial.threads_per_rank, p.trial.local_batch,
                                                   p.placement) for p in plan.feasible if p.placement is not None)
             return Question(a.question, layouts, uses_epochs=uses_epochs, samples_per_epoch=spe)
-        found = candidate_layouts(spec, a.target_topology, a.nodes, plan.local_batches,
-                                  self.sweep.facts.memory.need_mib, self.ccl_available)
+        memory = self.sweep.facts.memory
+        found = candidate_layouts(spec, a.target_topology, a.nodes, plan.local_batches, memory.need_mib,
+                                  self.ccl_available, memory.library_mib)
         layouts = tuple(layout_from_placement(r, t, b, placement) for r, t, b, placement in found)
         return Question(a.question, layouts, uses_epochs=uses_epochs, same_machine=False, samples_per_epoch=spe)
 

@@ -26,22 +26,18 @@ import psutil
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR, RENDEZVOUS_FD_ENV_VAR
 from orchestrator.core.rank_end import RankStatus, classify_exit
-from orchestrator.core.topology import BYTES_PER_MIB, cpu_ranges
+from orchestrator.core.topology import cpu_ranges
 from orchestrator.io.files import WORK_ROOT, create_private, private_dirs, read_nofollow
 from orchestrator.run.job import STARTUP_PHASES, Phase, RankJob, RankProgress, RankResult, read_progress
+from orchestrator.run.procmem import read_memory
 
 # The launcher shares the machine with the rank it measures, so its checks are kept cheap. Every POLL_S:
-# exit status, progress, and resident memory from /proc/<pid>/statm. The exact unique set size comes from
-# smaps_rollup, which walks every mapping under the rank's mmap lock (read every second it cost a RetinaNet
-# rank ~1.5% of its throughput), so it is read every USS_EVERY_S and whenever the budget is near; in
-# between, USS is tracked as anonymous resident memory plus the private file-backed pages seen at the last
-# exact read (library pages a rank alone maps count as unique; they change slowly, its heap does not).
-# The list of child processes (a scan of all of /proc) is refreshed every TREE_EVERY_S.
+# exit status, progress, and the rank's private memory from the kernel's counters (run.procmem: resident less
+# file-backed, which no other process changes; no walk of its mappings). The list of child processes (a scan
+# of all of /proc) is refreshed every TREE_EVERY_S.
 POLL_S = 0.2
-POLL_NEAR_BUDGET_S = 0.02   # once anonymous memory passes NEAR_BUDGET of the budget: a runaway rank grows fast
+POLL_NEAR_BUDGET_S = 0.02   # once private memory passes NEAR_BUDGET of the budget: a runaway rank grows fast
 NEAR_BUDGET = 0.8
-USS_EVERY_S = 10.0
-FILE_CHANGE_MIB = 16.0
 TREE_EVERY_S = 2.0
 LOG_TAIL_LINES = 40
 LOG_KEEP_BYTES = 1 << 20
@@ -176,29 +172,6 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return [proc]
 
 
-def _resident_mib(procs: list[psutil.Process]) -> tuple[float, float]:
-    """(anonymous, file-backed) resident memory of the process tree, from /proc/<pid>/statm (cheap)."""
-    anon = files = 0
-    for p in procs:
-        try:
-            info = p.memory_info()
-            anon += info.rss - info.shared
-            files += info.shared
-        except psutil.Error:
-            continue
-    return anon / BYTES_PER_MIB, files / BYTES_PER_MIB
-
-
-def _uss_mib(procs: list[psutil.Process]) -> float:
-    total = 0
-    for p in procs:
-        try:
-            total += p.memory_full_info().uss
-        except psutil.Error:
-            continue
-    return total / BYTES_PER_MIB
-
-
 def rank_command(job: RankJob, job_file: Path) -> tuple[list[str], str | None]:
     """What a rank process runs after its pinning prefix, and its working folder (None: the rank's work folder):
     orch's rank entry point, or for a script's trial the script's (run.script_rank.script_command). The one place
@@ -212,37 +185,37 @@ def rank_command(job: RankJob, job_file: Path) -> tuple[list[str], str | None]:
 
 @dataclass(slots=True)
 class MemoryWatch:
-    """The rank's unique memory, tracked cheaply (see the constants above): the peak so far, and whether
-    the budget is exceeded, confirmed by an exact read before anyone is stopped."""
+    """The rank's private memory (run.procmem: resident less file-backed, the rank's and its child processes'),
+    from the kernel's counters at every check: its peak so far, its libraries' pages, and whether it exceeds the
+    budget. The same definition as the probe's, so that the records and the plan agree whatever else runs."""
 
     root: psutil.Process
     budget_mib: float
-    peak_uss_mib: float = 0.0
-    estimate_mib: float = 0.0
+    peak_private_mib: float = 0.0
+    shared_mib: float = 0.0      # the rank's file-backed pages (its libraries) at their largest: once per node
+    estimate_mib: float = 0.0    # private now
     _procs: list[psutil.Process] = field(default_factory=list)
     _tree_at: float = -TREE_EVERY_S
-    _uss_at: float = -USS_EVERY_S
-    _file_private_mib: float = 0.0
-    _files_at_read_mib: float = 0.0
 
     def over_budget(self, now: float) -> str | None:
-        """Update the peak; the reason to stop the rank when its USS exceeds the budget, else None."""
+        """Update the peak; the reason to stop the rank when its private memory exceeds the budget, else None."""
         if now - self._tree_at >= TREE_EVERY_S:
             self._procs, self._tree_at = _tree(self.root), now
-        anon, files = _resident_mib(self._procs)
-        self.estimate_mib = anon + self._file_private_mib
-        self.peak_uss_mib = max(self.peak_uss_mib, self.estimate_mib)
-        # Exact reads: periodically, when libraries were mapped or unmapped since the last one (start-up),
-        # and to confirm before stopping a rank.
-        if (self.estimate_mib > self.budget_mib or now - self._uss_at >= USS_EVERY_S
-                or abs(files - self._files_at_read_mib) > FILE_CHANGE_MIB):
-            uss = _uss_mib(self._procs)
-            anon, self._files_at_read_mib = _resident_mib(self._procs)
-            self._file_private_mib = max(0.0, uss - anon)
-            self.peak_uss_mib, self._uss_at = max(self.peak_uss_mib, uss), now
-            if uss > self.budget_mib:
-                return (f"unique memory {uss:,.0f} MiB exceeded the rank's budget {self.budget_mib:,.0f} MiB; "
-                        "stopped before the kernel's OOM killer")
+        total = root_peak = root_now = 0.0
+        for p in self._procs:
+            read = read_memory(p.pid)
+            if read is None:
+                continue
+            total += read.private_mib
+            if p.pid == self.root.pid:
+                root_peak, root_now = read.peak_private_mib, read.private_mib
+                self.shared_mib = max(self.shared_mib, read.file_mib)
+        self.estimate_mib = total
+        # The root's own high-water mark catches a peak between two reads; its children's are summed as read.
+        self.peak_private_mib = max(self.peak_private_mib, total, total - root_now + root_peak)
+        if total > self.budget_mib:
+            return (f"private memory {total:,.0f} MiB exceeded the rank's budget {self.budget_mib:,.0f} MiB; "
+                    "stopped before the kernel's OOM killer")
         return None
 
     def poll_s(self) -> float:
@@ -252,7 +225,7 @@ class MemoryWatch:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankLimits:
-    """What a rank's launcher holds it to: its unique memory, its start-up (from the process's creation until it
+    """What a rank's launcher holds it to: its private memory, its start-up (from the process's creation until it
     is ready to step), the longest stretch without progress once it steps, and the trial's wall-clock deadline
     (a time.time() instant)."""
 
@@ -269,12 +242,13 @@ class Outcome:
     status: RankStatus
     reason: str | None
     exit_code: int | None
-    peak_uss_mib: float
+    peak_private_mib: float      # run.procmem: resident less file-backed, at its peak
     result: RankResult | None    # set when status is ok
     log_tail: str
     log: str | None              # the whole log (bounded) when the rank did not succeed
     pin: str
     pid: int
+    shared_mib: float = 0.0      # its file-backed pages (its libraries) at their largest: a node holds them once
 
 
 class RankLauncher:
@@ -393,7 +367,7 @@ class RankLauncher:
                     ended = RankStatus.TIMEOUT, "the trial exceeded its wall-clock limit (measure.timeout_s)"
                 if ended is None:
                     time.sleep(memory.poll_s())
-        return self._ended(ended, memory.peak_uss_mib)
+        return self._ended(ended, memory)
 
     def _hung(self, s: RankProgress | None, limits: RankLimits, now: float,
               progress_at: float) -> tuple[RankStatus, str] | None:
@@ -415,7 +389,7 @@ class RankLauncher:
         return RankStatus.TIMEOUT, (f"no progress for {limits.step_timeout_s:g} s ({s.phase}, step {s.step}): a hung "
                                     "collective or a stuck step")
 
-    def _ended(self, ended: tuple[RankStatus, str] | None, peak_uss_mib: float) -> Outcome:
+    def _ended(self, ended: tuple[RankStatus, str] | None, memory: MemoryWatch) -> Outcome:
         """Stop the rank (its stacks first, if it hung) and say how it ended; `ended` is the watchdog's
         verdict, None when the process exited by itself."""
         if ended is not None and ended[0] == RankStatus.TIMEOUT:
@@ -423,7 +397,7 @@ class RankLauncher:
         self._kill()
         code = self.proc.returncode if self.proc is not None else None
         if ended is not None:
-            return self._outcome(ended[0], ended[1], code, peak_uss_mib, None)
+            return self._outcome(ended[0], ended[1], code, memory, None)
         written = Path(self.job.result_path).is_file()
         last = read_progress(self.job.progress_path)
         reported = getattr(last, "phase", None) == Phase.DONE
@@ -432,7 +406,7 @@ class RankLauncher:
         if status == RankStatus.FAILED and last is not None and last.error:
             reason = f"{reason}: {last.error}"
         result = RankResult.from_json(read_nofollow(self.job.result_path).decode()) if status == RankStatus.OK else None
-        return self._outcome(status, reason, code, peak_uss_mib, result)
+        return self._outcome(status, reason, code, memory, result)
 
     def _log_text(self) -> str:
         """The end of the rank's log (its last LOG_KEEP_BYTES, read from there: the log may be long)."""
@@ -452,12 +426,13 @@ class RankLauncher:
         return (f"its log passed {LOG_MAX_BYTES >> 20} MiB ({size:,} bytes): stopped before it fills the disk "
                 "(a print in a loop?); the end of the log is kept")
 
-    def _outcome(self, status: RankStatus, reason: str | None, code: int | None, peak_uss_mib: float,
+    def _outcome(self, status: RankStatus, reason: str | None, code: int | None, memory: MemoryWatch,
                  result: RankResult | None) -> Outcome:
         text = self._log_text()
         tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
-        return Outcome(status, reason, code, peak_uss_mib, result, tail, None if status == RankStatus.OK else text,
-                       self.pin, self.proc.pid if self.proc is not None else 0)
+        return Outcome(status, reason, code, memory.peak_private_mib, result, tail,
+                       None if status == RankStatus.OK else text, self.pin,
+                       self.proc.pid if self.proc is not None else 0, shared_mib=memory.shared_mib)
 
     def cleanup(self) -> None:
         self._kill()

@@ -4,14 +4,13 @@
 One rank of the sweep's workload, in the precision the plan chose, on this machine, without Ray: started by
 the launcher the sweep's ranks use (`RankLauncher`: pinned before the interpreter starts, watched for memory
 against its budget, for start-up and for progress), at each local batch of `core.probe.PROBE_BATCHES` in a
-process of its own, because peak unique memory never falls within a process. The rank (run.kinds.probe) holds
-the batches a throughput trial holds, runs a few training steps and reports its peak, the FLOPs of one step and
-its train split's length. The peak fitted is the rank's own: the kernel's high-water mark of its resident set
-less its shared pages, exact where a sampled reading is not, and with the libraries it loads (torch's, a few
-hundred MiB) counted as its own, as for a rank alone on its node, whatever other torch processes run on the
-machine meanwhile (run.kinds.probe.own_peak_uss_mib). The launcher's watch, which samples every 0.2 s and
-estimates between exact reads, is kept beside it: it moves with those other processes, and its jitter of a
-few MiB the fitted slope would multiply by the batch. `core.probe.probe_result` fits the memory model and
+process of its own, because a process's high-water mark never falls. The rank (run.kinds.probe) holds the
+batches a throughput trial holds, runs a few training steps and reports its peak, the FLOPs of one step and its
+train split's length. The peak fitted is the rank's own private memory (run.procmem, as the launcher watches
+every rank): the kernel's high-water mark of its resident set less its file-backed pages, which does not move
+with other torch processes on the machine. Its file-backed pages (the libraries: torch's, a few hundred MiB)
+are kept apart, for the planner to count once per node. The launcher's watch, which reads the same counters
+every 0.2 s and can miss a shorter peak, is kept beside it. `core.probe.probe_result` fits the memory model and
 states the sources. The result is cached (`io.probe_cache`) and kept in the results folder of a sweep that
 plans with it.
 
@@ -128,12 +127,12 @@ def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float, launch
     if not isinstance(report, ProbeReport):
         raise ProbeFailed(f"the probe of workload {sweep.workload.name} at local batch {local_batch} wrote no "
                           "probe report")
-    watched = outcome.peak_uss_mib
-    own = report.rank_peak_uss_mib
+    watched = outcome.peak_private_mib
+    own = report.rank_peak_private_mib
     ready_at = outcome.result.ready_at if outcome.result is not None else None
-    return ProbePoint(local_batch=local_batch, peak_uss_mib=own if own is not None else watched, rank_peak_uss_mib=own,
-                      library_mib=report.library_mib,
-                      watched_peak_uss_mib=watched, flops_per_step=report.flops_per_step,
+    return ProbePoint(local_batch=local_batch, peak_private_mib=own if own is not None else watched,
+                      rank_peak_private_mib=own, watched_peak_private_mib=watched,
+                      library_mib=report.library_mib or outcome.shared_mib, flops_per_step=report.flops_per_step,
                       flops_error=report.flops_error, samples_per_epoch=report.samples_per_epoch,
                       gradient_bytes=report.gradient_bytes, wall_s=wall_s, step_s=report.step_s,
                       startup_s=ready_at - launched_at if ready_at else None)

@@ -84,8 +84,10 @@ def common_fields(p: PlannedTrial, topology: Topology, run: TrialRun, backend: s
                 communication=_communication(run), placement=_placement(p, topology, run),
                 started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
                 log_tail=failing.log_tail if failing else None,
-                memory=rec.MemorySection(peak_uss_mib=[o.peak_uss_mib if o else None for o in run.outcomes],
-                                         budget_mib=list(p.memory_budget_mib), estimate_mib=p.rank_memory_mib))
+                memory=rec.MemorySection(peak_private_mib=[o.peak_private_mib if o else None for o in run.outcomes],
+                                         shared_mib=[o.shared_mib if o else None for o in run.outcomes],
+                                         budget_mib=list(p.memory_budget_mib), estimate_mib=p.rank_memory_mib,
+                                         library_mib=p.library_mib))
 
 
 def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputSection:

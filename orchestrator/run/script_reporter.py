@@ -192,18 +192,18 @@ class ScriptReporter:
         return self.job.kind in (Kind.THROUGHPUT, PROBE)
 
     def _probe_report(self) -> Any:
-        """What the probe needs of a script's rank (run.kinds.probe.ProbeReport): its own peak unique memory, its
+        """What the probe needs of a script's rank (run.kinds.probe.ProbeReport): its own peak private memory, its
         timed steps' median (from one orch.script.step() to the next: the script's data loading is in it), the
         FLOPs of one step where the script or the sweep file states them, its gradient bytes where the script
         showed orch its model. The epoch size of a script is only ever the sweep file's."""
-        from orchestrator.run.kinds.probe import ProbeReport, own_peak_uss_mib
+        from orchestrator.run.kinds.probe import ProbeReport, own_peak_private_mib
         from orchestrator.run.protocol import gradient_sizes
 
-        peak_mib, library_mib = own_peak_uss_mib()
+        peak_mib, library_mib = own_peak_private_mib()
         flops = self._flops_per_sample()
         sizes = gradient_sizes(self.module) if self.module is not None else {}
         return ProbeReport(local_batch=self.job.local_batch, steps=self.steps, held_batches=0,
-                           rank_peak_uss_mib=peak_mib, library_mib=library_mib,
+                           rank_peak_private_mib=peak_mib, library_mib=library_mib,
                            flops_per_step=flops * self.job.local_batch if flops is not None else None,
                            flops_error=None if flops is not None else
                            "a script's FLOPs are not counted: the script reports them (orch.script.flops) or the "

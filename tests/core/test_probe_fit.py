@@ -33,8 +33,8 @@ KEY_FIELDS = {"format": 1, "workload": "/home/me/net.py:workload", "code": "0123
 
 def point(batch: int, peak: float, *, flops: float | None = 1000.0, samples: int | None = 512,
           grads: int = 4 * 2**20, error: str | None = None) -> ProbePoint:
-    return ProbePoint(local_batch=batch, peak_uss_mib=peak, rank_peak_uss_mib=peak, library_mib=0.0,
-                      watched_peak_uss_mib=peak - 1,
+    return ProbePoint(local_batch=batch, peak_private_mib=peak, rank_peak_private_mib=peak, library_mib=0.0,
+                      watched_peak_private_mib=peak - 1,
                       flops_per_step=None if flops is None else flops * batch, flops_error=error,
                       samples_per_epoch=samples, gradient_bytes=grads, wall_s=1.5)
 
@@ -54,6 +54,32 @@ def test_the_libraries_counted_in_the_intercept_are_said():
     assert m.mib(8) == pytest.approx(664.0 * 1.15)        # counted, as for a rank alone on its node
     assert m.text() == ("probe at batches 2 and 8: 661 + 0.333·b MiB (320 MiB of it libraries, as for a rank alone "
                         "on its node), + 15% margin")
+
+
+def test_the_libraries_apart_are_planned_once_per_node_and_said():
+    """A probe of format 2 fits private memory; the libraries' file-backed pages are apart, once per node."""
+    result = probe_result(KEY_FIELDS, [ProbePoint(local_batch=b, peak_private_mib=peak, library_mib=lib,
+                                                  flops_per_step=None) for b, peak, lib in ((2, 402.0, 330.0),
+                                                                                            (8, 414.0, 333.0))],
+                          threads=2, measured_at="t", ddp_copies=0.0)
+    m = result.memory
+    assert (m.intercept_mib, m.slope_mib, m.library_mib, m.libraries_mib) == pytest.approx((398.0, 2.0, 0.0, 333.0))
+    assert m.mib(8) == pytest.approx(414.0 * 1.15)        # the rank's own share: no libraries in it
+    assert m.text() == ("probe at batches 2 and 8: 398 + 2·b MiB private per rank, + 15% margin; + 333 MiB of "
+                        "libraries once per node")
+    assert workload_facts(precision="fp32", probe=result).memory.library_mib == 333.0
+
+
+def test_a_probe_of_format_1_still_reads_and_plans_as_it_did():
+    """What a probe.json kept in an older results folder holds: unique memory, the libraries in every rank."""
+    older = {"local_batch": 2, "peak_uss_mib": 662.0, "rank_peak_uss_mib": 662.0, "library_mib": 320.0,
+             "watched_peak_uss_mib": 360.0, "flops_per_step": None}
+    p = ProbePoint.from_json(older)
+    assert p.peak_mib == 662.0 and p.peak_private_mib is None and p.to_json() == older
+    m = MemoryModel.from_json({"batches": [2, 8], "peak_mib": [662.0, 664.0], "intercept_mib": 661.3,
+                               "slope_mib": 0.333, "ddp_mib": 0.0, "margin": 0.15, "notes": [], "library_mib": 320.0})
+    assert m.libraries_mib == 0.0 and m.mib(0) == pytest.approx(661.3 * 1.15)   # the libraries are in each rank's
+    assert "(320 MiB of it libraries, as for a rank alone on its node)" in m.text()
 
 
 def test_more_points_are_fitted_by_least_squares():
@@ -251,8 +277,8 @@ def test_without_a_known_epoch_size_no_point_is_refused_for_its_data():
 
 def timed(steps: dict[int, float | None], *, cpu: str | None = "cpu A (avx2)", threads: int = 2,
           startups: tuple[float | None, ...] = (4.0, 6.0)) -> ProbeResult:
-    points = [ProbePoint(local_batch=b, peak_uss_mib=500.0 + b, rank_peak_uss_mib=500.0 + b, library_mib=0.0,
-                         watched_peak_uss_mib=500.0, flops_per_step=None, step_s=s, startup_s=startup)
+    points = [ProbePoint(local_batch=b, peak_private_mib=500.0 + b, rank_peak_private_mib=500.0 + b, library_mib=0.0,
+                         watched_peak_private_mib=500.0, flops_per_step=None, step_s=s, startup_s=startup)
               for (b, s), startup in zip(steps.items(), startups, strict=False)]
     return probe_result(KEY_FIELDS, points, threads=threads, measured_at="now", ddp_copies=0.0, cpu=cpu)
 

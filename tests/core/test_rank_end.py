@@ -53,8 +53,8 @@ def test_root_cause_is_none_when_every_rank_is_ok():
 
 def test_root_cause_names_the_oom_rank_not_the_peer_that_lost_it():
     echo = End("failed", "the rank exited with status 1", 1, "Broken pipe")
-    oom = End("oom", "unique memory 950 MiB exceeded the rank's budget 900 MiB", -9)
-    assert root_cause([echo, oom, OK], ended=[0, 1, 2]) == (1, "oom", "rank 1: unique memory 950 MiB exceeded "
+    oom = End("oom", "private memory 950 MiB exceeded the rank's budget 900 MiB", -9)
+    assert root_cause([echo, oom, OK], ended=[0, 1, 2]) == (1, "oom", "rank 1: private memory 950 MiB exceeded "
                                                                 "the rank's budget 900 MiB")
 
 

@@ -30,7 +30,7 @@ def _result(rank, **sections):
 
 
 def _ok(rank, **sections):
-    return Outcome(status=RankStatus.OK, reason=None, exit_code=0, peak_uss_mib=512.5 + rank,
+    return Outcome(status=RankStatus.OK, reason=None, exit_code=0, peak_private_mib=512.5 + rank,
                    result=_result(rank, **sections), log_tail="", log=None, pin=f"taskset {rank}", pid=4000 + rank)
 
 
@@ -57,7 +57,7 @@ def records():
     two, one, too_many = p_plan.cell(2, 1, 8), p_plan.cell(1, 1, 8), p_plan.cell(16, 1, 8)
     ok = TrialRun("ok", None, [_ok(0, throughput=_throughput(0)), _ok(1, throughput=_throughput(1))],
                   ready_s=1.5, wall_s=3.25, node_ids=["node-a", "node-a"])
-    failing = Outcome(status=RankStatus.FAILED, reason="exit 1", exit_code=1, peak_uss_mib=300.0, result=None,
+    failing = Outcome(status=RankStatus.FAILED, reason="exit 1", exit_code=1, peak_private_mib=300.0, result=None,
                       log_tail="Traceback ...\nRuntimeError: boom", log="...", pin="taskset 1", pid=4001)
     failed = TrialRun("failed", "rank 1: exit 1", [None, failing], ready_s=None, wall_s=1.0, failing_rank=1)
     converged = TrialRun("ok", None, [_ok(0, convergence={

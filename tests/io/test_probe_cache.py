@@ -36,8 +36,8 @@ def sweep_file(folder: Path, workload: str, params: str = "{}") -> Path:
 
 
 def fake_probe(fields: dict) -> object:
-    points = [ProbePoint(local_batch=b, peak_uss_mib=500.0 + b, rank_peak_uss_mib=500.0 + b, library_mib=0.0,
-                         watched_peak_uss_mib=500.0, flops_per_step=10.0 * b, samples_per_epoch=1024,
+    points = [ProbePoint(local_batch=b, peak_private_mib=500.0 + b, rank_peak_private_mib=500.0 + b, library_mib=0.0,
+                         watched_peak_private_mib=500.0, flops_per_step=10.0 * b, samples_per_epoch=1024,
                          gradient_bytes=2**20) for b in (2, 8)]
     return probe_result(fields, points, threads=1, measured_at="t", ddp_copies=1.0)
 

@@ -1,6 +1,7 @@
 """The record writer keeps its bytes: a new trial's records, built by run.recording from what its ranks reported
 and appended by the store, are the lines orch wrote before records were typed (tests/data/record-writer, written
-by that orch from the same runs)."""
+by that orch from the same runs; their memory sections since rewritten as private memory and libraries). An
+older record's memory section (unique memory) still reads and writes back unchanged."""
 
 from __future__ import annotations
 
@@ -28,3 +29,18 @@ def test_the_plans_precision_reason_is_appended_to_the_peak_section():
     assert line.endswith('"concurrent":true,"precision_reason":"native"},"allreduce":null,"applied":null,'
                          '"log_tail":null}')
 
+
+
+def test_an_older_records_unique_memory_still_reads_and_writes_back_unchanged():
+    line = ('{"schema":1,"kind":"throughput","key":"r2-t1-b8","status":"ok","ranks":2,"threads_per_rank":1,'
+            '"local_batch":8,"memory":{"peak_uss_mib":[512.5,513.5],"budget_mib":[7372.8,7372.8],"estimate_mib":100.0}}')
+    [record], errors = rec.parse_lines([line])
+    assert errors == [] and record.memory is not None
+    assert record.memory.peak_mib == [512.5, 513.5] and record.memory.peak_private_mib is None
+    assert rec.dumps(record) == line
+
+
+def test_a_new_record_keeps_each_ranks_private_peak_and_libraries():
+    ok = next(r for r in records() if r.kind == rec.THROUGHPUT and r.status == rec.OK)
+    assert ok.memory is not None and ok.memory.peak_private_mib == [512.5, 513.5] == ok.memory.peak_mib
+    assert ok.memory.shared_mib == [0.0, 0.0] and ok.memory.library_mib == 0.0 and ok.memory.peak_uss_mib is None

@@ -91,7 +91,7 @@ def test_tensorboard_event_files_read_back_with_tensorboards_reader(example):
     domains = {h.name: [v.number_value or v.string_value for v in h.domain_discrete.values] for h in experiment.hparam_infos}
     assert domains["ranks"] == [1, 2] and domains["threads_per_rank"] == [1, 2] and domains["kind"] == [
         "convergence", "peak", "throughput"]
-    assert {"samples_per_s", "step_ms", "cv", "peak_uss_mib", "ok", "accuracy"} <= {
+    assert {"samples_per_s", "step_ms", "cv", "peak_private_mib", "ok", "accuracy"} <= {
         m.name.tag for m in experiment.metric_infos}
 
 

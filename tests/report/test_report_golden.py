@@ -80,7 +80,7 @@ def test_markdown_report_reads_on_its_own(report):
     text = (out / REPORT_FILE).read_text()
     for needle in ("## Machine", "Intel(R) Xeon(R) Gold 5222", "2 socket(s) × 4 cores", "torch 2.14.1",
                    "Backend: gloo", "```yaml", "warm-up steps, excluded from timing", "barrier",
-                   "slowest rank's time", "median", "coefficient of variation", "unique set size (USS",
+                   "slowest rank's time", "median", "coefficient of variation", "peak private memory (its resident set",
                    "ran on (r×t×b)", "did not run ok (timeout)", "trials.jsonl: line 30: torn last line",
                    "![Scalability: scalability-b32.png](scalability-b32.png)", "rcps_classifier.json"):
         assert needle in text, needle

@@ -46,8 +46,8 @@ def probed_on(cpu: str, sweep):
     """A probe of `sweep` that timed 0.1 s + 0.01 s per sample on 2 threads of `cpu`, and 4 s of start-up."""
     from orchestrator.core.probe import ProbePoint, probe_result
 
-    points = [ProbePoint(local_batch=b, peak_uss_mib=300.0, rank_peak_uss_mib=300.0, library_mib=0.0,
-                         watched_peak_uss_mib=300.0, flops_per_step=None, step_s=0.1 + 0.01 * b, startup_s=4.0)
+    points = [ProbePoint(local_batch=b, peak_private_mib=300.0, rank_peak_private_mib=300.0, library_mib=0.0,
+                         watched_peak_private_mib=300.0, flops_per_step=None, step_s=0.1 + 0.01 * b, startup_s=4.0)
               for b in (2, 8)]
     fields = {"format": 1, "workload": sweep.workload.name, "code": "c", "params": {}, "precision": "fp32",
               "torch": "t", "backend": "gloo", "held_batches": 13}

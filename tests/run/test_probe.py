@@ -57,7 +57,9 @@ def test_orch_probe_measures_a_file_path_workload_and_caches_it(tmp_path, cache,
     [result] = cached(cache)
     assert [p.local_batch for p in result.points] == list(PROBE_BATCHES)
     for p in result.points:   # a process with torch imported: hundreds of MiB, the rank's own figure fitted
-        assert 100 < p.peak_uss_mib < 4000 and p.peak_uss_mib == p.rank_peak_uss_mib and p.watched_peak_uss_mib > 100
+        assert 100 < p.peak_private_mib < 4000 and p.peak_private_mib == p.rank_peak_private_mib
+        assert p.watched_peak_private_mib > 100 and p.library_mib > 100   # torch's libraries, apart
+    assert result.memory.libraries_mib == max(p.library_mib for p in result.points)
     # tinynet: Linear(8, 32) and Linear(32, 2); the counter counts matmuls: forward 2 × (8·32 + 32·2) = 640, backward
     # the weights' gradients (640) and the hidden layer's input gradient (2 × 32·2 = 128): 1,408 per sample
     assert result.flops_per_sample == 1408.0
@@ -105,8 +107,8 @@ def test_measure_probe_always_probes_a_workload_that_declares_every_figure_until
     path.write_text(path.read_text().replace("allreduce: false}", "allreduce: false, probe: always}"))
     always = load_sweep(path)
     assert always.spec.measure.probe == "always" and always.needs_probe("cpu A (avx2)")
-    points = [ProbePoint(local_batch=b, peak_uss_mib=300.0, rank_peak_uss_mib=300.0, library_mib=0.0,
-                         watched_peak_uss_mib=300.0, flops_per_step=None, step_s=0.1 * b) for b in PROBE_BATCHES]
+    points = [ProbePoint(local_batch=b, peak_private_mib=300.0, rank_peak_private_mib=300.0, library_mib=0.0,
+                         watched_peak_private_mib=300.0, flops_per_step=None, step_s=0.1 * b) for b in PROBE_BATCHES]
     fields = {"format": 1, "workload": "classifier", "code": "c", "params": {}, "precision": "fp32", "torch": "t",
               "backend": "gloo", "held_batches": 13}
     timed_here = always.with_probe(probe_result(fields, points, threads=1, measured_at="now", ddp_copies=0.0,
@@ -171,7 +173,7 @@ def test_orch_plan_says_nothing_is_known_before_a_probe_and_plans_by_it_after_wi
     ("inputs_only", "{}", "", "at local batch 2 failed: the rank exited with status 1: WorkloadError: the training loss is a float32 "
                               "tensor of shape (2, 2), not a scalar"),
     ("workload", "{}", "constraints: {memory_budget_mib: 60}\n",
-     "at local batch 2 ran out of memory (its budget: constraints.memory_budget_mib): unique memory"),
+     "at local batch 2 ran out of memory (its budget: constraints.memory_budget_mib): private memory"),
 ], ids=["factory-raises", "no-scalar-loss", "out-of-memory"])
 def test_a_probe_that_fails_is_exit_2_with_the_ranks_one_line_error(tmp_path, cache, capsys, workload, params, extra,
                                                                       expected):
@@ -205,7 +207,7 @@ def test_a_training_script_is_probed_as_one_rank_for_its_memory(tmp_path, cache,
     assert main(["probe", str(sweep), "--topology", topology]) == 0
     [result] = cached(cache)
     assert [p.local_batch for p in result.points] == list(PROBE_BATCHES)
-    assert all(100 < p.peak_uss_mib < 4000 for p in result.points)
+    assert all(100 < p.peak_private_mib < 4000 for p in result.points)
     assert result.workload.startswith("script ") and result.params == {"args": list(load_sweep(sweep).spec.workload
                                                                                     .arg_texts)}
     assert result.flops_source.startswith("reported by the script (orch.script.flops)")

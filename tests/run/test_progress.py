@@ -25,7 +25,7 @@ def test_piped_output_has_a_line_per_trial_start_and_end(make):
         progress.phase("r1-t1-b8", RankProgress(Phase.TIMING, step=3, repeat=1, of=3))
         progress.finished(make.tp(1, 1, 8, 123.4, cv=0.02))
         progress.start_trial("r1-t2-b8", "r1-t2-b8 (1 rank(s) × 2 thread(s), local batch 8)")
-        progress.finished(make.bad(1, 2, 8, "oom", "unique memory 900 MiB exceeded the rank's budget 800 MiB"))
+        progress.finished(make.bad(1, 2, 8, "oom", "private memory 900 MiB exceeded the rank's budget 800 MiB"))
     lines = out.getvalue().splitlines()
     assert lines[0] == "r2-t2-b8: infeasible"
     assert lines[1] == "[1/2] r1-t1-b8 (1 rank(s) × 1 thread(s), local batch 8): starting"

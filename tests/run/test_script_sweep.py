@@ -59,7 +59,7 @@ def test_the_script_is_swept_over_ranks_and_local_batch(example_sweep):
         assert applied["script"] == str(results.parent / "train.py") and applied["script_sha256"] == sha
         assert applied["script_args"][:2] == ["--batch-size", str(r["local_batch"])]
         assert [e["observed_cpus"] for e in r["placement"]] == [[0], [1]][:r["ranks"]]
-        assert all(u > 50 for u in r["memory"]["peak_uss_mib"]) and r["startup_s"] > 0
+        assert all(u > 50 for u in r["memory"]["peak_private_mib"]) and r["startup_s"] > 0
     assert grid["r2-t1-b32"]["throughput"]["gradient_bytes"] == 4 * FLOPS_PER_SAMPLE // 6   # orch.script.model
     assert records["allreduce-socket-n2-fp32"]["status"] == "ok"
 

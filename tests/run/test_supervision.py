@@ -78,7 +78,7 @@ def test_a_failed_rank_stops_the_others_after_the_grace_period():
 
 def test_the_root_cause_is_named_not_its_echo():
     echo = _end(RankStatus.FAILED, "exited with status 1", code=1, log_tail="Broken pipe")
-    oom = _end(RankStatus.OOM, "unique memory exceeded")
+    oom = _end(RankStatus.OOM, "private memory exceeded")
     run = _supervise(ScriptedHost([echo, oom]))
     assert (run.status, run.failing_rank) == ("oom", 1)
 

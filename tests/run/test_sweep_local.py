@@ -79,7 +79,7 @@ def test_measurements_are_recorded_with_their_spread(emulated_sweep):
         # repeats equal to the last digit, which timed steps never are)
         assert t["cv"] == pytest.approx(statistics.stdev(repeats) / statistics.mean(repeats)) and t["cv"] > 0
         assert len(t["step_ms_median"]) == r["ranks"] and all(m > 0 for m in t["step_ms_p90"])
-        assert all(u > 50 for u in r["memory"]["peak_uss_mib"])
+        assert all(u > 50 for u in r["memory"]["peak_private_mib"]) and "peak_uss_mib" not in r["memory"]
         assert r["startup_s"] > 0 and r["wall_s"] > r["startup_s"]
     # global batch × timed steps ÷ slowest rank's time
     t = two["throughput"]
@@ -138,7 +138,7 @@ constraints: {memory_budget_mib: 1500, rank_memory_mib: 600}
 @pytest.mark.parametrize("fault, status, reason", [
     ("kill", "failed", "rank 1: the rank was killed by SIGKILL"),
     ("crash", "failed", "rank 1: the rank exited with status 1"),
-    ("oom", "oom", "rank 1: unique memory"),
+    ("oom", "oom", "rank 1: private memory"),
     ("hang", "timeout", "no progress for 8 s"),
 ])
 def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path, capsys, fault, status, reason):

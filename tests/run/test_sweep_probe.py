@@ -51,6 +51,8 @@ def test_sweep_probes_first_plans_by_measured_memory_and_records_the_sources(ray
     one, two = records["r1-t1-b16"], records["r2-t1-b16"]
     assert one["status"] == two["status"] == "ok"
     assert one["memory"]["estimate_mib"] == two["memory"]["estimate_mib"] == pytest.approx(need)   # planned by it
+    libraries = cached.memory.libraries_mib   # torch's file-backed pages: once per node, beside each rank's own
+    assert libraries > 100 and one["memory"]["library_mib"] == two["memory"]["library_mib"] == libraries
 
     derived = json.loads((results / "spec.json").read_text())["derived"]
     assert derived["sources"] == {"memory": cached.memory.text(), "flops_per_sample": cached.flops_source,
@@ -62,15 +64,17 @@ def test_sweep_probes_first_plans_by_measured_memory_and_records_the_sources(ray
     assert main(argv) == 0          # resumed: the cached probe plans it, nothing measured again
     assert "probing" not in capsys.readouterr().err
 
-    # On a node with room for 1.5 ranks of what the probe measured, the plan refuses two ranks, with the numbers
+    # On a node with room for the libraries and 1.5 ranks of what the probe measured, the plan refuses two ranks,
+    # with the numbers
     small = tmp_path / "small-node.yaml"
-    small.write_text(NODE.format(gib=1.5 * need / 0.9 / 1024))
+    small.write_text(NODE.format(gib=(1.5 * need + libraries) / 0.9 / 1024))
     assert main(["plan", str(sweep), "--topology", str(small), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     verdicts = {t["key"]: [r["code"] for r in t["reasons"]] for t in plan["trials"]}
     assert verdicts == {"r1-t1-b16": [], "r2-t1-b16": ["memory"]}
     [reason] = next(t for t in plan["trials"] if t["key"] == "r2-t1-b16")["reasons"]
-    assert f"2 ranks × {need:,.0f} MiB exceed memory" in reason["message"]
+    assert f"2 ranks × {need:,.0f} MiB + {libraries:,.0f} MiB of libraries once per node exceed memory" in \
+        reason["message"]
 
 
 def test_a_sweep_whose_probe_fails_is_exit_2_with_the_ranks_error_before_any_trial(ray_local, tmp_path, monkeypatch,

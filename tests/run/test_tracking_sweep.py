@@ -186,7 +186,7 @@ def test_a_resumed_sweep_logs_live_into_the_same_parent(tracked):
         assert child.data.params["kind"] == "throughput" and child.data.params["backend"] == "gloo"
         assert child.data.metrics["samples_per_s"] == pytest.approx(record.throughput.samples_per_s)
         assert child.data.metrics["step_ms"] == pytest.approx(max(record.throughput.step_ms_median))
-        assert {"cv", "peak_uss_mib", "ok", "wall_s"} <= set(child.data.metrics)
+        assert {"cv", "peak_private_mib", "ok", "wall_s"} <= set(child.data.metrics)
 
 
 def test_a_convergence_run_is_a_step_series(tracked):

@@ -77,10 +77,10 @@ class Prediction:
 
 
 def candidate_layouts(spec: SweepSpec, topology: Topology, nodes: int, local_batches: Sequence[int],
-                      rank_memory_mib: Callable[[int], float],
-                      ccl_available: bool) -> list[tuple[int, int, int, Placement]]:
+                      rank_memory_mib: Callable[[int], float], ccl_available: bool,
+                      library_mib: float = 0.0) -> list[tuple[int, int, int, Placement]]:
     """(ranks, threads, local batch, placement) of every feasible layout that uses exactly `nodes` nodes
-    of the target, through the same plan code as `orch plan`."""
+    of the target, through the same plan code as `orch plan` (`library_mib`: held once per node)."""
     part = Topology(topology.nodes[:nodes])
     node = part.nodes[0]
     hyper = spec.constraints.hyperthreads
@@ -92,7 +92,7 @@ def candidate_layouts(spec: SweepSpec, topology: Topology, nodes: int, local_bat
                    ({r for r in _listed(spec.grid.ranks)} if nodes == 1 else set()))
     grid = GridSpec(ranks=tuple(ranks), threads_per_rank=tuple(threads), local_batch=tuple(sorted(set(local_batches))))
     plan = make_plan(replace(spec, grid=grid, convergence=None), part, rank_memory_mib=rank_memory_mib,
-                     ccl_available=ccl_available)
+                     ccl_available=ccl_available, library_mib=library_mib)
     return [(p.trial.ranks, p.trial.threads_per_rank, p.trial.local_batch, p.placement) for p in plan.feasible
             if p.placement is not None and p.placement.nodes_used == nodes]
 
@@ -111,14 +111,16 @@ class Target:
     machine: MachineWhatIf = SAME_MACHINE
 
 
-def why_nothing_fits(target: Target, spec: SweepSpec, rank_memory_mib: Callable[[int], float]) -> str:
+def why_nothing_fits(target: Target, spec: SweepSpec, rank_memory_mib: Callable[[int], float],
+                     library_mib: float = 0.0) -> str:
     """Why the target hosts no layout of the workload, in the planner's own words: its rules applied to the
     smallest layout there is, 1 rank × 1 thread at the smallest local batch asked."""
     cons = spec.constraints
     batch = min(target.local_batches)
     need = cons.rank_memory_mib or rank_memory_mib(batch)
     rules = Rules(hyperthreads=cons.hyperthreads, ccl_workers=0, memory_headroom=cons.memory_headroom,
-                  rank_memory_mib=need, memory_budget_mib=cons.memory_budget_mib, backend_error=None)
+                  rank_memory_mib=need, library_mib=library_mib, memory_budget_mib=cons.memory_budget_mib,
+                  backend_error=None)
     reasons = check(Trial(1, 1, batch), target.topology, rules)
     detail = "; ".join(r.message for r in reasons) or "no layout uses exactly the node counts asked"
     return (f"workload {spec.workload.name} fits no layout of the target ({target.topology.describe()}) at "
@@ -127,14 +129,15 @@ def why_nothing_fits(target: Target, spec: SweepSpec, rank_memory_mib: Callable[
 
 
 def predict_layouts(target: Target, spec: SweepSpec, basis: Basis, epochs_model: EpochsModel | None,
-                    rank_memory_mib: Callable[[int], float], ccl_available: bool) -> list[Prediction]:
+                    rank_memory_mib: Callable[[int], float], ccl_available: bool,
+                    library_mib: float = 0.0) -> list[Prediction]:
     measured = {(c.layout.ranks, c.layout.threads, c.layout.local_batch, c.layout.nodes): c.samples_per_s
                 for c in basis.cells} if target.same_machine else {}
     rank_memory_mib = functools.lru_cache(maxsize=None)(rank_memory_mib)   # asked per layout, same per batch
     out = []
     for nodes in target.node_counts:
         for ranks, threads, batch, placement in candidate_layouts(spec, target.topology, nodes, target.local_batches,
-                                                                  rank_memory_mib, ccl_available):
+                                                                  rank_memory_mib, ccl_available, library_mib):
             lay = layout_from_placement(ranks, threads, batch, placement)
             b = predict_cell(basis, lay, target.machine)
             epochs = epochs_model.predict(lay.global_batch) if epochs_model else None

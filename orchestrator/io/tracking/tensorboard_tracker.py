@@ -6,7 +6,7 @@ show layouts against throughput. `tensorboard --logdir RESULTS/tensorboard` show
 - The log folder's own event file holds the experiment: every hyperparameter with the values the records
   took (`orchestrator.core.record_fields`' `param` fields and the record's kind) and every metric.
 - A trial's event file holds its hyperparameters (the session's start, its trial id the key), its figures as
-  scalars at step 0 (`metric` fields: samples_per_s, step_ms, cv, peak_uss_mib, ok, ...), a convergence run's
+  scalars at step 0 (`metric` fields: samples_per_s, step_ms, cv, peak_private_mib, ok, ...), a convergence run's
   metric per evaluation at the global training step (with `epoch` at the same steps), an all-reduce
   calibration's time per message size (the step is the size in bytes), and the session's end with its status.
   Infeasible grid points never ran: they are not runs.

@@ -58,7 +58,7 @@ class ConvergenceItem(WorkItem):
         return admit_convergence(ctx.plan.topology, self.placement(), p.memory_budget_mib, p.trial.ranks,
                                  p.trial.threads_per_rank, taken, hyperthreads=cons.hyperthreads,
                                  ccl_workers=ctx.workers, rank_memory_mib=p.rank_memory_mib,
-                                 memory_headroom=cons.memory_headroom)
+                                 memory_headroom=cons.memory_headroom, library_mib=p.library_mib)
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
         from orchestrator.run.recording import convergence_record
