@@ -45,8 +45,8 @@ class Peaks:
         """The layout's own measurement when there is one, else ranks × one rank's peak, else None.
 
         >>> peaks = Peaks({(2, 1, "fp32"): 288.0}, {(1, "fp32"): 213.5})
-        >>> peaks.of_layout(2, 1, "fp32"), peaks.of_layout(4, 1, "fp32")
-        (LayoutPeak(gflops=288.0, concurrent=True), LayoutPeak(gflops=854.0, concurrent=False))
+        >>> [(p.gflops, p.concurrent) for p in (peaks.of_layout(2, 1, "fp32"), peaks.of_layout(4, 1, "fp32"))]
+        [(288.0, True), (854.0, False)]
         """
         if precision is None:
             return None
@@ -60,9 +60,8 @@ class Peaks:
         """The layout's compute roof where its record holds one, else its GEMM peak marked `gemm_only`.
 
         >>> peaks = Peaks({(1, 1, "fp32"): 90.3, (2, 1, "fp32"): 170.0}, {}, {(1, 1, "fp32"): 108.5})
-        >>> peaks.roof_of_layout(1, 1, "fp32"), peaks.roof_of_layout(2, 1, "fp32")
-        (LayoutPeak(gflops=108.5, concurrent=True, gemm_only=False), LayoutPeak(gflops=170.0, concurrent=True, \
-gemm_only=True))
+        >>> [(p.gflops, p.gemm_only) for p in (peaks.roof_of_layout(1, 1, "fp32"), peaks.roof_of_layout(2, 1, "fp32"))]
+        [(108.5, False), (170.0, True)]
         """
         roof = self.layout_roofs.get((ranks, threads, precision)) if precision is not None else None
         if roof is not None:
