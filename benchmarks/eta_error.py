@@ -108,7 +108,9 @@ def rebuild(path: Path) -> tuple[Any, str]:
             estimate = eta.convergence_run_s(costs, shape, step, epochs=eta.CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs,
                                              startup_s=startup)
         else:
-            estimate = eta.STARTUP_S + (eta.PEAK_S if r.kind == Kind.PEAK else eta.ALLREDUCE_S)
+            roofed = r.peak is not None and bool(r.peak.roof_gflops)    # a peak that measured the roof too
+            estimate = eta.STARTUP_S + (eta.PEAK_S + (eta.ROOF_S if roofed else 0.0) if r.kind == Kind.PEAK
+                                        else eta.ALLREDUCE_S)
         work.append(eta.Work(r.key, r.kind, estimate, (r.ranks or 1) * threads, shape, step))
     finished = [(_seconds(r.started_at), float(r.wall_s), r) for r in ran]
     about = f"{env.get('cpu_model') or 'CPU not recorded'}, {precision}; " + (

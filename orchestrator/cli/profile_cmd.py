@@ -47,8 +47,9 @@ def add_parser(sub: Any) -> None:
         description="Run the sweep's workload on each layout exactly as a throughput trial runs (Ray placement "
                     "group, one pinned process per rank, the same launcher) and profile a few steps after warm-up: "
                     "oneDNN's primitive breakdown from its verbose log, layer-wise forward/backward time, "
-                    "torch.profiler's operator table and a Chrome trace per rank, a roofline against the GEMM peak "
-                    "and a STREAM-triad bandwidth measured on the same cores, and the efficiency ratio from "
+                    "torch.profiler's operator table and a Chrome trace per rank, a roofline against the compute roof "
+                    "(GEMMs and convolutions) and a STREAM-triad bandwidth per memory level (L2, L3, DRAM) measured "
+                    "on the same cores, and the efficiency ratio from "
                     "replaying each convolution and matmul problem alone. Layouts (and the sweep file's profile "
                     "variants) are compared side by side. Writes profile.md, CSV/JSON tables and PNGs. "
                     "Exit status: 0 all profiled, 1 some target failed to run, 2 bad input.")

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "threads per rank, columns: ranks, cells: throughput normalized to 1 rank at the fewest "
                     "threads), absolute throughput, scaling and weak-scaling efficiency, the convergence table "
                     "(epochs to target per global batch, olympic mean over seeds) with an MLPerf-RCP-style JSON, "
-                    "time-to-train per layout, and hardware efficiency against the measured GEMM peak. Records "
+                    "time-to-train per layout, and hardware efficiency against the measured compute roof. Records "
                     "are only read, never changed; partial sweeps report what they have.")
     parser.add_argument("results", metavar="RESULTS_DIR", help="results folder, e.g. results/classifier")
     parser.add_argument("--format", action="append", choices=FORMAT_CHOICES, dest="formats", metavar="FORMAT",

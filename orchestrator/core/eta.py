@@ -58,6 +58,8 @@ from orchestrator.core.records import Kind, Record, Status
 
 STARTUP_S = 3.0                 # rank start-up: interpreter, imports, build, rendezvous (2.5-4.5 s measured)
 PEAK_S = 3.5                    # a GEMM peak: sizing, 2 warm-up matmuls, 2 s timed, barriers
+ROOF_S = 4.0                    # then the compute roof (run.roof): 13 windows of 0.2 s and their warm-ups (4.0 s on
+                                # one busy Zen 4 core)
 ALLREDUCE_S = 6.0               # a calibration: 4 KiB to 64 MiB, 3 blocks each
 STEP_EFFICIENCY = 0.6           # a training step's FLOP rate over the probe's GEMM rate on the same cores
 CONVERGENCE_EPOCHS_PRIOR = 0.5  # share of max_epochs a convergence run is costed at before one has finished

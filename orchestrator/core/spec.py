@@ -120,8 +120,9 @@ class MeasureSpec:
     data: Literal["memory", "stream"] = opt(
         "memory", "memory: batches prepared before timing; stream: the workload's loader runs inside "
                   "the timed region and its wait is reported as data_wait_share")
-    peak: bool = opt(True, "time a large GEMM on each layout at sweep start, all its ranks at once and pinned "
-                           "as in the trial, for the hardware-efficiency table")
+    peak: bool = opt(True, "time a large GEMM and the compute roof (more GEMM sizes, convolutions in both memory "
+                           "formats) on each layout at sweep start, all its ranks at once and pinned as in the "
+                           "trial, for the hardware-efficiency table")
     allreduce: bool = opt(True, "time all_reduce at sweep start (4 KiB to 64 MiB, each multi-rank count of the "
                                 "grid, within a socket, across sockets and across nodes), for orch predict")
     isolation: Isolation = opt(

@@ -22,6 +22,9 @@ from orchestrator.core.peaks import LayoutPeak, choose_precision, peak_index
 from orchestrator.core.table import DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table, grid_table, mark_best
 
 NOT_RUN_YET = "not run yet"
+# The roof of the scaling-efficiency table: the same work per core cannot run faster on more cores; above it,
+# the baseline was slowed, or it is a layout that uses its cores less well than the cell (a fallback baseline).
+LINEAR_IN_CORES = "linear scaling in cores from the baseline (its throughput × the cores ÷ its cores)"
 NO_REASON = "no reason recorded"
 NO_MEASUREMENT = "recorded as ok but without a throughput measurement"
 
@@ -154,9 +157,11 @@ CellValue = Callable[[Trial, rec.Record, float, "Baseline"], tuple[Cell | None, 
 
 
 def _grid_table(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any], *, name: str, title: str,
-                caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True) -> list[Table]:
+                caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True,
+                roof: tuple[float, str] | None = None) -> list[Table]:
     """One table per local batch. `value(point, ok_record, samples_per_s, baseline)` gives the cell of an ok
-    point, or (None, message) when it cannot be computed (shown as '– x' with the message as footnote)."""
+    point, or (None, message) when it cannot be computed (shown as '– x' with the message as footnote).
+    `roof` (value, what it is): a cell above it gets the footnote `above_roof_note(what)`."""
     index = throughput_index(records)
     axes = grid_axes(records, derived)
     tables = []
@@ -172,11 +177,23 @@ def _grid_table(records: Iterable[rec.Record], derived: rec.Derived | Mapping[st
             if record is None or sps is None or base is None:   # an ok point means a baseline exists
                 return status_cell(record, notes)
             made, missing = value(point, record, sps, base)
-            return made if made is not None else Cell(f"{DASH} {notes.letter(missing or NO_REASON)}", None, MISSING)
+            if made is None:
+                return Cell(f"{DASH} {notes.letter(missing or NO_REASON)}", None, MISSING)
+            return _flag_above(made, roof, notes)
 
         tables.append(grid_table(name=f"{name}-b{batch}", title=title.format(batch=batch), caption=caption(base, batch),
                                  ranks=axes.ranks, threads=axes.threads, cell=cell, notes=notes, best=best))
     return tables
+
+
+ROOF_TOLERANCE = 1e-9   # a ratio of two equal figures may come out a rounding error above its roof
+
+
+def _flag_above(cell: Cell, roof: tuple[float, str] | None, notes: Footnotes) -> Cell:
+    """`cell` with the above-the-roof footnote's letter when its value is above the roof's."""
+    if roof is None or cell.value is None or cell.value <= roof[0] * (1 + ROOF_TOLERANCE):
+        return cell
+    return Cell(f"{cell.text} {notes.letter(above_roof_note(roof[1]))}", cell.value, cell.mark)
 
 
 def _baseline_words(base: Baseline | None) -> str:
@@ -233,7 +250,7 @@ def efficiency_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapp
                 "in cores. " + _baseline_words(base))
 
     return _grid_table(records, derived, name="efficiency", value=value, caption=caption, best=False,
-                       title="Scaling efficiency, local batch {batch} (%)")
+                       title="Scaling efficiency, local batch {batch} (%)", roof=(100.0, LINEAR_IN_CORES))
 
 
 def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
@@ -260,44 +277,49 @@ def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | Ma
                 "in percent: 100% means adding ranks (and so global batch) adds throughput linearly.")
 
     return _grid_table(records, derived, name="weak-scaling", value=value, caption=caption, best=False,
-                       title="Weak-scaling efficiency, local batch {batch} (%)")
+                       title="Weak-scaling efficiency, local batch {batch} (%)",
+                       roof=(100.0, f"linear scaling in ranks (the {first_rank}-rank throughput × ranks ÷ "
+                                    f"{first_rank})"))
+
+
+def above_roof_note(roof: str) -> str:
+    """The footnote of a cell above the roof it is divided by (`roof` names it): one wording for every table."""
+    return (f"above 100% of {roof}: a disturbed or mis-roofed measurement (the roof is not what the cores can "
+            "do, or something slowed the roof's measurement), not a finding")
 
 
 def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | None = None,
                               fallback_flops: float | None = None, fallback_source: str = "") -> Table:
-    """Achieved FLOP/s of every ok layout against the measured peak of the same cores, in percent.
+    """Achieved FLOP/s of every ok layout against the measured compute roof of the same cores, in percent.
 
     achieved = samples_per_s × train_flops_per_sample (the trial's own count by torch's FLOP counter; where
-    it has none, `fallback_flops`, the sweep's figure from `fallback_source`, footnoted); peak = the layout's
-    GEMM GFLOP/s measured with all
-    of its ranks at once, pinned as in the trial (see `orchestrator.core.peaks`; older results: ranks ×
-    one rank's peak, footnoted). Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample =
-    78.0 GFLOP/s against a measured 2×2 peak of 472 GFLOP/s → '16.5%'.
+    it has none, `fallback_flops`, the sweep's figure from `fallback_source`, footnoted); roof = the layout's
+    compute roof measured with all of its ranks at once, pinned as in the trial: the best of several GEMM
+    sizes and convolution shapes (see `orchestrator.core.peaks`; older results: the GEMM alone, or ranks × one
+    rank's GEMM, footnoted). Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample =
+    78.0 GFLOP/s against a measured 2×2 roof of 472 GFLOP/s → '16.5%'. A cell above 100% is flagged: the
+    roof was beaten, so the roof or the measurement is wrong, and the cell is never marked best.
     """
     peaks = peak_index(records)
     precision = choose_precision(peaks, precision)
     index = throughput_index(records)
     notes = Footnotes()
-    rows = []
+    rows, above, roofs = [], [], []
     ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
     for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
         ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
         section = index[point].throughput
         counted = section.train_flops_per_sample if section is not None else None
         achieved, cell = _achieved(sps, counted, fallback_flops, fallback_source, notes)
-        layout_peak = peaks.of_layout(ranks, threads, precision)
+        roof = peaks.roof_of_layout(ranks, threads, precision)
         cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps), cell]
-        cells.append(_peak_cell(layout_peak, ranks, threads, precision, notes))
-        if achieved is not None and layout_peak is not None:
-            cells.append(Cell.number(100 * achieved / layout_peak.gflops, "{:.1f}%"))
-        else:
-            cells.append(Cell(DASH, None, MISSING))
+        cells.append(_peak_cell(roof, ranks, threads, precision, notes))
+        cells.append(_percent_of_roof(achieved, roof, precision, notes))
         rows.append((layout_label(point), cells))
-    mark_best([cells for _, cells in rows], columns=(4,))
-    caption = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as torch's FLOP counter counted a training "
-               "step in the trial: matmuls and convolutions), against "
-               f"the measured {precision or 'GEMM'} GEMM peak of the same cores: the layout's ranks running the "
-               "GEMM all at once, each pinned as in the trial.")
+        roofs.append(roof)
+        above.append(roof is not None and achieved is not None and achieved > roof.gflops)
+    mark_best([cells for (_, cells), over in zip(rows, above) if not over], columns=(4,))
+    caption = _hardware_caption(precision, gemm_only=any(r.gemm_only for r in roofs if r is not None))
     if not rows:
         caption = "No layout ran ok yet: no data yet."
     return Table(name="hardware-efficiency", title="Hardware efficiency: achieved FLOP/s ÷ measured peak",
@@ -305,6 +327,31 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
                  columns=("cores", "samples/s", "GFLOP/s", "peak GFLOP/s", "% of peak"),
                  rows=tuple((label, tuple(cells)) for label, cells in rows), footnotes=notes.lines(),
                  caption=caption)
+
+
+def _hardware_caption(precision: str | None, gemm_only: bool) -> str:
+    """What the table divides by: the compute roof, or (records from before it) the GEMM alone."""
+    achieved = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as torch's FLOP counter counted a training "
+                "step in the trial: matmuls and convolutions), against ")
+    if gemm_only:
+        return achieved + (f"the measured {precision or 'GEMM'} GEMM peak of the same cores: the layout's ranks "
+                           "running the GEMM all at once, each pinned as in the trial.")
+    return achieved + (f"the measured {precision or 'compute'} roof of the same cores (`peak GFLOP/s`): the layout's "
+                       "ranks all at once, each pinned as in the trial, running GEMMs of several sizes and "
+                       "convolutions of several shapes in both memory formats; the roof is the best rate of any of "
+                       "them. A cell above 100% is flagged: nothing a step runs can beat the roof.")
+
+
+def _percent_of_roof(achieved: float | None, roof: LayoutPeak | None, precision: str | None,
+                     notes: Footnotes) -> Cell:
+    """'16.5%', or '104.6% a' with the footnote that says the roof was beaten; '–' without both figures."""
+    if achieved is None or roof is None:
+        return Cell(DASH, None, MISSING)
+    percent = 100 * achieved / roof.gflops
+    if percent <= 100:
+        return Cell.number(percent, "{:.1f}%")
+    what = f"the measured {precision or 'compute'} {'GEMM peak' if roof.gemm_only else 'roof'} of the same cores"
+    return Cell(f"{percent:.1f}% {notes.letter(above_roof_note(what))}", percent)
 
 
 def _achieved(samples_per_s: float, counted: float | None, fallback: float | None, fallback_source: str,

@@ -281,6 +281,13 @@ def _peak_method(results: Results) -> list[str]:
                     "rank's rate comes from its median matmul time over a 2-second window, and the layout's peak is "
                     "the sum over its ranks. Neighbouring ranks share memory bandwidth, caches and the power budget "
                     "as they do in training.")
+    if any(p.roof_gflops for p in ok):
+        text.append("The hardware-efficiency table divides by the layout's compute roof: after the GEMM, the same "
+                    "ranks at once ran GEMMs of 256, 512 and 1024 and convolutions (3×3 at 64, 128 and 256 "
+                    "channels, a 1×1 at 256; forward in both memory formats, the 256-channel 3×3 backward too), "
+                    "each for 0.2 s behind a barrier; the roof is the best of their summed median rates, the GEMM "
+                    "peak's among them (the record's `roof_by_primitive`). One square GEMM is not a roof: a "
+                    "training step's convolutions can beat it.")
     if not all(p.concurrent for p in ok):
         text.append(f"Some peaks were recorded by an earlier orch, on one rank alone: the GFLOP/s of matrix "
                     f"multiplication in {what} on T pinned cores of one socket. For the layouts that have no "

@@ -85,7 +85,12 @@ def roofline_plot(t: ProfiledTarget, path: Path) -> Path | None:
     lo, hi = min(xs + [peak / bw]) / 4, max(xs + [peak / bw]) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(peak, x * bw) for x in grid], color="black", linewidth=1.2,
-            label=f"roof: peak {peak:.0f} GFLOP/s (best of GEMM, conv), triad {bw:.1f} GB/s")
+            label=f"roof: peak {peak:.0f} GFLOP/s (best of GEMMs, convs), DRAM triad {bw:.1f} GB/s")
+    for level, style in (("L3", "--"), ("L2", ":")):     # the cache levels' roofs, for working sets that fit
+        gbs = next((r.gbs for r in r0.level_roofs or () if r.level == level and r.gbs), None)
+        if gbs:
+            ax.plot(grid, [min(peak, x * gbs) for x in grid], color="black", linewidth=0.8, linestyle=style,
+                    label=f"{level} roof, triad {gbs:.0f} GB/s (working sets that fit in {level})")
     kinds = sorted({(p.kind, p.direction) for p in flop_points})
     for kind in kinds:
         sel = [p for p in flop_points if (p.kind, p.direction) == kind]

@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile import checks as pc
-from orchestrator.core.profile.result import ProfiledTarget, ReplayRow, as_target
+from orchestrator.core.profile.result import ProfiledTarget, RankProfile, ReplayRow, as_target
 from orchestrator.core.profile.row import Row
 from orchestrator.report import profile_plots as pp
 
@@ -99,10 +99,40 @@ def summary_rows(targets: Targets, disturbed: frozenset[str] = frozenset()) -> l
                      "profiler_overhead": _overhead(s.profiler_overhead, t),
                      "peak_gflops": peak.gflops if peak else None,
                      "triad_gbs": t.results[0].stream_triad_gbs,
+                     "roofs_gbs": _level_roofs(t.results[0]),
                      "efficiency_ratio": WITHHELD if bad and e.efficiency_ratio is not None
-                     else e.efficiency_ratio,
+                     else above_one(e.efficiency_ratio),
                      "replayed_share_of_step": e.replayed_share_of_step})
     return rows
+
+
+def _level_roofs(rank: RankProfile) -> str:
+    """'L2 221 · L3 150 · DRAM 38.1' (GB/s), rank 0's bandwidth roof per level; '–' where none was measured."""
+    measured = [f"{r.level} {_cell(r.gbs)}" for r in rank.level_roofs or () if r.gbs]
+    return " · ".join(measured) or "–"
+
+
+def above_one(value: float | None, beyond: bool | None = None) -> float | str | None:
+    """A ratio whose roof is 1 (an efficiency, a fraction of the attainable), flagged in words where it is
+    above 1: within the noise the checks allow (`beyond` None: more than NOISE_FLOOR above 1), a figure that
+    says nothing; beyond it, a disturbed measurement the checks name. At most 1: the number itself.
+
+    >>> above_one(0.93), above_one(1.04), above_one(1.3, beyond=True)
+    (0.93, '1.04 (above 1 within the noise: not a finding)', '1.30 (above 1: a disturbed measurement, see Checks)')
+    """
+    if value is None or value <= 1:
+        return value
+    beyond = value > 1 + pc.NOISE_FLOOR if beyond is None else beyond
+    why = "a disturbed measurement, see Checks" if beyond else "within the noise: not a finding"
+    return f"{_cell(value)} (above 1{': ' if beyond else ' '}{why})"
+
+
+def _efficiency_cell(row: pa.ReplayComparison) -> float | str | None:
+    """A replayed primitive's efficiency; above 1 flagged, unless the replay ran another kernel (then the two
+    times are of different work: the mismatch list says so)."""
+    if row.same_implementation is False:
+        return row.efficiency
+    return above_one(row.efficiency, beyond=row.efficiency is not None and row.efficiency > 1 + pc.NOISE_FLOOR)
 
 
 def _overhead(value: float, target: ProfiledTarget) -> str:
@@ -128,7 +158,9 @@ def attribution_rows(targets: Targets) -> list[dict[str, Any]]:
 def checks_section(ok: Sequence[ProfiledTarget], findings: Sequence[pc.Finding]) -> list[str]:
     """The top of profile.md: which targets are disturbed and why, or that every check passed."""
     runs = ", ".join(f"{t.label} {t.runs}" for t in ok)
-    head = (f"Checks: nothing above its roof, no efficiency above 1, the replay on the rank's threads and CPUs, "
+    head = (f"Checks: nothing above its roof (the compute roof, and the bandwidth roof of the memory level its "
+            "working set fits in: the `above_roof` column of every roofline table), no efficiency above 1, the "
+            "replay on the rank's threads and CPUs, "
             f"no negative overhead, every rank ≥ "
             f"{pc.MIN_CPU_SHARE:.0%} of its CPUs in every pass, the same work measured twice within its noise "
             f"(≥ {pc.NOISE_FLOOR:.0%}). Runs per target (a disturbed target is run again): {runs}.")
@@ -222,7 +254,10 @@ def _sections(ok: Sequence[ProfiledTarget], disturbed: frozenset[str]) -> list[t
          "Σ(fastest isolated call × calls) of the replayed convolution, matmul and reorder problems ÷ Σ(fastest "
          "call oneDNN logged for each in the model × calls) (both oneDNN's own timing, no framework time; fastest "
          "against fastest because another process's time slice only ever adds to a call); "
-         "`replayed_share_of_step`: those primitives' in-model time ÷ the plain step."),
+         "`replayed_share_of_step`: those primitives' in-model time ÷ the plain step. `peak_gflops`: the "
+         "compute roof, the fastest call of any of several GEMMs and convolutions on the rank's cores; "
+         "`triad_gbs`: DRAM's bandwidth; `roofs_gbs`: the bandwidth roof of each cache level and DRAM (a STREAM "
+         "triad in a working set sized to the level from the CPU's cache sizes in sysfs, on the same cores)."),
         ("Attribution per rank (ms per step)", "attribution", attribution_rows(ok),
          "Every rank. `recorded_allreduce_ms`: communication ops the profiler recorded (self time), part of "
          "`named_ms`. `allreduce_wait_ms (inferred)`: DDP's wait for gradients, placed by where a gap sits "
@@ -261,11 +296,11 @@ def _per_target(ok: Sequence[ProfiledTarget], out: Path, paths: list[Path], dist
     for t in ok:
         label, bad = t.label, t.label in disturbed
         typed_points = pa.roofline_points(t)
-        points = [{**p.to_json(), "above_roof": bool(p.attainable_gflops) and p.achieved_gflops > p.attainable_gflops}
+        points = [{**p.to_json(), "fraction_of_attainable": above_one(p.fraction_of_attainable, p.above_roof)}
                   for p in typed_points]
         replayed = pa.replay_rows(t)
         lost = [] if bad else [{"kind": r.kind, "direction": r.direction, "problem": r.problem, "layout": r.layout,
-                                "efficiency": r.efficiency, "in_model_ms_per_step": r.in_model_ms_per_step,
+                                "efficiency": _efficiency_cell(r), "in_model_ms_per_step": r.in_model_ms_per_step,
                                 "lost_ms_per_step": r.lost_ms_per_step} for r in replayed]
         all_ops = [o.to_json() for o in t.results[0].profiler.ops]
         md += [f"## {label}: {t.ranks} rank(s) × {t.threads} thread(s), local batch {t.local_batch}", ""]
@@ -276,12 +311,13 @@ def _per_target(ok: Sequence[ProfiledTarget], out: Path, paths: list[Path], dist
         tables = (("oneDNN kernels", "onednn_kernels", plain_rows(pa.onednn_kernels(t))),
                   ("Top layers", "layers", plain_rows(pa.layers(t))),
                   ("Roofline by kind (per step)", "roofline_by_kind",
-                   _withhold(plain_rows(pa.roofline_by_kind(typed_points)), bad)),
+                   _withhold([{**k.to_json(), "fraction_of_attainable": above_one(k.fraction_of_attainable)}
+                              for k in pa.roofline_by_kind(typed_points)], bad)),
                   ("Roofline per problem", "roofline", _withhold(points, bad)),
                   ("Operators (top 25 by self time; all in the CSV)", "ops", all_ops[:25]),
                   ("Lost time: (1 − efficiency) × in-model time, largest first", "lost_time", lost),
                   ("Replayed primitives: in the model and alone, and the kernel each ran", "replay",
-                   plain_rows(replayed)))
+                   [{**r.to_json(), "efficiency": _efficiency_cell(r)} for r in replayed]))
         for title, name, rows in tables:
             full = all_ops if name == "ops" else rows
             paths += _write_rows(out, f"{name}-{label}", full) if full else []

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from orchestrator.core.profile import onednn_verbose as ov
-from orchestrator.core.profile.roofline import conv_flops, conv_problem, matmul_problem
+from orchestrator.core.profile.roofline import conv_problem, matmul_problem
 from orchestrator.run.comm import thread_cpu_masks
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -227,10 +227,8 @@ def replay_setting() -> dict[str, Any]:
     return {"threads": torch.get_num_threads(), "cpus": sorted(set().union(*thread_cpu_masks()))}
 
 
-def stream_triad_gbs(elements: int = TRIAD_ELEMENTS, runs: int = 10) -> float:
-    """a = b + s·c over arrays far larger than the caches, on this process's threads; the best run's
-    bytes (3 arrays × 4 bytes × elements, STREAM's convention: write-allocate traffic not counted) per
-    second, in GB/s."""
+def _triad_best_s(elements: int, runs: int) -> float:
+    """The fastest of `runs` triads a = b + s·c over `elements` float32 each, on this process's threads."""
     a = torch.empty(elements)
     b = torch.rand(elements)
     c = torch.rand(elements)
@@ -239,24 +237,61 @@ def stream_triad_gbs(elements: int = TRIAD_ELEMENTS, runs: int = 10) -> float:
         t0 = time.perf_counter()
         torch.add(b, c, alpha=3.0, out=a)
         best = min(best, time.perf_counter() - t0)
-    return 3 * 4 * elements / best / 1e9
+    return best
 
 
-def conv_peak_gflops(precision: str, seconds: float = 1.0) -> float:
-    """Best rate of a large 3×3 convolution (8 × 256 channels, 16×16, channels-last) on these cores. On
-    CPUs with bf16 dot-product instructions oneDNN's convolutions can outrun torch.mm, so a GEMM alone
-    would understate what the cores can do."""
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    x = torch.randn(8, 256, 16, 16, dtype=dtype).to(memory_format=torch.channels_last)
-    w = torch.randn(256, 256, 3, 3, dtype=dtype).to(memory_format=torch.channels_last)
-    # benchdnn's count: the taps in the padding ring are not work (the old 16·16·9 overstated the peak 9%).
-    flops = conv_flops(conv_problem("mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"))
-    best, runs = float("inf"), 0
-    deadline = time.perf_counter() + seconds
-    F.conv2d(x, w, padding=1)
-    while runs < 3 or time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        F.conv2d(x, w, padding=1)
-        best = min(best, time.perf_counter() - t0)
-        runs += 1
-    return flops / best / 1e9
+def stream_triad_gbs(elements: int = TRIAD_ELEMENTS, runs: int = 10) -> float:
+    """a = b + s·c over arrays far larger than the caches, on this process's threads; the best run's
+    bytes (3 arrays × 4 bytes × elements, STREAM's convention: write-allocate traffic not counted) per
+    second, in GB/s."""
+    return 3 * 4 * elements / _triad_best_s(elements, runs) / 1e9
+
+
+def cached_triad_gbs(working_set_bytes: int, runs: int = 200) -> float:
+    """The triad's bandwidth over a working set that stays in a cache: a torch call costs ~1.5 µs of its own
+    (dispatch, allocation checks), as long as a triad over 256 KiB takes, so the rate is the slope between
+    the working set and a quarter of it (what one more byte costs), not bytes ÷ time; bytes ÷ time where the
+    slope is not measurable (the two times too close): the larger of the two, as a roof takes the least
+    disturbed figure."""
+    large = max(1, working_set_bytes // 12)
+    small = max(1, large // 4)
+    t_small, t_large = _triad_best_s(small, runs), _triad_best_s(large, runs)
+    raw = 12 * large / t_large / 1e9
+    if t_large <= t_small:
+        return raw
+    slope = 12 * (large - small) / (t_large - t_small) / 1e9
+    return max(raw, slope) if slope < 4 * raw else raw
+
+
+def level_roofs(cpus: list[int], threads: int) -> list[dict[str, Any]]:
+    """A bandwidth roof per cache level on this rank's CPUs (core/profile/levels), each a dict of its
+    LevelRoof's fields and how it was measured: L1 bounded by compute alone; L2 (private per core) one
+    thread's triad in half of one core's L2, × the rank's threads; L3 the rank's threads at once in half of
+    its share of the L3; DRAM the rank's threads over DRAM_OVER_CACHES × every cache. Empty when sysfs lists
+    no caches."""
+    from orchestrator.core.profile import levels as lv
+    from orchestrator.io.caches import cpu_caches
+
+    caps = lv.capacities(cpu_caches(cpus), cpus)
+    if not caps:
+        return []
+    out: list[dict[str, Any]] = []
+    for cap in caps:
+        if cap.level == "L1":
+            out.append({"level": cap.level, "fits_bytes": cap.fits_bytes, "gbs": None, "triad_bytes": 0})
+            continue
+        if cap.level == "L2":
+            working_set = cap.share_bytes // cap.instances // 2
+            torch.set_num_threads(1)
+            try:
+                gbs = cached_triad_gbs(working_set) * threads
+            finally:
+                torch.set_num_threads(threads)
+        else:
+            working_set = cap.share_bytes // 2
+            gbs = cached_triad_gbs(working_set, runs=50)
+        out.append({"level": cap.level, "fits_bytes": cap.fits_bytes, "gbs": gbs, "triad_bytes": working_set})
+    dram = lv.dram_triad_bytes(caps)
+    out.append({"level": lv.DRAM, "fits_bytes": 0, "gbs": stream_triad_gbs(max(TRIAD_ELEMENTS, dram // 12)),
+                "triad_bytes": max(TRIAD_ELEMENTS * 12, dram)})
+    return out

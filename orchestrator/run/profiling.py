@@ -22,6 +22,7 @@ profile_replay). None of these steps feed a throughput figure.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from orch.workload import Trainer
 from orchestrator.core.profile import events as pe
 from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.core.profile.result import (
+    CacheRoof,
     CoverageJson,
     LayerRow,
     OnednnSummary,
@@ -47,13 +49,14 @@ from orchestrator.core.profile.result import (
 )
 from orchestrator.run.job import Phase, ProfileSettings, ProgressWriter, RankJob
 from orchestrator.run.profile_replay import (
-    conv_peak_gflops,
+    level_roofs,
     replay_setting,
     replay_shapes,
     stdout_to,
     stream_triad_gbs,
 )
-from orchestrator.run.protocol import gemm_peak, make_step
+from orchestrator.run.protocol import make_step
+from orchestrator.run.roof import compute_peak
 
 Batch = tuple[Any, ...]   # what a trainer's batches yield and a step takes
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
@@ -229,37 +232,36 @@ def profile_rank(job: RankJob, trainer: Trainer, module: torch.nn.Module, status
     usage["plain"] = {k: usage["plain"][k] + again[k] for k in ("cpu_s", "wall_s")}
     onednn = OnednnSummary(log=log_path.name, problems=tuple(problems[:20]), executions=len(executions),
                            totals=tuple(ov.aggregate(executions)), shapes=tuple(ov.by_shape(executions)))
-    peak, bandwidth, replay, setting = _alone(job, cfg, executions, status)
+    peak, bandwidth, levels, replay, setting = _alone(job, cfg, executions, status)
     return RankProfile(plain_step_ms=tuple(plain_ms), verbose_step_ms=tuple(verbose_ms), steps=steps,
                        plain_cpu_share=_share(usage["plain"], job.threads),
                        verbose_cpu_share=_share(usage["verbose"], job.threads),
                        profiler_cpu_share=_share(usage["profiler"], job.threads),
-                       onednn=onednn, profiler=prof, peak=peak, stream_triad_gbs=bandwidth, replay=replay,
-                       replay_setting=setting)
+                       onednn=onednn, profiler=prof, peak=peak, stream_triad_gbs=bandwidth, level_roofs=levels,
+                       replay=replay, replay_setting=setting)
 
 
-Alone = tuple[Peak, float, tuple[ReplayRow, ...], ReplaySetting | None]
+Alone = tuple[Peak, float, tuple[CacheRoof, ...], tuple[ReplayRow, ...], ReplaySetting | None]
 
 
 def _alone(job: RankJob, cfg: ProfileSettings, executions: list[ov.Execution], status: ProgressWriter) -> Alone:
-    """Alone on the pinned cores, after training: peak, bandwidth, isolated primitives. The ranks measure
-    in step (gemm_peak's barrier starts and ends its window on every rank at once), so the ranks of one
-    node share memory bandwidth and power as they do in training."""
+    """Alone on the pinned cores, after training: the compute roof, the bandwidth roof of every cache level
+    and DRAM, the isolated primitives. The ranks measure in step (gemm_peak's barrier starts and ends its window
+    on every rank at once, and one starts each of the roof's primitives), so the ranks of one node share caches,
+    memory bandwidth and power as they do in training."""
     status.update(phase=Phase.TIMING, repeat=4, force=True)   # progress for the watchdog: peak, bandwidth, replay
     dist.barrier()
     precision = "bf16" if any(e.dtype == "bf16" for e in executions) else "fp32"
-    peak = gemm_peak(job.threads, precision, seconds=1.5, barrier=_barrier)
-    peak["gemm_gflops"] = peak["gflops"]
-    peak["conv_gflops"] = conv_peak_gflops(precision)
-    peak["gflops"] = max(peak["gemm_gflops"], peak["conv_gflops"])   # the roof: the best either reached
+    peak = compute_peak(job.threads, precision, barrier=_barrier)
     dist.barrier()
-    bandwidth = stream_triad_gbs()
+    levels = tuple(CacheRoof.from_json(r) for r in level_roofs(sorted(os.sched_getaffinity(0)), job.threads))
+    bandwidth = next((r.gbs for r in levels if r.level == "DRAM" and r.gbs), None) or stream_triad_gbs()
     replay = replay_shapes(ov.by_shape(executions), budget_s=cfg.replay_budget_s) if cfg.replay else []
     setting = ReplaySetting.from_json(replay_setting()) if replay else None
     dist.barrier()
     # The peak and the replay rows are built by protocol and profile_replay as dicts: read as records, they
     # keep those keys in that order.
-    return Peak.from_json(peak), bandwidth, tuple(ReplayRow.from_json(r) for r in replay), setting
+    return Peak.from_json(peak), bandwidth, levels, tuple(ReplayRow.from_json(r) for r in replay), setting
 
 
 def _gzip(path: Path) -> Path:

@@ -151,10 +151,27 @@ def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology,
         peak = rec.PeakSection(precision=reports[0].precision, gemm_size=reports[0].gemm_size,
                                gflops=sum(r.gflops for r in reports), best_gflops=sum(r.best_gflops for r in reports),
                                per_rank_gflops=[r.gflops for r in reports], concurrent=True)
+        roof = layout_roof([r.roof_by_primitive for r in reports])
+        if roof:
+            peak = peak.with_fields(roof_gflops=max(roof.values()), roof_by_primitive=roof)
     return rec.Record(kind=rec.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
                       status=rec.Status(run.status), reason=run.reason, placement=_placement(p, topology, run),
                       started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, peak=peak,
                       log_tail=failing.log_tail if failing else None)
+
+
+def layout_roof(per_rank: list[dict[str, float] | None]) -> dict[str, float]:
+    """Each primitive's rate summed over the ranks (they ran it at once), for the primitives every rank ran;
+    empty when a rank measured no roof.
+
+    >>> layout_roof([{"gemm 512": 40.0, "conv": 50.0}, {"gemm 512": 38.0, "conv": 49.0}])
+    {'gemm 512': 78.0, 'conv': 99.0}
+    """
+    measured = [r for r in per_rank if r]
+    if not measured or len(measured) < len(per_rank):
+        return {}
+    names = [n for n in measured[0] if all(n in r for r in measured)]
+    return {n: sum(r[n] for r in measured) for n in names}
 
 
 def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str,

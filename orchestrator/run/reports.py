@@ -48,7 +48,7 @@ class ConvergenceReport(Report):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PeakReport(Report):
-    """protocol.gemm_peak's report: this rank's GEMM rate."""
+    """protocol.gemm_peak's report: this rank's GEMM rate, and the compute roof's primitives (run.roof)."""
 
     precision: str
     gflops: float                # from the median matmul time
@@ -56,6 +56,7 @@ class PeakReport(Report):
     gemm_size: int
     threads: int | None = None
     matmuls: int | None = None
+    roof_by_primitive: dict[str, float] | None = optional()   # run.roof: each primitive's median-call rate
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

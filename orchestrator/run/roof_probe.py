@@ -1,5 +1,6 @@
 """A CPU's roof on given cores, in a process of its own: the compute roof as `orch profile` measures it inside
-a rank (the best of the median GEMM and a large 3×3 convolution) and the STREAM triad. A process of its own
+a rank (run.roof.compute_peak: the best of the median GEMM and several GEMMs and convolutions) and the STREAM
+triad. A process of its own
 because ONEDNN_MAX_CPU_ISA and ATEN_CPU_CAPABILITY only take effect when set before oneDNN and ATen start:
 the AVX2 cap's roof cannot be measured in a process that already ran a kernel.
 
@@ -30,7 +31,7 @@ AVX2_CAP_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 CAP_VARS = (*AVX2_CAP_ENV, *ISA_CAP_ENV_VARS)
 
 
-PEAK_CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # conv_peak_gflops's problem
+PEAK_CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # the convolution timed per direction
 
 
 def conv_class_gflops(precision: str) -> dict[str, float]:
@@ -53,13 +54,13 @@ def conv_class_gflops(precision: str) -> dict[str, float]:
 def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
     import torch
 
-    from orchestrator.run.profile_replay import conv_peak_gflops, stream_triad_gbs
-    from orchestrator.run.protocol import gemm_peak
+    from orchestrator.run.profile_replay import stream_triad_gbs
+    from orchestrator.run.roof import compute_peak
 
     torch.set_num_threads(threads)
-    gemm = gemm_peak(threads, precision, seconds=seconds)
-    conv = conv_peak_gflops(precision, seconds=seconds)
-    return {"gemm_gflops": gemm["gflops"], "conv_gflops": conv, "gflops": max(gemm["gflops"], conv),
+    peak = compute_peak(threads, precision, seconds=seconds)
+    return {"gemm_gflops": peak["gemm_gflops"], "conv_gflops": peak["conv_gflops"], "gflops": peak["gflops"],
+            "roof_by_primitive": peak["roof_by_primitive"],
             "kind_gflops": conv_class_gflops(precision),
             "triad_gbs": stream_triad_gbs(), "threads": torch.get_num_threads(), "precision": precision,
             "aten_capability": torch.backends.cpu.get_cpu_capability(),

@@ -12,6 +12,7 @@ from conftest import CPUS, write_sweep
 from orchestrator.cli import main
 from orchestrator.cli.profile_cmd import DEFAULT_MAX_PASSES
 from orchestrator.core.profile.checks import check_target
+from orchestrator.io.caches import cpu_caches
 from orchestrator.run.profile_run import RESULT_FILE, load_result
 
 pytestmark = [pytest.mark.ray]
@@ -57,6 +58,15 @@ def test_classifier_1x1_is_profiled_through_ray(profiled):
     layers = {row["layer"] for row in rank0["profiler"]["layers"]}
     assert {"net.0", "net.2"} <= layers               # the MLP's Linear layers
     assert rank0["peak"]["gflops"] > 0 and rank0["stream_triad_gbs"] > 0
+    # the compute roof: the best of run.roof's primitives (fastest calls) and the GEMM peak
+    assert rank0["peak"]["gflops"] == max(rank0["peak"]["gemm_gflops"], *rank0["peak"]["roof_by_primitive"].values())
+    # a bandwidth roof per level, each triad inside its level, DRAM's the one the summary calls triad_gbs
+    levels = {r["level"]: r for r in rank0["level_roofs"]}
+    if not cpu_caches(result["placement"][0]["cpus"]):
+        pytest.skip("this machine's sysfs lists no caches: no roof per level")
+    assert set(levels) >= {"L1", "L2", "DRAM"} and levels["L1"]["gbs"] is None
+    assert all(0 < r["triad_bytes"] <= r["fits_bytes"] for name, r in levels.items() if name not in ("L1", "DRAM"))
+    assert levels["DRAM"]["gbs"] == rank0["stream_triad_gbs"] and levels["DRAM"]["triad_bytes"] >= 96 * 2**20
 
 
 def test_outputs_are_written(profiled):

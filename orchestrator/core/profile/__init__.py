@@ -4,6 +4,7 @@
 - `onednn_verbose`: oneDNN's verbose lines parsed and aggregated per kind and per problem;
 - `events`: layer times and step coverage from the profiler's ranges;
 - `roofline`: FLOPs and bytes of a primitive as benchdnn counts them, and the roofline;
+- `levels`: the memory level a primitive's working set fits in, whose bandwidth roof bounds it;
 - `analysis`: `orch profile`'s tables from the ranks' profile results;
 - `checks`: the physical bounds that mark a measurement disturbed;
 - `projection`: a profiled step projected onto another CPU from its primitives;

@@ -21,15 +21,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.profile import levels as lv
 from orchestrator.core.profile import roofline as rl
+from orchestrator.core.profile.levels import LevelRoof
 from orchestrator.core.profile.onednn_verbose import ShapeTotal
-from orchestrator.core.profile.result import ProfiledTarget, RankProfile, ReplayRow, as_target
+from orchestrator.core.profile.result import Peak, ProfiledTarget, RankProfile, ReplayRow, as_target
 from orchestrator.core.profile.row import Row
 
 Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (as_target)
 OTHER = "other (between ops)"
 ALLREDUCE_WAIT = "communication: all-reduce wait (inferred)"
 CONTENDED = 0.8   # below this share of its cores, a rank's times say more about its neighbours than itself
+NOISE_FLOOR = 0.10  # two measurements of the same work may differ by this much before they disagree (checks)
 OUTSIDE_ONEDNN = "outside oneDNN (ATen, BLAS, Python)"
 
 # Operator categories for the side-by-side view, first match wins (lower-cased substring of the op name).
@@ -155,6 +158,10 @@ class RooflinePoint(Row):
     attainable_gflops: float
     fraction_of_attainable: float | None
     achieved_gbs: float
+    level: str                  # where the working set fits: L1, L2, L3, DRAM; "" where no cache sizes were read
+    level_gbs: float | None     # that level's bandwidth roof (None: L1, or not measured)
+    roof_gflops: float          # what the check holds the point against: attainable, or the compute roof alone
+    above_roof: bool            # above roof_gflops by more than its noise: the check's finding (profile.checks)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -354,12 +361,40 @@ def layer_share(target: Target, name: str) -> float:
     return total / step if step else 0.0
 
 
+def peak_noise(peak: Peak | None) -> float:
+    """How far the compute roof itself may be off: its fastest GEMM over its median one, never below
+    NOISE_FLOOR."""
+    best, median = (peak.best_gflops, peak.gemm) if peak is not None else (None, None)
+    if isinstance(best, (int, float)) and isinstance(median, (int, float)) and median > 0:
+        return max(NOISE_FLOOR, best / median - 1)
+    return NOISE_FLOOR
+
+
+def _bounds(cost: rl.Cost, r: RankProfile) -> tuple[LevelRoof | None, float, float, float]:
+    """(the level the working set fits in, attainable GFLOP/s, the bound the check holds it to, that bound's
+    noise). Without cache roofs (older results, no sysfs caches) the bandwidth roof is DRAM's, shown but not
+    checked: data in cache may outrun it; the check holds the point to the compute roof alone."""
+    peak = r.peak.gflops if r.peak else 0.0
+    if not cost.flops or peak <= 0:
+        return None, 0.0, 0.0, 0.0
+    roofs = [c.roof() for c in r.level_roofs or ()]
+    level = lv.level_of(cost.bytes, roofs) if roofs else None
+    compute = (peak_noise(r.peak), peak)
+    if level is None:
+        dram = rl.attainable_gflops(cost.intensity, peak, r.stream_triad_gbs) if r.stream_triad_gbs > 0 else peak
+        return None, dram, peak, compute[0]
+    if level.gbs is None or level.gbs <= 0:      # L1: the compute roof alone
+        return level, peak, peak, compute[0]
+    attainable = rl.attainable_gflops(cost.intensity, peak, level.gbs)
+    return level, attainable, attainable, compute[0] if attainable >= peak else NOISE_FLOOR
+
+
 def roofline_points(target: Target, rank: int = 0) -> list[RooflinePoint]:
     """Per distinct primitive problem of one rank: FLOPs and bytes per call, achieved GFLOP/s from the
-    logged time, the attainable GFLOP/s under that rank's measured peak and bandwidth, and the fraction
-    reached (above 1 is physically impossible: a check marks it, profile.checks)."""
+    logged time, the attainable GFLOP/s under that rank's compute roof and the bandwidth roof of the memory
+    level its working set fits in (profile.levels), the fraction reached, and whether it ran above its roof
+    beyond the roof's noise (`above_roof`: physically impossible, so the target is disturbed, profile.checks)."""
     r = as_target(target).results[rank]
-    peak, bw = (r.peak.gflops if r.peak else 0.0), r.stream_triad_gbs
     out = []
     for s in r.onednn.shapes:
         cost = rl.primitive_cost(s.kind, s.problem, s.dtype, s.dst_dtype or None)
@@ -367,12 +402,13 @@ def roofline_points(target: Target, rank: int = 0) -> list[RooflinePoint]:
             continue
         per_call_ms = s.time_ms / s.calls
         achieved = cost.flops / (per_call_ms / 1e3) / 1e9
-        attainable = rl.attainable_gflops(cost.intensity, peak, bw) if cost.flops else 0.0
+        level, attainable, bound, noise = _bounds(cost, r)
         out.append(RooflinePoint(s.kind, s.direction, s.problem, s.dtype, s.layout, s.dst_layout, s.calls,
                                  s.calls / r.steps, per_call_ms, s.time_ms / r.steps, cost.flops / 1e9,
                                  cost.bytes / 1e6, cost.intensity, achieved, attainable,
                                  achieved / attainable if attainable else None,
-                                 cost.bytes / (per_call_ms / 1e3) / 1e9))
+                                 cost.bytes / (per_call_ms / 1e3) / 1e9, level.level if level else "",
+                                 level.gbs if level else None, bound, bool(bound) and achieved > bound * (1 + noise)))
     return out
 
 

@@ -2,11 +2,13 @@
 withholds the verdicts that rest on it. Pure: the same typed target as profile.analysis, no torch, no clock.
 
 A target is disturbed when
-- a primitive ran above its compute roof (achieved GFLOP/s above the measured peak of the same cores by more
-  than the peak's own noise: the fastest against the median GEMM, at least NOISE_FLOOR). The bandwidth roof
-  (intensity × the measured STREAM triad) is DRAM's: a primitive whose data stays in the caches (the P6/P7
-  convolutions on 1×1 inputs, a few MB of weights) may run above it without breaking anything, so it is shown
-  in the roofline, not checked;
+- a primitive ran above its roof by more than the roof's noise: the compute roof (the measured peak of the same
+  cores; noise: the fastest against the median GEMM, at least NOISE_FLOOR), or the bandwidth roof of the memory
+  level its working set fits in (intensity × that level's triad, profile.levels; noise NOISE_FLOOR). A
+  primitive whose data stays in a cache (the P6/P7 convolutions on 1×1 inputs, a few MB of weights) is held to
+  that cache's bandwidth, not DRAM's. Results without cache roofs (older ones, a machine whose sysfs lists no
+  caches) are held to the compute roof alone: the DRAM line does not bound data in cache. The roofline's rows
+  carry the same flag (`above_roof`), so the rows and this check cannot disagree;
 - an efficiency is above 1 beyond NOISE_FLOOR (the same oneDNN kernel's fastest call was faster in the model
   than alone), or the replay ran with other threads or on other CPUs than the rank;
 - an overhead is negative beyond the plain step's noise (a profiled pass ran faster than the plain one);
@@ -27,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.profile import analysis as pa
-from orchestrator.core.profile.result import Peak, ProfiledTarget, RankProfile, as_target
+from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
 
 Target = pa.Target
 MIN_CPU_SHARE = 0.8     # below this, a rank's times measure its neighbours as much as itself
-NOISE_FLOOR = 0.10      # two measurements of the same work may differ by this much before they disagree
+NOISE_FLOOR = pa.NOISE_FLOOR   # two measurements of the same work may differ by this much before they disagree
 PASSES = ("plain", "verbose", "profiler")
 CHECKS = ("above roof", "efficiency above 1", "replay setting", "negative overhead", "cpu share",
           "same work disagrees")
@@ -54,28 +56,28 @@ def _noise(step_ms: Sequence[float]) -> float:
 
 
 def _roof(target: ProfiledTarget) -> list[Finding]:
+    """The roofline's own `above_roof` flags (analysis.roofline_points), so the summary and the rows agree."""
     out = []
     for rank, r in enumerate(target.results):
         if r.peak is None:
             continue
-        roof, noise = float(r.peak.gflops), _peak_noise(r.peak)
-        above = [p for p in pa.roofline_points(target, rank) if p.achieved_gflops > roof * (1 + noise)]
+        above = [p for p in pa.roofline_points(target, rank) if p.above_roof]
         if above:
-            worst = max(above, key=lambda p: p.achieved_gflops)
+            worst = max(above, key=lambda p: p.achieved_gflops / p.roof_gflops)
             out.append(Finding(target.label, "above roof",
-                               f"rank {rank}: {len(above)} primitive(s) above the compute roof by more than its "
-                               f"noise ({noise:.0%}), worst {worst.kind} {worst.direction} {worst.problem} "
-                               f"at {worst.achieved_gflops:.1f} GFLOP/s against {roof:.1f} "
-                               f"(×{worst.achieved_gflops / roof:.2f})"))
+                               f"rank {rank}: {len(above)} primitive(s) above their roof by more than its noise, "
+                               f"worst {worst.kind} {worst.direction} {worst.problem} at "
+                               f"{worst.achieved_gflops:.1f} GFLOP/s against {worst.roof_gflops:.1f} "
+                               f"(×{worst.achieved_gflops / worst.roof_gflops:.2f}): {_roof_words(worst, r)}"))
     return out
 
 
-def _peak_noise(peak: Peak) -> float:
-    """How far the peak itself may be off: its fastest GEMM over its median one, never below NOISE_FLOOR."""
-    best, median = peak.best_gflops, peak.gemm
-    if isinstance(best, (int, float)) and isinstance(median, (int, float)) and median > 0:
-        return max(NOISE_FLOOR, best / median - 1)
-    return NOISE_FLOOR
+def _roof_words(p: pa.RooflinePoint, r: RankProfile) -> str:
+    """Which roof bounds the point, with its figures."""
+    if p.level_gbs and r.peak is not None and p.roof_gflops < r.peak.gflops:
+        return (f"the {p.level} roof, {p.level_gbs:.1f} GB/s × {p.flop_per_byte:.3g} FLOP/byte (its working set, "
+                f"{p.mbytes_per_call:.3g} MB, fits in {p.level}), noise {NOISE_FLOOR:.0%}")
+    return f"the compute roof, noise {pa.peak_noise(r.peak):.0%}"
 
 
 def _efficiency(target: ProfiledTarget) -> list[Finding]:

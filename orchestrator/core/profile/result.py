@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.core.jsonobject import JsonObject, optional
+from orchestrator.core.profile.levels import LevelRoof
 from orchestrator.core.profile.onednn_verbose import KindTotal, ShapeTotal
 
 
@@ -85,7 +86,8 @@ class ProfilerSummary(JsonObject):
 
 @dataclass(frozen=True, slots=True)
 class Peak(JsonObject):
-    """The roof measured on the rank's cores after training: the best of the GEMM and a convolution."""
+    """The compute roof measured on the rank's cores after training: the best of the GEMM peak and run.roof's
+    GEMMs and convolutions (run.profiling.compute_peak)."""
 
     precision: str | None = None
     gflops: float = 0.0                  # the roof: max(gemm_gflops, conv_gflops)
@@ -94,7 +96,8 @@ class Peak(JsonObject):
     threads: int | None = None
     matmuls: int | None = None
     gemm_gflops: float | None = None     # the median GEMM
-    conv_gflops: float | None = None
+    conv_gflops: float | None = None     # the fastest convolution of the roof's
+    roof_by_primitive: Mapping[str, float] | None = optional()   # run.roof's primitives, fastest call each
 
     @property
     def gemm(self) -> float:
@@ -136,6 +139,21 @@ class ReplaySetting(JsonObject):
 
 
 @dataclass(frozen=True, slots=True)
+class CacheRoof(JsonObject):
+    """The bandwidth roof of one memory level on the rank's cores (core/profile/levels, run/profile_replay):
+    a working set up to `fits_bytes` sits at this level (DRAM: 0, no limit); `gbs` None where only the
+    compute roof bounds it (L1); `triad_bytes` the working set that measured it."""
+
+    level: str = ""
+    fits_bytes: int = 0
+    gbs: float | None = None
+    triad_bytes: int = 0
+
+    def roof(self) -> LevelRoof:
+        return LevelRoof(self.level, self.fits_bytes, self.gbs)
+
+
+@dataclass(frozen=True, slots=True)
 class RankProfile(JsonObject):
     """One rank's profile (run/profiling.profile_rank): the plain, verbose and profiler passes, then what
     it measured alone on its cores (peak, bandwidth, replay). Step times in ms."""
@@ -152,6 +170,7 @@ class RankProfile(JsonObject):
     stream_triad_gbs: float = 0.0
     replay: tuple[ReplayRow, ...] = ()
     replay_setting: ReplaySetting | None = None
+    level_roofs: tuple[CacheRoof, ...] | None = optional()   # absent before roofs per level: DRAM's alone
 
     def cpu_shares(self) -> tuple[tuple[str, float | None], ...]:
         """(pass, share) for the plain, verbose and profiler passes."""

@@ -1,6 +1,6 @@
-"""GEMM peaks: one per distinct layout (ranks × threads per rank), every rank of the layout multiplying at
-once, pinned as in its trials (run.protocol.gemm_peak). A layout's peak does not depend on the local batch,
-so it is measured once, on the layout's first planned placement."""
+"""GEMM peaks and compute roofs: one per distinct layout (ranks × threads per rank), every rank of the layout
+multiplying at once, pinned as in its trials (run.protocol.gemm_peak, then run.roof.compute_roof). A layout's
+peak does not depend on the local batch, so it is measured once, on the layout's first planned placement."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.eta import PEAK_S, STARTUP_S
+from orchestrator.core.eta import PEAK_S, ROOF_S, STARTUP_S
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record, peak_key
@@ -42,7 +42,7 @@ class PeakItem(WorkItem):
         return ctx.job(self.KIND, p, peak_precision=ctx.precision)
 
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
-        return STARTUP_S + PEAK_S
+        return STARTUP_S + PEAK_S + ROOF_S
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
         from orchestrator.run.recording import peak_record
@@ -55,8 +55,11 @@ REPORT = PeakReport
 
 
 def describe(record: Record) -> str:
-    """An ok record in one line, for the progress display: '812.0 GFLOP/s (fp32)'."""
-    return f"{record.peak.gflops:,.1f} GFLOP/s ({record.peak.precision})" if record.peak is not None else ""
+    """An ok record in one line, for the progress display: '812.0 GFLOP/s (fp32), roof 930.5'."""
+    if record.peak is None:
+        return ""
+    roof = f", roof {record.peak.roof_gflops:,.1f}" if record.peak.roof_gflops else ""
+    return f"{record.peak.gflops:,.1f} GFLOP/s ({record.peak.precision}){roof}"
 
 
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
@@ -66,7 +69,6 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
     import torch.distributed as dist
 
     from orchestrator.run.job import Phase
-    from orchestrator.run.protocol import gemm_peak
     from orchestrator.run.rank_session import init_process_group
 
     def heartbeat() -> None:
@@ -74,7 +76,7 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
 
     if int(os.environ.get("WORLD_SIZE", 1)) == 1:
         clock.ready("import_protocol")
-        return {"report": PeakReport.from_json(gemm_peak(job.threads, job.peak_precision, on_matmul=heartbeat))}
+        return {"report": _peak_and_roof(job, None, heartbeat)}
     clock.lap("import_protocol")
     init_process_group(job, backend="gloo")
     clock.ready("rendezvous")   # every rank has joined the group: all of them are ready to multiply
@@ -82,7 +84,20 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dic
         def barrier() -> None:
             dist.barrier()
 
-        report = gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
-        return {"report": PeakReport.from_json(report)}
+        return {"report": _peak_and_roof(job, barrier, heartbeat)}
     finally:
         dist.destroy_process_group()
+
+
+def _peak_and_roof(job: RankJob, barrier: Callable[[], None] | None, heartbeat: Callable[[], None]) -> PeakReport:
+    """The 2048² GEMM's peak, then the compute roof (run.roof: more GEMM sizes, convolutions in both memory
+    formats), each primitive's window started by the barrier; the roof's primitives include the peak's GEMM."""
+    from orchestrator.run.protocol import gemm_peak
+    from orchestrator.run.roof import compute_roof
+
+    report = gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
+    rates = {name: r["gflops"] for name, r in
+             compute_roof(job.peak_precision, report["gemm_size"], barrier=barrier, on_call=heartbeat).items()}
+    gemm = f"gemm {report['gemm_size']}"
+    rates[gemm] = max(rates.get(gemm, 0.0), report["gflops"])
+    return PeakReport.from_json({**report, "roof_by_primitive": rates})
