@@ -30,10 +30,11 @@ def one_node_cells() -> list[Cell]:
 
 def true_across(rate_bits_per_s: float, batch: int) -> float:
     """samples/s of 2 ranks on 2 nodes over a link of this rate: compute, then the all-reduce at the wire's speed
-    (or ρ × the software's, whichever is longer), not overlapped (γ = 1)."""
+    (or the software's where slower) plus what sharing the cores adds to its CPU part, not overlapped (γ = 1)."""
     compute = TRUE["a_s"] + TRUE["c_s"] * batch
-    wire = comm.LinkFit("nodes", 100e-6, 8 / rate_bits_per_s, 0, 0.0).step_s(2, BUCKETS)
-    return 2 * batch / combine(compute, max(wire, TRUE["rho"] * SOCKET_FIT.step_s(2, BUCKETS)), 1.0)
+    wire = comm.LinkFit("nodes", 100e-6, max(8 / rate_bits_per_s, SOCKET_FIT.beta_s_per_byte), 0, 0.0)
+    extra = (TRUE["rho"] - 1) * SOCKET_FIT.step_s(2, BUCKETS)
+    return 2 * batch / combine(compute, wire.step_s(2, BUCKETS) + extra, 1.0)
 
 
 def calibration(rate_bits_per_s: float, efficiency: float = 0.94) -> list[comm.Sample]:

@@ -13,10 +13,14 @@ software's per-byte cost (that class's β: the copies and the reduction). How fa
   all-reduce; a real NIC's single TCP stream per peer may give less).
 
 In a training step a calibrated all-reduce costs ρ times more than alone (`step`: Gloo's thread shares the rank's
-cores with the backward pass). Over a slow link that cost is the CPU's part only: the wire's time is not slowed
-by sharing cores. So a step's all-reduce across nodes is max(ρ × the ring at the software's speed, the ring at
-the link's), and on the bounds: at least the ring at the link's fast end (ρ = 1, full overlap), at most ρ × the
-software's or the link's slow end, whichever is longer, added to compute (no overlap).
+cores with the backward pass). Over a slow link that extra is the CPU's part only: the wire's time is not slowed by
+sharing cores, but the copies and reductions are, and are not hidden behind the wire. So a step's all-reduce across
+nodes is the ring alone plus (ρ − 1) × the ring at the software's speed (on one node, where the two are one ring,
+ρ × the ring, as before), and on the bounds: at least the ring alone at the link's fast end (full overlap), at most
+the ring at its slow end plus ρ × the software's (a rank's whole share of the CPU work), added to compute (no
+overlap). On a loaded 2-vCPU machine the classifier's 2-node steps over 1 Gbit/s and 200 Mbit/s links took about
+the all-reduce alone plus 20–25 ms, roughly twice the software's ring, whatever the rate: an extra that adds, not
+a factor on the wire (benchmarks/bench_emulated_cluster.py --tiny; to be measured again on a quiet machine).
 
 >>> from orchestrator.core.predict.comm import LinkFit
 >>> loop = LinkFit("socket", 1e-4, 1e-10, 8, 0.02)          # 80 Gbit/s, 100 µs per step
@@ -57,17 +61,18 @@ class NodeLinkCost:
     def ring_s(self, ranks: int, buckets: Sequence[int]) -> float:
         return self.fit.step_s(ranks, buckets)
 
+    def software_s(self, ranks: int, buckets: Sequence[int]) -> float:
+        return self.software.step_s(ranks, buckets) if self.software is not None else 0.0
+
     def in_step_s(self, ranks: int, buckets: Sequence[int], rho: float) -> float:
-        """The all-reduce's cost inside a step (central): ρ on the software's part only."""
-        cpu = rho * self.software.step_s(ranks, buckets) if self.software is not None else 0.0
-        return max(cpu, self.ring_s(ranks, buckets))
+        """The all-reduce's cost inside a step (central): alone, plus what sharing the cores adds to its CPU part."""
+        return self.ring_s(ranks, buckets) + max(rho - 1.0, 0.0) * self.software_s(ranks, buckets)
 
     def bounds_s(self, ranks: int, buckets: Sequence[int], rho: float) -> tuple[float, float]:
-        """(least, most) the all-reduce costs a step: alone at the link's fast end; ρ × the software's or the link's
-        slow end."""
+        """(least, most) the all-reduce costs a step: alone at the link's fast end; at its slow end plus ρ × the
+        software's part."""
         ring = self.ring_s(ranks, buckets)
-        cpu = max(rho, 1.0) * self.software.step_s(ranks, buckets) if self.software is not None else 0.0
-        return ring * self.fast, max(cpu, ring * self.slow)
+        return ring * self.fast, ring * self.slow + max(rho, 1.0) * self.software_s(ranks, buckets)
 
 
 def software_fit(fits: Mapping[str, LinkFit]) -> LinkFit | None:
