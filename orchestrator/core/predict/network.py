@@ -9,8 +9,8 @@ software's per-byte cost (that class's β: the copies and the reduction). How fa
 - calibrated: the fit's own held-out error, leave one calibration point out (at the message sizes DDP's
   buckets have), both ways;
 - stated: a link never beats its rate, and Gloo over TCP was assumed to get at least `STATED_EFFICIENCY_LOW` of
-  it (an assumption, said on every row: the emulated links gave 0.93–0.95 of their tbf rate to Gloo's
-  all-reduce; a real NIC's single TCP stream per peer may give less).
+  it (an assumption, said on every row: in issue 42's hand trial Gloo's all-reduce got about 0.95 of a tbf rate
+  on emulated links; a real NIC's single TCP stream per peer may give less).
 
 In a training step a calibrated all-reduce costs ρ times more than alone (`step`: Gloo's thread shares the rank's
 cores with the backward pass). Over a slow link that extra is the CPU's part only: the wire's time is not slowed by
@@ -18,9 +18,8 @@ sharing cores, but the copies and reductions are, and are not hidden behind the 
 nodes is the ring alone plus (ρ − 1) × the ring at the software's speed (on one node, where the two are one ring,
 ρ × the ring, as before), and on the bounds: at least the ring alone at the link's fast end (full overlap), at most
 the ring at its slow end plus ρ × the software's (a rank's whole share of the CPU work), added to compute (no
-overlap). On a loaded 2-vCPU machine the classifier's 2-node steps over 1 Gbit/s and 200 Mbit/s links took about
-the all-reduce alone plus 20–25 ms, roughly twice the software's ring, whatever the rate: an extra that adds, not
-a factor on the wire (benchmarks/bench_emulated_cluster.py --tiny; to be measured again on a quiet machine).
+overlap). Whether the extra adds (this rule) or multiplies the wire is what benchmarks/bench_emulated_cluster.py
+measures at three link rates; a first run on a busy machine pointed to an extra that adds.
 
 >>> from orchestrator.core.predict.comm import LinkFit
 >>> loop = LinkFit("socket", 1e-4, 1e-10, 8, 0.02)          # 80 Gbit/s, 100 µs per step
