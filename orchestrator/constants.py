@@ -58,3 +58,9 @@ DEFAULT_LOG_LEVEL = "INFO"
 # A file that also gets every diagnostic, DEBUG included, with its time and module; empty: none.
 LOG_FILE_ENV_VAR = "ORCH_LOG_FILE"
 DEFAULT_LOG_FILE = ""
+
+# Where `orch cluster up` records what it made (one file per emulated cluster: its namespaces, links, qdiscs,
+# processes), for `orch cluster down` after a driver was killed. Root's: under /run, emptied at boot with the
+# namespaces themselves.
+CLUSTER_STATE_DIR_ENV_VAR = "ORCH_CLUSTER_STATE_DIR"
+DEFAULT_CLUSTER_STATE_DIR = "/run/orch-cluster"

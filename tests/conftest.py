@@ -58,9 +58,43 @@ def _namespace_missing(item) -> str | None:
     return marker.args[0] if marker.args else "needs a PID namespace (unshare --pid)"
 
 
+# Tests marked `needs_netns(reason)` (an emulated cluster: network namespaces, veth, tc, as root) skip where this
+# process cannot make them; ORCH_REQUIRE_NETNS=1 makes that a failure (CI runs as root, with iproute2).
+REQUIRE_NETNS_ENV_VAR = "ORCH_REQUIRE_NETNS"
+
+
+def required_netns() -> bool:
+    text = os.environ.get(REQUIRE_NETNS_ENV_VAR, "0")
+    if text not in ("0", "1"):
+        raise pytest.UsageError(f"{REQUIRE_NETNS_ENV_VAR}={text!r}: must be 0 or 1")
+    return text == "1"
+
+
+@functools.cache
+def netns_missing_here() -> str | None:
+    """Why no emulated cluster can be made here (not root, no ip or tc, no network namespace), or None."""
+    from orchestrator.io.netns import missing_requirements
+
+    missing = missing_requirements()
+    if missing:
+        return f"needs {', '.join(missing)}"
+    probe = subprocess.run(["unshare", "--net", "true"], capture_output=True) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        return "needs a network namespace (`unshare --net true` failed)"
+    return None
+
+
+def _netns_missing(item) -> str | None:
+    marker = item.get_closest_marker("needs_netns")
+    if marker is None or (missing := netns_missing_here()) is None:
+        return None
+    return f"{marker.args[0] if marker.args else 'needs network namespaces'}: {missing}"
+
+
 def pytest_configure(config):
     required_cpus()  # a bad value stops the run before any test, with the message above
     required_pid_namespace()
+    required_netns()
 
 
 def _cpu_shortfall(item) -> tuple[int, str] | None:
@@ -84,6 +118,9 @@ def pytest_collection_modifyitems(config, items):
         if missing and not required_pid_namespace():
             item.add_marker(pytest.mark.skip(
                 reason=f"{missing} (set {REQUIRE_PID_NAMESPACE_ENV_VAR}=1 to make this a failure)"))
+        no_netns = _netns_missing(item)
+        if no_netns and not required_netns():
+            item.add_marker(pytest.mark.skip(reason=f"{no_netns} (set {REQUIRE_NETNS_ENV_VAR}=1 to make this a failure)"))
 
 
 def pytest_runtest_setup(item):
@@ -97,6 +134,9 @@ def pytest_runtest_setup(item):
     if missing and required_pid_namespace():
         pytest.fail(f"{missing}, and {REQUIRE_PID_NAMESPACE_ENV_VAR}=1 says this runner can make one "
                     "(`unshare --pid --fork --mount-proc true` failed)", pytrace=False)
+    no_netns = _netns_missing(item)
+    if no_netns and required_netns():
+        pytest.fail(f"{no_netns}, and {REQUIRE_NETNS_ENV_VAR}=1 says this runner can make them", pytrace=False)
 
 
 # What a battery (tests/cli/test_bad_input_battery.py, tests/run/test_fault_battery.py) says at the end of the

@@ -45,5 +45,5 @@ def test_ci_ends_with_its_summary_and_requires_what_its_runner_has():
     text = CI.read_text()
     assert text.rstrip().splitlines()[-1] == "ci_summary"
     assert "ci_ccl_outcome \"$ccl_rc\"" in text and "ORCH_REQUIRE_CCL=1 .venv-ipex/bin/python -m pytest -m ccl" in text
-    for switch in ("ORCH_REQUIRE_CPUS=2", "ORCH_REQUIRE_PID_NAMESPACE=1", "ORCH_REQUIRE_TMPFS=1"):
+    for switch in ("ORCH_REQUIRE_CPUS=2", "ORCH_REQUIRE_PID_NAMESPACE=1", "ORCH_REQUIRE_TMPFS=1", "ORCH_REQUIRE_NETNS=1"):
         assert switch in text

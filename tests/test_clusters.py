@@ -127,6 +127,37 @@ def test_the_sbatch_script_refuses_bad_settings_before_starting_anything(tmp_pat
     assert not (tmp_path / "out").exists()       # the results folder is made only once all is checked
 
 
+def fake_hostname(folder: Path, all_addresses: str, resolved: str) -> Path:
+    """A `hostname` that answers --all-ip-addresses and --ip-address as a node with these addresses would."""
+    folder.mkdir()
+    (folder / "hostname").write_text(f'#!/bin/sh\ncase "$1" in --all-ip-addresses) echo "{all_addresses}";; '
+                                     f'--ip-address) echo "{resolved}";; *) echo node0;; esac\n')
+    (folder / "hostname").chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("all_addresses, resolved, head", [
+    ("10.9.8.7 fe80::1", "127.0.1.1", "10.9.8.7"),     # Ubuntu's /etc/hosts entry: the interfaces' address wins
+    ("fe80::1", "192.0.2.5", "192.0.2.5"),            # no IPv4 on the interfaces: the resolved one, not loopback
+])
+def test_the_slurm_head_address_is_never_loopback(tmp_path, all_addresses, resolved, head):
+    bin_dir = fake_hostname(tmp_path / "bin", all_addresses, resolved)
+    done = subprocess.run(["bash", str(SBATCH), "s.yaml", "out"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={"PATH": f"{bin_dir}:{STANDIN}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+                                             "SLURM_JOB_NODELIST": "n[0-1]", "ORCH": "true", "RAY": "false",
+                                             "ORCH_RAY_TMP": str(tmp_path / "ray")})
+    assert f"Ray head at {head}:20000" in done.stderr, done.stderr
+    assert done.returncode == 1 and "the Ray head failed to start" in done.stderr   # RAY=false: nothing started
+
+
+def test_the_slurm_script_refuses_a_node_with_only_loopback_addresses(tmp_path):
+    bin_dir = fake_hostname(tmp_path / "bin", "", "127.0.1.1")
+    done = run_sbatch(tmp_path, "s.yaml", "out", PATH=f"{bin_dir}:{STANDIN}:{os.environ['PATH']}", SLURM_JOB_ID="7",
+                      SLURM_JOB_NODELIST="n[0-1]")
+    assert done.returncode == 2
+    assert "no IPv4 address other than loopback" in done.stderr and "set ORCH_RAY_HEAD_IP" in done.stderr
+
+
 # --- every path a recipe names exists ---------------------------------------------------------------------
 DOCKERFILE = REPO / "clusters" / "Dockerfile"
 RECIPES = [RAYJOB, SBATCH, DOCKERFILE, REPO / "docs" / "clusters.md"]

@@ -12,6 +12,7 @@ import sys
 
 from orchestrator import __version__
 from orchestrator.cli import (
+    cluster_cmd,
     plan_cmd,
     predict_cmd,
     probe_cmd,
@@ -25,7 +26,8 @@ from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, f
 from orchestrator.cli.logs import LogSetupError, add_options, configure
 from orchestrator.core.schema import InvalidInput
 
-COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd)
+COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd,
+            cluster_cmd)
 log = logging.getLogger(__name__)
 
 

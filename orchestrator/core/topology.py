@@ -170,9 +170,31 @@ def group_nodes(nodes: tuple[Node, ...]) -> tuple[NodeGroup, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeLink:
+    """The link between nodes as a topology file states it: each node's bandwidth (one way) and the one-way
+    latency between two nodes (None where not stated)."""
+
+    bandwidth_bits_per_s: float
+    latency_s: float | None = None
+
+    def words(self) -> str:
+        """
+        >>> NodeLink(25e9, 2e-6).words(), NodeLink(2e8).words()
+        ('25 Gbit/s, latency 2 µs', '0.2 Gbit/s')
+        """
+        latency = f", latency {self.latency_s * 1e6:g} µs" if self.latency_s is not None else ""
+        return f"{self.bandwidth_bits_per_s / 1e9:g} Gbit/s{latency}"
+
+    def to_dict(self) -> dict[str, float]:
+        out = {"bandwidth_gbit_per_s": self.bandwidth_bits_per_s / 1e9}
+        return {**out, "latency_us": self.latency_s * 1e6} if self.latency_s is not None else out
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
     nodes: tuple[Node, ...]
     source: str = ""
+    link: NodeLink | None = None      # the link between nodes, where the description states it
     groups: tuple[NodeGroup, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -194,7 +216,8 @@ class Topology:
         return f"{len(self.nodes)} node(s): " + "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "nodes": [n.to_dict() for n in self.nodes]}
+        network = {"network": self.link.to_dict()} if self.link is not None else {}
+        return {"source": self.source, "nodes": [n.to_dict() for n in self.nodes], **network}
 
     def cpu_ids(self) -> frozenset[int]:
         """Every CPU id any node names (hyperthreads included)."""
@@ -208,7 +231,7 @@ class Topology:
         it)."""
         nodes = tuple(node if node.isa is not None or isa is None else replace(node, isa=isa)
                       for node, isa in zip(self.nodes, isas))
-        return Topology(nodes + self.nodes[len(nodes):], self.source if source is None else source)
+        return Topology(nodes + self.nodes[len(nodes):], self.source if source is None else source, self.link)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -252,6 +275,22 @@ class IsaSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NetworkSpec:
+    """The link between nodes, as a topology file states it (as `isa` states a CPU's peak): for `orch predict`, which
+    costs the node axis's all-reduce from it where no cross-node calibration exists."""
+
+    bandwidth_gbit_per_s: float = opt(MISSING, "each node's link, one way, in Gbit/s (25 for 25 GbE)",
+                                      exclusive_minimum=0)
+    latency_us: float | None = opt(None, "one-way latency between two nodes in µs (default: not stated)", minimum=0)
+
+    def node_link(self) -> NodeLink:
+        return NodeLink(self.bandwidth_gbit_per_s * 1e9, None if self.latency_us is None else self.latency_us * 1e-6)
+
+
+NETWORK_HELP = "the link between nodes (bandwidth_gbit_per_s, latency_us): orch predict costs the node axis from it"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactTopology:
     """The compact file form: one node type repeated `nodes` times."""
 
@@ -267,6 +306,7 @@ class CompactTopology:
     cpus: tuple[tuple[int | tuple[int, ...], ...], ...] | None = opt(
         None, "explicit CPU ids: per socket, a list of cores, each a CPU id or a list of sibling CPU ids")
     isa: IsaSpec | None = opt(None, "what the CPU computes natively (features, bf16 verdict): decides precision auto")
+    network: NetworkSpec | None = opt(None, NETWORK_HELP)
 
     def __post_init__(self) -> None:
         errors = []
@@ -337,7 +377,7 @@ def build_compact(spec: CompactTopology, source: str = "") -> Topology:
     isa = spec.isa.cpu_isa() if spec.isa is not None else None
     nodes = tuple(Node(f"{name}{i}" if spec.nodes > 1 else name, shared_sockets, shared_numa,
                        spec.memory_gib * MIB_PER_GIB, isa=isa) for i in range(spec.nodes))
-    return Topology(nodes, source)
+    return Topology(nodes, source, spec.network.node_link() if spec.network is not None else None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -374,6 +414,7 @@ class DetailedTopology:
 
     nodes: tuple[DetailedNode, ...] = opt(MISSING, f"the nodes, each described in full (at most {MAX_NODES:,})")
     source: str = opt("", "where the description came from")
+    network: NetworkSpec | None = opt(None, NETWORK_HELP)
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -429,7 +470,7 @@ def _detailed_topology(data: dict[str, Any], source: str) -> tuple[Topology | No
     if spec is None:
         return None, problems
     nodes = tuple(_build_node(node, f"nodes[{i}]") for i, node in enumerate(spec.nodes))
-    return Topology(nodes, source or spec.source), []
+    return Topology(nodes, source or spec.source, spec.network.node_link() if spec.network is not None else None), []
 
 
 def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, list[Problem]]:

@@ -3,7 +3,7 @@ the results folder, the sweep it ran, the target topology, an RCP file, other ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,5 +152,6 @@ def load_inputs(args: Any) -> PredictInputs:
         warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
     machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if args.topology else SAME_MACHINE
+    machine = replace(machine, node_link=topology.link)
     return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
                          backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine)

@@ -10,7 +10,10 @@ from typing import Any
 # oneCCL's settings that decide how it ran: rank_environment (run.launcher) sets the CCL_ ones; libfabric's
 # (FI_*) are recorded where a user set them.
 CCL_ENV_KEYS = ("CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_YIELD",
-                "CCL_LOCAL_RANK", "CCL_LOCAL_SIZE", "CCL_PROCESS_LAUNCHER", "FI_PROVIDER", "FI_PROVIDER_PATH")
+                "CCL_LOCAL_RANK", "CCL_LOCAL_SIZE", "CCL_PROCESS_LAUNCHER", "CCL_KVS_IFACE", "FI_TCP_IFACE",
+                "FI_PROVIDER", "FI_PROVIDER_PATH")
+# The interface Gloo bound to (run.launcher.interface_settings), recorded for either backend.
+GLOO_ENV_KEYS = ("GLOO_SOCKET_IFNAME",)
 # Distributions that install oneCCL's runtime (libccl.so), CPU-only first.
 ONECCL_DISTS = ("oneccl-cpu", "oneccl")
 
@@ -29,11 +32,12 @@ def communication_report(backend: str) -> dict[str, Any]:
     """What this rank communicated with, e.g. {"backend": "ccl", "version": "2.8.0+cpu", "oneccl":
     "2022.1.2", "env": {"CCL_WORKER_COUNT": "1", ...}}; for gloo the version is torch's (gloo ships in it)."""
     if backend != "ccl":
-        return {"backend": backend, "version": dist_version("torch"), "oneccl": None, "env": {}}
+        return {"backend": backend, "version": dist_version("torch"), "oneccl": None,
+                "env": {key: os.environ[key] for key in GLOO_ENV_KEYS if key in os.environ}}
     import oneccl_bindings_for_pytorch as ccl
 
     return {"backend": "ccl", "version": ccl.__version__, "oneccl": dist_version(*ONECCL_DISTS),
-            "env": {key: os.environ[key] for key in CCL_ENV_KEYS if key in os.environ},
+            "env": {key: os.environ[key] for key in (*CCL_ENV_KEYS, *GLOO_ENV_KEYS) if key in os.environ},
             "worker_threads_on_cpu": worker_threads_on_cpu()}
 
 

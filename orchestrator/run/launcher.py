@@ -69,11 +69,12 @@ def pin_prefix(cpus: list[int], numa_nodes: list[int], sys_node: Path = Path("/s
 
 def rank_environment(base: dict[str, str], *, cpus: list[int], ccl_cpus_on_node: list[int], backend: str,
                      rank: int, local_rank: int, world_size: int, local_world_size: int, master_addr: str,
-                     master_port: int) -> dict[str, str]:
+                     master_port: int, ifname: str | None = None) -> dict[str, str]:
     """The environment of one rank, following torch.backends.xeon.run_cpu: OpenMP threads = cores, each
     OpenMP thread bound to one core of the rank (OMP_PLACES), Intel OpenMP's equivalents for when libiomp
     is preloaded, and torch.distributed's rendezvous variables. With backend ccl, oneCCL's settings
-    (`ccl_environment`; `ccl_cpus_on_node`: every local rank's oneCCL worker cores, in local-rank order)."""
+    (`ccl_environment`; `ccl_cpus_on_node`: every local rank's oneCCL worker cores, in local-rank order).
+    `ifname`: the interface that carries the rank's Ray node address (`interface_settings`)."""
     env = dict(base)
     threads = str(len(cpus))
     env.update({
@@ -87,7 +88,46 @@ def rank_environment(base: dict[str, str], *, cpus: list[int], ccl_cpus_on_node:
     if backend == "ccl":
         env.update(ccl_environment(ccl_cpus_on_node, local_rank=local_rank, local_world_size=local_world_size,
                                    shares_core=bool(set(cpus) & set(ccl_cpus_on_node))))
+    if ifname is not None:
+        env.update({k: v for k, v in interface_settings(ifname, backend).items() if k not in base})
     return env
+
+
+# The variables that bind a rank's communication to one interface: Gloo's device (without it Gloo binds the
+# address the hostname resolves to, loopback on Ubuntu's default 127.0.1.1 entry or in a network namespace),
+# and oneCCL's key-value store and libfabric's tcp provider.
+GLOO_IFNAME_ENV_VAR = "GLOO_SOCKET_IFNAME"
+CCL_IFNAME_ENV_VARS = ("CCL_KVS_IFACE", "FI_TCP_IFACE")
+
+
+def interface_settings(ifname: str, backend: str) -> dict[str, str]:
+    """Where a rank's collectives listen and connect: the interface that carries its Ray node's address. A
+    variable the user set already (in the driver's environment) is kept by `rank_environment`: a user who binds
+    Gloo to a faster fabric than Ray's knows better.
+
+    >>> interface_settings("eth1", "ccl")
+    {'GLOO_SOCKET_IFNAME': 'eth1', 'CCL_KVS_IFACE': 'eth1', 'FI_TCP_IFACE': 'eth1'}
+    """
+    names = (GLOO_IFNAME_ENV_VAR, *(CCL_IFNAME_ENV_VARS if backend == "ccl" else ()))
+    return dict.fromkeys(names, ifname)
+
+
+def interface_of(address: str, interfaces: dict[str, list[str]]) -> str | None:
+    """The interface that carries `address`, from {interface: its IPv4 addresses}; None when none does (a
+    node address behind NAT, say: the rank then keeps Gloo's own choice).
+
+    >>> interface_of("10.77.0.2", {"lo": ["127.0.0.1"], "orch0": ["10.77.0.2"]})
+    'orch0'
+    >>> interface_of("127.0.0.1", {"lo": ["127.0.0.1"]}), interface_of("192.0.2.1", {"lo": ["127.0.0.1"]})
+    ('lo', None)
+    """
+    return next((name for name, addrs in sorted(interfaces.items()) if address in addrs), None)
+
+
+def local_interfaces() -> dict[str, list[str]]:
+    """This network namespace's interfaces and their IPv4 addresses."""
+    return {name: [a.address for a in addrs if a.family == socket.AF_INET]
+            for name, addrs in psutil.net_if_addrs().items()}
 
 
 def ccl_environment(worker_cpus_on_node: list[int], *, local_rank: int, local_world_size: int,
@@ -154,7 +194,8 @@ def _normal_priority() -> None:
 
 
 def node_info() -> dict[str, Any]:
-    """Where this process runs: its Ray node id and address (None and loopback outside Ray)."""
+    """Where this process runs: its Ray node id and address (None and loopback outside Ray), and the interface
+    that carries the address (None when none here does)."""
     try:
         import ray
 
@@ -162,7 +203,8 @@ def node_info() -> dict[str, Any]:
         ip = ray.util.get_node_ip_address()
     except Exception:  # plain-Python use (tests without Ray)
         node_id, ip = None, "127.0.0.1"
-    return {"node_id": node_id, "ip": ip, "hostname": socket.gethostname(), "pid": os.getpid()}
+    return {"node_id": node_id, "ip": ip, "ifname": interface_of(ip, local_interfaces()),
+            "hostname": socket.gethostname(), "pid": os.getpid()}
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
@@ -367,6 +409,10 @@ class RankLauncher:
                     ended = RankStatus.TIMEOUT, "the trial exceeded its wall-clock limit (measure.timeout_s)"
                 if ended is None:
                     time.sleep(memory.poll_s())
+        if ended is None and self._stop.is_set():
+            # stop() killed the process between two checks: its SIGKILL is the driver's, not the kernel's, and the
+            # record must name the rank whose end made the driver stop this one
+            ended = RankStatus.STOPPED, self._stop_reason
         return self._ended(ended, memory)
 
     def _hung(self, s: RankProgress | None, limits: RankLimits, now: float,

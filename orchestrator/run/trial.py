@@ -132,9 +132,10 @@ class RayRanks:
 
     def start(self, job: RankJob) -> None:
         """Start every rank process, pinned, with its environment (the rendezvous at rank 0's node)."""
-        master_addr = self.node_infos()[0]["ip"]
+        infos = self.node_infos()
+        master_addr = infos[0]["ip"]
         port = self.rendezvous_port(master_addr)
-        envs = _environments(self.ranks, master_addr, port, job.backend)
+        envs = _environments(self.ranks, master_addr, port, job.backend, [info.get("ifname") for info in infos])
         ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
                  for h, r, env in zip(self.handles, self.ranks, envs)])
 
@@ -212,8 +213,10 @@ def trial_cpus(ranks: list[RankSpec]) -> dict[int, float]:
     return cpus
 
 
-def _environments(ranks: list[RankSpec], master_addr: str, port: int, backend: str) -> list[dict[str, str]]:
-    """Each rank's environment: its pinning, its place in the world, the rendezvous, and with ccl its
+def _environments(ranks: list[RankSpec], master_addr: str, port: int, backend: str,
+                  ifnames: list[str | None] | None = None) -> list[dict[str, str]]:
+    """Each rank's environment: its pinning, its place in the world, the rendezvous, the interface its
+    collectives bind to (`ifnames`, per rank: the one carrying its Ray node's address), and with ccl its
     oneCCL worker cores: the ones reserved for it (ccl_workers), or with ccl_workers 0 one worker on the
     rank's last compute core, shared (oneCCL always starts at least one worker thread)."""
     ccl_by_node: dict[int, list[int]] = {}
@@ -222,8 +225,9 @@ def _environments(ranks: list[RankSpec], master_addr: str, port: int, backend: s
     local_sizes = {n: sum(1 for r in ranks if r.node == n) for n in {r.node for r in ranks}}
     return [rank_environment(_worker_env(), cpus=list(r.cpus), ccl_cpus_on_node=ccl_by_node[r.node], backend=backend,
                              rank=r.rank, local_rank=r.local_rank, world_size=len(ranks),
-                             local_world_size=local_sizes[r.node], master_addr=master_addr, master_port=port)
-            for r in ranks]
+                             local_world_size=local_sizes[r.node], master_addr=master_addr, master_port=port,
+                             ifname=ifname)
+            for r, ifname in zip(ranks, ifnames or [None] * len(ranks))]
 
 
 def _reserved(pg: Any, stop: threading.Event) -> bool:

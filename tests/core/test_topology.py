@@ -110,7 +110,7 @@ def test_compact_cpus_null_means_default_numbering():
 
 def test_compact_strictness_reports_every_problem():
     got = problems_of({"sockets": 0, "cores_per_socket": "many", "memory_gib": -1, "socket": 2})
-    assert "socket: unknown key; valid keys are: cores_per_socket, cpus, isa, memory_gib, name, nodes, " \
+    assert "socket: unknown key; valid keys are: cores_per_socket, cpus, isa, memory_gib, name, network, nodes, " \
            "numa_per_socket, sockets, threads_per_core" in got
     assert "sockets: must be >= 1, got 0" in got
     assert "cores_per_socket: must be int, got 'many'" in got
@@ -170,7 +170,7 @@ def test_detailed_problems_are_all_reported_with_paths():
         {"memory_mib": 1024, "sockets": []},
     ], "extra": 1})
     assert got == [
-        "extra: unknown key; valid keys are: nodes, source",
+        "extra: unknown key; valid keys are: network, nodes, source",
         "nodes[0].cores: unknown key; valid keys are: isa, memory_mib, name, notes, numa_nodes, sockets",
         "nodes[0].memory_mib: must be > 0, got 0.0",
         "nodes[0].sockets[1][1]: must be int or list of int, got 'x'",

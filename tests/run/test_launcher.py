@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 from conftest import run_launchers
@@ -191,3 +192,47 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     # The test run may itself be niced (`nice pytest`): the launcher ends 15 above it, at most 19.
     assert out == [str(min(19, os.getpriority(os.PRIO_PROCESS, 0) + 15)), "0"]
+
+
+def test_a_rank_stopped_by_the_driver_is_recorded_as_stopped_not_as_the_kernels_sigkill(tmp_path):
+    """The driver stops a rank's partners once one rank failed (run.supervision); stop() kills the process at
+    once, so the supervising loop may find it dead before it sees the stop. The record then said "killed by
+    SIGKILL (not sent by orch: the kernel's out-of-memory killer is the usual sender)", and that signal outranked
+    the partner's real cause: the loop sleeps between checks and tests the process before the stop flag."""
+    import threading
+
+    from orchestrator.core.rank_end import root_cause
+    from orchestrator.run.launcher import RankLauncher, RankLimits
+
+    launcher = RankLauncher(str(tmp_path / "rank1"))
+    env = rank_environment(dict(os.environ), cpus=[CPUS[0]], ccl_cpus_on_node=[], backend="gloo", rank=0,
+                           local_rank=0, world_size=1, local_world_size=1, master_addr="127.0.0.1", master_port=1)
+    launcher.start(_job(workload="chaos", params={"build_delay_s": 3600.0}), env, [CPUS[0]], [0])
+    ends = []
+    limits = RankLimits(budget_mib=4000, startup_timeout_s=600, step_timeout_s=600, deadline=time.time() + 600)
+    watcher = threading.Thread(target=lambda: ends.append(launcher.supervise(limits)))
+    watcher.start()
+    time.sleep(1.0)
+    launcher.stop("stopped because another rank ended: rank 0: the rank exited with status 1: Gloo connectFullMesh")
+    watcher.join(timeout=30)
+    launcher.cleanup()
+    (outcome,) = ends
+    assert outcome.status == "stopped" and outcome.exit_code == -9
+    assert "SIGKILL" not in outcome.reason and "another rank ended" in outcome.reason
+    partner = SimpleNamespace(status="failed", reason="the rank exited with status 1: Gloo connectFullMesh failed",
+                              exit_code=1, log_tail="")
+    assert root_cause([partner, outcome], ended=[1, 0])[2].startswith("rank 0: the rank exited with status 1")
+
+
+def test_collectives_bind_to_the_interface_of_the_node_address_unless_the_user_chose_one():
+    from orchestrator.run.launcher import interface_of, local_interfaces
+
+    assert interface_of("127.0.0.1", local_interfaces()) == "lo"
+    kw = dict(cpus=[0], ccl_cpus_on_node=[0], rank=0, local_rank=0, world_size=2, local_world_size=1,
+              master_addr="10.77.0.1", master_port=1, ifname="orch0")
+    gloo = rank_environment({}, backend="gloo", **kw)
+    assert gloo["GLOO_SOCKET_IFNAME"] == "orch0" and "CCL_KVS_IFACE" not in gloo
+    ccl = rank_environment({}, backend="ccl", **kw)
+    assert (ccl["GLOO_SOCKET_IFNAME"], ccl["CCL_KVS_IFACE"], ccl["FI_TCP_IFACE"]) == ("orch0",) * 3
+    assert rank_environment({"GLOO_SOCKET_IFNAME": "ib0"}, backend="gloo", **kw)["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert "GLOO_SOCKET_IFNAME" not in rank_environment({}, backend="gloo", **{**kw, "ifname": None})

@@ -10,8 +10,9 @@ its axes of that predictor's max held-out error scaled by the distance (in held-
 plus twice the spread of the bootstrap refits (orch's model, beyond the data), and never less than the
 cells' own repeat noise. Axes with no scheme of their own borrow one and say so: nodes without a multi-node
 cell and ranks per socket both borrow the largest-ranks error (both change only the communication and the
-sharing terms that scheme exercises). Where no scheme exists for an axis (one measured level) `choose` says
-so and `interval` bounds the layout instead. Pure.
+sharing terms that scheme exercises); nodes whose link is known (calibrated across nodes, or stated by
+the target's topology) are costed from the link instead (`interval`, `network`). Where no scheme exists for an
+axis (one measured level) `choose` says so and `interval` bounds the layout instead. Pure.
 
 >>> from orchestrator.core.predict.step import Cell, Layout
 >>> cells = [Cell(Layout(r, t, b), 100.0) for r in (1, 2) for t in (1, 2) for b in (8, 16)]

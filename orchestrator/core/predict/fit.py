@@ -105,7 +105,7 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     gemm = data.gemm_peaks(records)
     show = printer(links, buckets, prior, gemm) if coverage else None
     validation = tuple(validate_step(cells, links, buckets, prior, printer=show))
-    basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation)
+    basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation, samples=samples)
     if basis.evidence.disturbed:
         warnings.append(disturbed_warning(gemm))
     if rcp_points is not None:
@@ -133,6 +133,7 @@ def basis_from_records(records: Iterable[Record]) -> Basis:
     records = Records.of(records)
     cells = data.cells_from_records(records)
     check_fittable(cells)
-    links = comm.fit_links(comm.samples_from_records(records))
+    samples = comm.samples_from_records(records)
+    links = comm.fit_links(samples)
     return basis_of(cells, links, data.gradient_buckets(records), data.thread_speedups(records),
-                    data.gemm_peaks(records))
+                    data.gemm_peaks(records), samples=samples)

@@ -44,11 +44,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from orchestrator.core.predict.bands import NODES as NODES_AXIS
+from orchestrator.core.predict.bands import RANKS as RANKS_AXIS
 from orchestrator.core.predict.bands import Axis, Choice, ErrorBands, choose, extrapolation_axes, needed
-from orchestrator.core.predict.comm import LinkFit, stand_in_direction
+from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_direction
 from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
-from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
+from orchestrator.core.predict.network import NodeLinkCost, held_out_error, node_link_cost
+from orchestrator.core.predict.step import Cell, Layout, StepModel, combine, fit_step_model
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
 from orchestrator.core.predict.validate import (
     ALL_BUT_ONE,
@@ -111,6 +114,7 @@ class Basis:
     boot: Bootstrap
     sigma: float
     validation: tuple[SchemeResult, ...] = field(default=())
+    link_held_out: float | None = None    # the cross-node calibration's held-out log error (network.held_out_error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,16 +140,17 @@ class CellPrediction:
 def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
              thread_prior: Mapping[int, float] | None, gemm: Mapping[tuple[int, int], float], *,
              model: StepModel | None = None, validation: Sequence[SchemeResult] | None = None,
-             resamples: int = BOOTSTRAP_RESAMPLES) -> Basis:
+             resamples: int = BOOTSTRAP_RESAMPLES, samples: Sequence[Sample] = ()) -> Basis:
     """Fit a basis to `cells` (`model` and `validation` when already fitted): the step model (3 starts), every
-    held-out scheme, the evidence; the bootstrap waits for its first use."""
+    held-out scheme, the evidence, the cross-node calibration's held-out error (from its `samples`); the bootstrap
+    waits for its first use."""
     cells = tuple(cells)
     model = model or fit_step_model(cells, links, buckets, thread_prior, starts=3)
     if validation is None:
         validation = validate_step(cells, links, buckets, thread_prior)
     return Basis(cells, model, ErrorBands.from_validation(validation, cells), evidence_of(cells, gemm),
                  Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), amdahl_sigma(cells),
-                 tuple(validation))
+                 tuple(validation), held_out_error(samples) if NODES in links else None)
 
 
 def value_of(basis: Basis, predictor: str, lay: Layout, model: StepModel | None = None) -> float:
@@ -170,6 +175,9 @@ def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHIN
     else bounds from physics and the evidence (the module's docstring says how)."""
     model = replace(basis.model, compute_scale=machine.compute_scale)
     axes = extrapolation_axes(lay, basis.cells)
+    cost = _node_link(basis, lay, axes, machine)
+    if cost is not None and (over := _over_link(basis, lay, axes, machine, cost)) is not None:
+        return over
     choice = choose(basis.bands, axes)
     if choice.predictor != MODEL and not _has_base(basis.cells, lay.local_batch):
         # the baselines scale the 1-rank cell at the nearest measured batch: at a batch it was not measured at,
@@ -189,6 +197,47 @@ def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHIN
     notes = predicted.notes + ((machine.note,) if machine.note else ())
     return replace(predicted, low=low, high=high, notes=tuple(dict.fromkeys(notes)),
                    low_why=why[0] or predicted.low_why, high_why=why[1] or predicted.high_why)
+
+
+def _node_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: MachineWhatIf) -> NodeLinkCost | None:
+    """The node link's cost for a layout whose ring crosses nodes beyond any measured cell (no multi-node cell: the
+    node axis has no held-out level), from the cross-node calibration or the target's statement; None otherwise."""
+    if lay.ranks <= 1 or lay.link != NODES or not any(a.name == NODES_AXIS for a in axes):
+        return None
+    if any(c.layout.nodes > 1 for c in basis.cells) or not basis.model.buckets:
+        return None
+    return node_link_cost(basis.model.links, basis.link_held_out, machine.node_link)
+
+
+def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: MachineWhatIf,
+               cost: NodeLinkCost) -> CellPrediction | None:
+    """A layout across nodes as its compute and the all-reduce over the node link: the step is at least that
+    all-reduce or the compute, whichever is longer (full overlap), and at most their sum (none). Its compute is a
+    rank's: the ranks that share a socket with it (`one`: as many ranks of as many threads on one socket, no
+    all-reduce), predicted with its interval, as a 1-node sweep measured or bounds it."""
+    k = lay.ranks_per_socket
+    one = Layout(k, lay.threads, lay.local_batch, 1, k, None)
+    p1 = predict_cell(basis, one, machine)
+    if p1.low is None or p1.high is None:
+        return None
+    v, gb, buckets = basis.model.values, lay.global_batch, basis.model.buckets
+    compute_lo, compute, compute_hi = (one.global_batch / x for x in (p1.high, p1.value, p1.low))
+    ring_lo, ring_hi = cost.bounds_s(lay.ranks, buckets, v.rho)
+    value = gb / combine(compute, cost.in_step_s(lay.ranks, buckets, v.rho), v.gamma)
+    low, high = gb / (compute_hi + ring_hi), gb / max(compute_lo, ring_lo)
+    high_why = (f"high end: at full overlap a step is at least its gradients' all-reduce across nodes alone, "
+                f"{ring_lo * 1e3:,.1f} ms at the link's fast end" if ring_lo >= compute_lo else
+                f"high end: a rank's compute ({one.label}: {p1.high_why.removeprefix('high end: ')}), the all-reduce "
+                "across nodes wholly overlapped")
+    low_why = (f"low end: a rank's compute ({one.label}: {p1.low_why.removeprefix('low end: ')}) plus the all-reduce "
+               f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end, not overlapped")
+    notes = (*(a.proxy for a in axes if a.proxy and a.name != NODES_AXIS), cost.note,
+             f"across nodes: a rank's compute from {one.label} ({p1.predictor}, no all-reduce) with the all-reduce "
+             "over the node link", *p1.notes)
+    # more ranks than measured is more ranks in the ring (its α-β model carries them), more nodes the link
+    extrap = tuple(dict.fromkeys((*p1.extrapolated, *(a.words for a in axes if a.name in (RANKS_AXIS, NODES_AXIS)))))
+    return _held_inside(CellPrediction(value, low, high, p1.predictor, extrap, tuple(dict.fromkeys(notes)), "",
+                                       low_why, high_why), basis.bands.noise_log)
 
 
 def _has_base(cells: Sequence[Cell], local_batch: int) -> bool:

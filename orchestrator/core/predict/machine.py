@@ -23,15 +23,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.core.isa import CpuIsa
+from orchestrator.core.topology import NodeLink
 
 
 @dataclass(frozen=True, slots=True)
 class MachineWhatIf:
-    """How the target's cores compare with the measured ones (a CPU what-if), or the assumption made."""
+    """How the target's cores compare with the measured ones (a CPU what-if), or the assumption made; and the link
+    between its nodes where the target's topology file states one (`predict.network`)."""
 
     compute_scale: float = 1.0           # target compute time ÷ measured (1 / the GEMM-peak ratio)
     other_end_scale: float = 1.0         # the scale at the interval's other end (memory-bandwidth ratio or 1)
     note: str = ""                       # said on every row of another machine
+    node_link: NodeLink | None = None    # the target's stated link between nodes
 
 
 SAME_MACHINE = MachineWhatIf()     # the target is the measured machine: nothing to scale, nothing to say

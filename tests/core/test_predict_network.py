@@ -1,0 +1,106 @@
+"""The node link in a prediction: stated in the target's topology file, or calibrated across nodes; the bounds it
+sets (a step is at least its gradients' all-reduce, at most compute plus it) and its own held-out error."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from orchestrator.core.predict import comm
+from orchestrator.core.predict.interval import basis_of, predict_cell
+from orchestrator.core.predict.machine import MachineWhatIf
+from orchestrator.core.predict.network import held_out_error, node_link_cost, stated_fit
+from orchestrator.core.predict.step import Cell, Layout, StepModel, combine
+from orchestrator.core.topology import NodeLink, topology_from_data
+
+SOCKET_FIT = comm.LinkFit("socket", 100e-6, 1 / 1.5e9, 8, 0.0)      # loopback: 12 Gbit/s, 100 µs per step
+BUCKETS = tuple(comm.ddp_buckets(6 * 2**20))
+TRUE = {"a_s": 2e-3, "c_s": 1e-4, "sigma": 0.15, "sigma_a": 0.6, "kappa": 0.0, "mu": 0.0, "rho": 1.3, "gamma": 1.0}
+BATCHES = (16, 32, 64)
+SIZES = tuple(4096 * 4**k for k in range(8))
+
+
+def one_node_cells() -> list[Cell]:
+    """1 and 2 ranks of one thread on one socket of one node, as a 1-node sweep measures them."""
+    model = StepModel(TRUE, {"socket": SOCKET_FIT}, BUCKETS)
+    lays = [Layout(r, 1, b, 1, r, "socket" if r > 1 else None) for r in (1, 2) for b in BATCHES]
+    return [Cell(lay, model.samples_per_s(lay), cv=0.01) for lay in lays]
+
+
+def true_across(rate_bits_per_s: float, batch: int) -> float:
+    """samples/s of 2 ranks on 2 nodes over a link of this rate: compute, then the all-reduce at the wire's speed
+    (or the software's where slower) plus what sharing the cores adds to its CPU part, not overlapped (γ = 1)."""
+    compute = TRUE["a_s"] + TRUE["c_s"] * batch
+    wire = comm.LinkFit("nodes", 100e-6, max(8 / rate_bits_per_s, SOCKET_FIT.beta_s_per_byte), 0, 0.0)
+    extra = (TRUE["rho"] - 1) * SOCKET_FIT.step_s(2, BUCKETS)
+    return 2 * batch / combine(compute, wire.step_s(2, BUCKETS) + extra, 1.0)
+
+
+def calibration(rate_bits_per_s: float, efficiency: float = 0.94) -> list[comm.Sample]:
+    """A cross-node calibration of 2 ranks over the link, 3% noise either way."""
+    return [comm.Sample("nodes", 2, m, (2e-4 + m * 8 / (rate_bits_per_s * efficiency)) * (1.03 if k % 2 else 0.97))
+            for k, m in enumerate(SIZES)]
+
+
+ACROSS = Layout(2, 1, 32, nodes=2, ranks_per_socket=1, link="nodes")
+
+
+def test_a_topology_file_states_its_network_and_refuses_a_bad_one():
+    base = {"nodes": 4, "sockets": 2, "cores_per_socket": 28, "memory_gib": 192}
+    topology, problems = topology_from_data({**base, "network": {"bandwidth_gbit_per_s": 25, "latency_us": 2}})
+    assert problems == [] and topology.link == NodeLink(25e9, 2e-6)
+    assert topology_from_data(topology.to_dict())[0].link == topology.link      # the detailed form keeps it
+    _, problems = topology_from_data({**base, "network": {"bandwidth_gbit_per_s": 0, "rate": "fast"}})
+    assert {p.path for p in problems} == {"network.bandwidth_gbit_per_s", "network.rate"}
+
+
+def test_a_stated_link_is_the_wire_or_the_software_whichever_is_slower():
+    fast = stated_fit(NodeLink(100e9, 5e-6), {"socket": SOCKET_FIT})
+    assert fast.beta_s_per_byte == SOCKET_FIT.beta_s_per_byte                  # 100 Gbit/s: Gloo's copies bound it
+    assert fast.alpha_s == pytest.approx(105e-6)                              # latency plus the software's step
+    slow = stated_fit(NodeLink(2e8), {})
+    assert slow.beta_s_per_byte == pytest.approx(4e-8) and slow.alpha_s == pytest.approx(1e-9)
+
+
+@pytest.mark.parametrize("rate", [1e10, 1e9, 2e8])
+def test_a_stated_link_bounds_a_layout_across_nodes_and_holds_the_truth(rate):
+    basis = basis_of(one_node_cells(), {"socket": SOCKET_FIT}, BUCKETS, None, {})
+    p = predict_cell(basis, ACROSS, MachineWhatIf(node_link=NodeLink(rate, 1e-4)))
+    truth = true_across(rate, 32)
+    assert p.low <= truth <= p.high, (p.low, truth, p.high, p.notes)
+    assert any(f"costed from the topology file's statement, {rate / 1e9:g} Gbit/s" in n for n in p.notes)
+    assert not any("largest-ranks error stands in" in n for n in p.notes)
+    ring = stated_fit(NodeLink(rate, 1e-4), {"socket": SOCKET_FIT}).step_s(2, BUCKETS)
+    assert p.high <= 64 / ring * (1 + 1e-9)       # a step is at least its all-reduce, whatever the overlap
+    if rate == 2e8:                               # communication-bound: the all-reduce alone sets the high end
+        assert "at least its gradients' all-reduce across nodes alone" in p.high_why
+        assert math.log(p.high / p.low) / 2 < math.log(2.2)
+
+
+def test_without_a_link_the_node_axis_borrows_as_before_and_is_wider():
+    basis = basis_of(one_node_cells(), {"socket": SOCKET_FIT}, BUCKETS, None, {})
+    before = predict_cell(basis, ACROSS)
+    stated = predict_cell(basis, ACROSS, MachineWhatIf(node_link=NodeLink(2e8)))
+    assert any("links across nodes were not calibrated" in n for n in before.notes)
+    assert stated.high < before.high / 5          # the 200 Mbit/s all-reduce makes linear scaling impossible
+
+
+def test_a_cross_node_calibration_wins_over_the_statement_which_is_said_beside_it():
+    samples = [comm.Sample("socket", 2, m, SOCKET_FIT.allreduce_s(2, m)) for m in SIZES] + calibration(2e8)
+    links = comm.fit_links(samples)
+    basis = basis_of(one_node_cells(), links, BUCKETS, None, {}, samples=samples)
+    assert basis.link_held_out == pytest.approx(held_out_error(samples)) and 0 < basis.link_held_out < 0.15
+    p = predict_cell(basis, ACROSS, MachineWhatIf(node_link=NodeLink(2e8)))
+    (note,) = [n for n in p.notes if n.startswith("links across nodes")]
+    assert "the cross-node calibration, 0.18" in note and "its held-out error" in note
+    assert note.endswith("the topology file states 0.2 Gbit/s")
+    assert p.low <= true_across(2e8 * 0.94, 32) <= p.high
+    cost = node_link_cost(links, basis.link_held_out, None)
+    assert cost.fast == pytest.approx(math.exp(-basis.link_held_out)) and cost.source == "calibrated"
+
+
+def test_a_one_rank_or_one_node_layout_is_untouched_by_the_link():
+    basis = basis_of(one_node_cells(), {"socket": SOCKET_FIT}, BUCKETS, None, {})
+    one = Layout(2, 1, 32, 1, 2, "socket")
+    assert predict_cell(basis, one, MachineWhatIf(node_link=NodeLink(2e8))) == predict_cell(basis, one)
