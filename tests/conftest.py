@@ -107,9 +107,12 @@ def _cpu_shortfall(item) -> tuple[int, str] | None:
     return None if len(cpus) >= needed else (needed, f"needs {needed} CPUs, this process may use {len(cpus)} ({cpus})")
 
 
+@pytest.hookimpl(tryfirst=True)   # before -m deselects: a ray test's added slow mark must count
 def pytest_collection_modifyitems(config, items):
     # A skip marker, not pytest.skip() in a hook: -ra then names the test's own line, not this file's.
     for item in items:
+        if item.get_closest_marker("ray") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)     # a real Ray costs seconds to start: the second tier
         shortfall = _cpu_shortfall(item)
         if shortfall and required_cpus() < shortfall[0]:
             item.add_marker(pytest.mark.skip(

@@ -21,10 +21,11 @@ README_MAX_LINES = 300      # issue 21: a newcomer reads it in ten minutes; the 
 def test_readme_opens_with_exactly_the_two_commands_and_ci_runs_the_test_one():
     blocks = re.findall(r"```bash\n(.*?)\n```", README, flags=re.S)
     assert blocks[:2] == ["bash scripts/setup.sh && .venv/bin/orch sweep sweeps/retinanet.yaml",
-                          "bash scripts/setup.sh --dev && .venv/bin/python -m pytest"]
+                          "bash scripts/setup.sh --dev && .venv/bin/python -m pytest -m \"not slow\""]
     before_first_prose = README.split("\n---\n")[0]
     assert before_first_prose.count("```bash") == 2
-    assert blocks[1] in (REPO / ".ci" / "run").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert blocks[1] in ci and "\n.venv/bin/python -m pytest -m slow\n" in ci     # the two tiers: every test
 
 
 def test_readme_is_short():

@@ -15,6 +15,8 @@ from conftest import run_launchers
 from orchestrator.run.job import RankJob
 from orchestrator.run.launcher import ccl_environment, pin_prefix, rank_environment
 
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
+
 CPUS = sorted(os.sched_getaffinity(0))
 
 

@@ -21,6 +21,8 @@ from orchestrator.run.job import RankJob
 from orchestrator.run.launcher import NodeLaunchers, RankLauncher, RankLimits, rank_environment
 from orchestrator.run.supervision import Limits, LocalRanks, supervise
 
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
+
 CPUS = sorted(os.sched_getaffinity(0))
 
 

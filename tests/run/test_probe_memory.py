@@ -17,6 +17,8 @@ from orchestrator.run.kinds.probe import own_peak_private_mib
 from orchestrator.run.probe import ProbeSetup, run_probe
 from orchestrator.run.procmem import ProcMemory, parse_status, read_memory
 
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
+
 TINYNET = Path(__file__).resolve().parents[1] / "data" / "own_model" / "tinynet.py"
 # VmHWM 1,024 MiB, resident now 900 MiB of which 330 MiB file-backed (torch's libraries, libc, the interpreter)
 STATUS = ("Name:\tpython\nVmPeak:\t 9000000 kB\nVmHWM:\t  1048576 kB\nVmRSS:\t   921600 kB\nRssAnon:\t  583680 kB\n"

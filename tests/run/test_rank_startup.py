@@ -18,6 +18,8 @@ from orchestrator.run.job import RankJob, RankResult
 from orchestrator.run.launcher import free_port
 from orchestrator.run.rank_main import StartupClock, process_started_at
 
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
+
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torchvision", "workloads")   # a peak or all-reduce rank needs neither
 

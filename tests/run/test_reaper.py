@@ -103,6 +103,8 @@ def test_reap_stops_the_session_and_spares_others(tmp_path):
 SHUTDOWN_SCRIPT = """
 import os, sys, time, psutil, ray
 from orchestrator.run import cluster
+
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 assert cluster.connect(None)
 def watchdogs():
     found = []

@@ -24,6 +24,8 @@ from orchestrator.run.job import RankJob, RankProgress, ScriptSettings
 from orchestrator.run.script_rank import startup_timeout_reason
 from orchestrator.run.script_reporter import cpu_backend
 
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
+
 HEAD = "import os, sys, time\nimport torch\nimport torch.distributed as dist\nimport orch.script\n"
 STEP = "torch.ones(4).sum()\norch.script.step(samples=4)\n"
 

@@ -10,7 +10,7 @@ from conftest import EMULATED_2S1C, RankWatch, by_key, read_records, write_sweep
 
 from orchestrator.cli import main
 
-pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.needs_cpus(2)]
 
 CLASSIFIER = """
 workload:
