@@ -1,0 +1,195 @@
+"""The gradient noise scale measured in a training rank (the estimator is `orchestrator.core.noise_scale`).
+
+With several ranks, a DDP communication hook per gradient bucket: before the bucket is all-reduced it takes the
+local gradient's squared norm (batch b, the rank's), after it the averaged gradient's (batch B = ranks × b),
+and hands the bucket on to the hook the workload asked for (the plain all-reduce, or a 16-bit compression)
+unchanged. After the backward pass one small all-reduce (asynchronous, waited for after the optimizer's step)
+averages the ranks' local squared norms. No per-parameter hook: AdaptDL's slowed a small model 2.6×.
+
+With one rank there is no second gradient, so every `ONE_RANK_EVERY_STEPS`-th step runs its batch as two
+micro-batches (each loss weighted by its share of the batch, so the step's gradient is the batch's): the first
+half's gradient is the small one, the sum the big one. A batch that cannot be split (a single sample, an item
+that is not a tensor or a list of per-sample items) is not measured.
+
+Imported inside rank processes only (it imports torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from orchestrator.core import noise_scale as ns
+from orchestrator.core.records import NoiseScaleSection
+
+NOISE_ATTR = "_orch_noise_scale"    # the hook's state, on the DDP module it is registered with
+# One rank measures one step in this many: a split step runs two half batches, which costs more than one whole
+# batch where the step has a large fixed part (benchmarks/bench_noise_scale.py measures it).
+ONE_RANK_EVERY_STEPS = 2
+
+
+class HookState:
+    """What the noise hook keeps between a step's buckets: the inner hook, and each bucket's squared norms."""
+
+    def __init__(self, inner: Callable[..., Any]):
+        self.inner = inner
+        self.local: list[float] = []
+        self.synced: list[float] = []
+
+    def clear(self) -> None:
+        self.local.clear()
+        self.synced.clear()
+
+
+def squared_norm(tensor: torch.Tensor) -> float:
+    flat = tensor.detach().reshape(-1)
+    if flat.dtype not in (torch.float32, torch.float64):
+        flat = flat.float()
+    return float(torch.dot(flat, flat))
+
+
+# No annotations on the hook: DDP compares its parameter's annotation with dist.GradBucket, and this module's
+# annotations are strings (from __future__ import annotations).
+def noise_hook(state, bucket):
+    state.local.append(squared_norm(bucket.buffer()))
+
+    def synced(fut):
+        value = fut.value()
+        tensor = value[0] if isinstance(value, list) else value
+        state.synced.append(squared_norm(tensor))
+        return tensor
+
+    return state.inner(None, bucket).then(synced)
+
+
+def register(ddp: Any, inner: Callable[..., Any]) -> HookState:
+    """Register the noise hook on a DDP module around `inner` (a hook of DDP's default_hooks signature, called
+    with the default process group), and keep its state on the module."""
+    state = HookState(inner)
+    ddp.register_comm_hook(state=state, hook=noise_hook)
+    setattr(ddp, NOISE_ATTR, state)
+    return state
+
+
+def split_batch(batch: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...], int, int] | None:
+    """(first half, second half, its samples, the other's) of a batch whose items are tensors or lists with
+    one entry per sample (a dict's values too); None when it cannot be split so.
+
+    >>> a, b, n1, n2 = split_batch((torch.arange(5), [10, 11, 12, 13, 14]))
+    >>> a[0].tolist(), b[1], n1, n2
+    ([0, 1], [12, 13, 14], 2, 3)
+    """
+    sizes: set[int] = set()
+
+    def size(item: Any) -> None:
+        if isinstance(item, torch.Tensor) and item.dim() > 0:
+            sizes.add(int(item.shape[0]))
+        elif isinstance(item, (list, tuple)):
+            sizes.add(len(item))
+        elif isinstance(item, dict):
+            for value in item.values():
+                size(value)
+        else:
+            sizes.add(-1)
+
+    for item in batch:
+        size(item)
+    if len(sizes) != 1 or next(iter(sizes)) < 2:
+        return None
+    n = next(iter(sizes))
+    half = n // 2
+
+    def cut(item: Any, part: slice) -> Any:
+        if isinstance(item, dict):
+            return {key: cut(value, part) for key, value in item.items()}
+        return item[part]
+
+    first = tuple(cut(item, slice(0, half)) for item in batch)
+    second = tuple(cut(item, slice(half, n)) for item in batch)
+    return first, second, half, n - half
+
+
+class NoiseScale:
+    """The protocol's training step with B_simple measured (`step`), rows at each epoch's end (`epoch_end`)
+    and the record's section (`section`)."""
+
+    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, world: int, local_batch: int):
+        self.module, self.optimizer, self.world = module, optimizer, world
+        self.state: HookState | None = getattr(module, NOISE_ATTR, None)
+        self.steps = 0
+        self.rows: list[list[float | None]] = []
+        self.why_not = ""
+        if world > 1:
+            self.method = ns.DDP
+            self.meter = ns.NoiseMeter(small_batch=local_batch, big_batch=local_batch * world)
+            if self.state is None:
+                self.why_not = "the DDP module has no noise hook"
+        else:
+            self.method = ns.MICRO_BATCHES
+            self.local_batch = local_batch
+            if local_batch < 2:
+                self.why_not = "one rank at local batch 1: no two micro-batches to compare"
+            self.meter = ns.NoiseMeter(small_batch=max(1, local_batch // 2), big_batch=max(2, local_batch))
+
+    def step(self, batch: tuple[Any, ...]) -> torch.Tensor:
+        self.steps += 1
+        if self.why_not:
+            return self._plain(batch)
+        if self.world > 1:
+            return self._ddp_step(batch)
+        if self.steps % ONE_RANK_EVERY_STEPS == 0:
+            halves = split_batch(batch)
+            if halves is not None and halves[2] + halves[3] == self.local_batch:
+                return self._split_step(*halves)
+        return self._plain(batch)
+
+    def _plain(self, batch: tuple[Any, ...]) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.module(*batch)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def _ddp_step(self, batch: tuple[Any, ...]) -> torch.Tensor:
+        assert self.state is not None
+        self.state.clear()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.module(*batch)
+        loss.backward()
+        local = torch.tensor([sum(self.state.local)], dtype=torch.float64)
+        synced = sum(self.state.synced)
+        work = dist.all_reduce(local, async_op=True)    # waited for after the optimizer's step: it overlaps it
+        self.optimizer.step()
+        work.wait()
+        self.meter.add(small_sq=float(local.item()) / self.world, big_sq=synced)
+        return loss
+
+    def _split_step(self, first: tuple[Any, ...], second: tuple[Any, ...], n1: int, n2: int) -> torch.Tensor:
+        n = n1 + n2
+        self.optimizer.zero_grad(set_to_none=True)
+        loss1 = self.module(*first) * (n1 / n)
+        loss1.backward()
+        small = self._grad_sq() / (n1 / n) ** 2
+        loss2 = self.module(*second) * (n2 / n)
+        loss2.backward()
+        self.meter.add(small_sq=small, big_sq=self._grad_sq())
+        self.optimizer.step()
+        return (loss1 + loss2).detach()
+
+    def _grad_sq(self) -> float:
+        grads = [p.grad for p in self.module.parameters() if p.grad is not None]
+        return sum(squared_norm(g) for g in grads)
+
+    def epoch_end(self, epoch: float) -> None:
+        if not self.why_not:
+            self.rows.append(ns.epoch_entry(epoch, self.meter.estimate()))
+
+    def section(self, at_epoch: float) -> NoiseScaleSection:
+        if self.why_not:
+            return ns.not_measured(self.why_not)
+        if not self.rows or self.rows[-1][0] != round(at_epoch, 6):
+            self.epoch_end(at_epoch)
+        return ns.section(self.meter, method=self.method, at_epoch=at_epoch, epochs=self.rows)
