@@ -193,3 +193,50 @@ class NoiseScale:
         if not self.rows or self.rows[-1][0] != round(at_epoch, 6):
             self.epoch_end(at_epoch)
         return ns.section(self.meter, method=self.method, at_epoch=at_epoch, epochs=self.rows)
+
+
+class ScriptNoise:
+    """B_simple in a script's convergence run, from the DDP model it hands orch (`orch.script.model`): the noise
+    hook around the plain all-reduce, read at each `orch.script.step()`. No collective runs inside the script's
+    step (its ranks call orch at their own points), so the small gradient is this rank's alone, not the ranks'
+    average: as unbiased, a little noisier."""
+
+    def __init__(self, state: HookState | None, *, world: int, local_batch: int, why_not: str = ""):
+        self.state, self.why_not = state, why_not
+        self.meter = ns.NoiseMeter(small_batch=local_batch, big_batch=local_batch * max(world, 2))
+        self.rows: list[list[float | None]] = []
+
+    @classmethod
+    def attach(cls, module: Any, *, world: int, local_batch: int) -> ScriptNoise:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        if world < 2 or not hasattr(module, "register_comm_hook"):
+            why = ("one rank: a script's steps are its own, so orch cannot split a batch in two" if world < 2 else
+                   "the model handed to orch.script.model is not wrapped in DistributedDataParallel")
+            return cls(None, world=world, local_batch=local_batch, why_not=why)
+        if getattr(module, "_comm_hooks", None):
+            return cls(None, world=world, local_batch=local_batch,
+                       why_not="the script registered its own DDP communication hook (DDP takes one)")
+        try:
+            state = register(module, default_hooks.allreduce_hook)
+        except RuntimeError as err:   # a built-in hook registered by the script: DDP takes one
+            return cls(None, world=world, local_batch=local_batch, why_not=f"DDP refused the noise hook: {err}")
+        return cls(state, world=world, local_batch=local_batch)
+
+    def step(self) -> None:
+        """After one of the script's steps: its backward's squared norms (none where it ran no synced backward)."""
+        if self.state is None or not self.state.synced:
+            return
+        self.meter.add(small_sq=sum(self.state.local), big_sq=sum(self.state.synced))
+        self.state.clear()
+
+    def epoch_end(self, epoch: float) -> None:
+        if self.state is not None:
+            self.rows.append(ns.epoch_entry(epoch, self.meter.estimate()))
+
+    def section(self, at_epoch: float) -> NoiseScaleSection:
+        if self.state is None:
+            return ns.not_measured(self.why_not)
+        if not self.rows or self.rows[-1][0] != round(at_epoch, 6):
+            self.epoch_end(at_epoch)
+        return ns.section(self.meter, method=ns.DDP, at_epoch=at_epoch, epochs=self.rows)
