@@ -1,10 +1,10 @@
 """The gradient noise scale measured in a training rank (the estimator is `orchestrator.core.noise_scale`).
 
 With several ranks, a DDP communication hook per gradient bucket: before the bucket is all-reduced it takes the
-local gradient's squared norm (batch b, the rank's), after it the averaged gradient's (batch B = ranks × b),
-and hands the bucket on to the hook the workload asked for (the plain all-reduce, or a 16-bit compression)
-unchanged. After the backward pass one small all-reduce (asynchronous, waited for after the optimizer's step)
-averages the ranks' local squared norms. No per-parameter hook: AdaptDL's slowed a small model 2.6×.
+local gradient's squared norm (batch b, the rank's) and hands the bucket on to the hook the workload asked for
+(the plain all-reduce, or a 16-bit compression) unchanged; after the backward pass the gradients are the
+averaged ones (batch B = ranks × b), whose squared norm one fused call takes. After the backward pass one small all-reduce (asynchronous, waited for at the next step) averages
+the ranks' local squared norms. No per-parameter hook: AdaptDL's slowed a small model 2.6×.
 
 With one rank there is no second gradient, so every `ONE_RANK_EVERY_STEPS`-th step runs its batch as two
 micro-batches (each loss weighted by its share of the batch, so the step's gradient is the batch's): the first
@@ -26,22 +26,22 @@ from orchestrator.core import noise_scale as ns
 from orchestrator.core.records import NoiseScaleSection
 
 NOISE_ATTR = "_orch_noise_scale"    # the hook's state, on the DDP module it is registered with
-# One rank measures one step in this many: a split step runs two half batches, which costs more than one whole
-# batch where the step has a large fixed part (benchmarks/bench_noise_scale.py measures it).
-ONE_RANK_EVERY_STEPS = 2
+# One rank measures one step in this many: a split step runs two half batches, which cost more than the whole
+# batch where the step has a large fixed part (about +20% for the classifier at batch 128 and the small
+# RetinaNet at 8, in a quick run on a busy machine; benchmarks/bench_noise_scale.py measures it): every 10th
+# step keeps the cost near 2%.
+ONE_RANK_EVERY_STEPS = 10
 
 
 class HookState:
-    """What the noise hook keeps between a step's buckets: the inner hook, and each bucket's squared norms."""
+    """What the noise hook keeps between a step's buckets: the inner hook, and each bucket's local squared norm."""
 
     def __init__(self, inner: Callable[..., Any]):
         self.inner = inner
         self.local: list[float] = []
-        self.synced: list[float] = []
 
     def clear(self) -> None:
         self.local.clear()
-        self.synced.clear()
 
 
 def squared_norm(tensor: torch.Tensor) -> float:
@@ -51,18 +51,22 @@ def squared_norm(tensor: torch.Tensor) -> float:
     return float(torch.dot(flat, flat))
 
 
+def grad_squared_norm(module: torch.nn.Module) -> float:
+    """|∇|² over the module's gradients, in one fused call: after DDP's backward, the averaged gradient's."""
+    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    if not grads:
+        return 0.0
+    norms = torch._foreach_norm([g.detach() if g.dtype in (torch.float32, torch.float64) else g.detach().float()
+                                 for g in grads])
+    return float(torch.stack(norms).double().square().sum())
+
+
 # No annotations on the hook: DDP compares its parameter's annotation with dist.GradBucket, and this module's
-# annotations are strings (from __future__ import annotations).
+# annotations are strings (from __future__ import annotations). It adds no callback of its own to the bucket's
+# future (each runs on the communication thread): the averaged gradient's norm is taken after the backward pass.
 def noise_hook(state, bucket):
     state.local.append(squared_norm(bucket.buffer()))
-
-    def synced(fut):
-        value = fut.value()
-        tensor = value[0] if isinstance(value, list) else value
-        state.synced.append(squared_norm(tensor))
-        return tensor
-
-    return state.inner(None, bucket).then(synced)
+    return state.inner(None, bucket)
 
 
 def register(ddp: Any, inner: Callable[..., Any]) -> HookState:
@@ -122,6 +126,7 @@ class NoiseScale:
         self.steps = 0
         self.rows: list[list[float | None]] = []
         self.why_not = ""
+        self.pending: tuple[Any, torch.Tensor, float] | None = None
         if world > 1:
             self.method = ns.DDP
             self.meter = ns.NoiseMeter(small_batch=local_batch, big_batch=local_batch * world)
@@ -159,37 +164,43 @@ class NoiseScale:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.module(*batch)
         loss.backward()
+        self._collect()
         local = torch.tensor([sum(self.state.local)], dtype=torch.float64)
-        synced = sum(self.state.synced)
-        work = dist.all_reduce(local, async_op=True)    # waited for after the optimizer's step: it overlaps it
+        # waited for at the next step (or the epoch's end): its latency hides behind the optimizer's step and the
+        # next forward pass; every rank issues it at the same point, so the collectives stay in order
+        self.pending = (dist.all_reduce(local, async_op=True), local, grad_squared_norm(self.module))
         self.optimizer.step()
-        work.wait()
-        self.meter.add(small_sq=float(local.item()) / self.world, big_sq=synced)
         return loss
+
+    def _collect(self) -> None:
+        """The previous step's averaged local squared norm, into the meter."""
+        if self.pending is not None:
+            work, local, synced = self.pending
+            work.wait()
+            self.meter.add(small_sq=float(local.item()) / self.world, big_sq=synced)
+            self.pending = None
 
     def _split_step(self, first: tuple[Any, ...], second: tuple[Any, ...], n1: int, n2: int) -> torch.Tensor:
         n = n1 + n2
         self.optimizer.zero_grad(set_to_none=True)
         loss1 = self.module(*first) * (n1 / n)
         loss1.backward()
-        small = self._grad_sq() / (n1 / n) ** 2
+        small = grad_squared_norm(self.module) / (n1 / n) ** 2
         loss2 = self.module(*second) * (n2 / n)
         loss2.backward()
-        self.meter.add(small_sq=small, big_sq=self._grad_sq())
+        self.meter.add(small_sq=small, big_sq=grad_squared_norm(self.module))
         self.optimizer.step()
         return (loss1 + loss2).detach()
 
-    def _grad_sq(self) -> float:
-        grads = [p.grad for p in self.module.parameters() if p.grad is not None]
-        return sum(squared_norm(g) for g in grads)
-
     def epoch_end(self, epoch: float) -> None:
         if not self.why_not:
+            self._collect()
             self.rows.append(ns.epoch_entry(epoch, self.meter.estimate()))
 
     def section(self, at_epoch: float) -> NoiseScaleSection:
         if self.why_not:
             return ns.not_measured(self.why_not)
+        self._collect()
         if not self.rows or self.rows[-1][0] != round(at_epoch, 6):
             self.epoch_end(at_epoch)
         return ns.section(self.meter, method=self.method, at_epoch=at_epoch, epochs=self.rows)
@@ -197,12 +208,13 @@ class NoiseScale:
 
 class ScriptNoise:
     """B_simple in a script's convergence run, from the DDP model it hands orch (`orch.script.model`): the noise
-    hook around the plain all-reduce, read at each `orch.script.step()`. No collective runs inside the script's
+    hook around the plain all-reduce, read (with the averaged gradients) at each `orch.script.step()`. No collective runs inside the script's
     step (its ranks call orch at their own points), so the small gradient is this rank's alone, not the ranks'
     average: as unbiased, a little noisier."""
 
-    def __init__(self, state: HookState | None, *, world: int, local_batch: int, why_not: str = ""):
-        self.state, self.why_not = state, why_not
+    def __init__(self, state: HookState | None, *, world: int, local_batch: int, why_not: str = "",
+                 module: Any = None):
+        self.state, self.why_not, self.module = state, why_not, module
         self.meter = ns.NoiseMeter(small_batch=local_batch, big_batch=local_batch * max(world, 2))
         self.rows: list[list[float | None]] = []
 
@@ -221,13 +233,14 @@ class ScriptNoise:
             state = register(module, default_hooks.allreduce_hook)
         except RuntimeError as err:   # a built-in hook registered by the script: DDP takes one
             return cls(None, world=world, local_batch=local_batch, why_not=f"DDP refused the noise hook: {err}")
-        return cls(state, world=world, local_batch=local_batch)
+        return cls(state, world=world, local_batch=local_batch, module=module)
 
     def step(self) -> None:
-        """After one of the script's steps: its backward's squared norms (none where it ran no synced backward)."""
-        if self.state is None or not self.state.synced:
+        """After one of the script's steps: its backward's squared norms (none where it ran no synced backward).
+        The gradients are still the step's: a script zeroes them before its next backward."""
+        if self.state is None or not self.state.local:
             return
-        self.meter.add(small_sq=sum(self.state.local), big_sq=sum(self.state.synced))
+        self.meter.add(small_sq=sum(self.state.local), big_sq=grad_squared_norm(self.module))
         self.state.clear()
 
     def epoch_end(self, epoch: float) -> None:

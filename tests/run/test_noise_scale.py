@@ -38,13 +38,14 @@ def test_a_batch_that_is_not_per_sample_is_not_split():
 
 
 # Two gloo ranks in plain processes: the hook's per-bucket norms against each rank's own gradient (DDP's
-# no_sync) and the mean of the two, over several buckets, with and without the bf16 hook inside it.
+# no_sync), and the averaged gradient's norm after the backward against the mean of the two, over several
+# buckets, with and without the bf16 hook inside it.
 WORKER = textwrap.dedent('''
     import json, os, sys
     import torch, torch.distributed as dist
     from orch.workload import DdpOptions
     from orchestrator.run import ddp
-    from orchestrator.run.noise_scale import NOISE_ATTR
+    from orchestrator.run.noise_scale import NOISE_ATTR, grad_squared_norm
 
     rank, hook = int(os.environ["RANK"]), sys.argv[1]
     torch.set_num_threads(1)
@@ -71,7 +72,7 @@ WORKER = textwrap.dedent('''
     dist.all_gather(both, local)
     mean = (both[0] + both[1]) / 2
     print(json.dumps({"buckets": len(state.local), "hook_local": sum(state.local),
-                      "direct_local": float(local.dot(local)), "hook_synced": sum(state.synced),
+                      "direct_local": float(local.dot(local)), "hook_synced": grad_squared_norm(model),
                       "direct_synced": float(synced.dot(synced)), "mean_sq": float(mean.dot(mean))}))
     dist.destroy_process_group()
 ''')
@@ -129,12 +130,13 @@ def test_a_two_rank_convergence_run_records_b_simple(tmp_path):
 
 
 def test_a_one_rank_convergence_run_records_b_simple_from_micro_batches(tmp_path):
-    # two epochs of 64 steps (the target is out of reach), every other step split: 64 steps measured
-    settings = {**CONVERGENCE, "target": 0.999, "max_epochs": 2.0}
-    job = _job(local_batch=128, convergence=ConvergenceSettings(**settings, global_batch=128))
+    # three epochs of 128 steps (the target is out of reach), every tenth step split: 38 steps measured
+    settings = {**CONVERGENCE, "target": 0.999, "max_epochs": 3.0}
+    job = _job(local_batch=64, convergence=ConvergenceSettings(**settings, global_batch=64))
     outcomes = run_launchers(tmp_path, [(job, [CPUS[0]])])
     assert outcomes[0].status == "ok", outcomes[0].log_tail
     report = outcomes[0].result.convergence
-    assert not report.converged and report.epochs_run == 2.0
-    _check_section(report.noise_scale, method="micro-batches", small=64, big=128, epochs_run=2.0)
-    assert [row[0] for row in report.noise_scale.epochs] == [1.0, 2.0]
+    assert not report.converged and report.epochs_run == 3.0
+    _check_section(report.noise_scale, method="micro-batches", small=32, big=64, epochs_run=3.0)
+    assert report.noise_scale.steps == 3 * 128 // noise_scale.ONE_RANK_EVERY_STEPS
+    assert [row[0] for row in report.noise_scale.epochs] == [1.0, 2.0, 3.0]
