@@ -3,8 +3,9 @@
 With several ranks, a DDP communication hook per gradient bucket: before the bucket is all-reduced it takes the
 local gradient's squared norm (batch b, the rank's) and hands the bucket on to the hook the workload asked for
 (the plain all-reduce, or a 16-bit compression) unchanged; after the backward pass the gradients are the
-averaged ones (batch B = ranks × b), whose squared norm one fused call takes. After the backward pass one small all-reduce (asynchronous, waited for at the next step) averages
-the ranks' local squared norms. No per-parameter hook: AdaptDL's slowed a small model 2.6×.
+averaged ones (batch B = ranks × b), whose squared norm one fused call takes, and one small all-reduce
+(asynchronous, waited for at the next step) averages the ranks' local squared norms. No per-parameter hook:
+AdaptDL's slowed a small model 2.6×.
 
 With one rank there is no second gradient, so every `ONE_RANK_EVERY_STEPS`-th step runs its batch as two
 micro-batches (each loss weighted by its share of the batch, so the step's gradient is the batch's): the first
@@ -208,9 +209,9 @@ class NoiseScale:
 
 class ScriptNoise:
     """B_simple in a script's convergence run, from the DDP model it hands orch (`orch.script.model`): the noise
-    hook around the plain all-reduce, read (with the averaged gradients) at each `orch.script.step()`. No collective runs inside the script's
-    step (its ranks call orch at their own points), so the small gradient is this rank's alone, not the ranks'
-    average: as unbiased, a little noisier."""
+    hook around the plain all-reduce, read (with the averaged gradients) at each `orch.script.step()`. No
+    collective runs inside the script's step (its ranks call orch at their own points), so the small gradient is
+    this rank's alone, not the ranks' average: as unbiased, a little noisier."""
 
     def __init__(self, state: HookState | None, *, world: int, local_batch: int, why_not: str = "",
                  module: Any = None):
