@@ -243,7 +243,11 @@ PREDICTION_COLUMNS = tuple(
                                        "measured_samples_per_s", "epochs", "epochs_low", "epochs_high")]
     + [("epochs_status", ValueType.STR)]
     + [(n, ValueType.FLOAT) for n in ("hours", "hours_low", "hours_high", "node_hours", "runs_per_day")]
-    + [(n, ValueType.STR) for n in ("marks", "flags", "no_interval", "notes")])
+    + [(n, ValueType.STR) for n in ("marks", "flags", "no_interval", "notes")]
+    + [(n, ValueType.FLOAT) for n in ("p_over_deadline", "p_over_deadline_fast", "p_over_deadline_slow",
+                                       "b_crit", "b_crit_low", "b_crit_high", "b_simple", "b_simple_low",
+                                       "b_simple_high")]
+    + [("b_crit_mode", ValueType.STR)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,12 +272,16 @@ class Prediction:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per predicted layout: the layout, samples/s, epochs, hours and node-hours with their
-        interval ends, the marks (fastest, Pareto, recommended), flags and notes."""
+        interval ends, the marks (fastest, Pareto, recommended), flags and notes; with a deadline, the chance of
+        missing it (at the central samples/s and at the interval's fast and slow ends); and, the same on every
+        row, the epochs model's B_crit (its 90% interval and how it was had) and B_simple's prior."""
         rows = []
-        for layout in self.report.to_dict()["layouts"]:
+        whole = self.report.to_dict()
+        model = {k: v for k, v in (whole["epochs_model"] or {}).items() if k.startswith(("b_crit", "b_simple"))}
+        for layout in whole["layouts"]:
             joined = {k: ("; " if k == "notes" else ",").join(layout[k]) or None for k in ("marks", "flags", "notes")}
             no_interval = layout.get("no_interval")
-            rows.append({**layout, **joined, "no_interval": str(no_interval) if no_interval else None})
+            rows.append({**layout, **joined, "no_interval": str(no_interval) if no_interval else None, **model})
         return frame(PREDICTION_COLUMNS, rows)
 
     def tables(self) -> dict[str, pd.DataFrame]:

@@ -68,6 +68,7 @@ class SeedRun:
     epochs: float | None         # epochs to target; None when it did not converge (or did not finish)
     max_epochs: float | None
     reason: str | None = None    # first line of the record's reason, for failed/oom/timeout runs
+    noise: tuple[float, float | None, float | None] | None = None   # B_simple (value, low, high) where resolved
 
     @property
     def converged(self) -> bool:
@@ -117,8 +118,10 @@ def seed_run(record: rec.Record) -> SeedRun:
     conv = record.convergence or rec.ConvergenceSection()
     epochs = conv.epochs_to_target if record.ok and conv.converged else None
     reason = next(iter(record.reason_lines()), None)
+    ns = conv.noise_scale if record.ok else None
+    noise = (float(ns.b_simple), ns.low, ns.high) if ns is not None and ns.b_simple is not None else None
     return SeedRun(record.seed, record_trial(record), record.status, float(epochs) if epochs is not None else None,
-                   conv.max_epochs, reason)
+                   conv.max_epochs, reason, noise)
 
 
 def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> BatchConvergence:
@@ -174,6 +177,7 @@ def convergence_table(batches: Sequence[BatchConvergence], planned_seeds: Sequen
     """
     notes = Footnotes()
     ref = reference_batch(batches)
+    measured = any(r.noise is not None for b in batches for r in b.runs)   # older records: no column
     rows = []
     for b in batches:
         if b.mean_epochs is None:
@@ -191,11 +195,35 @@ def convergence_table(batches: Sequence[BatchConvergence], planned_seeds: Sequen
         seeds_text = f"{b.converged}/{len(b.runs)}" + (f" {notes.letters(why)}" if why else "")
         seeds = Cell(seeds_text, None, FAILED if b.converged < len(b.runs) else None)
         layouts = Cell(", ".join(layout_label(p) for p in b.layouts))
-        rows.append((str(b.global_batch), (epochs, normalized, seeds, layouts)))
-    return Table(name="convergence", title="Convergence: epochs to target per global batch",
-                 corner="global batch", columns=("epochs to target", "normalized", "seeds converged/run",
-                                                 "ran on (r×t×b)"),
-                 rows=tuple(rows), footnotes=notes.lines(), caption=_caption(batches, ref))
+        noise = (_noise_cell(b),) if measured else ()
+        rows.append((str(b.global_batch), (epochs, normalized, seeds, layouts, *noise)))
+    columns = ("epochs to target", "normalized", "seeds converged/run", "ran on (r×t×b)")
+    caption = _caption(batches, ref) + (_noise_caption(batches) if measured else "")
+    return Table(name="convergence", title="Convergence: epochs to target per global batch", corner="global batch",
+                 columns=columns + (("B_simple [90%]",) if measured else ()), rows=tuple(rows),
+                 footnotes=notes.lines(), caption=caption)
+
+
+def _noise_cell(b: BatchConvergence) -> Cell:
+    """The seeds' B_simple pooled (geometric mean, with the measurement's 90% interval)."""
+    from orchestrator.core.predict.noise_prior import prior_of
+
+    prior = prior_of([r.noise for r in b.runs if r.noise is not None])
+    if prior is None:
+        return Cell(DASH)
+    return Cell(f"{prior.b_simple:.3g} [{prior.measured_low:.3g}–{prior.measured_high:.3g}]", prior.b_simple)
+
+
+def _noise_caption(batches: Sequence[BatchConvergence]) -> str:
+    from orchestrator.core.predict.noise_prior import prior_of
+
+    prior = prior_of([r.noise for b in batches for r in b.runs if r.noise is not None])
+    if prior is None:
+        return ""
+    return (" B_simple: the gradient noise scale (McCandlish et al. 2018, App. A.1), measured in each run from its "
+            "local and all-reduced gradients (one rank: two micro-batches) where it stopped; the geometric mean "
+            f"of the seeds with the measurement's 90% interval. Over every run: {prior.words()}; `orch predict` "
+            "takes it as a prior on B_crit.")
 
 
 def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) -> str:
@@ -219,11 +247,12 @@ def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) 
 
 
 def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "",
-             when: str = "") -> dict[str, Any]:
+             when: str = "", params: dict[str, Any] | None = None) -> dict[str, Any]:
     """The aggregates in the layout of MLPerf's `rcps_<benchmark>.json`: one entry per global batch with
     Benchmark, Creator, When, Platform, BS, Hyperparams and "Epochs to converge" (the converged seeds, as
     reference files list only converged runs). orch's own view (seeds, non-converged seeds, the olympic mean
-    counting them) goes under "orch", a key the checker does not read. Global batches without a converged
+    counting them, and the workload and `params` that ran, which `orch predict --rcp` checks against the
+    workload it plans) goes under "orch", a key the checker does not read. Global batches without a converged
     seed are left out: a reference point needs at least one converged run.
     """
     out: dict[str, Any] = {}
@@ -242,6 +271,7 @@ def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: s
                                   for r in b.runs if not r.converged],
                 "olympic_mean_epochs": b.mean_epochs, "stdev_epochs": b.sd_epochs, "method": b.method,
                 "layouts": [layout_label(p) for p in b.layouts],
+                **({"workload": benchmark, "params": dict(params)} if params is not None else {}),
             },
         }
     return out

@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.core.records import KINDS, STATUSES, ConvergenceSection, Kind, Record, Status, ThroughputSection
+from orchestrator.core.records import (
+    KINDS,
+    STATUSES,
+    ConvergenceSection,
+    Kind,
+    NoiseScaleSection,
+    Record,
+    Status,
+    ThroughputSection,
+)
 
 __all__ = ["FIELDS", "Field", "Role", "ValueType", "columns_markdown", "metrics", "params", "row", "series",
            "parse_time"]
@@ -108,6 +117,13 @@ def _convergence(get: Callable[[ConvergenceSection], Any]) -> Callable[[Record],
     return lambda r: get(r.convergence) if r.convergence is not None else None
 
 
+def _noise(get: Callable[[NoiseScaleSection], Any]) -> Callable[[Record], Any]:
+    def read(r: Record) -> Any:
+        n = r.convergence.noise_scale if r.convergence is not None else None
+        return get(n) if n is not None and n.b_simple is not None else None
+    return read
+
+
 def _first_line(r: Record) -> str | None:
     lines = r.reason_lines()
     return lines[0] if lines else None
@@ -154,6 +170,12 @@ FIELDS: tuple[Field, ...] = (
           _convergence(lambda c: c.epochs_run)),
     Field("train_s", ValueType.FLOAT, Role.METRIC, "a convergence run's training time, s",
           _convergence(lambda c: c.train_s)),
+    Field("b_simple", ValueType.FLOAT, Role.METRIC, "a convergence run's gradient noise scale B_simple where it "
+          "stopped, samples (empty when not measured or not resolved)", _noise(lambda n: n.b_simple)),
+    Field("b_simple_low", ValueType.FLOAT, Role.METRIC, "the low end of B_simple's 90% interval",
+          _noise(lambda n: n.low)),
+    Field("b_simple_high", ValueType.FLOAT, Role.METRIC, "the high end of B_simple's 90% interval (empty: "
+          "unbounded)", _noise(lambda n: n.high)),
     Field("gflops", ValueType.FLOAT, Role.METRIC, "a GEMM peak record's rate, summed over its ranks, GFLOP/s",
           lambda r: r.peak.gflops if r.peak is not None else None),
     Field("wall_s", ValueType.FLOAT, Role.METRIC, "from reservation to release, s", lambda r: r.wall_s),

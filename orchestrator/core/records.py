@@ -32,7 +32,9 @@ Section layouts (units in the names):
                 budget_mib[rank], estimate_mib}, unique memory, which fell whenever another process shared the
                 libraries)
     convergence:{metric, target, converged, epochs_to_target, max_epochs, epochs_run, curve[[epoch, value]],
-                 lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s}
+                 lr_rule, base_lr, base_batch, lr, warmup_epochs, train_s, noise_scale (the gradient noise
+                 scale: {b_simple, low, high, at_epoch, method, small_batch, big_batch, steps, ema_decay, g2,
+                 trace, epochs[[epoch, b_simple, low, high]]}; absent in older records)}
     peak:       {precision, gflops, best_gflops, gemm_size, per_rank_gflops[rank], concurrent}
                 (gflops: the sum over ranks of each one's median-matmul rate; older records: {precision,
                 gflops, gemm_size} of one rank)
@@ -212,6 +214,28 @@ class MemorySection(JsonObject):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NoiseScaleSection(JsonObject):
+    """The gradient noise scale B_simple over a convergence run (core.noise_scale): its value where the run
+    stopped (the evaluation that reached the target, else the last) with a 90% interval, and the same at the
+    end of every epoch. `high` null: unbounded (|G|² within its noise of zero); `b_simple` null: not
+    resolved, or not measured (`why_not`)."""
+
+    b_simple: float | None = None
+    low: float | None = None
+    high: float | None = None
+    at_epoch: float | None = None
+    method: str | None = None          # 'ddp' (local and all-reduced gradients) or 'micro-batches' (one rank)
+    small_batch: int | None = None     # b: the batch of the small gradient (a rank's, or a micro-batch)
+    big_batch: int | None = None       # B: the global batch (one rank: its whole batch)
+    steps: int | None = None           # steps measured
+    ema_decay: float | None = None
+    g2: float | None = None            # the moving averages of the |G|² and tr(Σ) estimates at the end
+    trace: float | None = None
+    epochs: list[list[float | None]] | None = None   # [[epoch, b_simple, low, high]] at each epoch's end
+    why_not: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConvergenceSection(JsonObject):
     """The spec's convergence settings (always), then what the run reached (when it ran ok)."""
 
@@ -230,6 +254,7 @@ class ConvergenceSection(JsonObject):
     lr: float | None = None
     train_s: float | None = None
     steps_per_epoch: int | None = None
+    noise_scale: NoiseScaleSection | None = optional()   # older records: absent
 
 
 # The convergence section's keys that come from the spec: all a run that did not end ok writes.

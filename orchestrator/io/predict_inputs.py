@@ -41,6 +41,8 @@ class PredictInputs:
     budget_node_h: float | None
     warnings: tuple[str, ...]
     machine: MachineWhatIf = SAME_MACHINE
+    sources: tuple[str, ...] = ()     # where epochs, samples per epoch and samples/s come from (with an RCP file)
+    rcp_mismatch: str = ""            # the RCP file describes another workload: in short, for the recommendation
 
 
 def _results(path: str) -> Results:
@@ -56,6 +58,7 @@ class RcpInput:
     pruned: tuple[BatchPoint, ...]      # in epochs, dropped by the pruning: shown, not fitted
     source: str
     notes: tuple[str, ...]              # duplicates merged, units converted, batches pruned
+    file: rcp.RcpFile | None = None     # the file as read: its benchmark, creators and (orch's export) workload
 
 
 def _rcp(path: str, samples_per_epoch: int | None, from_option: bool, workload: str) -> RcpInput:
@@ -84,7 +87,40 @@ def _rcp(path: str, samples_per_epoch: int | None, from_option: bool, workload: 
     notes = [*read.notes, rcp.conversion_note(read, samples_per_epoch, spe_source, where),
              rcp.pruning_note(pruned, where)]
     source = f"RCP file {Path(path).name}" + (f", benchmark {read.benchmark}" if read.benchmark else "")
-    return RcpInput(kept, pruned, source, tuple(n for n in notes if n))
+    return RcpInput(kept, pruned, source, tuple(n for n in notes if n), read)
+
+
+def _rcp_workload(rcp_in: RcpInput, results: Results, workload: str, samples: int | None,
+                  from_option: bool) -> tuple[list[str], tuple[str, ...]]:
+    """(warnings, sources): whether the RCP file describes the measured workload, and where each figure of
+    time-to-train comes from. A file that describes another model or data set is warned about, loudly: its
+    epochs are that workload's, while samples/s (and, without --samples-per-epoch, the epoch's size) are the
+    measured one's."""
+    read = rcp_in.file
+    params = dict((results.sweep_spec.get("workload") or {}).get("params") or {})
+    check = rcp.check_workload(read.benchmark if read else None, read.orch if read else None, workload, params)
+    by = f", reference runs by {', '.join(read.creators)}" if read and read.creators else ""
+    ref = rcp.MLPERF_REFERENCES.get(read.benchmark or "") if read else None
+    keys = [*ref.params, ref.data_param] if ref is not None else []
+    shown = ", ".join(f"{k} {params[k]}" for k in keys if k in params)
+    measured = f"workload {workload}" + (f": {shown}" if shown else "")
+    size = (f"{samples:,} samples" if samples else "unknown") + (
+        " (--samples-per-epoch)" if from_option else f" (the measured {workload} workload's data set)")
+    sources = (f"epochs from {rcp_in.source}: {check.describes}{by}",
+               f"samples per epoch: {size}",
+               f"samples/s: the measured cells of {results.path} ({measured})")
+    if check.matches:
+        return [], sources
+    if check.unchecked:
+        return [f"{rcp_in.source}: {check.unchecked}; time-to-train takes its epochs as the measured workload's"], \
+            sources
+    warning = (f"{rcp_in.source} describes {check.describes}, not the measured workload {workload}: "
+               f"{'; '.join(check.differences)}. Time-to-train below multiplies that benchmark's epochs by the "
+               "measured workload's samples per epoch and samples/s: it plans neither workload. To plan the "
+               "benchmark, measure its model (the workload parameters above) and give --samples-per-epoch (its "
+               "data set's size); to plan the measured workload, drop --rcp (its own convergence runs, or their "
+               "exported RCP file)")
+    return [warning], sources
 
 
 def _target(path: str | None, results: Results) -> Topology:
@@ -148,10 +184,18 @@ def load_inputs(args: Any) -> PredictInputs:
     except NotFittable as err:
         raise PredictInputError(f"{results.path}: {err}") from None
     warnings = list(results.errors) + list(rcp_in.notes if rcp_in else ())
+    sources: tuple[str, ...] = ()
+    short = ""
+    if rcp_in is not None:
+        mismatch, sources = _rcp_workload(rcp_in, results, sweep.workload.name, samples, bool(args.samples_per_epoch))
+        warnings = mismatch + warnings
+        short = (f"epochs from {rcp_in.source}, which describes another model or data set than the measured "
+                 f"workload's (see the warning)") if mismatch else ""
     if args.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
     machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if args.topology else SAME_MACHINE
     machine = replace(machine, node_link=topology.link)
     return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
-                         backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine)
+                         backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine, sources,
+                         short)

@@ -101,7 +101,8 @@ def analyze(results: Results) -> ReportData:
         times=times,
         time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
         rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
-                          when=results.environment.get("started_at") or ""),
+                          when=results.environment.get("started_at") or "",
+                          params=dict((results.sweep_spec.get("workload") or {}).get("params") or {})),
         warnings=machine_warnings(records),
         **_prediction(records),
     )

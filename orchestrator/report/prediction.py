@@ -5,7 +5,8 @@ global batch, in `prediction_plots`; the all-reduce calibration with its fitted 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from orchestrator.core.predict.capacity import (
     why_nothing_fits,
 )
 from orchestrator.core.predict.comm import link_words
+from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.table import Table
 from orchestrator.report.plots import DPI, PNG_METADATA, _figure
@@ -45,6 +47,29 @@ class PredictionReport:
     recommendation: Recommendation | None
     target_words: str
     warnings: tuple[str, ...] = ()           # every warning: the inputs' and the fit's
+    deadline_h: float | None = None
+    sources: tuple[str, ...] = ()            # where each figure of time-to-train came from
+
+    def risk(self, p: Prediction) -> DeadlineRisk | None:
+        """P(missing the deadline) of one layout, its epochs counted at the runs' evaluations (None: no deadline,
+        or epochs without a band)."""
+        if self.deadline_h is None:
+            return None
+        return deadline_risk(p.epochs, deadline_h=self.deadline_h, samples_per_epoch=self.target.samples_per_epoch,
+                             samples_per_s=p.samples_per_s, samples_per_s_low=p.samples_per_s_low,
+                             samples_per_s_high=p.samples_per_s_high, eval_every_epochs=self.fitted.eval_every_epochs)
+
+    def epochs_lines(self) -> list[str]:
+        """The epochs model in words: B_crit and where it came from (B_simple's prior, the epochs, or both), and
+        the recommended layout's chance of missing the deadline."""
+        m = self.fitted.epochs_model
+        lines = [] if m is None else [f"epochs model: E_min {m.e_min:.3g}, B_crit {m.b_crit_words()}"]
+        lines += list(self.sources)
+        rec = self.recommendation
+        risk = self.risk(rec.prediction) if rec is not None and rec.prediction is not None else None
+        if risk is not None:
+            lines.append(f"deadline: {rec.prediction.layout.label}: {risk.words()}")   # type: ignore[union-attr]
+        return lines
 
     def tables(self) -> list[Table]:
         f = self.fitted
@@ -60,16 +85,35 @@ class PredictionReport:
     def to_dict(self) -> dict[str, Any]:
         rec = self.recommendation
         return {"target": self.target_words, "node_counts": list(self.target.node_counts),
-                "samples_per_epoch": self.target.samples_per_epoch,
+                "samples_per_epoch": self.target.samples_per_epoch, "deadline_h": self.deadline_h,
+                "epochs_model": _epochs_model_dict(self.fitted), "sources": list(self.sources),
                 "recommendation": None if rec is None else {
                     "rule": rec.rule, "answer": rec.why,
                     "layout": None if rec.prediction is None else rec.prediction.layout.label},
                 "warnings": list(self.warnings),
-                "layouts": [_layout_dict(p) for p in self.predictions],
+                "layouts": [_layout_dict(p, self.risk(p)) for p in self.predictions],
                 "tables": [t.to_dict() for t in self.tables()]}
 
 
-def _layout_dict(p: Prediction) -> dict[str, Any]:
+def _epochs_model_dict(f: Fitted) -> dict[str, Any] | None:
+    """The epochs model's figures: E_min, B_crit with its 90% interval and how it was had, and B_simple's prior."""
+    m = f.epochs_model
+    if m is None:
+        return None
+    finite = not math.isinf(m.b_crit)
+    prior = m.prior
+    return {"e_min": m.e_min, "b_crit": m.b_crit if finite else None,
+            "b_crit_low": m.b_crit_low if finite else None, "b_crit_high": m.b_crit_high if finite else None,
+            "b_crit_mode": m.b_crit_mode, "b_crit_words": m.b_crit_words(),
+            "b_crit_without_b_simple": m.data_only_b_crit,
+            "b_simple": None if prior is None else prior.b_simple,
+            "b_simple_low": None if prior is None else prior.measured_low,
+            "b_simple_high": None if prior is None else prior.measured_high,
+            "b_simple_runs": None if prior is None else prior.runs,
+            "eval_every_epochs": f.eval_every_epochs}
+
+
+def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> dict[str, Any]:
     """One predicted layout with every figure as its own field (intervals included: never only in text)."""
     lay, e = p.layout, p.epochs
     return {"ranks": lay.ranks, "threads_per_rank": lay.threads, "local_batch": lay.local_batch, "nodes": lay.nodes,
@@ -80,7 +124,10 @@ def _layout_dict(p: Prediction) -> dict[str, Any]:
             "epochs_high": None if e is None else e.high, "epochs_status": None if e is None else e.status,
             "hours": p.hours, "hours_low": p.hours_low, "hours_high": p.hours_high, "node_hours": p.node_hours,
             "runs_per_day": p.runs_per_day, "marks": list(p.marks), "flags": list(ptab.flags(p)),
-            "no_interval": p.no_interval or None, "notes": list(p.caveats)}
+            "no_interval": p.no_interval or None, "notes": list(p.caveats),
+            "p_over_deadline": None if risk is None else risk.p_miss,
+            "p_over_deadline_fast": None if risk is None else risk.p_miss_fast,
+            "p_over_deadline_slow": None if risk is None else risk.p_miss_slow}
 
 
 def prediction_report(inputs: PredictInputs) -> PredictionReport:
@@ -95,8 +142,11 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     if not predictions:
         raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, memory_mib, memory.library_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
+    if rec is not None and inputs.rcp_mismatch:   # said in the answer itself, not only in a warning above it
+        rec = replace(rec, why=f"{rec.why}; and {inputs.rcp_mismatch}")
     return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe(),
-                            tuple(dict.fromkeys([*inputs.warnings, *f.warnings])))
+                            tuple(dict.fromkeys([*inputs.warnings, *f.warnings])), inputs.deadline_h,
+                            inputs.sources)
 
 
 def _summary_table(report: PredictionReport) -> Table:
@@ -124,6 +174,7 @@ def terminal_prediction(report: PredictionReport, *, full_validation: bool = Fal
         parts.append(Text(f"\nheld-out error (leave one cell out, {len(loo.held_out)} cells): median "
                           f"{s.median_abs_pct:.1f}%, max {s.max_abs_pct:.1f}%; --validate shows every scheme and "
                           "the baselines"))
+    parts += [Text(line) for line in report.epochs_lines()]
     parts += [Text(line, style="bold") for line in ptab.recommendation_lines(report.recommendation, report.predictions)]
     return parts
 
@@ -149,6 +200,7 @@ def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
             written.append(out_dir / name)
     lines = [f"# Prediction for {report.target_words}", ""]
     lines += [f"- {w}" for w in report.warnings] + ([""] if report.warnings else [])
+    lines += [f"- {line}" for line in report.epochs_lines()] + ([""] if report.epochs_lines() else [])
     lines += [f"**{line}**" for line in ptab.recommendation_lines(report.recommendation, report.predictions)] + [""]
     lines += [to_markdown(t) for t in tables]
     lines += [f"![{name}]({name})\n" for name in figures if (out_dir / name) in written]

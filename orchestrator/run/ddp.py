@@ -38,18 +38,25 @@ def applied(options: DdpOptions, *, world_size: int) -> dict[str, str]:
     return {**values, "ddp_comm_hook": _HOOK_NOTES[options.comm_hook]}
 
 
-def wrap(module: torch.nn.Module, options: DdpOptions, *, init_sync: bool = True) -> torch.nn.Module:
+def wrap(module: torch.nn.Module, options: DdpOptions, *, init_sync: bool = True,
+         noise_scale: bool = False) -> torch.nn.Module:
     """`module` in DistributedDataParallel with `options` (the process group must exist, 2 ranks or more).
-    `init_sync=False` skips DDP's start-up broadcast (see `protocol.wrap_ddp`)."""
+    `init_sync=False` skips DDP's start-up broadcast (see `protocol.wrap_ddp`). `noise_scale`: the workload's
+    hook (or the plain all-reduce) runs inside the gradient noise scale's per-bucket hook
+    (`run.noise_scale`), which measures the local and the averaged gradient's squared norms."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel
 
     ddp = DistributedDataParallel(module, bucket_cap_mb=options.bucket_mb,
                                   gradient_as_bucket_view=options.grad_as_bucket_view, init_sync=init_sync)
-    if options.comm_hook != "none":
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    hooks = {"none": default_hooks.allreduce_hook, "bf16": default_hooks.bf16_compress_hook,
+             "fp16": default_hooks.fp16_compress_hook}
+    if noise_scale:
+        from orchestrator.run.noise_scale import register
 
-        hook = default_hooks.bf16_compress_hook if options.comm_hook == "bf16" else default_hooks.fp16_compress_hook
-        ddp.register_comm_hook(state=None, hook=hook)
+        register(ddp, hooks[options.comm_hook])
+    elif options.comm_hook != "none":
+        ddp.register_comm_hook(state=None, hook=hooks[options.comm_hook])
     return ddp
 
 

@@ -42,16 +42,18 @@ def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Call
     return step
 
 
-def wrap_ddp(module: torch.nn.Module, options: DdpOptions | None = None) -> torch.nn.Module:
+def wrap_ddp(module: torch.nn.Module, options: DdpOptions | None = None, *,
+             noise_scale: bool = False) -> torch.nn.Module:
     """`module` in DistributedDataParallel with the workload's switches (`ddp.wrap`), without DDP's start-up
     broadcast of every parameter and buffer from rank 0 when `same_on_every_rank` shows the ranks hold the
     same values already (every workload builds its model from the run's seed). Otherwise DDP checks the
     shapes and broadcasts, as by default. The broadcast is a start-up cost only: what DDP does from the
-    first step on is the same either way."""
+    first step on is the same either way. `noise_scale`: with the gradient noise scale's hook (`ddp.wrap`)."""
     from orch.workload import DdpOptions  # here: peak and all-reduce ranks import no workload code
     from orchestrator.run import ddp
 
-    return ddp.wrap(module, options or DdpOptions(), init_sync=not same_on_every_rank(module))
+    return ddp.wrap(module, options or DdpOptions(), init_sync=not same_on_every_rank(module),
+                    noise_scale=noise_scale)
 
 
 def same_on_every_rank(module: torch.nn.Module) -> bool:
@@ -248,8 +250,11 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
                     status: ProgressWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
+    from orchestrator.run.noise_scale import NoiseScale
+
     conv = job.convergence_settings()
-    step = make_step(module, trainer.optimizer)
+    noise = NoiseScale(module, trainer.optimizer, world=dist.get_world_size(), local_batch=job.local_batch)
+    step = noise.step
     steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:
         raise ValueError(f"an epoch has no full batch: global batch {conv.global_batch} exceeds the data")
@@ -267,6 +272,8 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
             step(batch)
             steps_done += 1
             status.step(repeat=epoch + 1)
+            if steps_done % steps_per_epoch == 0:
+                noise.epoch_end(steps_done / steps_per_epoch)
             if steps_done % eval_every_steps == 0 or steps_done == max_steps:
                 status.update(phase=Phase.EVALUATING)
                 value = _evaluate(trainer, conv.metric)
@@ -279,9 +286,10 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
                 break
         if reached_at is not None or steps_done >= max_steps:
             break
+    epochs_run = steps_done / steps_per_epoch
     return ConvergenceReport(converged=reached_at is not None, epochs_to_target=reached_at,
-                             epochs_run=steps_done / steps_per_epoch, steps_per_epoch=steps_per_epoch, curve=curve,
-                             lr=lr, train_s=time.perf_counter() - started)
+                             epochs_run=epochs_run, steps_per_epoch=steps_per_epoch, curve=curve,
+                             lr=lr, train_s=time.perf_counter() - started, noise_scale=noise.section(epochs_run))
 
 
 # A GEMM peak multiplies square matrices of at most GEMM_MAX_SIZE, and smaller ones where one matmul would take

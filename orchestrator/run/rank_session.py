@@ -110,7 +110,7 @@ def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
         options = ddp_options_of(params)
         module = trainer.module
         if world > 1:
-            module = protocol.wrap_ddp(module, options)
+            module = protocol.wrap_ddp(module, options, noise_scale=job.kind == "convergence")
             clock.lap("ddp")
         out = {"build_s": time.perf_counter() - built,
                "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}

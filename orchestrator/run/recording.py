@@ -137,6 +137,8 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
         section = section.with_fields(
             converged=report.converged, epochs_to_target=report.epochs_to_target, epochs_run=report.epochs_run,
             curve=report.curve, lr=report.lr, train_s=report.train_s, steps_per_epoch=report.steps_per_epoch)
+        if report.noise_scale is not None:
+            section = section.with_fields(noise_scale=report.noise_scale)
     else:
         section = section.only(*rec.CONVERGENCE_SPEC_KEYS)
     return rec.Record(kind=rec.CONVERGENCE, key=key, seed=seed, **fields, convergence=section)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.core.jsonobject import JsonObject, optional
+from orchestrator.core.records import NoiseScaleSection
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,6 +45,7 @@ class ConvergenceReport(Report):
     curve: list[list[float]]              # [[epoch, metric]]
     lr: float | None                      # the last learning rate set
     train_s: float
+    noise_scale: NoiseScaleSection | None = optional()   # the gradient noise scale (run.noise_scale)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -66,6 +66,7 @@ class ScriptReporter:
         self.steps = 0
         self.reported_flops: float | None = None
         self.module: Any = None
+        self.noise: Any = None        # the gradient noise scale, when the script hands orch its DDP model
         # throughput
         self.repeat_s: list[float] = []
         self.step_ms: list[float] = []
@@ -99,6 +100,8 @@ class ScriptReporter:
         if self.job.kind != Kind.CONVERGENCE or name != self.settings.metric:
             return
         self.curve.append([round(epoch, 6), value])
+        if self.noise is not None:
+            self.noise.epoch_end(epoch)
         self.last_epoch, self.steps_at_last_epoch = epoch, self.steps
         self.progress.update(metric=value)
         if self.rank != 0 or self.stop is not None:
@@ -117,6 +120,10 @@ class ScriptReporter:
 
     def model(self, module: Any) -> None:
         self.module = module
+        if self.job.kind == Kind.CONVERGENCE:
+            from orchestrator.run.noise_scale import ScriptNoise
+
+            self.noise = ScriptNoise.attach(module, world=self.world, local_batch=self.job.local_batch)
 
     # --- start-up's end, and the checks of the first step ---------------------------------------------------
     def _first_step(self) -> None:
@@ -234,6 +241,8 @@ class ScriptReporter:
 
     # --- convergence ------------------------------------------------------------------------------------------
     def _training(self) -> None:
+        if self.noise is not None:
+            self.noise.step()
         self.progress.step(repeat=int(self.last_epoch or 0) + 1)
         if self.stop is None and self.world > 1 and self.store.check([STOP_KEY]):
             self.stop = json.loads(self.store.get(STOP_KEY))
@@ -248,7 +257,17 @@ class ScriptReporter:
         per_epoch = round(self.steps_at_last_epoch / self.last_epoch) if self.last_epoch else 0
         return ConvergenceReport(converged=converged, epochs_to_target=self.reached_at if converged else None,
                                  epochs_run=epochs_run, steps_per_epoch=per_epoch, curve=self.curve,
-                                 lr=self.settings.lr, train_s=time.perf_counter() - self.first_step_at)
+                                 lr=self.settings.lr, train_s=time.perf_counter() - self.first_step_at,
+                                 noise_scale=self._noise_scale(epochs_run))
+
+    def _noise_scale(self, epochs_run: float) -> Any:
+        """B_simple where the script handed orch its DDP model (orch.script.model), else why not."""
+        from orchestrator.core.noise_scale import not_measured
+
+        if self.noise is not None:
+            return self.noise.section(epochs_run)
+        return not_measured("the script did not hand orch its model (orch.script.model)" if self.module is None else
+                            "one rank: a script's steps are its own, so orch cannot split a batch in two")
 
     # --- the end ----------------------------------------------------------------------------------------------
     def script_ended(self) -> None:

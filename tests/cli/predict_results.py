@@ -38,10 +38,12 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                   params: dict | None = None, links: dict[str, tuple[float, float]] | None = None,
                   gradient_bytes: int = GRADIENT_BYTES, epochs_truth: tuple[float, float] = (1.5, 64.0),
                   seed_factors: tuple[float, ...] = (0.95, 1.0, 1.05),
-                  global_batches: tuple[int, ...] = (8, 16, 32, 64), peak_gflops: float | None = None) -> Path:
+                  global_batches: tuple[int, ...] = (8, 16, 32, 64), peak_gflops: float | None = None,
+                  b_simple: float | None = None) -> Path:
     """A results folder written with the production writers (records.Record, store.append_record and store.write_json) whose
     throughput comes from a known step model (`params`, `links`: link class → (α s, β s/byte)) and whose
-    epochs are E_min·(1 + B/B_crit) × each seed factor; with `peak_gflops`, a 1-rank 1-thread fp32 GEMM peak."""
+    epochs are E_min·(1 + B/B_crit) × each seed factor; with `peak_gflops`, a 1-rank 1-thread fp32 GEMM peak;
+    with `b_simple`, every convergence run measured that gradient noise scale (±20%)."""
     links = links or {"socket": (ALPHA_S, BETA_S_PER_BYTE)}
     sweep_file = folder / "synthetic.yaml"
     sweep_file.write_text(textwrap.dedent("""
@@ -88,11 +90,14 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
         for g in global_batches:
             for seed, f in enumerate(seed_factors):
                 epochs = critical_batch_epochs(g, *epochs_truth) * f
+                section = rec.ConvergenceSection(metric="accuracy", target=0.9, converged=True,
+                                                 epochs_to_target=epochs, max_epochs=20)
+                if b_simple is not None:
+                    section = section.with_fields(noise_scale=rec.NoiseScaleSection(
+                        b_simple=b_simple * f, low=b_simple * f / 1.2, high=b_simple * f * 1.2, method="ddp"))
                 records.append(rec.Record(
                     kind=rec.CONVERGENCE, key=rec.convergence_key(g, seed), status=rec.OK, seed=seed, ranks=1,
-                    threads_per_rank=1, local_batch=g, global_batch=g, backend="gloo",
-                    convergence=rec.ConvergenceSection(metric="accuracy", target=0.9, converged=True,
-                                                       epochs_to_target=epochs, max_epochs=20)))
+                    threads_per_rank=1, local_batch=g, global_batch=g, backend="gloo", convergence=section))
     for record in records:
         append_record(results, record)
     return results

@@ -82,6 +82,14 @@ def test_the_script_converges_once_per_global_batch(example_sweep):
         assert c["curve"] and c["epochs_run"] <= 3 and c["lr"] == pytest.approx(0.01 * (batch / 16) ** 0.5, rel=1e-5)
         assert (c["epochs_to_target"] is not None) == c["converged"]
         assert r["applied"]["script_args"][3] == f"{0.01 * (batch / 16) ** 0.5:.6g}"
+        # B_simple from the DDP model the script hands orch (orch.script.model); one rank's steps are its own
+        noise = c["noise_scale"]
+        if r["ranks"] > 1:
+            assert noise["method"] == "ddp" and noise["steps"] > 0 and noise["epochs"], noise
+            assert noise["b_simple"] is not None or "noise dominates" in noise["why_not"]
+        else:
+            assert noise == {"why_not": "one rank: a script's steps are its own, so orch cannot split a batch in two"}
+    assert any(r["ranks"] > 1 for r in runs.values())
 
 
 def test_report_and_predict_read_the_script_records(example_sweep, capsys):

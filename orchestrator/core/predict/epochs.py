@@ -31,11 +31,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from orchestrator.core.convergence import BatchConvergence, olympic_mean
+from orchestrator.core.noise_scale import Z_90
 from orchestrator.core.predict.lsq import numeric_jacobian, solve
+from orchestrator.core.predict.noise_prior import BCritPrior
 
 MEASURED, INTERPOLATED, EXTRAPOLATED, NOT_CONVERGED = "measured", "interpolated", "extrapolated", "not converged"
 E_MIN_BOUNDS = (1e-6, 1e6)
 B_CRIT_BOUNDS = (1e-3, 1e12)
+# How B_crit was had (EpochsModel.b_crit_mode): from the measured epochs alone; frozen at ∞ (one global batch, no
+# B_simple); B_simple's prior alone (one global batch); the prior and the measured epochs fitted jointly.
+FIT, FROZEN, PRIOR, JOINT = "fit", "frozen", "prior", "joint"
+# The seeds' log spread below which the prior's weight against the measured epochs is not raised further: seeds
+# that agree to the evaluation (all at 4.0 epochs) would otherwise leave the prior no weight at all.
+SEED_SD_FLOOR_LOG = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,38 @@ class EpochsModel:
     # log-error per doubling of the batch beyond the smallest / largest converged batch, from leaving that
     # end out (validate.epochs_growth); None when fewer than 3 batches converged: no held-out evidence
     growth_log_per_doubling: tuple[float | None, float | None] = (None, None)
+    prior: BCritPrior | None = None                 # B_simple's prior on B_crit, where the runs measured it
+    b_crit_mode: str = FIT                          # FIT, FROZEN, PRIOR or JOINT
+    data_only_b_crit: float | None = None           # JOINT: B_crit from the measured epochs alone (2+ batches)
+
+    @property
+    def b_crit_sd_log(self) -> float:
+        return math.sqrt(max(self.cov_log[1][1], 0.0))
+
+    def b_crit_words(self) -> str:
+        """Where B_crit came from and, with B_simple, how far the measured epochs moved its prior."""
+        if self.b_crit_mode == FROZEN:
+            return "∞ (frozen: " + self.frozen.get("b_crit", "") + ")"
+        here = f"{self.b_crit:.4g} [{self.b_crit_low:.3g}–{self.b_crit_high:.3g}]"
+        if self.prior is None:
+            return f"{here} from the measured epochs alone (no B_simple in the runs)"
+        p = self.prior
+        if self.b_crit_mode == PRIOR:
+            return (f"{here}: B_simple's prior alone, one global batch converged ({p.words()}); E_min fitted to "
+                    "its epochs")
+        moved = math.log(self.b_crit / p.b_simple)
+        alone = f"; from the epochs alone {self.data_only_b_crit:.4g}" if self.data_only_b_crit else ""
+        return (f"{here}: B_simple's prior and the measured epochs jointly ({p.words()}); the epochs moved it "
+                f"×{math.exp(moved):.3g} ({moved / p.sd_log:+.2f} prior sd) and narrowed it to "
+                f"{self.b_crit_sd_log / p.sd_log:.2f} of the prior's width{alone}")
+
+    @property
+    def b_crit_low(self) -> float:
+        return self.b_crit * math.exp(-Z_90 * self.b_crit_sd_log)
+
+    @property
+    def b_crit_high(self) -> float:
+        return self.b_crit * math.exp(Z_90 * self.b_crit_sd_log)
 
     @property
     def converged(self) -> list[BatchPoint]:
@@ -147,10 +187,10 @@ class EpochsModel:
                 end, growth = (hi_b, above) if global_batch > hi_b else (lo_b, below)
                 status = EXTRAPOLATED
                 note = f"extrapolated {'beyond' if global_batch > hi_b else 'below'} global batch {end}"
-                if growth is None:
-                    why = "fewer than 3 converged global batches: no held-out error to extrapolate epochs with"
-                else:
+                if growth is not None:
                     sd += growth * abs(math.log2(global_batch / end))
+                elif self.prior is None:
+                    why = "fewer than 3 converged global batches: no held-out error to extrapolate epochs with"
         if not why and sd <= 0:
             why = "every seed agrees and the fit is exact: no spread to estimate a band from"
         if why:
@@ -158,37 +198,58 @@ class EpochsModel:
         return EpochsPrediction(global_batch, value, value * math.exp(-sd), value * math.exp(sd), status, note)
 
 
-def fit_epochs(points: Sequence[BatchPoint]) -> EpochsModel:
-    """Fit E_min and B_crit to every converged seed; B_crit frozen at ∞ (epochs independent of the batch)
-    when only one global batch converged."""
+def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) -> EpochsModel:
+    """Fit E_min and B_crit to every converged seed. With B_simple's `prior`, B_crit is fitted jointly with it
+    (a Gaussian prior on log B_crit: one more residual), or, with one converged global batch, taken from it;
+    without, B_crit is frozen at ∞ (epochs independent of the batch) when only one global batch converged."""
     good = [p for p in points if p.converged]
     if not good:
         raise ValueError("no global batch converged: nothing to fit epochs to")
     relative = [statistics.pstdev([math.log(e) for e in p.epochs]) for p in good if len(p.epochs) > 1]
     seed_sd = math.sqrt(statistics.mean([s * s for s in relative])) if relative else 0.0
-    if len({p.global_batch for p in good}) < 2:
+    batches = len({p.global_batch for p in good})
+    if batches < 2 and prior is None:
         e_min = statistics.mean(math.exp(statistics.mean(math.log(e) for e in p.epochs)) for p in good)
-        return EpochsModel(e_min, math.inf, tuple(points), seed_sd_log=seed_sd,
+        return EpochsModel(e_min, math.inf, tuple(points), seed_sd_log=seed_sd, b_crit_mode=FROZEN,
                            frozen={"b_crit": f"one global batch only ({good[0].global_batch}): epochs assumed "
                                              "independent of the batch (B_crit = ∞)"})
     b = np.array([p.global_batch for p in good for _ in p.epochs], dtype=float)
     e = np.array([x for p in good for x in p.epochs])
+    if prior is None:
+        e_min, b_crit, cov_t = _least_squares(b, e, None, 0.0)
+        return EpochsModel(e_min, b_crit, tuple(points), cov_t, seed_sd)
+    e_min, b_crit, cov_t = _least_squares(b, e, prior, max(seed_sd, SEED_SD_FLOOR_LOG))
+    alone = _least_squares(b, e, None, 0.0)[1] if batches >= 2 else None
+    return EpochsModel(e_min, b_crit, tuple(points), cov_t, seed_sd, prior=prior,
+                       b_crit_mode=JOINT if batches >= 2 else PRIOR, data_only_b_crit=alone)
 
+
+Cov = tuple[tuple[float, float], tuple[float, float]]
+
+
+def _least_squares(b: np.ndarray, e: np.ndarray, prior: BCritPrior | None, seed_sd: float) -> tuple[float, float, Cov]:
+    """(E_min, B_crit, covariance of their logs) by bounded least squares in log space. With a prior, the
+    residuals are standardized (the epochs' by the seeds' spread, the prior's by its sd) and the covariance is
+    scaled up where the epochs scatter more than their seeds do."""
     def residuals(theta: np.ndarray) -> np.ndarray:
         e_min, b_crit = np.exp(theta)
         out: np.ndarray = np.log(e_min * (1 + b / b_crit)) - np.log(e)
-        return out
+        if prior is None:
+            return out
+        return np.append(out / seed_sd, (theta[1] - math.log(prior.b_simple)) / prior.sd_log)
 
     lower = np.log([E_MIN_BOUNDS[0], B_CRIT_BOUNDS[0]])
     upper = np.log([E_MIN_BOUNDS[1], B_CRIT_BOUNDS[1]])
-    start = np.clip(np.log([e.min(), float(np.median(b))]), lower, upper)
+    guess = prior.b_simple if prior is not None else float(np.median(b))
+    start = np.clip(np.log([e.min(), guess]), lower, upper)
     result = solve(residuals, numeric_jacobian(residuals), start, lower, upper)
     e_min, b_crit = (float(v) for v in np.exp(result.x))
-    dof = max(1, len(e) - 2)
-    s2 = float(np.sum(result.fun ** 2)) / dof
+    if prior is None:
+        scale = float(np.sum(result.fun ** 2)) / max(1, len(e) - 2)
+    else:   # standardized residuals: about 1 each where the model fits as well as the seeds agree; more, more
+        scale = max(1.0, float(np.sum(result.fun[:-1] ** 2)) / len(e))
     try:
-        cov = np.linalg.inv(result.jac.T @ result.jac) * s2
+        cov = np.linalg.inv(result.jac.T @ result.jac) * scale
     except np.linalg.LinAlgError:
         cov = np.zeros((2, 2))
-    cov_t = ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1])))
-    return EpochsModel(e_min, b_crit, tuple(points), cov_t, seed_sd)
+    return e_min, b_crit, ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1])))

@@ -12,6 +12,7 @@ from orchestrator.core.predict import comm, data
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
 from orchestrator.core.predict.evidence import disturbed_warning
 from orchestrator.core.predict.interval import Basis, basis_of, printer
+from orchestrator.core.predict.noise_prior import prior_from_records
 from orchestrator.core.predict.step import Cell, StepModel, fit_step_model
 from orchestrator.core.predict.validate import (
     EpochsHeldOut,
@@ -22,7 +23,7 @@ from orchestrator.core.predict.validate import (
     validate_epochs,
     validate_step,
 )
-from orchestrator.core.records import Record, Records
+from orchestrator.core.records import CONVERGENCE, Record, Records
 
 MIN_CELLS = 3
 
@@ -49,6 +50,7 @@ class Fitted:
     pruned_points: tuple[BatchPoint, ...] = ()   # RCP batches the checker's pruning dropped: shown, not fitted
     skipped: tuple[Skipped, ...] = ()         # hold-out schemes that could not be fitted, with the reason
     coverage: bool = False                    # the validation says what `orch predict` prints for held-out cells
+    eval_every_epochs: float | None = None    # the convergence runs' evaluation interval; None: unknown (an RCP)
 
 
 def suggest_cells(cells: Sequence[Cell]) -> list[str]:
@@ -108,13 +110,16 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation, samples=samples)
     if basis.evidence.disturbed:
         warnings.append(disturbed_warning(gemm))
+    # B_simple's prior on B_crit comes from the sweep's own runs, so it goes with their epochs, not an RCP file's
+    b_crit_prior = None
     if rcp_points is not None:
         points, source = tuple(rcp_points), rcp_source
     else:
         points = tuple(points_from_batches(convergence_by_batch(records)))
         source = "convergence records" if points else ""
-    epochs_model = fit_epochs(points) if any(p.converged for p in points) else None
-    held = tuple(validate_epochs(points))
+        b_crit_prior = prior_from_records(records)
+    epochs_model = fit_epochs(points, b_crit_prior) if any(p.converged for p in points) else None
+    held = tuple(validate_epochs(points, b_crit_prior))
     if epochs_model is not None:
         epochs_model = replace(epochs_model, growth_log_per_doubling=epochs_growth(held))
     if points and epochs_model is None:
@@ -122,8 +127,17 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     if not points:
         warnings.append("no convergence data (run the sweep with a convergence section, or give --rcp): "
                         "throughput only, no time-to-train")
+    cadence = None if rcp_points is not None else eval_cadence(records)
     return Fitted(tuple(cells), links, tuple(samples), buckets, prior, model, validation, points, epochs_model,
-                  held, source, tuple(warnings), basis, tuple(rcp_pruned), tuple(schemes(cells)[1]), coverage)
+                  held, source, tuple(warnings), basis, tuple(rcp_pruned), tuple(schemes(cells)[1]), coverage, cadence)
+
+
+def eval_cadence(records: Records) -> float | None:
+    """The evaluation interval, in epochs, the convergence runs counted their epochs at (None: none says)."""
+    for r in records.of_kind(CONVERGENCE):
+        if r.convergence is not None and r.convergence.eval_every_epochs:
+            return float(r.convergence.eval_every_epochs)
+    return None
 
 
 def basis_from_records(records: Iterable[Record]) -> Basis:

@@ -59,6 +59,8 @@ class RcpFile:
     unit: str                        # EPOCHS, SAMPLES or STEPS
     unit_why: str                    # how the unit was decided
     notes: tuple[str, ...] = ()      # merged duplicates
+    creators: tuple[str, ...] = ()   # who measured the reference runs (the entries' Creator)
+    orch: Mapping[str, Any] | None = None   # a file orch exported: its "orch" section (the workload it ran)
 
 
 def _runs(entry: Mapping[str, Any]) -> tuple[str, Any]:
@@ -126,7 +128,10 @@ def read_rcp(data: Any, source: str = "RCP file") -> tuple[RcpFile | None, list[
     notes = tuple(f"{source}: global batch {bs} appears in entries {', '.join(repr(n) for n in names[bs])}: their "
                   f"{' + '.join(map(str, counts[bs]))} runs are pooled" for bs in sorted(runs) if len(names[bs]) > 1)
     points = tuple(BatchPoint(bs, tuple(runs[bs]), dropped_each_end=drop) for bs in sorted(runs))
-    return RcpFile(points, benchmark, unit, why, notes), []
+    entries = [e for e in data.values() if isinstance(e, dict)]
+    creators = tuple(sorted({str(e["Creator"]) for e in entries if isinstance(e.get("Creator"), str)}))
+    meta = next((e["orch"] for e in entries if isinstance(e.get("orch"), dict)), None)
+    return RcpFile(points, benchmark, unit, why, notes, creators, meta), []
 
 
 def _unit(benchmark: str | None, keys: set[str], largest: float, source: str) -> tuple[str, str, str]:
@@ -207,3 +212,89 @@ def pruning_note(dropped: Sequence[BatchPoint], source: str) -> str:
     batches = ", ".join(f"{p.global_batch} ({p.mean:.3g} epochs)" for p in dropped)
     return (f"{source}: global batch(es) {batches} dropped by the RCP checker's pruning (below the fastest-converging "
             "batch, or slower than the line between their neighbours): not fitted, shown apart")
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """The model and data set an MLPerf benchmark's reference convergence points were measured on, and the
+    orch workload and parameters that build that model."""
+
+    workload: str
+    model: str
+    dataset: str
+    params: Mapping[str, Any]
+    data_param: str                  # the workload parameter that says which data it trains on
+    synthetic: tuple[Any, ...]       # the values of it that mean orch's own synthetic data
+
+
+# MLPerf Training's references, for the benchmarks orch has a workload family for (docs/workloads.md).
+MLPERF_REFERENCES: dict[str, Reference] = {
+    "retinanet": Reference("retinanet", "RetinaNet with a ResNeXt50-32x4d FPN at 800×800 px, 264 classes",
+                           "OpenImages (MLPerf's 264-class subset)",
+                           {"backbone": "resnext50_32x4d", "image_size": 800, "classes": 264}, "dataset",
+                           ("synthetic", "coco")),
+    "resnet": Reference("torchvision", "ResNet-50 at 224×224 px, 1,000 classes", "ImageNet",
+                        {"arch": "resnet50", "image_size": 224, "classes": 1000}, "data_path", ("",)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadCheck:
+    """Whether an RCP file describes the measured workload: what it describes, and each difference in words."""
+
+    describes: str
+    differences: tuple[str, ...]
+    unchecked: str = ""              # why nothing could be compared ("" when it was)
+
+    @property
+    def matches(self) -> bool:
+        return not self.differences and not self.unchecked
+
+
+def _params_words(params: Mapping[str, Any], keys: Sequence[str]) -> str:
+    return ", ".join(f"{k} {params.get(k)!r}" for k in keys)
+
+
+def check_workload(benchmark: str | None, meta: Mapping[str, Any] | None, workload: str,
+                   params: Mapping[str, Any]) -> WorkloadCheck:
+    """Compare the RCP's benchmark (or, for a file orch exported, the workload it recorded in `meta`) with the
+    measured workload and its parameters.
+
+    >>> c = check_workload("retinanet", None, "retinanet", {"backbone": "resnet18", "image_size": 128,
+    ...                                                     "classes": 4, "dataset": "synthetic"})
+    >>> print(c.describes.replace(", on ", ",\\n  on "))
+    MLPerf's retinanet: RetinaNet with a ResNeXt50-32x4d FPN at 800×800 px, 264 classes,
+      on OpenImages (MLPerf's 264-class subset)
+    >>> for d in c.differences: print(d.replace("; ", ";\\n  "))
+    model: backbone 'resnext50_32x4d', image_size 800, classes 264 in the reference;
+      backbone 'resnet18', image_size 128, classes 4 measured
+    data set: OpenImages (MLPerf's 264-class subset) in the reference;
+      dataset 'synthetic' measured
+    """
+    if meta and meta.get("workload"):
+        theirs = dict(meta.get("params") or {})
+        differences = ([f"workload: {meta['workload']} in the file; {workload} measured"]
+                       if meta["workload"] != workload else [])
+        keys = sorted(k for k in set(theirs) | set(params) if theirs.get(k) != params.get(k))
+        if keys:
+            differences.append(f"parameters: {_params_words(theirs, keys)} in the file; "
+                               f"{_params_words(params, keys)} measured")
+        return WorkloadCheck(f"orch's workload {meta['workload']} ({benchmark or 'no benchmark named'})",
+                             tuple(differences))
+    ref = MLPERF_REFERENCES.get(benchmark or "")
+    if ref is None:
+        why = ("it names no benchmark" if not benchmark else
+               f"orch does not know the reference model of benchmark {benchmark!r}")
+        return WorkloadCheck(f"benchmark {benchmark}" if benchmark else "an unnamed benchmark", (),
+                             f"{why}: nothing says it describes the measured workload {workload}")
+    out = []
+    if workload != ref.workload:
+        out.append(f"workload: {ref.workload} builds the reference; {workload} measured")
+    keys = [k for k, v in ref.params.items() if params.get(k) != v]
+    if keys:
+        out.append(f"model: {_params_words(ref.params, keys)} in the reference; {_params_words(params, keys)} "
+                   "measured")
+    data = params.get(ref.data_param, ref.synthetic[0])
+    if data in ref.synthetic:
+        out.append(f"data set: {ref.dataset} in the reference; {ref.data_param} {data!r} measured")
+    return WorkloadCheck(f"MLPerf's {benchmark}: {ref.model}, on {ref.dataset}", tuple(out))

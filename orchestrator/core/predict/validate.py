@@ -33,6 +33,7 @@ import numpy as np
 
 from orchestrator.core.predict.comm import LinkFit
 from orchestrator.core.predict.epochs import BatchPoint, fit_epochs
+from orchestrator.core.predict.noise_prior import BCritPrior
 from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
 
 MODEL, LINEAR, AMDAHL = "orch model", "linear scaling", "Amdahl (total cores)"
@@ -386,15 +387,16 @@ def rcp_interpolation(points: Sequence[BatchPoint], global_batch: int) -> float:
     return float(np.interp(global_batch, xs, [p.mean for p in points]))
 
 
-def validate_epochs(points: Sequence[BatchPoint]) -> list[EpochsHeldOut]:
-    """Leave one global batch out: refit without it, predict it (needs 3 converged batches)."""
+def validate_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) -> list[EpochsHeldOut]:
+    """Leave one global batch out: refit without it (with B_simple's prior, where there is one), predict it
+    (needs 3 converged batches)."""
     good = [p for p in points if p.converged]
     if len({p.global_batch for p in good}) < 3:
         return []
     out = []
     for p in good:
         rest = [q for q in good if q is not p]
-        model = fit_epochs(rest)
+        model = fit_epochs(rest, prior)
         out.append(EpochsHeldOut(p.global_batch, p.mean, model.curve(p.global_batch),
                                  rcp_interpolation(rest, p.global_batch)))
     return out

@@ -1,0 +1,166 @@
+"""What does measuring the gradient noise scale cost a training step (issue 44's goal: at most 2%)?
+
+Side by side in one run: each rank builds the workload twice from the same seed, one copy wrapped as a
+throughput trial wraps it (`orchestrator.run.ddp.wrap`, the workload's DDP switches) and stepped by
+`protocol.make_step`, the other wrapped with the noise hook and stepped by `run.noise_scale.NoiseScale` as a
+convergence run steps it. Blocks of steps alternate between the two (ABBA order, so neither always goes
+first), each block timed between barriers by the slowest rank; the overhead is the ratio of the two copies'
+median block times, and its spread the range of the per-pair ratios. With 2 ranks that is the per-bucket
+hook and the one small all-reduce per step; with 1 rank, the step split into two micro-batches every
+`ONE_RANK_EVERY_STEPS`-th step.
+
+Workloads: the classifier of sweeps/classifier.yaml (local batches 32 and 128) and the small RetinaNet of
+sweeps/retinanet.yaml (local batch 8), their parameters as the files give them; each rank pinned to one core.
+
+    python benchmarks/bench_noise_scale.py                 # both models, 1 and 2 ranks (about 10 minutes on 2 cores)
+    python benchmarks/bench_noise_scale.py --quick         # short blocks, a check that it runs (about 2 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
+
+# (label, sweep file, local batch)
+CASES = (("classifier", "classifier.yaml", 32), ("classifier", "classifier.yaml", 128),
+         ("retinanet", "retinanet.yaml", 8))
+
+
+def sweep_params(sweep: str) -> tuple[str, dict]:
+    import yaml
+
+    doc = yaml.safe_load((REPO / "sweeps" / sweep).read_text())
+    return doc["workload"]["name"], doc["workload"]["params"]
+
+
+def _build(name: str, params_json: str, rank: int, world: int, local_batch: int):
+    import torch
+
+    from orch.workload import RankContext, ddp_options_of
+    from orchestrator.io.isa import decided_here
+    from orchestrator.io.workload_finder import find_workload, parse_params
+
+    workload = find_workload(name).workload
+    params, problems = parse_params(workload, json.loads(params_json))
+    if problems:
+        raise ValueError("; ".join(map(str, problems)))
+    params = decided_here(params) if hasattr(params, "precision") else params
+    ctx = RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0, threads=torch.get_num_threads())
+    return workload.build(params, ctx), ddp_options_of(params)
+
+
+def worker(name: str, params_json: str, local_batch: int, warmup: int, steps: int, blocks: int) -> None:
+    """One rank: both copies built and wrapped, warmed up, then `blocks` ABBA pairs of `steps` steps each."""
+    import torch
+    import torch.distributed as dist
+
+    from orchestrator.run import ddp
+    from orchestrator.run.noise_scale import NoiseScale
+    from orchestrator.run.protocol import make_step
+
+    torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    plain_trainer, options = _build(name, params_json, rank, world, local_batch)
+    noise_trainer, _ = _build(name, params_json, rank, world, local_batch)
+    plain = ddp.wrap(plain_trainer.module, options) if world > 1 else plain_trainer.module
+    noisy = ddp.wrap(noise_trainer.module, options, noise_scale=True) if world > 1 else noise_trainer.module
+    batches = []
+    for batch in plain_trainer.batches(0):
+        batches.append(batch)
+        if len(batches) == 8:
+            break
+    noise = NoiseScale(noisy, noise_trainer.optimizer, world=world, local_batch=local_batch)
+    steppers = {"plain": make_step(plain, plain_trainer.optimizer), "noise": noise.step}
+    for i in range(warmup):
+        for step in steppers.values():
+            step(batches[i % len(batches)])
+    times: dict[str, list[float]] = {"plain": [], "noise": []}
+    for pair in range(blocks):
+        for which in (("plain", "noise") if pair % 2 == 0 else ("noise", "plain")):
+            dist.barrier()
+            start = time.perf_counter()
+            for i in range(steps):
+                steppers[which](batches[i % len(batches)])
+            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)   # the slowest rank's block
+            times[which].append(float(elapsed) / steps * 1e3)
+    if rank == 0:
+        print(json.dumps({"step_ms": times, "b_simple": noise.meter.estimate().b_simple}), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def launch(ranks: int, name: str, params: dict, local_batch: int, warmup: int, steps: int, blocks: int) -> dict:
+    """`ranks` pinned processes of one thread each, on this process's first `ranks` CPUs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < ranks:
+        raise SystemExit(f"need {ranks} CPUs, this process may use {len(cpus)}")
+    port, procs = free_port(), []
+    for rank in range(ranks):
+        env = rank_environment(dict(os.environ), cpus=[cpus[rank]], ccl_cpus_on_node=[], backend="gloo", rank=rank,
+                               local_rank=rank, world_size=ranks, local_world_size=ranks,
+                               master_addr="127.0.0.1", master_port=port)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        procs.append(subprocess.Popen(
+            ["taskset", "-c", str(cpus[rank]), sys.executable, __file__, "--worker", name, json.dumps(params),
+             str(local_batch), str(warmup), str(steps), str(blocks)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO))
+    outs = [p.communicate() for p in procs]
+    if any(p.returncode for p in procs):
+        tails = "\n".join(err[-1500:] for _, err in outs)
+        raise RuntimeError(f"{ranks}-rank run failed ({[p.returncode for p in procs]}):\n{tails}")
+    return json.loads(outs[0][0].strip().splitlines()[-1])
+
+
+def row(label: str, ranks: int, batch: int, result: dict) -> list[str]:
+    """The table row: median step with and without, the overhead and the range of the per-pair ratios."""
+    plain, noisy = result["step_ms"]["plain"], result["step_ms"]["noise"]
+    ratios = [n / p for p, n in zip(plain, noisy)]
+    overhead = statistics.median(noisy) / statistics.median(plain) - 1
+    b = result.get("b_simple")
+    return [label, f"{ranks}×1×{batch}", f"{statistics.median(plain):.2f}", f"{statistics.median(noisy):.2f}",
+            f"{100 * overhead:+.1f}%", f"{100 * (min(ratios) - 1):+.1f}% to {100 * (max(ratios) - 1):+.1f}%",
+            f"{b:.4g}" if b is not None else "–"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short blocks: checks that it runs, measures little")
+    parser.add_argument("--ranks", default="1,2", help="rank counts to run (default 1,2)")
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        name, params, batch, warmup, steps, blocks = args.worker
+        worker(name, params, int(batch), int(warmup), int(steps), int(blocks))
+        return
+    from benchmarks.common import environment_line, format_table
+
+    warmup, blocks = (2, 2) if args.quick else (5, 8)
+    print(environment_line())
+    rows = []
+    for label, sweep, batch in CASES:
+        name, params = sweep_params(sweep)
+        steps = (2 if args.quick else 10) if name == "retinanet" else (10 if args.quick else 60)
+        for ranks in (int(r) for r in args.ranks.split(",")):
+            started = time.perf_counter()
+            result = launch(ranks, name, params, batch, warmup, steps, blocks)
+            rows.append(row(label, ranks, batch, result))
+            print(f"  {label} {ranks}×1×{batch}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    print(format_table(["model", "layout", "step ms, plain", "step ms, with B_simple", "overhead",
+                        "per-pair range", "B_simple"], rows))
+
+
+if __name__ == "__main__":
+    main()
