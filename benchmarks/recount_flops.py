@@ -63,13 +63,18 @@ def recounted(records: Any, ratio: float) -> list[Any]:
 def report(folder: Path) -> None:
     from orchestrator.core import records as rec
     from orchestrator.core.flop_count import TORCH_DEFAULT
+    from orchestrator.core.probe import flop_text
     from orchestrator.core.tables import flops_rule_of, hardware_efficiency_table
     from orchestrator.io.store import load_results
 
     results = load_results(folder)
     counted = [r for r in results.records.ok(rec.Kind.THROUGHPUT)
                if r.throughput and r.throughput.train_flops_per_sample]
-    if not counted or any(flops_rule_of(r) != TORCH_DEFAULT for r in counted):
+    if not counted:
+        print(f"## {folder}\n\nnothing to recount: no trial counted its FLOPs (the table uses the sweep's figure: "
+              f"{(results.derived.sources or {}).get('flops_per_sample', 'none given')})\n")
+        return
+    if any(flops_rule_of(r) != TORCH_DEFAULT for r in counted):
         print(f"## {folder}\n\nnothing to recount: its FLOPs are stated or counted by the valid-tap rule already\n")
         return
     workload = results.sweep_spec["workload"]
@@ -77,8 +82,8 @@ def report(folder: Path) -> None:
     every_tap, valid = counts(workload["name"], workload.get("params") or {}, counted[0].local_batch or 1)
     before = hardware_efficiency_table(results.records)
     after = hardware_efficiency_table(recounted(results.records, valid / every_tap))
-    print(f"## {folder}\n\n{workload['name']}: recorded {recorded / 1e9:.4g} GFLOP per sample; recounted now at local "
-          f"batch {counted[0].local_batch}: torch's own {every_tap / 1e9:.4g}, orch's {valid / 1e9:.4g} "
+    print(f"## {folder}\n\n{workload['name']}: recorded {flop_text(recorded)} per sample; recounted now at local "
+          f"batch {counted[0].local_batch}: torch's own {flop_text(every_tap)}, orch's {flop_text(valid)} "
           f"(torch's is {every_tap / valid - 1:+.1%})\n")
     print("| layout | GFLOP/s before | after | % of peak before | after |\n|---|---:|---:|---:|---:|")
     for (label, old), (_, new) in zip(before.rows, after.rows, strict=True):
@@ -86,12 +91,13 @@ def report(folder: Path) -> None:
     print()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
-    for folder in parser.parse_args().folders:
+    for folder in parser.parse_args(argv).folders:
         report(folder)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
