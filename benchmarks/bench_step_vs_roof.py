@@ -6,8 +6,9 @@ memory formats) and against the 2048² GEMM alone, natively and under the AVX2 c
 The cap only takes effect when set before a process starts, so each setting is its own process, pinned to one
 core with one thread. In a process, rounds alternate: the step's steps, then every roof primitive and the GEMM
 peak; each side keeps its fastest (another process's time slice only ever slows a call). The step's GFLOP/s is
-torch's FLOP counter's (what the hardware-efficiency table uses), and benchdnn's count beside it (a convolution
-tap in the padding is not work: torch's counter counts it), from the forward convolutions' ratio of the two.
+orch's FLOP counter's (run.flops: what a trial records and the hardware-efficiency table uses; a convolution's
+taps inside the input, as benchdnn and the roof count them), and torch's own count beside it (every tap, those in
+the zero padding too: what records older than the valid-tap count hold).
 
     python benchmarks/bench_step_vs_roof.py                 # 3 rounds per setting
     python benchmarks/bench_step_vs_roof.py --rounds 1      # a smoke run (about 1 min per setting)
@@ -42,36 +43,13 @@ def _trainer():  # noqa: ANN202  (torch types: imported in the child only)
     return workload.build(p, RankContext(rank=0, world_size=1, local_batch=LOCAL_BATCH, seed=0, threads=1))
 
 
-def _benchdnn_share(module, step, batch) -> float:  # noqa: ANN001
-    """benchdnn's convolution FLOPs ÷ torch's counter's, over the forward convolutions of one step."""
-    import torch
-
-    from orchestrator.core.profile.roofline import valid_taps
-
-    counted = {"torch": 0, "benchdnn": 0}
-
-    def hook(m, inputs, out) -> None:  # noqa: ANN001
-        (n, ic, ih, iw), (oh, ow) = inputs[0].shape, out.shape[2:]
-        per_tap = 2 * n * m.out_channels * (ic // m.groups)
-        counted["torch"] += per_tap * oh * ow * m.kernel_size[0] * m.kernel_size[1]
-        counted["benchdnn"] += per_tap * (valid_taps(oh, ih, m.kernel_size[0], m.stride[0], m.padding[0],
-                                                     m.dilation[0] - 1)
-                                          * valid_taps(ow, iw, m.kernel_size[1], m.stride[1], m.padding[1],
-                                                       m.dilation[1] - 1))
-
-    hooks = [m.register_forward_hook(hook) for m in module.modules() if isinstance(m, torch.nn.Conv2d)]
-    step(batch)
-    for h in hooks:
-        h.remove()
-    return counted["benchdnn"] / counted["torch"]
-
-
 def child(rounds: int) -> None:
     """One setting, in a fresh process pinned to one core: the step and the roof, alternating."""
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from orchestrator.run.flops import flop_counter
     from orchestrator.run.protocol import gemm_peak, make_step
     from orchestrator.run.roof import compute_roof
 
@@ -81,10 +59,12 @@ def child(rounds: int) -> None:
     batches = [b for _, b in zip(range(4), trainer.batches(0))]
     for b in batches[:3]:
         step(b)
-    counter = FlopCounterMode(display=False)
+    counter, every_tap = flop_counter(), FlopCounterMode(display=False)
     with counter:
         step(batches[0])
-    flop, share = counter.get_total_flops(), _benchdnn_share(trainer.module, step, batches[0])
+    with every_tap:
+        step(batches[0])
+    flop, torch_share = counter.get_total_flops(), every_tap.get_total_flops() / counter.get_total_flops()
     best_step_s, roof, gemm = float("inf"), {}, 0.0
     for _ in range(rounds):
         for b in batches:
@@ -95,7 +75,7 @@ def child(rounds: int) -> None:
             roof[name] = max(roof.get(name, 0.0), rate["best_gflops"])
         gemm = max(gemm, gemm_peak(1, "fp32", seconds=1.0)["best_gflops"])
     top = max(roof, key=lambda n: roof[n])
-    print(json.dumps({"step_gflops": flop / best_step_s / 1e9, "benchdnn_share": share, "roof_gflops": roof[top],
+    print(json.dumps({"step_gflops": flop / best_step_s / 1e9, "torch_share": torch_share, "roof_gflops": roof[top],
                       "roof_primitive": top, "gemm_2048_gflops": gemm, "samples_per_s": LOCAL_BATCH / best_step_s,
                       "aten_capability": torch.backends.cpu.get_cpu_capability()}))
 
@@ -109,15 +89,15 @@ def main() -> None:
         child(args.rounds)
         return
     base = {k: v for k, v in os.environ.items() if k not in CAP}
-    print("| setting | samples/s | step GFLOP/s (torch / benchdnn count) | roof GFLOP/s (primitive) | 2048² GEMM "
+    print("| setting | samples/s | step GFLOP/s (orch / torch's count) | roof GFLOP/s (primitive) | 2048² GEMM "
           "| step ÷ roof | step ÷ GEMM |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, env in (("native", base), ("AVX2 cap", {**base, **CAP})):
         done = subprocess.run([sys.executable, __file__, "--child", "--rounds", str(args.rounds)], env=env,
                               capture_output=True, text=True, check=True, cwd=REPO)
         r = json.loads(done.stdout.strip().splitlines()[-1])
-        step, real = r["step_gflops"], r["step_gflops"] * r["benchdnn_share"]
-        print(f"| {name} ({r['aten_capability']}) | {r['samples_per_s']:.2f} | {step:.1f} / {real:.1f} | "
+        step, every_tap = r["step_gflops"], r["step_gflops"] * r["torch_share"]
+        print(f"| {name} ({r['aten_capability']}) | {r['samples_per_s']:.2f} | {step:.1f} / {every_tap:.1f} | "
               f"{r['roof_gflops']:.1f} ({r['roof_primitive']}) | {r['gemm_2048_gflops']:.1f} | "
               f"{step / r['roof_gflops']:.1%} | {step / r['gemm_2048_gflops']:.1%} |")
 

@@ -180,11 +180,13 @@ def _layout(ranks, threads, batch):
     return dict(ranks=ranks, threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch)
 
 
-def tp(ranks, threads, batch, samples_per_s, *, cv=0.01, flops=None):
+def tp(ranks, threads, batch, samples_per_s, *, cv=0.01, flops=None, flops_rule="valid-taps"):
+    """`flops_rule=None`: a record older than the rule's field (its FLOPs torch's own formula counted)."""
     return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.OK,
                       **_layout(ranks, threads, batch),
                       throughput=rec.ThroughputSection(samples_per_s=samples_per_s, cv=cv,
-                                                       train_flops_per_sample=flops))
+                                                       train_flops_per_sample=flops,
+                                                       train_flops_rule=flops_rule if flops else None))
 
 
 def infeasible(ranks, threads, batch, *messages):

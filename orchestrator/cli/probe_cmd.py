@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
                     "Fits one rank's peak private memory (resident less file-backed pages) as intercept + slope × "
                     "local batch with a stated margin (DDP's gradient buckets added), measures the libraries' "
                     "file-backed pages that a node holds once for its ranks, counts the training FLOPs per sample "
-                    "with torch's FLOP counter and reads the train split's length, then caches the result (per "
+                    "with orch's FLOP counter (torch's, a convolution's taps inside the input only) and reads the "
+                    "train split's length, then caches the result (per "
                     "workload, parameters, precision and torch version) where `orch plan` and `orch sweep` find "
                     "it. The workload's own figures win where it declares them. Exit status: 0 ok (or nothing to "
                     "probe), 2 bad input or a probe that failed (the rank's error).")

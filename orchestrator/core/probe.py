@@ -172,8 +172,9 @@ class ProbePoint(JsonObject):
     peak_uss_mib: float | None = optional()              # format 1: a rank alone's unique memory
     rank_peak_uss_mib: float | None = optional()
     watched_peak_uss_mib: float | None = optional()
-    flops_per_step: float | None         # torch's FLOP counter on one training step
+    flops_per_step: float | None         # orch's FLOP counter on one training step
     flops_error: str | None = optional()  # why counting failed
+    flops_rule: str | None = optional()   # how they were counted (core.flop_count); absent: torch's own formula
     samples_per_epoch: int | None = None  # Trainer.samples_per_epoch()
     gradient_bytes: int = 0              # the trained parameters' gradients
     wall_s: float = 0.0
@@ -210,6 +211,7 @@ class ProbeResult(JsonObject):
     samples_per_epoch: int | None
     samples_source: str
     cpu: str | None = optional()    # the CPU's model name where it ran: its step times hold for that CPU only
+    flops_rule: str | None = optional()   # how flops_per_sample was counted (core.flop_count); absent: torch's own
 
     def startup_s(self, cpu: str) -> float | None:
         """A rank's start-up on `cpu` (launch to first step: imports, the model's build), the mean of the probe's
@@ -252,14 +254,15 @@ def _flops(points: Sequence[ProbePoint]) -> tuple[float | None, str]:
     """FLOPs per sample from the largest batch's counted step, with its source; None with the reason."""
     largest = max(points, key=lambda p: p.local_batch)
     if largest.flops_per_step is None:
-        return None, ("not counted: torch's FLOP counter failed on a training step "
+        return None, ("not counted: orch's FLOP counter (torch's) failed on a training step "
                       f"({largest.flops_error or 'no reason given'})")
     if largest.flops_per_step <= 0:
-        return None, ("not counted: torch's FLOP counter found no matmul or convolution in a training step (it counts "
-                      "only those); give the workload's train_flops_per_sample")
+        return None, ("not counted: orch's FLOP counter (torch's) found no matmul or convolution in a training step "
+                      "(it counts only those); give the workload's train_flops_per_sample")
     per_sample = largest.flops_per_step / largest.local_batch
-    return per_sample, (f"counted by torch's FLOP counter on a training step at local batch {largest.local_batch} "
-                        f"in the probe: {flop_text(per_sample)} per sample")
+    return per_sample, (f"counted by orch's FLOP counter (torch's, convolutions over the taps inside the input) on a "
+                        f"training step at local batch {largest.local_batch} in the probe: {flop_text(per_sample)} "
+                        "per sample")
 
 
 def _samples(points: Sequence[ProbePoint]) -> tuple[int | None, str]:
@@ -290,4 +293,5 @@ def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *,
                        backend=str(f["backend"]), held_batches=int(f["held_batches"]), threads=threads,
                        measured_at=measured_at, points=tuple(ordered), ddp_copies=ddp_copies, memory=memory,
                        flops_per_sample=flops, flops_source=flops_source, samples_per_epoch=samples,
-                       samples_source=samples_source, cpu=cpu or None)
+                       samples_source=samples_source, cpu=cpu or None,
+                       flops_rule=max(ordered, key=lambda p: p.local_batch).flops_rule if flops else None)

@@ -23,6 +23,8 @@ Section layouts (units in the names):
 
     throughput: {samples_per_s, samples_per_s_repeats[], cv, timed_s_repeats[], warmup_steps, timed_steps,
                  repeats, step_ms_median[rank], step_ms_p90[rank], data_wait_share, train_flops_per_sample,
+                 train_flops_rule (how they were counted: valid-taps or stated; absent in records older than
+                 the field, whose count was torch's own, every convolution tap in the padding included),
                  gradient_bytes, ddp_bucket_bytes[] (null for one rank; in the gradients' dtype),
                  ddp_wire_dtype, ddp_wire_bucket_bytes[] (what each bucket's all-reduce moves: half of it with
                  a 16-bit ddp_comm_hook; null for one rank and in records older than the fields)}
@@ -189,6 +191,9 @@ class ThroughputSection(JsonObject):
     step_ms_p90: list[float] | None = None           # per rank
     data_wait_share: float | None = None
     train_flops_per_sample: float | None = None
+    # how train_flops_per_sample was counted (core.flop_count): valid-taps (orch's counter) or stated (a
+    # script's or the sweep file's figure); absent in older records, whose count was torch's own formula
+    train_flops_rule: str | None = optional()
     gradient_bytes: int | None = None
     ddp_bucket_bytes: list[int] | None = None        # null for one rank; in the gradients' dtype
     ddp_wire_dtype: str | None = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core import records as rec
+from orchestrator.core.flop_count import TORCH_DEFAULT, rule_of
 from orchestrator.core.grid import Trial
 from orchestrator.core.peaks import LayoutPeak, choose_precision, peak_index
 from orchestrator.core.table import DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table, grid_table, mark_best
@@ -292,8 +293,10 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
                               fallback_flops: float | None = None, fallback_source: str = "") -> Table:
     """Achieved FLOP/s of every ok layout against the measured compute roof of the same cores, in percent.
 
-    achieved = samples_per_s × train_flops_per_sample (the trial's own count by torch's FLOP counter; where
-    it has none, `fallback_flops`, the sweep's figure from `fallback_source`, footnoted); roof = the layout's
+    achieved = samples_per_s × train_flops_per_sample (the trial's own count by orch's FLOP counter, a
+    convolution's taps inside the input as the roof's convolutions are counted: `core.flop_count`; a record
+    older than that count, torch's own formula, is footnoted; where it has none, `fallback_flops`, the sweep's
+    figure from `fallback_source`, footnoted); roof = the layout's
     compute roof measured with all of its ranks at once, pinned as in the trial: the best of several GEMM
     sizes and convolution shapes (see `orchestrator.core.peaks`; older results: the GEMM alone, or ranks × one
     rank's GEMM, footnoted). Example: 2 ranks × 2 threads at 13,000 samples/s × 6.0e6 FLOP/sample =
@@ -308,9 +311,11 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
     ok = {p: sps for p, record in index.items() if (sps := samples_per_s(record))}
     for point in sorted(ok, key=lambda p: (p.local_batch, p.cores, p.ranks)):
         ranks, threads, sps = point.ranks, point.threads_per_rank, ok[point]
-        section = index[point].throughput
-        counted = section.train_flops_per_sample if section is not None else None
+        record = index[point]
+        counted = record.throughput.train_flops_per_sample if record.throughput is not None else None
         achieved, cell = _achieved(sps, counted, fallback_flops, fallback_source, notes)
+        if counted and flops_rule_of(record) == TORCH_DEFAULT:
+            cell = Cell(f"{cell.text} {notes.letter(OLD_COUNT_NOTE)}", cell.value, cell.mark)
         roof = peaks.roof_of_layout(ranks, threads, precision)
         cells = [Cell(str(ranks * threads), ranks * threads), Cell(format_quantity(sps), sps), cell]
         cells.append(_peak_cell(roof, ranks, threads, precision, notes))
@@ -329,10 +334,27 @@ def hardware_efficiency_table(records: Iterable[rec.Record], precision: str | No
                  caption=caption)
 
 
+# The footnote of a GFLOP/s figure whose FLOPs torch's own formula counted (a record older than the valid-tap count).
+OLD_COUNT_NOTE = ("FLOPs per sample counted by an orch older than the valid-tap count, with torch's own convolution "
+                  "formula: every kernel tap, those in the zero padding too. Where the model has padded convolutions, "
+                  "this GFLOP/s and its % of peak are too high by the padded taps' share (most for small feature "
+                  "maps; none for a model of matmuls alone); a trial measured now counts only the taps inside the "
+                  "input, as the roof's convolutions are counted")
+
+
+def flops_rule_of(record: rec.Record) -> str:
+    """How a throughput record's FLOPs per sample were counted (core.flop_count.rule_of): a script's stated figure
+    is known in older records by the script in `applied`."""
+    section = record.throughput
+    return rule_of(section.train_flops_rule if section is not None else None,
+                   stated=bool(record.applied and "script" in record.applied))
+
+
 def _hardware_caption(precision: str | None, gemm_only: bool) -> str:
     """What the table divides by: the compute roof, or (records from before it) the GEMM alone."""
-    achieved = ("Achieved GFLOP/s = samples/s × training FLOP per sample (as torch's FLOP counter counted a training "
-                "step in the trial: matmuls and convolutions), against ")
+    achieved = ("Achieved GFLOP/s = samples/s × training FLOP per sample, as the trial counted one training step "
+                "(torch's FLOP counter with convolutions counted as benchdnn and the roof count them: only the kernel "
+                "taps inside the input, in the forward and in each gradient; matmuls as torch counts them), against ")
     if gemm_only:
         return achieved + (f"the measured {precision or 'GEMM'} GEMM peak of the same cores: the layout's ranks "
                            "running the GEMM all at once, each pinned as in the trial.")

@@ -2,8 +2,11 @@
 
 A probe (`orchestrator.run.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
 reference and a fingerprint of the file that defines it, its parameters (the precision chosen), the precision,
-torch's version, the backend, the batches a throughput trial holds, and the probe's format (`probe_key_fields`).
-Any of them changed, the probe is measured again; an unreadable or foreign file is a miss, never an error.
+torch's version, the backend, the batches a throughput trial holds, the probe's format and the rule its FLOP
+counter counts by (`probe_key_fields`). Any of them changed, the probe is measured again; an unreadable or foreign
+file is a miss, never an error. The FLOP rule (`core.flop_count.FLOPS_RULE`) is a key of its own, not a new format:
+a probe whose FLOPs torch's own convolution formula counted is measured again, while a results folder's probe.json
+of that time still reads (the format says how memory is measured, which did not change).
 Reading needs no torch (`orch plan` reads the cache): torch's version comes from its installed metadata.
 
 A sweep keeps the probe it planned with as `probe.json` in its results folder.
@@ -26,6 +29,7 @@ from orchestrator.constants import (
     DEFAULT_XDG_CACHE_HOME,
     XDG_CACHE_HOME_ENV_VAR,
 )
+from orchestrator.core.flop_count import FLOPS_RULE
 from orchestrator.core.probe import PROBE_BATCHES, PROBE_FORMAT, PROBE_STEPS, ProbeResult, held_batches, probe_key
 from orchestrator.core.schema import to_plain
 from orchestrator.io.files import write_atomic
@@ -90,7 +94,7 @@ def probe_key_fields(sweep: Any, backend: str) -> dict[str, Any]:
             "params": to_plain(sweep.params), "precision": sweep.requested_precision or "fp32",
             "torch": torch_version(), "backend": backend,
             "held_batches": held_batches(m.data, m.warmup_steps, m.timed_steps),
-            "batches": list(PROBE_BATCHES), "steps": PROBE_STEPS}
+            "batches": list(PROBE_BATCHES), "steps": PROBE_STEPS, "flops_rule": FLOPS_RULE}
 
 
 def _path(workload_name: str, key: str) -> Path:

@@ -133,7 +133,8 @@ def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float, launch
     return ProbePoint(local_batch=local_batch, peak_private_mib=own if own is not None else watched,
                       rank_peak_private_mib=own, watched_peak_private_mib=watched,
                       library_mib=report.library_mib or outcome.shared_mib, flops_per_step=report.flops_per_step,
-                      flops_error=report.flops_error, samples_per_epoch=report.samples_per_epoch,
+                      flops_error=report.flops_error, flops_rule=report.flops_rule,
+                      samples_per_epoch=report.samples_per_epoch,
                       gradient_bytes=report.gradient_bytes, wall_s=wall_s, step_s=report.step_s,
                       startup_s=ready_at - launched_at if ready_at else None)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from orchestrator.core.flop_count import FLOPS_RULE
 from orchestrator.core.probe import held_batches
 from orchestrator.run.job import Phase, ProgressWriter, RankJob
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
@@ -88,16 +89,11 @@ def _cycle_epochs(batches: Callable[[int], Iterator[tuple]]) -> Iterator[tuple]:
 
 
 def count_train_flops(step: Callable[[tuple], Any], batch: tuple) -> float | None:
-    """FLOPs of one training step, counted by PyTorch's FlopCounterMode (matmuls and convolutions)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    """FLOPs of one training step by orch's counter (run.flops: torch's FlopCounterMode, convolutions over the
+    taps inside the input); None where it cannot follow the step (best effort: that must not fail the trial)."""
+    from orchestrator.run.flops import count_flops
 
-    try:
-        counter = FlopCounterMode(display=False)
-        with counter:
-            step(batch)
-        return float(counter.get_total_flops())
-    except Exception:  # counting is best effort: a custom op it cannot see must not fail the trial
-        return None
+    return count_flops(lambda: step(batch))[0]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -146,7 +142,8 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     return ThroughputReport(allreduce_check=check, **gradient_sizes(module), repeat_s=repeat_s,
                             step_ms_median=statistics.median(step_ms), step_ms_p90=percentile(step_ms, 90),
                             data_wait_s=wait_s, timed_s=sum(repeat_s),
-                            train_flops_per_sample=flops / job.local_batch if flops else None)
+                            train_flops_per_sample=flops / job.local_batch if flops else None,
+                            train_flops_rule=FLOPS_RULE if flops else None)
 
 
 def gradient_sizes(module: Any) -> dict[str, Any]:

@@ -103,6 +103,7 @@ def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputS
         step_ms_median=[r.step_ms_median for r in reports], step_ms_p90=[r.step_ms_p90 for r in reports],
         data_wait_share=_data_wait_share(reports, total_timed),
         train_flops_per_sample=first.train_flops_per_sample,
+        train_flops_rule=first.train_flops_rule if first.train_flops_per_sample else None,
         # what the gradient all-reduce moves, for orch predict
         gradient_bytes=first.gradient_bytes, ddp_bucket_bytes=first.ddp_bucket_bytes,
         # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes

@@ -30,6 +30,7 @@ class ThroughputReport(Report):
     data_wait_s: float | None                    # waiting for batches in the timed region; None: not seen (a script)
     timed_s: float
     train_flops_per_sample: float | None = None
+    train_flops_rule: str | None = optional()   # how they were counted (core.flop_count); None: not counted
     ddp_wire_dtype: str | None = optional()
     ddp_wire_bucket_bytes: list[int] | None = optional()
 

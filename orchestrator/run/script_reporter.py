@@ -28,6 +28,7 @@ import sys
 import time
 from typing import Any
 
+from orchestrator.core.flop_count import STATED
 from orchestrator.core.records import Kind
 from orchestrator.run.job import PROBE, Phase, ProgressWriter, RankJob, RankResult
 from orchestrator.run.reports import ConvergenceReport, Report, ThroughputReport
@@ -215,6 +216,7 @@ class ScriptReporter:
                            flops_error=None if flops is not None else
                            "a script's FLOPs are not counted: the script reports them (orch.script.flops) or the "
                            "sweep file states them (workload.flops_per_sample)",
+                           flops_rule=STATED if flops is not None else None,
                            samples_per_epoch=None, gradient_bytes=int(sizes.get("gradient_bytes") or 0),
                            gradient_dtype=sizes.get("gradient_dtype"),
                            step_s=statistics.median(self.step_ms) / 1e3 if self.step_ms else None)
@@ -237,7 +239,8 @@ class ScriptReporter:
         return ThroughputReport(allreduce_check=None, **sizes, repeat_s=self.repeat_s,
                                 step_ms_median=statistics.median(self.step_ms),
                                 step_ms_p90=percentile(self.step_ms, 90), data_wait_s=None,
-                                timed_s=sum(self.repeat_s), train_flops_per_sample=self._flops_per_sample())
+                                timed_s=sum(self.repeat_s), train_flops_per_sample=self._flops_per_sample(),
+                                train_flops_rule=STATED if self._flops_per_sample() is not None else None)
 
     # --- convergence ------------------------------------------------------------------------------------------
     def _training(self) -> None:

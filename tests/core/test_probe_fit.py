@@ -36,6 +36,7 @@ def point(batch: int, peak: float, *, flops: float | None = 1000.0, samples: int
     return ProbePoint(local_batch=batch, peak_private_mib=peak, rank_peak_private_mib=peak, library_mib=0.0,
                       watched_peak_private_mib=peak - 1,
                       flops_per_step=None if flops is None else flops * batch, flops_error=error,
+                      flops_rule=None if flops is None else "valid-taps",
                       samples_per_epoch=samples, gradient_bytes=grads, wall_s=1.5)
 
 
@@ -126,8 +127,9 @@ def test_the_result_adds_ddps_copies_of_the_measured_gradients_and_states_each_s
     assert result.memory.ddp_mib == pytest.approx(4.0)               # 1 copy × 4 MiB of gradients
     assert result.memory.mib(8) == pytest.approx((868.0 + 4.0) * 1.15)
     assert result.flops_per_sample == 1000.0
-    assert result.flops_source == ("counted by torch's FLOP counter on a training step at local batch 8 in the probe: "
-                                   "1 kFLOP per sample")
+    assert result.flops_source == ("counted by orch's FLOP counter (torch's, convolutions over the taps inside the "
+                                   "input) on a training step at local batch 8 in the probe: 1 kFLOP per sample")
+    assert result.flops_rule == "valid-taps"                          # what the rank's counter said it counted by
     assert result.samples_per_epoch == 512
     assert result.samples_source == "the train split's length in the probe (Trainer.samples_per_epoch): 512"
     assert result.key == probe_key(KEY_FIELDS) and result.workload == KEY_FIELDS["workload"]
@@ -141,13 +143,14 @@ def test_a_16_bit_hook_with_gradient_views_adds_half_a_copy():
 
 @pytest.mark.parametrize("largest, expected", [
     (point(8, 868.0, flops=None, error="RuntimeError: nonzero is data-dependent"),
-     "not counted: torch's FLOP counter failed on a training step (RuntimeError: nonzero is data-dependent)"),
-    (point(8, 868.0, flops=0.0), "not counted: torch's FLOP counter found no matmul or convolution in a training step "
-                                 "(it counts only those); give the workload's train_flops_per_sample"),
+     "not counted: orch's FLOP counter (torch's) failed on a training step (RuntimeError: nonzero is "
+     "data-dependent)"),
+    (point(8, 868.0, flops=0.0), "not counted: orch's FLOP counter (torch's) found no matmul or convolution in a "
+                                 "training step (it counts only those); give the workload's train_flops_per_sample"),
 ])
 def test_flops_that_could_not_be_counted_are_none_with_the_reason(largest, expected):
     result = probe_result(KEY_FIELDS, [point(2, 820.0), largest], threads=2, measured_at="t", ddp_copies=1.0)
-    assert result.flops_per_sample is None and result.flops_source == expected
+    assert result.flops_per_sample is None and result.flops_source == expected and result.flops_rule is None
 
 
 @pytest.mark.parametrize("samples, expected", [

@@ -89,3 +89,28 @@ def test_linear_scaling_itself_is_not_flagged(make, cell_texts, samples_per_s):
     records = [make.tp(1, 1, 32, 4000.0), make.tp(2, 1, 32, samples_per_s)]
     [table] = tables.efficiency_tables(records, {"ranks": [1, 2], "threads": [1], "local_batches": [32]})
     assert cell_texts(table)[("1", "2")] == "100%" and table.footnotes == ()
+
+
+def test_a_record_counted_by_torchs_own_formula_is_footnoted_and_a_valid_tap_one_is_not(make, cell_texts):
+    # The case again, recorded before the valid-tap count (no train_flops_rule): 14.76 GFLOP per sample as
+    # torch's formula counts the small RetinaNet's step, 13.04 as orch counts it now (only the taps inside the
+    # input): 94.5 GFLOP/s then, 83.5 now, against a roof of 108.5
+    roofed = _with_roof(make.peak_at_once(1, 1, [GEMM]), 108.5, {"gemm 2048": GEMM})
+    old = tables.hardware_efficiency_table([make.tp(1, 1, 8, SAMPLES_PER_S, flops=FLOPS, flops_rule=None), roofed])
+    assert cell_texts(old)[("1×1×8", "GFLOP/s")] == "94.5 a" and cell_texts(old)[("1×1×8", "% of peak")] == "87.1%"
+    assert old.footnotes == ("a: " + tables.OLD_COUNT_NOTE,)
+    assert old.footnotes[0].startswith("a: FLOPs per sample counted by an orch older than the valid-tap count, with "
+                                       "torch's own convolution formula: every kernel tap")
+    new = tables.hardware_efficiency_table([make.tp(1, 1, 8, SAMPLES_PER_S, flops=13.04e9), roofed])
+    assert cell_texts(new)[("1×1×8", "GFLOP/s")] == "83.5" and cell_texts(new)[("1×1×8", "% of peak")] == "76.9%"
+    assert new.footnotes == ()
+    assert "only the kernel taps inside the input" in new.caption
+
+
+def test_a_scripts_stated_flops_are_not_read_as_torchs_count(make, cell_texts):
+    # an older script record: no train_flops_rule, its figure the script's (applied names the script)
+    stated = dataclasses.replace(make.tp(1, 1, 8, 50.0, flops=1e9, flops_rule=None),
+                                 applied={"script": "train.py", "flops_per_sample": "the script (orch.script.flops)"})
+    table = tables.hardware_efficiency_table([stated, make.peak_at_once(1, 1, [GEMM])])
+    assert cell_texts(table)[("1×1×8", "GFLOP/s")] == "50.0" and table.footnotes == ()
+    assert tables.flops_rule_of(stated) == "stated"

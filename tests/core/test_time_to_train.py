@@ -111,14 +111,16 @@ def test_hardware_efficiency_arithmetic(make, cell_texts):
 def test_a_layout_whose_trial_counted_no_flops_uses_the_sweeps_figure_and_says_where_from(make, cell_texts):
     records = [make.tp(1, 1, 32, 4000.0, flops=6.3e6), make.tp(4, 1, 32, 14000.0), make.peak_at_once(1, 1, [150.0]),
                make.peak_at_once(4, 1, [150.0] * 4)]
-    source = "counted by torch's FLOP counter on a training step at local batch 8 in the probe: 6 MFLOP per sample"
+    source = ("counted by orch's FLOP counter (torch's, convolutions over the taps inside the input) on a training "
+              "step at local batch 8 in the probe: 6 MFLOP per sample")
     table = tables.hardware_efficiency_table(records, fallback_flops=6.0e6, fallback_source=source)
     cells = cell_texts(table)
     # the trial's own count stands where it has one; 14,000 × 6.0 MFLOP = 84.0 GFLOP/s where it has none
     assert cells[("1×1×32", "GFLOP/s")] == "25.2"
     assert cells[("4×1×32", "GFLOP/s")] == "84.0 a" and cells[("4×1×32", "% of peak")] == "14.0%"
     assert table.footnotes == (f"a: FLOPs per sample not counted in the trial: {source}",)
-    assert "as torch's FLOP counter counted a training step in the trial" in table.caption
+    assert "as the trial counted one training step" in table.caption
+    assert "only the kernel taps inside the input" in table.caption
 
 
 def test_old_one_rank_peaks_stay_readable_as_ranks_times_peak(make, cell_texts):

@@ -130,3 +130,22 @@ def test_a_training_script_is_probed_for_its_memory_its_epoch_size_is_the_sweep_
     stated = dataclasses.replace(sweep, spec=dataclasses.replace(sweep.spec, constraints=dataclasses.replace(
         sweep.spec.constraints, rank_memory_mib=900.0)))
     assert not stated.facts.needs_probe()
+
+
+def test_a_probe_counted_by_torchs_own_convolution_formula_is_measured_again_its_folder_copy_still_reads(
+        tmp_path, cache):
+    """The FLOP rule is a key of the cache: a probe cached before the valid-tap count (key fields without it, its
+    FLOPs torch's own formula's) is a miss; the same file kept in a results folder still reads (format 2: its
+    memory is measured as now)."""
+    from orchestrator.core.flop_count import FLOPS_RULE
+    from orchestrator.io.probe_cache import PROBE_FILE, read_probe
+
+    sweep = load_sweep(sweep_file(tmp_path, f"{LAZYNET}:workload"))
+    fields = probe_key_fields(sweep, "gloo")
+    assert fields["flops_rule"] == FLOPS_RULE == "valid-taps"
+    older = {k: v for k, v in fields.items() if k != "flops_rule"}
+    path, _ = store_probe("lazynet", fake_probe(older))
+    assert cached_probe("lazynet", older) is not None and cached_probe("lazynet", fields) is None
+    kept = tmp_path / PROBE_FILE
+    kept.write_text(path.read_text())
+    assert read_probe(kept) is not None and read_probe(kept).flops_per_sample == 10.0

@@ -44,3 +44,21 @@ def test_a_new_record_keeps_each_ranks_private_peak_and_libraries():
     ok = next(r for r in records() if r.kind == rec.THROUGHPUT and r.status == rec.OK)
     assert ok.memory is not None and ok.memory.peak_private_mib == [512.5, 513.5] == ok.memory.peak_mib
     assert ok.memory.shared_mib == [0.0, 0.0] and ok.memory.library_mib == 0.0 and ok.memory.peak_uss_mib is None
+
+
+def test_a_trials_record_says_how_its_flops_were_counted_and_an_older_one_reads_as_torchs_count():
+    from record_runs import MEASURE, STARTED_AT, _ok, _throughput, plan
+
+    from orchestrator.core.tables import flops_rule_of
+    from orchestrator.run import recording
+    from orchestrator.run.trial import TrialRun
+
+    p_plan, topology = plan()
+    ranks = [_ok(r, throughput={**_throughput(r), "train_flops_rule": "valid-taps"}) for r in (0, 1)]
+    record = recording.throughput_record(p_plan.cell(2, 1, 8), TrialRun("ok", None, ranks, ready_s=1.5, wall_s=3.25),
+                                         topology=topology, backend="gloo", measure=MEASURE, started_at=STARTED_AT)
+    assert record.throughput.train_flops_rule == "valid-taps" and flops_rule_of(record) == "valid-taps"
+    assert '"train_flops_per_sample":1500000.0,"train_flops_rule":"valid-taps"' in rec.dumps(record)
+    # a record written before the field: read, written back unchanged, and read as torch's own count
+    older = next(r for r in records() if r.kind == rec.THROUGHPUT and r.status == rec.OK)
+    assert '"train_flops_rule"' not in rec.dumps(older) and flops_rule_of(older) == "torch"

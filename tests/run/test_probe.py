@@ -216,3 +216,13 @@ def test_a_training_script_is_probed_as_one_rank_for_its_memory(tmp_path, cache,
     out = " ".join(capsys.readouterr().out.split())
     assert "memory per rank: probe at batches 2 and 8" in out and "(measured by the probe)" in out
     assert "samples per epoch: the sweep file’s workload.samples_per_epoch: 2,048" in out
+
+
+def test_the_probe_counts_a_convolutions_taps_inside_the_input_and_says_so(tmp_path, cache):
+    """tests/data/own_model/convnet.py: a 3×3 pad-1 convolution on 4×4 images and a linear layer, 3,840 FLOPs per
+    image as orch counts them (torch's own formula, which counts the border taps in the padding: 4,896)."""
+    sweep = load_sweep(sweep_of(tmp_path, "conv", f"{OWN_MODEL / 'convnet.py'}:workload"))
+    result = run_probe(sweep, "gloo", ProbeSetup((0,), (0,), 4000.0, "the test's"))
+    assert result.flops_per_sample == 3_840.0
+    assert result.flops_rule == "valid-taps" and {p.flops_rule for p in result.points} == {"valid-taps"}
+    assert "convolutions over the taps inside the input" in result.flops_source

@@ -158,6 +158,7 @@ def test_scripts_are_timed_and_stopped_by_the_trial(tmp_path):
         t = result.throughput
         assert len(t.repeat_s) == 2 and t.timed_s == pytest.approx(sum(t.repeat_s))
         assert t.train_flops_per_sample == 123.0 and t.gradient_bytes == 4 * (16 * 4 + 4) and t.data_wait_s is None
+        assert t.train_flops_rule == "stated"    # the script's figure: orch counted nothing
         assert result.applied["script_args"] == ["--flag", "x"] and result.applied["flops_per_sample"].startswith(
             "the script")
         assert list(result.startup_breakdown_s) == ["interpreter", "import_torch", "orch_store", "script"]

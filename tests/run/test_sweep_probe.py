@@ -60,6 +60,7 @@ def test_sweep_probes_first_plans_by_measured_memory_and_records_the_sources(ray
     # Linear(16, 64), Linear(64, 2): forward 2 × 1,152, the weights' gradients 2 × 1,152, the hidden input's 2 × 128
     assert derived["samples_per_epoch"] == 1024 and derived["train_flops_per_sample"] == 4864.0
     assert one["throughput"]["train_flops_per_sample"] == 4864.0   # the trial's own count agrees
+    assert one["throughput"]["train_flops_rule"] == cached.flops_rule == "valid-taps"   # and says how it counted
 
     assert main(argv) == 0          # resumed: the cached probe plans it, nothing measured again
     assert "probing" not in capsys.readouterr().err

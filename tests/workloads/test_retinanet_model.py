@@ -210,3 +210,27 @@ def test_sharded_evaluation_covers_the_test_split_once_and_scores_as_one():
     assert whole["map50"] > 0, "random boxes at threshold 0 overlap some objects: a zero would prove nothing"
     assert scored["map50"] == pytest.approx(whole["map50"], abs=1e-6) and scored["map"] == pytest.approx(
         whole["map"], abs=1e-6)
+
+
+def test_the_flop_formula_is_the_counted_step_and_the_first_convolutions_input_gradient():
+    """The workload's train_flops_per_sample (3 × its forward, counted on the meta device) against orch's count of a
+    real training step, as the probe and a trial count it (both: a convolution's taps inside the input only). The
+    formula counts both gradients of every convolution; a step computes no input gradient for the first one (the
+    images need none), so the formula is above the step by exactly that: conv1's forward, 7×7 stride 2 pad 3,
+    3 → 64 channels, 64 → 32 px, per dimension 4 + 6 + 29·7 + 5 = 218 taps inside the image: 0.6% at 64 px, well
+    within the 1% the docstring states (frozen layers, trainable_layers < 5, would make the step smaller still)."""
+    from orchestrator.run.kinds.probe import _count_flops
+    from orchestrator.run.protocol import make_step
+
+    p = params(focal_loss="kernel", frozen_bn="fused", memory_format="channels_last")
+    formula = find_workload("retinanet").workload.train_flops_per_sample(p)
+    trainer = build(focal_loss="kernel", frozen_bn="fused", memory_format="channels_last")
+    images, targets = next(trainer.batches(0))
+    step = make_step(trainer.module, trainer.optimizer)
+    step((images, targets))                       # the optimizer's state made: the counted step is a steady one
+    counted, error = _count_flops(step, (images, targets))
+    assert error is None
+    per_image = counted / images.shape[0]
+    conv1 = 2 * 64 * 3 * 218 * 218
+    assert formula - per_image == conv1
+    assert 0 < (formula - per_image) / per_image < 0.01

@@ -58,7 +58,10 @@ class MlpWorkload(Workload[CP]):
         return params.train_samples
 
     def train_flops_per_sample(self, params: CP) -> float | None:
-        """2 FLOPs per weight forward, 4 backward (input and weight gradients): 6 per weight."""
+        """2 FLOPs per weight forward, 4 backward (input and weight gradients): 6 per weight. Matmuls only, counted
+        as orch's counter counts them (torch's rule; no convolution here), biases not counted; a real step computes
+        no input gradient for the first layer (the features need none), so orch counts a step 2 · features · hidden
+        FLOPs per sample lower than this."""
         p = params
         return 6.0 * (p.features * p.hidden + p.hidden * p.hidden + p.hidden * p.classes)
 

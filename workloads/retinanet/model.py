@@ -71,12 +71,13 @@ def build_detector(p: RetinaNetParams) -> RetinaNet:
 
 
 def forward_flops_per_image(p: RetinaNetParams) -> float:
-    """FLOPs of the backbone and heads on one image (matmuls and convolutions), counted on the meta device."""
-    from torch.utils.flop_counter import FlopCounterMode
+    """FLOPs of the backbone and heads on one image (matmuls and convolutions), counted on the meta device by
+    orch's FLOP counter (orchestrator.run.flops: a convolution's taps inside the input, as a trial counts them)."""
+    from orchestrator.run.flops import flop_counter
 
     with torch.device("meta"):
         detector = build_detector(p)
-        counter = FlopCounterMode(display=False)
+        counter = flop_counter()
         with counter:
             features = detector.backbone(torch.empty(1, 3, p.image_size, p.image_size))
             detector.head(list(features.values()))

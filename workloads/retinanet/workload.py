@@ -184,9 +184,14 @@ class RetinaNetWorkload(Workload[RetinaNetParams]):
         return params.train_samples
 
     def train_flops_per_sample(self, params: RetinaNetParams) -> float | None:
-        """3 × the forward FLOPs of the backbone and heads (the backward costs two forwards), counted by PyTorch's
-        FlopCounterMode on the meta device: no memory, no compute, ~1 s with the imports. For the default
-        sweep's model this gives 14.84 GFLOP per image, as FlopCounterMode counts a real step (14.8)."""
+        """3 × the forward FLOPs of the backbone and heads, counted on the meta device by orch's FLOP counter (the one
+        a trial and the probe count a real step with: a convolution's taps inside the input, as benchdnn and the
+        compute roof count them): no memory, no compute, ~1 s with the imports. 3 ×: each convolution's input and
+        weight gradients cost its forward. A real step computes less: no input gradient for the first convolution
+        (the images need none; tests/workloads/test_retinanet_model.py holds the difference to exactly that, 0.6% at
+        64 px), and no gradients for frozen layers (trainable_layers < 5). For the default sweep's model (resnet18,
+        128 px, 4 classes) this gives 13.11 GFLOP per image against 13.04 counted in a real step at local batch 8;
+        torch's own convolution formula, which counts the taps in the zero padding too, gave 14.84 and 14.76."""
         from workloads.retinanet.model import forward_flops_per_image
 
         return 3.0 * forward_flops_per_image(params)

@@ -2,8 +2,8 @@
 trial record, so it has no work item): one rank of the workload at a small local batch, built as a throughput
 trial builds it, holding as many batches as a throughput trial holds before timing, then a few training steps.
 It reports its own peak private memory and its libraries' pages (run.procmem), the median time of its steps
-after the first, the FLOPs of one more step as torch's FLOP counter counts them, its gradients' bytes and its
-train split's length."""
+after the first, the FLOPs of one more step as orch's FLOP counter counts them (run.flops), its gradients'
+bytes and its train split's length."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core.flop_count import FLOPS_RULE
 from orchestrator.core.jsonobject import JsonObject, optional
 from orchestrator.core.probe import PROBE_STEPS, held_batches
 from orchestrator.run.procmem import read_memory
@@ -35,8 +36,9 @@ class ProbeReport(JsonObject):
     held_batches: int                   # distinct batches held in memory through them
     rank_peak_private_mib: float | None  # `own_peak_private_mib`; None without /proc
     library_mib: float = 0.0            # its file-backed pages (torch's libraries, ...): once per node, apart
-    flops_per_step: float | None        # torch's FLOP counter on one training step
+    flops_per_step: float | None        # orch's FLOP counter on one training step
     flops_error: str | None = optional()
+    flops_rule: str | None = optional()  # how they were counted (core.flop_count); None: not counted
     samples_per_epoch: int | None = None
     gradient_bytes: int = 0
     gradient_dtype: str | None = None
@@ -58,17 +60,13 @@ def own_peak_private_mib(proc: Path = Path("/proc/self")) -> tuple[float | None,
 
 
 def _count_flops(step: Any, batch: tuple[Any, ...]) -> tuple[float | None, str | None]:
-    """FLOPs of one training step by torch's FlopCounterMode (matmuls, convolutions, attention), or None with
-    why it could not count (an op it cannot follow)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    """FLOPs of one training step by orch's counter (run.flops: torch's FlopCounterMode, convolutions over the
+    taps inside the input; matmuls and attention as torch counts them), or None with why it could not count
+    (an op it cannot follow)."""
+    from orchestrator.run.flops import count_flops
 
-    try:
-        counter = FlopCounterMode(display=False)
-        with counter:
-            step(batch)
-        return float(counter.get_total_flops()), None
-    except Exception as err:
-        return None, f"{type(err).__name__}: {err}"[:FLOPS_ERROR_CHARS]
+    flops, error = count_flops(lambda: step(batch))
+    return flops, error[:FLOPS_ERROR_CHARS] if error is not None else None
 
 
 def _held(job: RankJob, trainer: Any) -> list[tuple[Any, ...]]:
@@ -104,6 +102,7 @@ def probe(job: RankJob, session: Session, progress: ProgressWriter) -> ProbeRepo
     grads = gradient_sizes(session.module)
     return ProbeReport(local_batch=job.local_batch, steps=PROBE_STEPS, held_batches=len(batches),
                        rank_peak_private_mib=peak, library_mib=libraries, flops_per_step=flops, flops_error=error,
+                       flops_rule=FLOPS_RULE if flops is not None else None,
                        samples_per_epoch=trainer.samples_per_epoch(), gradient_bytes=grads["gradient_bytes"],
                        gradient_dtype=grads["gradient_dtype"],
                        step_s=statistics.median(steady_s) if steady_s else None)
