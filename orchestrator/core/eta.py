@@ -61,7 +61,9 @@ PEAK_S = 3.5                    # a GEMM peak: sizing, 2 warm-up matmuls, 2 s ti
 ROOF_S = 4.0                    # then the compute roof (run.roof): 13 windows of 0.2 s and their warm-ups (4.0 s on
                                 # one busy Zen 4 core)
 ALLREDUCE_S = 6.0               # a calibration: 4 KiB to 64 MiB, 3 blocks each
-STEP_EFFICIENCY = 0.6           # a training step's FLOP rate over the probe's GEMM rate on the same cores
+STEP_EFFICIENCY = 0.53          # a training step's FLOP rate over the probe's GEMM rate on the same cores: 0.6
+                                # with torch's count, × 13.04 ÷ 14.76 now that a convolution's padded taps are not
+                                # counted (the default RetinaNet's step, benchmarks/recount_flops.py)
 CONVERGENCE_EPOCHS_PRIOR = 0.5  # share of max_epochs a convergence run is costed at before one has finished
 # Epochs-to-target grow with the global batch: × 2^0.36 = 1.29 per doubling, the median of the 16 doublings in the
 # committed results folders (1.00 to 1.68; none fell). Epochs are the workload's, not the CPU's. A global batch

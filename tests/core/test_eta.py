@@ -11,8 +11,8 @@ from orchestrator.core.eta import Eta, Work
 
 
 def test_a_step_is_its_flops_at_the_stated_share_of_the_cores_gemm_rate():
-    # 10 GFLOP per sample × 8 samples = 80 GFLOP, on 2 cores of 100 GFLOP/s at 60%: 80 / 120 = 0.667 s
-    assert eta.step_s(10e9, 8, 2, 100.0) == pytest.approx(80 / (0.6 * 200))
+    # 10 GFLOP per sample × 8 samples = 80 GFLOP, on 2 cores of 100 GFLOP/s at 53%: 80 / 106 = 0.755 s
+    assert eta.step_s(10e9, 8, 2, 100.0) == pytest.approx(80 / (0.53 * 200))
 
 
 def test_trial_costs_by_hand():
