@@ -14,6 +14,8 @@ import pytest
 from orchestrator.constants import RAY_SESSION_TOKEN_ENV_VAR
 from orchestrator.run.reaper import ProcessInfo, Session, reap, select_victims
 
+pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
+
 SESSION = Session("4242-ab", "/tmp/ray/session_2026-01-01_00-00-00_000001_4242")
 
 
@@ -103,8 +105,6 @@ def test_reap_stops_the_session_and_spares_others(tmp_path):
 SHUTDOWN_SCRIPT = """
 import os, sys, time, psutil, ray
 from orchestrator.run import cluster
-
-pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 assert cluster.connect(None)
 def watchdogs():
     found = []
