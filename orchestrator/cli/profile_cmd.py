@@ -257,9 +257,19 @@ def _saved(out: Path) -> tuple[dict[str, Any], list[ProfiledTarget]] | str:
     if missing:
         return f"{where} ({out / HEADER_FILE}: no {', '.join(missing)})"
     try:
-        return header, [load_result(out / label / RESULT_FILE) for label in labels]
+        results = [load_result(out / label / RESULT_FILE) for label in labels]
     except (ValueError, TypeError, KeyError) as exc:   # UnreadableFile, or not the shape orch writes
         return f"{where} ({exc})"
+    for label, result in zip(labels, results):   # a result's own label and variant name files too (layers-<label>)
+        file = out / label / RESULT_FILE
+        named = [p for p in (name_problem(result.label, f"{file}: label"),
+                             name_problem(result.variant, f"{file}: variant") if result.variant else None)
+                 if p is not None]
+        if result.label != label:
+            named.append(f"{file}: label {str(result.label)[:40]!r} is not its folder's, {label!r}")
+        if named:
+            return f"{where} ({named[0]})"
+    return header, results
 
 
 def _report_only(out: Path, err: Console) -> int:

@@ -131,7 +131,7 @@ def test_an_mlflow_server_that_is_down_is_said_once_and_fails_nothing(example, c
         trackers.open(results)
         for record in results.records:
             trackers.record(record)
-        trackers.finish(results, None, tracking.End.FINISHED)
+        trackers.finish(results, (), tracking.End.FINISHED)
     # Connection refused is said at once: not MLflow's 7 retries with a growing back-off (minutes).
     assert time.monotonic() - started < 30
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
