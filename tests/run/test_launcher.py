@@ -184,9 +184,10 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
     """Ray starts its workers (the launchers) at niceness 15; the rank must not inherit it."""
     code = ("import os, subprocess, sys\n"
             "os.nice(15)\n"
-            "from orchestrator.run.launcher import _normal_priority\n"
-            "child = subprocess.run([sys.executable, '-c', 'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'],\n"
-            "                       preexec_fn=_normal_priority, capture_output=True, text=True)\n"
+            "from orchestrator.run.launcher import start_prefix\n"
+            "child = subprocess.run([*start_prefix(), sys.executable, '-c',\n"
+            "                        'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'],\n"
+            "                       capture_output=True, text=True)\n"
             "print(os.getpriority(os.PRIO_PROCESS, 0), child.stdout.strip())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     # The test run may itself be niced (`nice pytest`): the launcher ends 15 above it, at most 19.
