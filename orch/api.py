@@ -4,7 +4,7 @@ functions, so both give the same answers.
 
     import orch
 
-    plan = orch.plan("sweeps/classifier.yaml")            # orch plan: nothing runs
+    plan = orch.plan("sweeps/classifier.yaml")            # orch plan: no Ray, no rank (imports the workload)
     plan.to_frame()                                        # one row per grid point, feasible or why not
     results = orch.sweep("sweeps/classifier.yaml", mlflow="http://127.0.0.1:5000")   # orch sweep
     results = orch.load("results/classifier")              # a folder written earlier, finished or partial
@@ -55,7 +55,8 @@ class ReportNotWritten(RuntimeError):
 
 def plan(sweep: str | Path, *, topology: str | Path | None = None) -> Plan:
     """`orch plan`: the sweep file's grid checked against a machine (a topology file, default: this one).
-    Starts nothing: no Ray, no torch. `Plan.errors` says why `orch sweep` would refuse it."""
+    Starts no Ray, no rank and no torch, but imports the workload's module and calls its factory, as `orch sweep`
+    does (a sweep file is code: docs/trust.md). `Plan.errors` says why `orch sweep` would refuse it."""
     from orchestrator.cli.common import plan_for
     from orchestrator.io.sweepfile import load_sweep
     from orchestrator.io.topofile import planned_machine
@@ -135,14 +136,15 @@ def sweep(sweep: str | Path, *, topology: str | Path | None = None, results: str
 
 
 def track(folder: str | Path, *, mlflow: str | bool | None = None, tensorboard: bool = False,
+          report_dir: str | Path | None = None,
           report_files: Sequence[str | Path] | None = None) -> bool:
     """Log a finished or partial results folder after the fact (`orch report --mlflow / --tensorboard`): what
     a sweep could not log as it ran (a server that was down, no tracking asked for), into the same MLflow
-    parent run and TensorBoard folder, duplicating nothing; and the report's files: `report_files` (default:
-    those of RESULTS/report that `orch report` writes, each a regular file, never a link). `mlflow`: a tracking
-    URI, or True for $MLFLOW_TRACKING_URI (else MLflow's default); never the URI the folder's spec.json names,
-    which is printed as a hint (docs/trust.md). True when every tracker logged everything; a failure is said
-    as a warning."""
+    parent run and TensorBoard folder, duplicating nothing; and the report's files: `report_files`, else those
+    of `report_dir` (default RESULTS/report) that `orch report` writes, each a regular file, never a link.
+    `mlflow`: a tracking URI, or True for $MLFLOW_TRACKING_URI (else MLflow's default); never the URI the
+    folder's spec.json names, which is printed as a hint (docs/trust.md). True when every tracker logged
+    everything; a failure is said as a warning."""
     from orchestrator.io.store import REPORT_DIR
     from orchestrator.io.tracking import End, after_the_fact, open_tracking
     from orchestrator.report.build import report_file_names
@@ -155,8 +157,10 @@ def track(folder: str | Path, *, mlflow: str | bool | None = None, tensorboard: 
         log.warning("%s", hint)
     tracking = open_tracking(choice, results.path, results.name, live=False)
     if report_files is None:
-        report = results.path / REPORT_DIR
-        files = [report / name for name in report_file_names(results.stored)] if not report.is_symlink() else []
+        report = Path(report_dir) if report_dir else results.path / REPORT_DIR
+        named = report_dir is not None   # a link the user names is theirs; the folder's own report/ must not be one
+        files = ([report / name for name in report_file_names(results.stored)]
+                 if named or not report.is_symlink() else [])
     else:
         files = [Path(f) for f in report_files]
     tracking.open(results.stored)

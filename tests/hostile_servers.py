@@ -3,7 +3,7 @@ loopback (emulated, not mocked: orch's MLflow client talks HTTP to them as to an
 
 - `RecordingServer`: answers every request and keeps what it was sent (a folder's stored URI must get nothing,
   least of all the user's MLflow token);
-- `DripServer`: answers every request one header line every few seconds, for ever (a socket timeout never
+- `DripServer`: answers every request one byte of a header every few seconds, for ever (a socket timeout never
   fires: only a bound of orch's own ends the wait);
 - `EndlessPagesServer`: enough of MLflow's REST API for orch's tracker to open a sweep's parent run, then a run
   search that hands out a new page token on every page, for ever.
@@ -72,10 +72,10 @@ class _Drip(BaseHTTPRequestHandler):
 
     def _any(self) -> None:
         self.server_owner.requests.append((self.command, self.path, dict(self.headers)))
-        try:
-            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        try:   # one header whose value never ends: a client's header count and line bounds take a day to trip
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Still-Here: ")
             while not self.server_owner.stopping.is_set():
-                self.wfile.write(b"X-Still-Here: yes\r\n")
+                self.wfile.write(b"y")
                 self.wfile.flush()
                 time.sleep(self.DRIP_S)
         except OSError:

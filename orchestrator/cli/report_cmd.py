@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="folder for the report files; default: RESULTS_DIR/report")
     add_tracking_options(parser, "upload the folder to MLflow after the fact (finished or partial): what the sweep "
                                  "did not log (a server that was down, no --mlflow), into the sweep's parent run, "
-                                 "with no duplicate child; and the report's files. Exit status 1 if it fails")
+                                 "with no duplicate child; and the report's files (only those, never a link). "
+                                 "Exit status 1 if it fails")
     parser.set_defaults(run=run)
 
 

@@ -61,7 +61,7 @@ class SweepOptions:
     json_mode: bool = False
     max_concurrent: int | None = None   # trials in flight at once; None: as many as the rules allow
     # Called with each record right after it is appended (in the main thread, which alone writes records):
-    # how a sweep is logged elsewhere (io.tracking's `Tracking.record`, which never raises).
+    # how a sweep is logged elsewhere (io.tracking's `Tracking.record`, which never raises and only queues).
     on_record: tuple[Callable[[rec.Record], None], ...] = ()
 
 

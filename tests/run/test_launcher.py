@@ -192,3 +192,19 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     # The test run may itself be niced (`nice pytest`): the launcher ends 15 above it, at most 19.
     assert out == [str(min(19, os.getpriority(os.PRIO_PROCESS, 0) + 15)), "0"]
+
+
+def test_the_drivers_secrets_reach_no_rank(monkeypatch):
+    """A sweep's ranks (and the probe's) get the driver's environment but for variables whose names say they hold
+    a secret, unless the user names them in $ORCH_RANK_ENV_KEEP; orch's own ORCH_ variables always pass."""
+    from orchestrator.run import probe, trial
+
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "t")
+    monkeypatch.setenv("HF_TOKEN", "h")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a")
+    monkeypatch.setenv("MY_DB_PASSWORD", "p")
+    monkeypatch.setenv("ORCH_RAY_SESSION_TOKEN", "s")
+    monkeypatch.setenv("ORCH_RANK_ENV_KEEP", "HF_TOKEN")
+    for env in (trial._worker_env(), probe._base_env()):
+        assert "PATH" in env and env["ORCH_RAY_SESSION_TOKEN"] == "s" and env["HF_TOKEN"] == "h"
+        assert not {"MLFLOW_TRACKING_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_DB_PASSWORD"} & set(env)
