@@ -23,6 +23,7 @@ from orchestrator.cli.common import (
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
+from orchestrator.io.files import write_atomic
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, 
               "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
               "command": _command_line(sweep, results, steps)}
     out.mkdir(parents=True, exist_ok=True)
-    (out / HEADER_FILE).write_text(json.dumps({**header, "targets": [r.label for r in results]}, indent=1) + "\n")
+    write_atomic(out / HEADER_FILE, json.dumps({**header, "targets": [r.label for r in results]}, indent=1) + "\n")
     return _write(results, header, out, err)
 
 

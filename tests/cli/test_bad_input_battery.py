@@ -588,3 +588,16 @@ def test_a_profile_result_whose_label_is_a_path_is_refused(tmp_path, capsys, tal
         rc, _out, err = run(capsys, ["profile", str(c / "sweep.yaml"), "--report-only", "--out", str(out)])
         assert rc == 2 and "must be letters, digits" in err and "Traceback" not in err, (rc, err[-2000:])
         assert snapshot(tmp_path) == before
+
+
+def test_a_profile_report_file_that_is_a_link_is_replaced_not_written_through(tmp_path, capsys, tally):
+    """Deliverable 4: a profile folder is data too; its profile.md linked to a file of the user's was overwritten
+    by `orch profile --report-only`."""
+    with hostile(tally, "a profile folder's profile.md is a link"):
+        c, out = _inputs_folder(tmp_path), _profile(tmp_path)
+        victim = tmp_path / "victim.md"
+        victim.write_text("the user's")
+        (out / "profile.md").symlink_to(victim)
+        rc, _out, err = run(capsys, ["profile", str(c / "sweep.yaml"), "--report-only", "--out", str(out)])
+        assert rc == 1 and "Traceback" not in err, (rc, err[-2000:])   # its one target failed: exit 1, said
+        assert victim.read_text() == "the user's" and not (out / "profile.md").is_symlink()
