@@ -4,7 +4,7 @@ functions, so both give the same answers.
 
     import orch
 
-    plan = orch.plan("sweeps/classifier.yaml")            # orch plan: nothing runs
+    plan = orch.plan("sweeps/classifier.yaml")            # orch plan: no Ray, no rank (imports the workload)
     plan.to_frame()                                        # one row per grid point, feasible or why not
     results = orch.sweep("sweeps/classifier.yaml", mlflow="http://127.0.0.1:5000")   # orch sweep
     results = orch.load("results/classifier")              # a folder written earlier, finished or partial
@@ -55,7 +55,8 @@ class ReportNotWritten(RuntimeError):
 
 def plan(sweep: str | Path, *, topology: str | Path | None = None) -> Plan:
     """`orch plan`: the sweep file's grid checked against a machine (a topology file, default: this one).
-    Starts nothing: no Ray, no torch. `Plan.errors` says why `orch sweep` would refuse it."""
+    Starts no Ray, no rank and no torch, but imports the workload's module and calls its factory, as `orch sweep`
+    does (a sweep file is code: docs/trust.md). `Plan.errors` says why `orch sweep` would refuse it."""
     from orchestrator.cli.common import plan_for
     from orchestrator.io.sweepfile import load_sweep
     from orchestrator.io.topofile import planned_machine
@@ -135,23 +136,35 @@ def sweep(sweep: str | Path, *, topology: str | Path | None = None, results: str
 
 
 def track(folder: str | Path, *, mlflow: str | bool | None = None, tensorboard: bool = False,
-          report_dir: str | Path | None = None) -> bool:
+          report_dir: str | Path | None = None,
+          report_files: Sequence[str | Path] | None = None) -> bool:
     """Log a finished or partial results folder after the fact (`orch report --mlflow / --tensorboard`): what
     a sweep could not log as it ran (a server that was down, no tracking asked for), into the same MLflow
-    parent run and TensorBoard folder, duplicating nothing; the report's files from `report_dir` (default:
-    RESULTS/report, when it exists). `mlflow`: a tracking URI, or True for the one the sweep file named (else
-    MLflow's default). True when every tracker logged everything; a failure is said as a warning."""
+    parent run and TensorBoard folder, duplicating nothing; and the report's files: `report_files`, else those
+    of `report_dir` (default RESULTS/report) that `orch report` writes, each a regular file, never a link.
+    `mlflow`: a tracking URI, or True for $MLFLOW_TRACKING_URI (else MLflow's default); never the URI the
+    folder's spec.json names, which is printed as a hint (docs/trust.md). True when every tracker logged
+    everything; a failure is said as a warning."""
     from orchestrator.io.store import REPORT_DIR
-    from orchestrator.io.tracking import End, choose, open_tracking
+    from orchestrator.io.tracking import End, after_the_fact, open_tracking
+    from orchestrator.report.build import report_file_names
 
     results = load(folder)
-    choice = choose(results.spec.get("tracking"), mlflow=mlflow or False, tensorboard=tensorboard)
+    choice, hint = after_the_fact(results.spec.get("tracking"), mlflow=mlflow, tensorboard=tensorboard)
     if not choice.wanted:
         raise InputError("nothing to log to: give mlflow (a tracking URI, or True) or tensorboard=True")
+    if hint is not None:
+        log.warning("%s", hint)
     tracking = open_tracking(choice, results.path, results.name, live=False)
-    files = Path(report_dir) if report_dir else results.path / REPORT_DIR
+    if report_files is None:
+        report = Path(report_dir) if report_dir else results.path / REPORT_DIR
+        named = report_dir is not None   # a link the user names is theirs; the folder's own report/ must not be one
+        files = ([report / name for name in report_file_names(results.stored)]
+                 if named or not report.is_symlink() else [])
+    else:
+        files = [Path(f) for f in report_files]
     tracking.open(results.stored)
-    tracking.finish(results.stored, files if files.is_dir() else None, End.REPORT)
+    tracking.finish(results.stored, files, End.REPORT)
     return tracking.ok
 
 
@@ -214,7 +227,6 @@ class _SweepCall:
     def _locked(self, file_topology: Topology | None, tracking: Tracking) -> Results:
         """The sweep on Ray, its report and its trackers' end, with the results folder locked."""
         from orchestrator.cli.common import ray_session
-        from orchestrator.io.store import REPORT_DIR
         from orchestrator.io.tracking import End
 
         o = self.options
@@ -230,7 +242,7 @@ class _SweepCall:
                 unwritten = ReportNotWritten(f"the report could not be written into {self.folder} ({err.strerror}); "
                                              "the records are complete: `orch report` writes it once there is room")
         final = load(self.folder)
-        tracking.finish(final.stored, self.folder / REPORT_DIR if files else None, End.FINISHED)
+        tracking.finish(final.stored, files, End.FINISHED)
         if unwritten is not None:
             raise unwritten
         return Results(final.stored, SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files,
@@ -289,7 +301,7 @@ class _SweepCall:
             if isinstance(stopped, KeyboardInterrupt):
                 log.warning("interrupted: the running trial(s) were stopped and their cores released; %d trial(s) "
                             "finished and recorded in %s. Rerun to resume.", runner.summary.ran, self.folder)
-            tracking.finish(load_results(self.folder), None, End.INTERRUPTED)
+            tracking.finish(load_results(self.folder), (), End.INTERRUPTED)
             raise
         return runner.summary
 
@@ -337,9 +349,16 @@ def _probe_note(sweep: Sweep, setup: Any, precision: str) -> str:
 
 
 def _unusable_results(results: Path) -> str | None:
-    """Why the results folder cannot be a folder (a file is there), or None."""
+    """Why the results folder cannot be used (a file is there, or its report folder is a link that the report at
+    the end would write through), or None."""
+    from orchestrator.io.store import LOGS_DIR, REPORT_DIR
+
     if results.exists() and not results.is_dir():
         return f"--results {results}: is a file, not a folder"
+    for name in (REPORT_DIR, LOGS_DIR):
+        if (results / name).is_symlink():
+            return (f"{results / name} is a link: orch writes a sweep's {name} only into a folder of the results "
+                    "folder's own; remove the link (or give another --results folder)")
     return None
 
 

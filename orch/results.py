@@ -221,11 +221,11 @@ class Results:
 
     def write_report(self, out_dir: str | Path | None = None,
                      formats: Sequence[str] = ("md", "csv", "json", "png")) -> list[Path]:
-        """Write the report as `orch report` does (default folder: RESULTS/report); the files written."""
-        from orchestrator.io.store import REPORT_DIR
-        from orchestrator.report.build import write_report
+        """Write the report as `orch report` does (default folder: RESULTS/report, refused when it is a link:
+        `orchestrator.report.build.LinkedReportFolder`, a ValueError); the files written."""
+        from orchestrator.report.build import report_folder, write_report
 
-        return write_report(self.stored, Path(out_dir) if out_dir else self.path / REPORT_DIR, formats)
+        return write_report(self.stored, report_folder(self.stored, out_dir), formats)
 
     def __repr__(self) -> str:
         counts = {s: sum(1 for r in self.records if r.status == s) for s in Status}

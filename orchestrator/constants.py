@@ -33,6 +33,14 @@ EMBEDDED_RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
 }
 
+# What of the driver's environment a rank does not get: variables whose name says they hold a secret (an MLflow,
+# cloud or Hugging Face token, a password) reach no rank on any node, unless named in $ORCH_RANK_ENV_KEEP
+# (comma-separated: a script that needs HF_TOKEN to download its model). orch's own ORCH_ variables always pass.
+RANK_ENV_KEEP_ENV_VAR = "ORCH_RANK_ENV_KEEP"
+SECRET_ENV_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "ACCESS_KEY", "PRIVATE_KEY",
+                    "AUTH")
+SECRET_ENV_PREFIXES = ("MLFLOW_TRACKING_", "AWS_", "AZURE_", "GOOGLE_APPLICATION_", "DATABRICKS_")
+
 # Where orch caches what it measured once for a workload (its probe: memory per rank, FLOPs, samples per
 # epoch), per workload, parameters, precision and torch version: $ORCH_CACHE_DIR, else $XDG_CACHE_HOME/orch,
 # else ~/.cache/orch (the XDG base-directory default).
@@ -47,6 +55,15 @@ MLFLOW_RETRIES_ENV_VAR = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 DEFAULT_MLFLOW_RETRIES = "1"
 MLFLOW_TIMEOUT_ENV_VAR = "MLFLOW_HTTP_REQUEST_TIMEOUT"
 DEFAULT_MLFLOW_TIMEOUT_S = "10"
+# How long the end of a sweep (or `orch report --mlflow`) waits for its trackers to log what is queued: tracker
+# calls run on a thread of their own (io.tracking), so a slow or unanswering server never holds a trial; past
+# this wait orch goes on and says what was not logged (`orch report --mlflow` catches up later).
+TRACKING_WAIT_ENV_VAR = "ORCH_TRACKING_WAIT_S"
+DEFAULT_TRACKING_WAIT_S = "300"
+# The most pages of runs one MLflow search reads (1,000 runs a page), and the most time it takes: a server that
+# hands out page tokens for ever must not hold the sweep.
+MLFLOW_MAX_SEARCH_PAGES = 100
+MLFLOW_SEARCH_S = 120.0
 # The MLflow experiment a sweep's runs go to when its sweep file's tracking section names none (MLflow's own
 # variable); unset: the sweep's name.
 MLFLOW_EXPERIMENT_ENV_VAR = "MLFLOW_EXPERIMENT_NAME"

@@ -268,3 +268,26 @@ def test_the_slurm_script_authenticates_and_starts_no_dashboard():
     text = SBATCH.read_text()
     assert "export RAY_AUTH_MODE=token" in text
     assert "--include-dashboard=false" in text and "dashboard-host" not in text
+
+
+@pytest.mark.parametrize("all_ips, head", [("", None), ("127.0.0.1 ::1", None), ("127.0.1.1 10.9.8.7", "10.9.8.7")])
+def test_the_head_address_is_never_loopback(tmp_path, all_ips, head):
+    """`hostname --ip-address` says 127.0.1.1 on Debian-like nodes (/etc/hosts' line for the host's own name),
+    which no other node reaches: the head's address is the node's first address that is not loopback, and a
+    node with none is refused before anything starts (a stub `ray` keeps the address it was given)."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "hostname").write_text(f'#!/bin/sh\ncase "$1" in --all-ip-addresses) echo "{all_ips}" ;; '
+                                    '*) echo 127.0.1.1 ;; esac\n')
+    (stubs / "ray").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/ray-args\nexit 1\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    job = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[0-1]", "ORCH": "true", "RAY": str(stubs / "ray"),
+           "ORCH_RAY_TMP": str(tmp_path / "ray")}
+    done = subprocess.run(["bash", str(SBATCH), "s.yaml", "out"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={"PATH": f"{stubs}:{STANDIN}:{os.environ['PATH']}", **job})
+    if head is None:
+        assert done.returncode == 2 and "this node has no address but loopback" in done.stderr, done.stderr
+        assert not (tmp_path / "ray-args").exists()
+    else:
+        assert f"--node-ip-address={head} " in (tmp_path / "ray-args").read_text(), done.stderr

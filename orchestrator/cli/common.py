@@ -146,8 +146,9 @@ def add_min_nodes_options(parser: argparse.ArgumentParser) -> None:
 def add_tracking_options(parser: argparse.ArgumentParser, mlflow_help: str) -> None:
     """--mlflow [URI] / --tensorboard (docs/tracking.md): where a sweep is logged besides its results folder."""
     parser.add_argument("--mlflow", metavar="URI", nargs="?", const=True, default=None,
-                        help=f"{mlflow_help}; URI: the tracking server (http://host:5000) or store; without it, the "
-                             "sweep file's tracking.mlflow, else $MLFLOW_TRACKING_URI, else MLflow's default. "
+                        help=f"{mlflow_help}; URI: the tracking server (http://host:5000) or store; without it, "
+                             "$MLFLOW_TRACKING_URI, else MLflow's default (`orch sweep` first takes the sweep "
+                             "file's tracking.mlflow; `orch report` never a results folder's: docs/trust.md). "
                              "Needs the mlflow package (pip install 'orch[tracking]')")
     parser.add_argument("--tensorboard", action="store_true",
                         help="write TensorBoard event files, one run per trial with the grid as hyperparameters, "

@@ -1,5 +1,7 @@
 """`orch plan`: the dry run. Shows which grid points will run and why the others cannot, without starting
-Ray or importing torch. `orch sweep` executes exactly this plan. A thin layer over `orch.plan`."""
+Ray, a rank or torch. It does run the sweep file's code: it imports the workload's module and calls its factory
+(its parameters, metrics and memory formula are declared there), as `orch sweep` does; a script is only read and
+hashed (docs/trust.md). `orch sweep` executes exactly this plan. A thin layer over `orch.plan`."""
 
 from __future__ import annotations
 
@@ -24,7 +26,10 @@ def add_parser(sub) -> None:
                     "every point: a rank must fit inside one socket, ranks × threads must fit the cores (per node "
                     "and overall), ranks must pack into sockets, and every rank must fit its memory budget. Prints "
                     "one table per local batch (rows: threads per rank, columns: ranks) and the convergence runs. "
-                    "Starts nothing: no Ray, no torch.")
+                    "Starts no Ray, no rank and no torch, but it runs the sweep file's code: it imports the "
+                    "workload's module and calls its factory (its parameters, metrics and memory formula are "
+                    "declared there), as `orch sweep` does; a training script is only read and hashed, never run. "
+                    "Plan only sweep files whose workload you trust (docs/trust.md).")
     parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML), e.g. sweeps/retinanet.yaml")
     add_topology_option(parser)
     parser.add_argument("--json", action="store_true",

@@ -23,6 +23,7 @@ from orchestrator.cli.common import (
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
+from orchestrator.io.files import write_atomic
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 log = logging.getLogger(__name__)
@@ -231,7 +232,7 @@ def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, 
               "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
               "command": _command_line(sweep, results, steps)}
     out.mkdir(parents=True, exist_ok=True)
-    (out / HEADER_FILE).write_text(json.dumps({**header, "targets": [r.label for r in results]}, indent=1) + "\n")
+    write_atomic(out / HEADER_FILE, json.dumps({**header, "targets": [r.label for r in results]}, indent=1) + "\n")
     return _write(results, header, out, err)
 
 
@@ -258,9 +259,19 @@ def _saved(out: Path) -> tuple[dict[str, Any], list[ProfiledTarget]] | str:
     if missing:
         return f"{where} ({out / HEADER_FILE}: no {', '.join(missing)})"
     try:
-        return header, [load_result(out / label / RESULT_FILE) for label in labels]
+        results = [load_result(out / label / RESULT_FILE) for label in labels]
     except (ValueError, TypeError, KeyError) as exc:   # UnreadableFile, or not the shape orch writes
         return f"{where} ({exc})"
+    for label, result in zip(labels, results):   # a result's own label and variant name files too (layers-<label>)
+        file = out / label / RESULT_FILE
+        named = [p for p in (name_problem(result.label, f"{file}: label"),
+                             name_problem(result.variant, f"{file}: variant") if result.variant else None)
+                 if p is not None]
+        if result.label != label:
+            named.append(f"{file}: label {str(result.label)[:40]!r} is not its folder's, {label!r}")
+        if named:
+            return f"{where} ({named[0]})"
+    return header, results
 
 
 def _report_only(out: Path, err: Console) -> int:

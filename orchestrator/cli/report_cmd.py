@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="folder for the report files; default: RESULTS_DIR/report")
     add_tracking_options(parser, "upload the folder to MLflow after the fact (finished or partial): what the sweep "
                                  "did not log (a server that was down, no --mlflow), into the sweep's parent run, "
-                                 "with no duplicate child; and the report's files. Exit status 1 if it fails")
+                                 "with no duplicate child; and the report's files (only those, never a link). "
+                                 "Exit status 1 if it fails")
     parser.set_defaults(run=run)
 
 
@@ -40,7 +41,15 @@ def run(args: argparse.Namespace) -> int:
     from orch.api import load, track
     from orchestrator.io.store import NotAResultsFolder
     from orchestrator.io.tracking import TrackingUnavailable, choose, require
-    from orchestrator.report.build import FORMATS, REPORT_FILE, terminal_report, write_report
+    from orchestrator.report.build import (
+        FORMATS,
+        REPORT_FILE,
+        LinkedReportFolder,
+        report_file_names,
+        report_folder,
+        terminal_report,
+        write_report,
+    )
 
     try:
         loaded = load(args.results)
@@ -58,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
         for renderable in terminal_report(results):
             out.print(renderable)
     files = [f for f in FORMATS if f in chosen]
-    out_dir = Path(args.out) if args.out else results.path / "report"
+    try:
+        out_dir = report_folder(results, args.out)
+    except LinkedReportFolder as error:
+        return fail_input(str(error))
+    paths: list[Path] = []
     if files:
         if out_dir.exists() and not out_dir.is_dir():
             return fail_input(f"--out {out_dir}: is a file, not a folder")
@@ -69,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
             return fail_input(f"{where}: cannot write the report there ({error.strerror}); give --out DIR")
         main = out_dir / REPORT_FILE
         log.info("wrote %d file(s) to %s%s", len(paths), out_dir, f" (start with {main})" if main in paths else "")
+    # Only the report's own files are uploaded: those written now, else those of its names in the folder.
+    uploads = paths or [out_dir / name for name in report_file_names(results)]
     if (args.mlflow or args.tensorboard) and not track(results.path, mlflow=args.mlflow,
-                                                       tensorboard=args.tensorboard, report_dir=out_dir):
+                                                       tensorboard=args.tensorboard, report_files=uploads):
         return EXIT_RUN_FAILED
     return EXIT_OK

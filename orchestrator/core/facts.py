@@ -191,3 +191,32 @@ def _script_facts(sweep_memory_mib: float | None, declared_flops: Callable[[], f
                               SCRIPT_UNKNOWN)
     # Probed for its memory only: its epoch size (and FLOPs, unless it reports them) no probe can tell.
     return WorkloadFacts(memory, flops, samples, probe, probeable=memory.origin != SWEEP)
+
+
+def recorded_memory(points: dict[int, float], source: str, library_mib: float = 0.0) -> MemoryFact:
+    """One rank's memory from the figures a results folder recorded at some local batches (spec.json's
+    `derived.memory_mib`, or the records' planned `memory.estimate_mib`), never from the workload's code:
+    exact at a recorded batch, linear between two, and beyond the ends along the nearest two (the built-in
+    workloads' formulas and the probe's fit are affine in the batch, so that is exact for them); unknown
+    (None) elsewhere when only one batch was recorded.
+
+    >>> fact = recorded_memory({8: 800.0, 16: 864.0}, "the records")
+    >>> fact.mib(8), fact.mib(12), fact.mib(32), fact.origin
+    (800.0, 832.0, 992.0, 'sweep')
+    >>> recorded_memory({8: 800.0}, "the records").mib(16) is None
+    True
+    """
+    known = sorted((b, v) for b, v in points.items() if v > 0)
+    if not known:
+        return MemoryFact(UNKNOWN, f"not known: {source} holds no memory figure")
+
+    def mib(local_batch: int) -> float | None:
+        exact = dict(known).get(local_batch)
+        if exact is not None or len(known) < 2:
+            return exact
+        later = next((i for i, (b, _) in enumerate(known) if b > local_batch), len(known))
+        i = min(max(later, 1), len(known) - 1)   # the pair around it, or the nearest pair at an end
+        (b0, v0), (b1, v1) = known[i - 1], known[i]
+        return max(0.0, v0 + (v1 - v0) * (local_batch - b0) / (b1 - b0))
+
+    return MemoryFact(SWEEP, source, mib, library_mib)

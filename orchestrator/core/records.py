@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -363,6 +364,14 @@ class Derived(JsonObject):
     # (memory, flops_per_sample, samples_per_epoch) came from (core.facts); absent in older folders.
     train_flops_per_sample: float | None = optional()
     sources: dict[str, str] | None = optional()
+    # One rank's planned memory at some local batches ({"8": MiB}: the grid's, 1 and twice the largest), so
+    # that a reader predicts memory from the folder's data alone, never by running the workload's formula.
+    memory_mib: dict[str, float] | None = optional()
+    library_mib: float | None = optional()   # the libraries a node holds once, as planned (absent: not counted)
+
+    def memory_points(self) -> dict[int, float]:
+        """`memory_mib` by local batch (io.store checked its shape)."""
+        return {int(b): float(v) for b, v in (self.memory_mib or {}).items()}
 
     @staticmethod
     def of(derived: Derived | Mapping[str, Any]) -> Derived:
@@ -418,15 +427,13 @@ def parse_lines(lines: Iterable[str]) -> tuple[Records, list[str]]:
     """
     records: dict[str, Record] = {}
     errors: list[str] = []
-    numbered = list(enumerate(lines, start=1))
-    for number, line in numbered:
+    for number, line, last in _with_last(lines):   # lazily: `lines` may be a large file read a chunk at a time
         text = line.strip()
         if not text:
             continue
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            last = number == numbered[-1][0]
             what = "torn last line (a write was interrupted); skipped" if last else f"not JSON ({err.msg}); skipped"
             errors.append(f"line {number}: {what}")
             continue
@@ -437,9 +444,37 @@ def parse_lines(lines: Iterable[str]) -> tuple[Records, list[str]]:
         if record is None:
             errors.append(f"line {number}: not an orch record of schema {SCHEMA_VERSION}; skipped")
             continue
+        if not is_key(record.key):   # a key names a tracker's run folder and a log file: a name, never a path
+            errors.append(f"line {number}: key {str(record.key)[:40]!r} is not a name orch gives a trial (letters, "
+                          "digits, '.', '_' or '-'); skipped")
+            continue
         records.pop(record.key, None)
         records[record.key] = record
     return Records(tuple(records.values())), errors
+
+
+def _with_last(lines: Iterable[str]) -> Iterator[tuple[int, str, bool]]:
+    """(line number from 1, line, whether it is the last line) without holding the lines."""
+    it = iter(lines)
+    previous = next(it, None)
+    number = 1
+    while previous is not None:
+        current = next(it, None)
+        yield number, previous, current is None
+        previous, number = current, number + 1
+
+
+_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def is_key(key: object) -> bool:
+    """Whether `key` is a trial key as orch makes them: one plain file name (the sweep name's rule,
+    core.spec.name_problem), so that no folder or file named after it can step outside its parent.
+
+    >>> is_key("r2-t1-b16"), is_key("../../x"), is_key("/tmp/victim"), is_key(".."), is_key("a/b")
+    (True, False, False, False, False)
+    """
+    return isinstance(key, str) and _KEY_RE.fullmatch(key) is not None
 
 
 def _record(data: Any) -> Record | None:

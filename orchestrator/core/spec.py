@@ -28,6 +28,8 @@ MAX_NAME_CHARS = 100         # a file name's component is at most 255 bytes; a n
 MAX_SEEDS = 100              # convergence runs per global batch
 MAX_PROFILE_LAYOUTS = 32     # layouts one `orch profile` runs (each is a real run, minutes)
 MAX_PROFILE_VARIANTS = 16    # variants profiled side by side (each multiplies the layouts)
+# A timeout beyond this is no limit a watchdog can keep: a year; above about 4e13 s a rank's wait would overflow.
+MAX_TIMEOUT_S = 365 * 24 * 3600.0
 
 
 def name_problem(name: object, what: str, *, workload: bool = False) -> str | None:
@@ -69,10 +71,14 @@ class WorkloadSpec:
                                               "time-to-train; default: unknown", minimum=1)
     script_sha256: str | None = opt(None, "script only: the script's SHA-256, filled in when the sweep is loaded (so "
                                           "a changed script refuses a resume); give it to accept only that version")
+    script_sources: str | None = opt(None, "script only: a SHA-256 of the Python files in the script's folder (what "
+                                           "it may import from there), filled in when the sweep is loaded: a changed "
+                                           "helper refuses a resume, fails the ranks and misses the probe cache")
 
     def __post_init__(self) -> None:
         errors = []
-        script_only = [key for key in ("args", "flops_per_sample", "samples_per_epoch", "script_sha256")
+        script_only = [key for key in ("args", "flops_per_sample", "samples_per_epoch", "script_sha256",
+                                       "script_sources")
                        if getattr(self, key)]
         if self.script is None and self.name is None:
             errors.append("give the workload's name, or a script to run")
@@ -133,16 +139,16 @@ class MeasureSpec:
                 "own cores: fastest, and its figures are disturbed by its neighbours' memory and cache traffic). "
                 "Convergence runs measure epochs, not time: they always pack onto free cores")
     timeout_s: float = opt(900.0, "wall-clock limit for one throughput trial, start-up included",
-                           exclusive_minimum=0)
+                           exclusive_minimum=0, maximum=MAX_TIMEOUT_S)
     step_timeout_s: float = opt(
         180.0, "a rank that makes no progress for this long (hung collective, stuck step) ends the trial "
                "as timeout; judged from the rank's first training step on (start-up has its own budget)",
-        exclusive_minimum=0)
+        exclusive_minimum=0, maximum=MAX_TIMEOUT_S)
     startup_timeout_s: float = opt(
         600.0, "a rank not ready to step this long after its process started (importing torch, the rendezvous, "
                "building the model, DDP) ends the trial as timeout: start-up is one long phase without steps, and "
                "on a slow or loaded CPU it can take minutes, so it is not judged by step_timeout_s",
-        exclusive_minimum=0)
+        exclusive_minimum=0, maximum=MAX_TIMEOUT_S)
     probe: ProbeWhen = opt(
         "auto", "when the sweep probes its workload (one rank at local batches 2 and 8, cached; docs/probe.md): "
                 "auto (default: when a figure the plan needs is not declared: memory per rank, FLOPs or epoch "
@@ -164,7 +170,8 @@ class ConvergenceSpec:
     base_batch: int = opt(MISSING, "global batch that base_lr is tuned for", minimum=1)
     warmup_epochs: float = opt(0.0, "linear learning-rate warm-up from base_lr to the scaled rate",
                                minimum=0)
-    timeout_s: float = opt(3600.0, "wall-clock limit for one convergence run", exclusive_minimum=0)
+    timeout_s: float = opt(3600.0, "wall-clock limit for one convergence run", exclusive_minimum=0,
+                           maximum=MAX_TIMEOUT_S)
 
     def __post_init__(self) -> None:
         if not self.seeds:

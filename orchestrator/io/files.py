@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ class UnsafeFolder(ValueError):
     """A folder that another user could change under orch (its owner or mode), with the reason."""
 
 
-def write_atomic(path: str | Path, text: str, *, durable: bool = True) -> None:
+def write_atomic(path: str | Path, text: str | bytes, *, durable: bool = True) -> None:
     """Write `text` to a temporary file beside `path`, then rename it over `path`: a crash, or a reader
     polling the file (the launcher reading a rank's status), sees the old content or the new, never a
     torn one. The rename is atomic on POSIX when both names are on one file system, as they are here.
@@ -41,12 +42,17 @@ def write_atomic(path: str | Path, text: str, *, durable: bool = True) -> None:
     The temporary file has a name of its own (two writers of one path never share it) and is private while
     it is written (mkstemp's 0600, then the mode a plain new file would get). With `durable` (the default), the
     file is fsynced before the rename and its folder after it, so a power cut leaves the old file or the new
-    one, never an empty one; a rank's progress file, rewritten while it steps, is not worth a disk flush."""
+    one, never an empty one; a rank's progress file, rewritten while it steps, is not worth a disk flush.
+
+    The rename replaces whatever is at `path`, a link included, and never writes through it: a link planted
+    in a folder someone else handed over (a results folder's report/report.md pointing at the user's files)
+    is replaced by the file, its target left as it was. Two writers of one path leave one whole file."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fchmod(fh.fileno(), _mode_for(target))
             if durable:
@@ -61,11 +67,15 @@ def write_atomic(path: str | Path, text: str, *, durable: bool = True) -> None:
 
 
 def _mode_for(target: Path) -> int:
-    """The mode the file keeps (an existing file's), or the one the umask gives a new file."""
+    """The mode the file keeps (an existing regular file's, never a link's target's), or the one the umask gives
+    a new file."""
     try:
-        return stat.S_IMODE(os.stat(target).st_mode)
+        info = os.lstat(target)
     except OSError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode):
         return 0o666 & ~_umask()
+    return stat.S_IMODE(info.st_mode) & 0o777
 
 
 def _umask() -> int:
@@ -94,13 +104,18 @@ def fsync_folder(folder: str | Path) -> None:
 
 # --- input files ----------------------------------------------------------------------------------------
 
-def read_input_text(path: str | Path, max_bytes: int) -> str:
+def read_input_text(path: str | Path, max_bytes: int, *, follow_links: bool = True) -> str:
     """The text of an input file, or UnreadableFile with a one-line reason: not there, a folder, not a regular
     file (a FIFO would block the read until someone writes it, /dev/zero never ends), more than `max_bytes`, or
-    not UTF-8. Links are followed: a sweep file may be a link to a shared one."""
+    not UTF-8. Links are followed (a sweep file may be a link to a shared one) unless `follow_links` is False:
+    a results folder's own files are never links (one could point at any file of the user's, which a report or
+    a tracker would then show or upload)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:  # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as err:
+        if not follow_links and err.errno == errno.ELOOP:
+            raise UnreadableFile("is a link, not a file of the folder's own") from None
         raise UnreadableFile(_open_reason(err)) from None
     try:
         info = os.fstat(fd)
@@ -123,6 +138,51 @@ def read_input_text(path: str | Path, max_bytes: int) -> str:
         raise UnreadableFile(f"is not UTF-8 text (byte {err.start:,} is {data[err.start]:#04x})") from None
 
 
+def read_input_lines(path: str | Path, max_bytes: int, *, follow_links: bool = True) -> Iterator[str]:
+    """The lines of an input file (without their ends), read a chunk at a time: a large file (a trials.jsonl of
+    hundreds of thousands of records) is never held whole. Refused as `read_input_text` refuses (UnreadableFile,
+    raised before the first line or where the bytes stop being UTF-8, naming the byte)."""
+    import codecs
+
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if not follow_links and err.errno == errno.ELOOP:
+            raise UnreadableFile("is a link, not a file of the folder's own") from None
+        raise UnreadableFile(_open_reason(err)) from None
+    info = os.fstat(fd)
+    problem = ("is a directory, not a file" if stat.S_ISDIR(info.st_mode) else
+               "is not a regular file (a FIFO, a device or a socket)" if not stat.S_ISREG(info.st_mode) else
+               f"is {info.st_size:,} bytes, more than the {max_bytes:,} allowed" if info.st_size > max_bytes else None)
+    if problem is not None:
+        os.close(fd)
+        raise UnreadableFile(problem)
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        decoder, pending, read = codecs.getincrementaldecoder("utf-8")(), "", 0
+        while True:
+            try:
+                chunk = fh.read(1 << 20)
+            except OSError as err:
+                raise UnreadableFile(f"cannot be read: {err.strerror}") from None
+            if read + len(chunk or b"") > max_bytes:   # it grew while read
+                raise UnreadableFile(f"is more than the {max_bytes:,} bytes allowed")
+            buffered = len(decoder.getstate()[0])   # the bytes of a character cut by the last chunk's end
+            try:
+                text = pending + decoder.decode(chunk or b"", final=not chunk)
+            except UnicodeDecodeError as err:
+                at = read - buffered + err.start
+                raise UnreadableFile(f"is not UTF-8 text (byte {at:,} is {err.object[err.start]:#04x})") from None
+            read += len(chunk or b"")
+            lines = text.split("\n")
+            pending = lines.pop()
+            yield from lines
+            if not chunk:
+                if pending:
+                    yield pending
+                return
+
+
 def _read_up_to(fd: int, limit: int) -> bytes:
     chunks, size = [], 0
     while size < limit:
@@ -140,10 +200,10 @@ def _open_reason(err: OSError) -> str:
             errno.ENAMETOOLONG: "the path is too long"}.get(err.errno or 0, f"cannot be opened: {err.strerror}")
 
 
-def read_json_input(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> Any:
+def read_json_input(path: str | Path, max_bytes: int = MAX_JSON_BYTES, *, follow_links: bool = True) -> Any:
     """A JSON input file, parsed; UnreadableFile (one line) for anything read_input_text refuses, text that
     is not JSON, or JSON nested too deeply for the parser (a RecursionError is not a traceback for the user)."""
-    text = read_input_text(path, max_bytes)
+    text = read_input_text(path, max_bytes, follow_links=follow_links)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -218,3 +278,41 @@ def read_nofollow(path: str | Path, tail_bytes: int | None = None) -> bytes:
         return _read_up_to(fd, os.fstat(fd).st_size + (1 << 20))
     finally:
         os.close(fd)
+
+
+# --- a script's folder ----------------------------------------------------------------------------------
+
+# The Python files beside a training script that its fingerprint covers (what it may import from its folder):
+# every *.py under the script's folder, but not in folders that hold no code of its own (hidden ones, caches,
+# virtual environments), and at most this many files and bytes (a script at the root of a large repository).
+SOURCES_SKIPPED = frozenset({"__pycache__", "venv", ".venv", "site-packages", "node_modules", "build", "dist"})
+MAX_SOURCE_FILES = 2000
+MAX_SOURCE_BYTES = 64 << 20
+
+
+def python_sources_sha256(script: str | Path) -> str:
+    """A SHA-256 over the Python files under the folder of `script`, the script itself left out (its own hash
+    is apart): relative path and bytes of each, in sorted order; links are not followed, SOURCES_SKIPPED and
+    hidden folders are left out; past MAX_SOURCE_FILES files or MAX_SOURCE_BYTES bytes, the rest is left out
+    and the value says how many it covered ("<hash>:N files")."""
+    import hashlib
+
+    root = Path(script).parent
+    found: list[str] = []
+    for here, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SOURCES_SKIPPED)
+        found += [os.path.relpath(os.path.join(here, f), root) for f in files if f.endswith(".py")]
+        if len(found) > MAX_SOURCE_FILES:
+            break
+    digest, size, count = hashlib.sha256(), 0, 0
+    for rel in sorted(f for f in found if f != Path(script).name)[:MAX_SOURCE_FILES]:
+        try:
+            data = read_nofollow(root / rel)
+        except OSError:   # a link, a file gone meanwhile: not part of the folder's code
+            continue
+        size += len(data)
+        if size > MAX_SOURCE_BYTES:
+            break
+        digest.update(rel.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
+        count += 1
+    return f"{digest.hexdigest()}:{count} files"

@@ -53,7 +53,7 @@ class Holder:
     @staticmethod
     def now() -> Holder:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        return Holder(socket.gethostname(), os.getpid(), started, " ".join(["orch", *sys.argv[1:]])[:200])
+        return Holder(socket.gethostname(), os.getpid(), started, " ".join(["orch", *redacted(sys.argv[1:])])[:200])
 
     @staticmethod
     def parse(text: str) -> Holder | None:
@@ -62,6 +62,21 @@ class Holder:
             return Holder(str(data["host"]), int(data["pid"]), str(data["started_at"]), str(data.get("command", "")))
         except (ValueError, TypeError, KeyError, RecursionError):
             return None
+
+
+def redacted(argv: list[str]) -> list[str]:
+    """The command line as the lock file keeps it: every URI (a tracking server's may carry a user and a
+    password, `--mlflow https://me:pw@host`) and the value of --mlflow left out.
+
+    >>> redacted(["sweep", "s.yaml", "--mlflow", "http://u:pw@h:5000", "--address=ray://h:10001"])
+    ['sweep', 's.yaml', '--mlflow', '<uri>', '--address=<uri>']
+    """
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if "://" in arg or (i > 0 and argv[i - 1] == "--mlflow" and not arg.startswith("-")):
+            arg = f"{arg.partition('=')[0]}=<uri>" if arg.startswith("--") and "=" in arg else "<uri>"
+        out.append(arg)
+    return out
 
 
 def _describe(text: str) -> str:
@@ -87,7 +102,7 @@ class FolderLock:
             self.folder.mkdir(parents=True)
             self.created_folder = True
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)   # only its user's
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:

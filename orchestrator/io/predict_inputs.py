@@ -1,5 +1,9 @@
 """Everything `orch predict` reads, checked up front so that bad input is one clear message (exit 2):
-the results folder, the sweep it ran, the target topology, an RCP file, other calibration folders."""
+the results folder, the sweep it ran, the target topology, an RCP file, other calibration folders.
+
+A results folder is data, maybe someone else's (docs/trust.md): everything here is built from what it
+records. The workload's name is a label; no workload is found, imported or asked for a figure (its memory
+per rank is the folder's recorded figure, `core.facts.recorded_memory`)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core import records as rec
+from orchestrator.core.facts import MemoryFact, recorded_memory
 from orchestrator.core.grid import powers_of_two_up_to
 from orchestrator.core.isa import CpuIsa
 from orchestrator.core.peaks import peak_index
@@ -16,10 +21,10 @@ from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
 from orchestrator.core.schema import InvalidInput
+from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
-from orchestrator.io.sweepfile import Sweep, sweep_from_frozen
 
 
 class PredictInputError(ValueError):
@@ -29,7 +34,9 @@ class PredictInputError(ValueError):
 @dataclass(frozen=True, slots=True)
 class PredictInputs:
     results: Results
-    sweep: Sweep
+    spec: SweepSpec          # the sweep as it ran, read from spec.json (its workload only a name)
+    memory: MemoryFact       # one rank's memory per local batch, as the folder recorded it
+    workload: str            # the workload's name: a label
     topology: Topology
     same_machine: bool
     node_counts: tuple[int, ...]
@@ -153,12 +160,31 @@ def _source_cpu(results: Results) -> SourceCpu:
     return SourceCpu(str(env.get("cpu_model") or "CPU of the sweep"), precision, peak, isa)
 
 
+def _spec(results: Results) -> SweepSpec:
+    """The sweep as it ran, from spec.json alone: its workload section is a name and parameters, not found."""
+    spec, problems = parse_spec(results.sweep_spec)
+    if spec is None or problems:
+        raise PredictInputError(str(InvalidInput(f"{results.path / 'spec.json'}", problems)))
+    return spec
+
+
+def _memory(results: Results) -> MemoryFact:
+    """One rank's memory per local batch from the folder's figures: spec.json's `derived.memory_mib`, else the
+    memory each record was planned with (a 0 there: not known when the sweep ran)."""
+    libraries = results.derived.library_mib or max(
+        (r.memory.library_mib or 0.0 for r in results.records if r.memory is not None), default=0.0)
+    points = results.derived.memory_points()
+    if points:
+        return recorded_memory(points, f"{results.path.name}/spec.json's derived.memory_mib", libraries)
+    planned = {r.local_batch: r.memory.estimate_mib for r in results.records
+               if r.memory is not None and r.local_batch and r.memory.estimate_mib}
+    return recorded_memory(planned, f"the memory {results.path.name}'s records were planned with", libraries)
+
+
 def load_inputs(args: Any) -> PredictInputs:
     results = _results(args.results)
-    try:
-        sweep = sweep_from_frozen(results.sweep_spec, results.path / "spec.json")
-    except InvalidInput as err:
-        raise PredictInputError(str(err)) from None
+    spec = _spec(results)
+    workload = results.derived.workload or spec.workload.name or "workload"
     topology = _target(args.topology, results)
     nodes = len(topology.nodes)
     node_counts = tuple(sorted(set(args.nodes))) if args.nodes else powers_of_two_up_to(nodes)
@@ -174,7 +200,7 @@ def load_inputs(args: Any) -> PredictInputs:
     for folder in args.calibration:
         extra += _results(folder).records.of_kind(rec.ALLREDUCE)
     samples = args.samples_per_epoch or derived.samples_per_epoch
-    rcp_in = (_rcp(args.rcp, samples, bool(args.samples_per_epoch), sweep.workload.name) if args.rcp else None)
+    rcp_in = (_rcp(args.rcp, samples, bool(args.samples_per_epoch), workload) if args.rcp else None)
     try:
         fitted = fit_all(results.records, extra_calibration=extra,
                          rcp_points=None if rcp_in is None else rcp_in.points,
@@ -187,7 +213,7 @@ def load_inputs(args: Any) -> PredictInputs:
     sources: tuple[str, ...] = ()
     short = ""
     if rcp_in is not None:
-        mismatch, sources = _rcp_workload(rcp_in, results, sweep.workload.name, samples, bool(args.samples_per_epoch))
+        mismatch, sources = _rcp_workload(rcp_in, results, workload, samples, bool(args.samples_per_epoch))
         warnings = mismatch + warnings
         short = (f"epochs from {rcp_in.source}, which describes another model or data set than the measured "
                  f"workload's (see the warning)") if mismatch else ""
@@ -196,6 +222,6 @@ def load_inputs(args: Any) -> PredictInputs:
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
     machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if args.topology else SAME_MACHINE
     machine = replace(machine, node_link=topology.link)
-    return PredictInputs(results, sweep, topology, not args.topology, node_counts, local_batches, samples, fitted,
-                         backend == "ccl", args.deadline_h, args.budget_node_h, tuple(warnings), machine, sources,
-                         short)
+    return PredictInputs(results, spec, _memory(results), workload, topology, not args.topology, node_counts,
+                         local_batches, samples, fitted, backend == "ccl", args.deadline_h, args.budget_node_h,
+                         tuple(warnings), machine, sources, short)

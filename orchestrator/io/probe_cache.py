@@ -87,7 +87,9 @@ def probe_key_fields(sweep: Any, backend: str) -> dict[str, Any]:
     m, w = sweep.spec.measure, sweep.spec.workload
     ref = w.name
     if w.script is not None:   # a script: its path, its content and its arguments are what it runs
-        return {"format": PROBE_FORMAT, "workload": f"script {w.script}", "code": w.script_sha256,
+        helpers = w.script_sources is not None and not w.script_sources.endswith(":0 files")
+        code = f"{w.script_sha256} {w.script_sources}" if helpers else w.script_sha256   # a lone script: as before
+        return {"format": PROBE_FORMAT, "workload": f"script {w.script}", "code": code,
                 "params": {"args": list(w.arg_texts)}, "precision": "the script's own", "torch": torch_version(),
                 "backend": backend, "held_batches": 0, "batches": list(PROBE_BATCHES), "steps": PROBE_STEPS}
     return {"format": PROBE_FORMAT, "workload": ref, "code": code_fingerprint(ref),

@@ -17,6 +17,7 @@ from typing import Any
 
 from orch.workload import RankContext, Trainer, Workload
 from orchestrator.core.schema import Problem
+from orchestrator.io.files import python_sources_sha256
 from orchestrator.io.workload_finder import NAME_RE
 
 SHA256_CHARS = 64
@@ -31,6 +32,7 @@ class NoParams:
 class ScriptFile:
     path: Path        # absolute
     sha256: str
+    sources: str = ""  # io.files.python_sources_sha256 of its folder: the helpers it may import
 
 
 def find_script(name: str, base: Path | None) -> tuple[ScriptFile | None, str | None]:
@@ -50,7 +52,7 @@ def find_script(name: str, base: Path | None) -> tuple[ScriptFile | None, str | 
         data = path.read_bytes()
     except OSError as err:
         return None, f"{path} cannot be read: {err.strerror or err}"
-    return ScriptFile(path, hashlib.sha256(data).hexdigest()), None
+    return ScriptFile(path, hashlib.sha256(data).hexdigest(), python_sources_sha256(path)), None
 
 
 def script_problems(spec_workload: Any, base: Path | None) -> tuple[ScriptFile | None, list[Problem]]:

@@ -133,7 +133,9 @@ class Sweep:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Raises InvalidInput listing every problem in the file."""
-    data, lines = read_yaml(path, "sweep file")
+    raw: dict[str, str] = {}
+    data, lines = read_yaml(path, "sweep file", raw)
+    _args_as_written(data, raw)
     spec, problems = parse_spec(data)
     raw_workload = data.get("workload") if isinstance(data, dict) else None
     if _is_script(raw_workload):
@@ -145,10 +147,25 @@ def load_sweep(path: str | Path) -> Sweep:
     return _sweep(spec, found, problems, f"sweep file {path}", Path(path), lines)
 
 
+def _args_as_written(data: Any, raw: dict[str, str]) -> None:
+    """A script's unquoted arguments as the sweep file writes them: YAML 1.1 reads `010` as 8, `1.10` as 1.1 and
+    `12:30` as 750, none of which a shell would give the script: such a number stays the text written."""
+    workload = data.get("workload") if isinstance(data, dict) else None
+    args = workload.get("args") if isinstance(workload, dict) else None
+    if not isinstance(args, list):
+        return
+    for i, value in enumerate(args):
+        text = raw.get(f"workload.args[{i}]")
+        if text is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and str(value) != text:
+            args[i] = text   # as written; a number that reads back as written stays one (older folders kept it)
+
+
 def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
     """The sweep stored in a results folder's spec.json (as `Sweep.frozen_spec` wrote it). Raises
     InvalidInput when it no longer validates (a workload renamed or a parameter removed since). A script
-    need not be there any more: its path and hash are in the spec."""
+    need not be there any more: its path and hash are in the spec. It finds and imports the workload, so it runs
+    the workload's code: for a folder of the user's own only (a benchmark that reruns it), never for one someone
+    handed over (docs/trust.md); `orch predict` reads a folder without it (io.predict_inputs)."""
     spec, problems = parse_spec(frozen)
     if _is_script(frozen.get("workload")):
         spec, found = _script(spec, None, problems, need_file=False)
@@ -186,7 +203,8 @@ def _script(spec: SweepSpec | None, base: Path | None, problems: list[Problem],
             return spec, None
     path = str(script.path) if script is not None else str(w.script)
     w = replace(w, name=w.name or label_of(path), script=path,
-                script_sha256=script.sha256 if script is not None else w.script_sha256)
+                script_sha256=script.sha256 if script is not None else w.script_sha256,
+                script_sources=script.sources if script is not None else w.script_sources)
     workload = ScriptWorkload(w.name or "", script, w.flops_per_sample, w.samples_per_epoch, path)
     source = f"script {path} (sha256 {w.script_sha256})"
     return replace(spec, workload=w), (FoundWorkload(workload, path, source), NoParams())

@@ -56,7 +56,10 @@ def _alias_problems(root: yaml.Node) -> list[Problem]:
     return []
 
 
-def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Problem]) -> None:
+def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Problem],
+          raw: dict[str, str] | None = None) -> None:
+    if raw is not None and isinstance(node, yaml.ScalarNode) and node.style is None:
+        raw[path] = node.value   # a plain scalar as written: `010`, not the 8 YAML 1.1 makes of it
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -67,19 +70,20 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Prob
                                         key_node.start_mark.line + 1))
             seen.add(key)
             lines[sub] = key_node.start_mark.line + 1
-            _walk(value_node, sub, lines, problems)
+            _walk(value_node, sub, lines, problems, raw)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             sub = f"{path}[{i}]"
             lines[sub] = item.start_mark.line + 1
-            _walk(item, sub, lines, problems)
+            _walk(item, sub, lines, problems, raw)
 
 
-def read_yaml(path: str | Path, what: str) -> tuple[Any, dict[str, int]]:
+def read_yaml(path: str | Path, what: str, raw: dict[str, str] | None = None) -> tuple[Any, dict[str, int]]:
     """Parse a YAML (or JSON) file. Raises InvalidInput for a missing, unreadable, empty, oversized or malformed
     file.
 
-    Returns (data, lines) where lines maps key paths such as 'grid.ranks[1]' to 1-based line numbers.
+    Returns (data, lines) where lines maps key paths such as 'grid.ranks[1]' to 1-based line numbers; `raw`,
+    when given, gets the text of every plain (unquoted) scalar by the same paths, as written.
     """
     file = Path(path)
     source = f"{what} {file}"
@@ -109,7 +113,7 @@ def read_yaml(path: str | Path, what: str) -> tuple[Any, dict[str, int]]:
         raise InvalidInput(source, [Problem("", "the file is empty")])
     lines: dict[str, int] = {}
     problems: list[Problem] = []
-    _walk(node, "", lines, problems)
+    _walk(node, "", lines, problems, raw)
     if problems:
         raise InvalidInput(source, problems)
     return data, lines

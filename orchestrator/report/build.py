@@ -12,6 +12,7 @@ renderables. Output is deterministic (no generation time, no absolute paths) so 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -24,7 +25,8 @@ from orchestrator.core import time_to_train as ttt
 from orchestrator.core.records import Records
 from orchestrator.core.table import Table
 from orchestrator.core.topology import topology_from_data
-from orchestrator.io.store import Results
+from orchestrator.io.files import write_atomic
+from orchestrator.io.store import REPORT_DIR, Results
 from orchestrator.report import markdown, plots
 from orchestrator.report.render import to_csv, to_json, to_rich
 
@@ -172,7 +174,7 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
 
     def put(name: str, text: str) -> None:
         path = out_dir / name
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text, durable=False)   # never through a link; a second `orch report` never tears it
         written.append(path)
 
     for table in data.tables():
@@ -194,6 +196,34 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
         text = markdown.render(results, data, figures=figures, files=files)
         put(REPORT_FILE, text + profile_links(results.path, out_dir))
     return written
+
+
+class LinkedReportFolder(ValueError):
+    """RESULTS/report is a link: a report is written there only when the user names the folder (--out)."""
+
+
+def report_folder(results: Results, out_dir: str | Path | None) -> Path:
+    """Where a report goes: `out_dir` as the user named it (a link included: theirs to make), else
+    RESULTS/report, refused when it is a link (LinkedReportFolder): a results folder someone else handed over
+    could point it at any folder of the user's, and a report would overwrite files of the same names there."""
+    if out_dir is not None:
+        return Path(out_dir)
+    default = results.path / REPORT_DIR
+    if default.is_symlink():
+        raise LinkedReportFolder(f"the report folder {default} is a link (to {os.readlink(default)[:200]!r}): orch "
+                                 "writes a report through a link only into a folder you name; give --out DIR")
+    return default
+
+
+def report_file_names(results: Results) -> list[str]:
+    """The names of every file `write_report` may write for these results (the files `orch report --mlflow`
+    uploads from RESULTS/report when it wrote none itself): nothing else in the folder is the report's."""
+    data = analyze(results)
+    names = [f"{t.name}.{ext}" for t in data.tables() for ext in ("csv", "json")]
+    names += [rcp_file_name(results), REPORT_FILE, "throughput-vs-cores.png", "convergence.png",
+              "time-to-train.png", "allreduce.png"]
+    names += [f"{t.name}.png" for t in data.scalability]
+    return names
 
 
 def _figures(data: ReportData, results: Results) -> Iterator[tuple[str, str, Figure]]:

@@ -168,5 +168,13 @@ def time_to_train_figure(times: Sequence[LayoutTime]) -> Figure | None:
 
 
 def save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, format="png", metadata=PNG_METADATA)
+    """The figure as a PNG at `path`, written atomically (io.files.write_atomic: never through a link, never
+    torn by a second writer)."""
+    import io
+
+    from orchestrator.io.files import write_atomic
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=DPI, format="png", metadata=PNG_METADATA)
+    write_atomic(path, buffer.getvalue(), durable=False)
     return path

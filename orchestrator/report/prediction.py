@@ -23,7 +23,8 @@ from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.table import Table
-from orchestrator.report.plots import DPI, PNG_METADATA, _figure
+from orchestrator.io.files import write_atomic
+from orchestrator.report.plots import _figure, save
 from orchestrator.report.prediction_plots import epochs_figure, throughput_figure
 from orchestrator.report.render import to_csv, to_json, to_markdown, to_rich
 
@@ -135,12 +136,12 @@ def prediction_report(inputs: PredictInputs) -> PredictionReport:
     f = inputs.fitted
     target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
                     inputs.same_machine, inputs.machine)
-    memory = inputs.sweep.facts.memory
-    memory_mib = memory.need_mib   # unknown (not declared, not probed): no memory rule
-    predictions = predict_layouts(target, inputs.sweep.spec, f.basis, f.epochs_model, memory_mib,
+    memory = inputs.memory          # the folder's recorded figures; unknown: no memory rule
+    memory_mib = memory.need_mib
+    predictions = predict_layouts(target, inputs.spec, f.basis, f.epochs_model, memory_mib,
                                   inputs.ccl_available, memory.library_mib)
     if not predictions:
-        raise NoFeasibleLayout(why_nothing_fits(target, inputs.sweep.spec, memory_mib, memory.library_mib))
+        raise NoFeasibleLayout(why_nothing_fits(target, inputs.spec, memory_mib, memory.library_mib))
     rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
     if rec is not None and inputs.rcp_mismatch:   # said in the answer itself, not only in a warning above it
         rec = replace(rec, why=f"{rec.why}; and {inputs.rcp_mismatch}")
@@ -184,7 +185,7 @@ def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
     written = []
 
     def put(name: str, text: str) -> None:
-        (out_dir / name).write_text(text)
+        write_atomic(out_dir / name, text, durable=False)   # never through a link, never torn
         written.append(out_dir / name)
 
     tables = report.tables()
@@ -196,8 +197,7 @@ def write_prediction(report: PredictionReport, out_dir: Path) -> list[Path]:
                "prediction-epochs.png": epochs_figure(report), "allreduce.png": calibration_figure(report.fitted)}
     for name, fig in figures.items():
         if fig is not None:
-            fig.savefig(out_dir / name, dpi=DPI, metadata=PNG_METADATA)
-            written.append(out_dir / name)
+            written.append(save(fig, out_dir / name))
     lines = [f"# Prediction for {report.target_words}", ""]
     lines += [f"- {w}" for w in report.warnings] + ([""] if report.warnings else [])
     lines += [f"- {line}" for line in report.epochs_lines()] + ([""] if report.epochs_lines() else [])

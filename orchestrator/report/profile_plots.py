@@ -9,14 +9,13 @@ from typing import Any
 
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile.result import ProfiledTarget
-from orchestrator.report.plots import DPI, PNG_METADATA, _figure
+from orchestrator.report.plots import _figure, save
 
 TOP_SEGMENTS = 9
 
 
 def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, metadata=PNG_METADATA)
-    return path
+    return save(fig, path)   # atomically, never through a link (report.plots.save)
 
 
 def _stacked(values: Sequence[Mapping[str, float]], labels: Sequence[str], title: str, ylabel: str,

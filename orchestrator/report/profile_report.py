@@ -20,6 +20,7 @@ from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile import checks as pc
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, ReplayRow, as_target
 from orchestrator.core.profile.row import Row
+from orchestrator.io.files import write_atomic
 from orchestrator.report import profile_plots as pp
 
 PROFILE_FILE = "profile.md"
@@ -53,7 +54,7 @@ def md_table(rows: Rows, columns: Sequence[str] | None = None) -> str:
 
 def _write_rows(out: Path, name: str, rows: Rows) -> list[Path]:
     csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
-    json_path.write_text(json.dumps(list(rows), indent=1) + "\n")
+    write_atomic(json_path, json.dumps(list(rows), indent=1) + "\n", durable=False)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     with csv_path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)
@@ -201,7 +202,7 @@ def write_profile_report(targets: Targets, out: Path, header: Mapping[str, Any])
     for t in failed:
         md.append(f"- **{t.label} did not run:** {t.status} — {t.reason}")
     if not ok:
-        (out / PROFILE_FILE).write_text("\n".join([*md, _intro(header, ok)]) + "\n")
+        write_atomic(out / PROFILE_FILE, "\n".join([*md, _intro(header, ok)]) + "\n", durable=False)
         return [out / PROFILE_FILE]
     findings = [f for t in ok for f in pc.check_target(t)] + pc.check_across(ok)
     disturbed = pc.disturbed(findings)
@@ -222,7 +223,7 @@ def write_profile_report(targets: Targets, out: Path, header: Mapping[str, Any])
         md += [f"![{caption}]({png.name})", ""]
         paths.append(png)
     md += _per_target(ok, out, paths, disturbed)
-    (out / PROFILE_FILE).write_text("\n".join(md) + "\n")
+    write_atomic(out / PROFILE_FILE, "\n".join(md) + "\n", durable=False)
     return [out / PROFILE_FILE, *paths]
 
 

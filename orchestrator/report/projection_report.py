@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.profile import projection as pj
+from orchestrator.io.files import write_atomic
 from orchestrator.report.profile_report import md_table
 
 PROJECTION_FILE = "projection.md"
@@ -30,7 +31,7 @@ def _top(rows: Sequence[Mapping[str, Any]], n: int = 12) -> list[dict[str, Any]]
 
 def write_projection(projections: Sequence[Mapping[str, Any]], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "projection.json").write_text(json.dumps(list(projections), indent=1) + "\n")
+    write_atomic(out / "projection.json", json.dumps(list(projections), indent=1) + "\n", durable=False)
     md = ["# Projected step time", "", RULES, ""]
     for p in projections:
         s, t = p["source_roof"], p["target_roof"]
@@ -42,7 +43,7 @@ def write_projection(projections: Sequence[Mapping[str, Any]], out: Path) -> Pat
                f"(rest kept), {steps['bandwidth']:.1f} ms (rest × bandwidth ratio), {steps['peak']:.1f} ms (rest × "
                "peak ratio).", "", "Largest primitives of rank 0 (ms per step):", "",
                md_table(_top(p["ranks"][0]["primitives"])), ""]
-    (out / PROJECTION_FILE).write_text("\n".join(md) + "\n")
+    write_atomic(out / PROJECTION_FILE, "\n".join(md) + "\n", durable=False)
     return out / PROJECTION_FILE
 
 
@@ -51,8 +52,8 @@ def write_validation(rows_by_target: Mapping[str, Sequence[pj.ValidationRow]], h
     """Projected against measured on the target, kind by kind and for the step, per layout."""
     out.mkdir(parents=True, exist_ok=True)
     plain = {label: [r.to_json() for r in rows] for label, rows in rows_by_target.items()}
-    (out / "validation.json").write_text(json.dumps({"header": dict(header), "targets": plain},
-                                                    indent=1) + "\n")
+    write_atomic(out / "validation.json", json.dumps({"header": dict(header), "targets": plain}, indent=1) + "\n",
+                 durable=False)
     md = ["# Projection against a run on the target", "", f"Commands: `{header['native_command']}` then "
           f"`{header['target_command']}`.", "", RULES, "",
           f"`error`: projected ÷ measured − 1. `{pj.OUTSIDE}` is projected under the `same` rule.", ""]
@@ -62,5 +63,5 @@ def write_validation(rows_by_target: Mapping[str, Sequence[pj.ValidationRow]], h
         above = header.get("kernels_above", {}).get(label)
         if above:
             md += [f"**The target run used kernels above the cap:** {', '.join(above)}: it was not capped.", ""]
-    (out / VALIDATION_FILE).write_text("\n".join(md) + "\n")
+    write_atomic(out / VALIDATION_FILE, "\n".join(md) + "\n", durable=False)
     return out / VALIDATION_FILE

@@ -114,6 +114,7 @@ class ScriptSettings:
     path: str                       # absolute
     args: list[str]                 # placeholders filled (core.script)
     sha256: str                     # the rank checks that the script it runs is the one planned
+    sources: str | None = None      # and that the Python files of its folder are (io.files.python_sources_sha256)
     cwd: str                        # the sweep file's folder: relative paths in args mean what they say there
     env: dict[str, str] = field(default_factory=dict)   # the placeholders' values: ORCH_LOCAL_BATCH, ...
     flops_per_sample: float | None = None   # stated in the sweep file

@@ -24,7 +24,13 @@ from typing import Any
 
 import psutil
 
-from orchestrator.constants import LAUNCHER_PID_ENV_VAR, RENDEZVOUS_FD_ENV_VAR
+from orchestrator.constants import (
+    LAUNCHER_PID_ENV_VAR,
+    RANK_ENV_KEEP_ENV_VAR,
+    RENDEZVOUS_FD_ENV_VAR,
+    SECRET_ENV_PREFIXES,
+    SECRET_ENV_WORDS,
+)
 from orchestrator.core.rank_end import RankStatus, classify_exit
 from orchestrator.core.topology import cpu_ranges
 from orchestrator.io.files import WORK_ROOT, create_private, private_dirs, read_nofollow
@@ -65,6 +71,27 @@ def pin_prefix(cpus: list[int], numa_nodes: list[int], sys_node: Path = Path("/s
     if taskset:
         return [taskset, "-c", cpu_list], f"taskset -c {cpu_list} (numactl not installed: memory not bound)"
     return [], "no numactl/taskset: affinity set by the launcher"
+
+
+def kept_names() -> set[str]:
+    """The variables the user passes to the ranks although their names say secret ($ORCH_RANK_ENV_KEEP)."""
+    return {name.strip() for name in os.environ.get(RANK_ENV_KEEP_ENV_VAR, "").split(",") if name.strip()}
+
+
+def passes_to_ranks(name: str, keep: set[str] | frozenset[str] = frozenset()) -> bool:
+    """Whether the driver's variable `name` reaches the ranks: not when its name says it holds a secret
+    (constants.SECRET_ENV_WORDS and _PREFIXES), unless the user named it in $ORCH_RANK_ENV_KEEP; orch's own
+    ORCH_ variables always do.
+
+    >>> [passes_to_ranks(n) for n in ("PATH", "HF_TOKEN", "MLFLOW_TRACKING_URI", "ORCH_RAY_SESSION_TOKEN")]
+    [True, False, False, True]
+    >>> passes_to_ranks("HF_TOKEN", {"HF_TOKEN"})
+    True
+    """
+    if name in keep or name.startswith("ORCH_"):
+        return True
+    upper = name.upper()
+    return not (any(word in upper for word in SECRET_ENV_WORDS) or upper.startswith(SECRET_ENV_PREFIXES))
 
 
 def rank_environment(base: dict[str, str], *, cpus: list[int], ccl_cpus_on_node: list[int], backend: str,
@@ -183,14 +210,23 @@ def reserve_rendezvous(addr: str) -> socket.socket:
     return listener
 
 
-def _normal_priority() -> None:
-    """Run the rank at normal priority: Ray starts its workers (our launchers) at niceness 15, which the rank
-    would inherit and then lose its core to any ordinary process on a shared node, lowering its measured
-    throughput. Lowering niceness needs CAP_SYS_NICE or RLIMIT_NICE; without them the rank keeps Ray's."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError:
-        pass
+# The first thing a rank's new process runs, before the pinning prefix and the rank's command: instead of a
+# preexec_fn, which runs between fork and exec of a launcher that has other threads (where only
+# async-signal-safe work is safe, and CPython says so). It sets normal priority (Ray starts its workers, our
+# launchers, at niceness 15, which the rank would inherit and then lose its core to any ordinary process on a
+# shared node; lowering niceness needs CAP_SYS_NICE or RLIMIT_NICE, without which the rank keeps Ray's), the
+# CPU list where no numactl or taskset applies it (argv[1], empty otherwise), then execs the rest of argv.
+_START = ("import os,sys\n"
+          "if sys.argv[1]=='1':\n try:\n  os.setpriority(os.PRIO_PROCESS,0,0)\n except OSError:\n  pass\n"
+          "if sys.argv[2]:\n os.sched_setaffinity(0,[int(c) for c in sys.argv[2].split(',')])\n"
+          "os.execv(sys.argv[3],sys.argv[3:])\n")
+
+
+def start_prefix(cpus: list[int] | None = None, *, normal_priority: bool = True) -> list[str]:
+    """The command prefix that sets normal priority (and `cpus`, where given) in the new process, then execs
+    the command after it: `[*start_prefix(), "/usr/bin/numactl", ...]`. Python without site (-S) and isolated
+    (-I): a few milliseconds."""
+    return [sys.executable, "-S", "-I", "-c", _START, "1" if normal_priority else "0", ",".join(map(str, cpus or []))]
 
 
 def node_info() -> dict[str, Any]:
@@ -236,6 +272,7 @@ class MemoryWatch:
     peak_private_mib: float = 0.0
     shared_mib: float = 0.0      # the rank's file-backed pages (its libraries) at their largest: once per node
     estimate_mib: float = 0.0    # private now
+    seen: list[psutil.Process] = field(default_factory=list)   # every process of the tree seen so far
     _procs: list[psutil.Process] = field(default_factory=list)
     _tree_at: float = -TREE_EVERY_S
 
@@ -243,6 +280,8 @@ class MemoryWatch:
         """Update the peak; the reason to stop the rank when its private memory exceeds the budget, else None."""
         if now - self._tree_at >= TREE_EVERY_S:
             self._procs, self._tree_at = _tree(self.root), now
+            known = {p.pid for p in self.seen}
+            self.seen.extend(p for p in self._procs[1:] if p.pid not in known)
         total = root_peak = root_now = 0.0
         for p in self._procs:
             read = read_memory(p.pid)
@@ -309,6 +348,7 @@ class RankLauncher:
         self._stop = threading.Event()
         self._stop_reason = ""
         self._started_at = 0.0   # time.monotonic() when the rank process was started
+        self._seen: list[psutil.Process] = []   # every process seen in the rank's tree (MemoryWatch adds them)
 
     # --- the rank process ---------------------------------------------------------------------------
     def start(self, job: RankJob, env: dict[str, str], cpus: list[int], numa_nodes: list[int],
@@ -322,13 +362,7 @@ class RankLauncher:
         _write_new(job_file, job.to_json().encode())
         self.job = job
         prefix, self.pin = pin_prefix(list(cpus), list(numa_nodes))
-        pin_here = not prefix
-
-        def preexec() -> None:
-            _normal_priority()
-            if pin_here:
-                os.sched_setaffinity(0, cpus)
-
+        prefix = [*start_prefix(None if prefix else list(cpus)), *prefix]
         self.log_path = self.workdir / "rank.log"
         env = {**env, LAUNCHER_PID_ENV_VAR: str(os.getpid())}
         passed: tuple[int, ...] = ()
@@ -340,8 +374,8 @@ class RankLauncher:
         with os.fdopen(create_private(self.log_path), "wb") as log:
             self.proc = subprocess.Popen(
                 [*prefix, *command], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd or str(self.workdir),
-                start_new_session=True,  # its own process group: stop() kills compile workers too
-                preexec_fn=preexec, pass_fds=passed)
+                start_new_session=True,  # its own process group: its end kills every process it started too
+                pass_fds=passed)
         if rendezvous is not None:
             rendezvous.close()   # the rank holds it now
         try:
@@ -375,23 +409,45 @@ class RankLauncher:
             return
         time.sleep(STACK_DUMP_WAIT_S)
 
+    def _exited(self) -> bool:
+        """Whether the rank process has exited, without reaping it (WNOWAIT): until `_kill` reaps it, its pid,
+        which is its process group's id, cannot go to another process, so the group is killed safely after its
+        leader's end."""
+        if self.proc is None or self.proc.returncode is not None:
+            return True
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:   # reaped already
+            return True
+
     def _kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
+        """End the rank's whole process group, also after a normal end: what the rank started (a script's
+        subprocesses, DataLoader or multiprocessing workers, compile workers) must not outlive its trial on the
+        trial's cores; then any process seen in its tree that left the group (setsid); then reap the rank."""
+        if self.proc is None:
+            return
+        if self.proc.returncode is None:   # not reaped: the group id is still the rank's (see _exited)
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
+        for process in self._seen:
+            try:
+                process.kill()   # psutil checks it is the same process (its start time), not a reused pid
+            except psutil.Error:
+                pass
+        self.proc.wait()
 
     def supervise(self, limits: RankLimits) -> Outcome:
         """Block until the rank ends or is ended by one of its `limits`."""
         if self.proc is None:
             raise RuntimeError("supervise() before start()")
         memory = MemoryWatch(psutil.Process(self.proc.pid), limits.budget_mib)
+        memory.seen = self._seen
         progress: tuple[str, int, int] | None = None
         progress_at = time.monotonic()
         ended: tuple[RankStatus, str] | None = None
-        while ended is None and self.proc.poll() is None:
+        while ended is None and not self._exited():
             now = time.monotonic()
             if self._stop.is_set():
                 ended = RankStatus.STOPPED, self._stop_reason

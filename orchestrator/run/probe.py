@@ -43,7 +43,15 @@ from orchestrator.io.isa import from_flags
 from orchestrator.io.probe_cache import probe_key_fields
 from orchestrator.run.job import PROBE, RankJob, init_timeout_s
 from orchestrator.run.kinds.probe import ProbeReport
-from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits, rank_environment, reserve_rendezvous
+from orchestrator.run.launcher import (
+    Outcome,
+    RankLauncher,
+    RankLimits,
+    kept_names,
+    passes_to_ranks,
+    rank_environment,
+    reserve_rendezvous,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +90,9 @@ class ProbeSetup:
 
 
 def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _RANK_SET and not k.startswith("RAY_")}
+    keep = kept_names()   # a rank's environment as a sweep's ranks get it: no secrets (launcher.passes_to_ranks)
+    return {k: v for k, v in os.environ.items()
+            if k not in _RANK_SET and not k.startswith("RAY_") and passes_to_ranks(k, keep)}
 
 
 def _job(sweep: Any, backend: str, local_batch: int, threads: int) -> RankJob:

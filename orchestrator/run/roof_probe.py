@@ -84,8 +84,10 @@ def probe(cpus: list[int], precision: str, capped: bool, seconds: float = 1.0) -
     """One probe process pinned to `cpus`; its JSON."""
     cmd = [sys.executable, "-m", "orchestrator.run.roof_probe", "--threads", str(len(cpus)),
            "--precision", precision, "--seconds", str(seconds)]
-    done = subprocess.run(cmd, env=probe_env(cpus, capped), capture_output=True, text=True, check=False,
-                          preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    from orchestrator.run.launcher import start_prefix  # pinned in the new process: no preexec_fn in a driver
+
+    done = subprocess.run([*start_prefix(cpus, normal_priority=False), *cmd], env=probe_env(cpus, capped),
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the roof probe failed ({' '.join(cmd)}): {done.stderr.strip()[-500:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -24,7 +24,6 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import runpy
 import signal
 import sys
 import traceback
@@ -60,6 +59,7 @@ def script_settings(sweep: Sweep, trial: Trial, *, seed: int, kind: Kind) -> Scr
     values = trial_values(ranks=trial.ranks, threads=trial.threads_per_rank, local_batch=trial.local_batch,
                           seed=seed, lr=lr, max_epochs=conv.max_epochs if conv is not None else None)
     settings = ScriptSettings(path=str(w.script), args=fill_args(w.arg_texts, values), sha256=str(w.script_sha256),
+                              sources=w.script_sources,
                               cwd=str(sweep.path.resolve().parent), env=environment(values),
                               flops_per_sample=w.flops_per_sample, lr=lr)
     if kind == Kind.CONVERGENCE and conv is not None:
@@ -135,11 +135,19 @@ def _script_environment(job: RankJob, settings: ScriptSettings) -> None:
     sys.path[0] = str(Path(settings.path).parent)
 
 
-def _run(path: str) -> str | None:
-    """Run the script as `__main__`; None when it ended normally, else why it did not (its exception's last
-    line, or its non-zero exit status)."""
+def _run(path: str, source: bytes) -> str | None:
+    """Run the script as `__main__` from `source`, the bytes whose hash was checked (`_read_checked`): the file
+    is not read again, so an edit after the check never runs (runpy.run_path would read it again); None when it
+    ended normally, else why it did not (its exception's last line, or its non-zero exit status)."""
+    import builtins
+    import types
+
+    main_module = types.ModuleType("__main__")
+    main_module.__dict__.update(__file__=path, __builtins__=builtins, __loader__=None, __spec__=None,
+                                __package__=None, __cached__=None)
+    sys.modules["__main__"] = main_module   # as runpy does: pickling and multiprocessing look the module up
     try:
-        runpy.run_path(path, run_name="__main__")
+        exec(compile(source, path, "exec"), main_module.__dict__)   # noqa: S102 (the user's script, checked)
     except SystemExit as end:
         if end.code in (None, 0):
             return None
@@ -164,9 +172,10 @@ def main(argv: list[str]) -> int:
     progress = ProgressWriter(job.progress_path)
     progress.update(phase=Phase.BUILDING, stage="interpreter", force=True)
     clock.on_lap = lambda stage: progress.update(stage=stage, force=True)
-    problem = _changed(settings)
-    if problem is not None:
-        fail(progress, problem)
+    source, problem = _read_checked(settings)
+    if problem is not None or source is None:
+        fail(progress, problem or f"the script {settings.path} cannot be read on this node")
+        return 1
     import torch
 
     torch.set_num_threads(job.threads)
@@ -185,7 +194,7 @@ def main(argv: list[str]) -> int:
     orch.script._activate(reporter)
     _script_environment(job, settings)
     progress.update(stage="script", force=True)   # the script runs: its start-up lasts until its first step
-    error = _run(settings.path)
+    error = _run(settings.path, source)
     error = spawned_error(job) or error
     if error is not None:
         fail(progress, error)
@@ -193,18 +202,28 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _changed(settings: ScriptSettings) -> str | None:
-    """Why the script here is not the one planned (edited since, or another file on this node); None if it is."""
+def _read_checked(settings: ScriptSettings) -> tuple[bytes | None, str | None]:
+    """The script's bytes as they are on this node, read once, and why they are not the ones planned (edited
+    since, or another file on this node; its folder's Python files too), or None: these bytes are what runs."""
     import hashlib
 
     try:
-        sha = hashlib.sha256(Path(settings.path).read_bytes()).hexdigest()
+        source = Path(settings.path).read_bytes()
     except OSError as err:
-        return f"the script {settings.path} cannot be read on this node: {err.strerror or err}"
+        return None, f"the script {settings.path} cannot be read on this node: {err.strerror or err}"
+    sha = hashlib.sha256(source).hexdigest()
     if sha != settings.sha256:
-        return (f"the script {settings.path} changed since the sweep was planned (SHA-256 {sha[:12]}…, planned "
-                f"{settings.sha256[:12]}…): rerun the sweep to plan the new version")
-    return None
+        return None, (f"the script {settings.path} changed since the sweep was planned (SHA-256 {sha[:12]}…, "
+                      f"planned {settings.sha256[:12]}…): rerun the sweep to plan the new version")
+    if settings.sources is not None:
+        from orchestrator.io.files import python_sources_sha256
+
+        here = python_sources_sha256(settings.path)
+        if here != settings.sources:
+            return None, (f"a Python file in {Path(settings.path).parent} changed since the sweep was planned "
+                          f"(sources {here[:12]}…, planned {settings.sources[:12]}…): the script may import it; "
+                          "rerun the sweep to plan the new version")
+    return source, None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ recorded so far (an interrupted trial leaves no record and runs again on resume)
 
 from __future__ import annotations
 
+import errno
 import platform
 import socket
 import threading
@@ -29,9 +30,16 @@ from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schedule import Region
 from orchestrator.core.schema import InvalidInput, Problem
 from orchestrator.io.backends import CCL_BINDINGS_DIST
-from orchestrator.io.files import WORK_ROOT  # each rank's files, on its node: private, checked (io.files)
+from orchestrator.io.files import WORK_ROOT, write_atomic  # WORK_ROOT: each rank's files, private (io.files)
 from orchestrator.io.probe_cache import PROBE_FILE
-from orchestrator.io.store import ResultsNotWritten, SpecChanged, append_record, prepare_folder, write_json
+from orchestrator.io.store import (
+    LOGS_DIR,
+    ResultsNotWritten,
+    SpecChanged,
+    append_record,
+    prepare_folder,
+    write_json,
+)
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
 from orchestrator.run.job import RankJob
@@ -53,7 +61,7 @@ class SweepOptions:
     json_mode: bool = False
     max_concurrent: int | None = None   # trials in flight at once; None: as many as the rules allow
     # Called with each record right after it is appended (in the main thread, which alone writes records):
-    # how a sweep is logged elsewhere (io.tracking's `Tracking.record`, which never raises).
+    # how a sweep is logged elsewhere (io.tracking's `Tracking.record`, which never raises and only queues).
     on_record: tuple[Callable[[rec.Record], None], ...] = ()
 
 
@@ -114,7 +122,8 @@ class SweepRunner:
                    "ranks": list(self.plan.ranks), "threads": list(self.plan.threads),
                    "local_batches": list(self.plan.local_batches), "workload": self.sweep.workload.name,
                    "metric": self.spec.convergence.metric if self.spec.convergence else None,
-                   "train_flops_per_sample": facts.flops.value, "sources": facts.sources()}
+                   "train_flops_per_sample": facts.flops.value, "sources": facts.sources(),
+                   "memory_mib": self._memory_points(), "library_mib": facts.memory.library_mib or None}
         try:
             records = prepare_folder(self.options.results, self.sweep.frozen_spec(), derived,
                                      self.plan.topology.to_dict(), environment_info(self.plan, len(self.cluster.nodes)))
@@ -123,6 +132,15 @@ class SweepRunner:
         if facts.probe is not None:
             write_json(self.options.results / PROBE_FILE, facts.probe.to_json())
         return records
+
+    def _memory_points(self) -> dict[str, float] | None:
+        """One rank's planned memory at the grid's local batches, at 1 and at twice the largest (spec.json's
+        `derived.memory_mib`): what a reader of the folder predicts memory from, without the workload's code."""
+        batches = sorted({1, *self.plan.local_batches, 2 * max(self.plan.local_batches)})
+        cons = self.spec.constraints.rank_memory_mib
+        points = {str(b): cons if cons is not None else self.sweep.facts.memory.mib(b) for b in batches}
+        known = {b: float(v) for b, v in points.items() if v is not None}
+        return known or None
 
     def _record(self, record: rec.Record, progress: SweepProgress, run: TrialRun | None = None) -> None:
         """Append the record; `run` is the trial that produced it (None for an infeasible point, which
@@ -137,12 +155,16 @@ class SweepRunner:
         progress.finished(record, counts=run is not None)
 
     def _save_logs(self, key: str, run: TrialRun) -> None:
-        folder = self.options.results / "logs"
+        """A failed trial's rank logs in RESULTS/logs, each written atomically and never through a link (a
+        resumed folder may hold links someone else put there; `orch sweep` refuses a logs/ that is one)."""
+        folder = self.options.results / LOGS_DIR
         try:
             folder.mkdir(exist_ok=True)
+            if folder.is_symlink():
+                raise OSError(errno.ELOOP, "a link, not a folder of the results folder's own")
             for i, outcome in enumerate(run.outcomes):
                 if outcome is not None and outcome.log is not None:  # an empty log is news too: the rank said nothing
-                    (folder / f"{key}-rank{i}.log").write_text(outcome.log)
+                    write_atomic(folder / f"{key}-rank{i}.log", outcome.log, durable=False)
         except OSError as err:
             raise ResultsNotWritten(f"{folder}: the logs of {key} cannot be written ({err.strerror})") from None
 

@@ -25,7 +25,14 @@ from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Status
 from orchestrator.run.cluster import Cluster
 from orchestrator.run.job import RankJob, RankProgress
-from orchestrator.run.launcher import NodeLaunchers, Outcome, RankLimits, rank_environment
+from orchestrator.run.launcher import (
+    NodeLaunchers,
+    Outcome,
+    RankLimits,
+    kept_names,
+    passes_to_ranks,
+    rank_environment,
+)
 from orchestrator.run.supervision import Limits, TrialRun, supervise
 
 RESERVE_TIMEOUT_S = 120.0
@@ -48,6 +55,17 @@ class RankSpec:
     def all_cpus(self) -> list[int]:
         """Compute cores and oneCCL worker cores: what the rank is pinned to and what Ray reserves for it."""
         return [*self.cpus, *self.ccl_cpus]
+
+
+class RankNotStarted(RuntimeError):
+    """A rank of a trial could not be started: the message names the rank, its node and the cause."""
+
+
+def _cause(err: Exception) -> str:
+    """The first line of what went wrong in a remote call: the launcher's own exception where Ray carries it."""
+    cause = getattr(err, "cause", None) or err
+    text = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+    return f"{type(cause).__name__}: {text[:300]}"
 
 
 class NodePool:
@@ -131,13 +149,27 @@ class RayRanks:
         return port
 
     def start(self, job: RankJob) -> None:
-        """Start every rank process, pinned, with its environment (the rendezvous at rank 0's node)."""
-        infos = self.node_infos()
-        master_addr = infos[0]["ip"]
-        port = self.rendezvous_port(master_addr)
+        """Start every rank process, pinned, with its environment (the rendezvous at rank 0's node). RankNotStarted
+        names the first rank that could not start, its node and the cause (its sweep file's folder missing on
+        that node, a full /tmp, a work folder another user could change, its launcher gone)."""
+        try:
+            infos = self.node_infos()
+            master_addr = infos[0]["ip"]
+            port = self.rendezvous_port(master_addr)
+        except ray.exceptions.RayError as err:
+            raise RankNotStarted(f"the ranks' launchers could not be reached: {_cause(err)}") from None
         envs = _environments(self.ranks, master_addr, port, job.backend, [info.get("ifname") for info in infos])
-        ray.get([h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
-                 for h, r, env in zip(self.handles, self.ranks, envs)])
+        started = [h.call("start", job, env, r.all_cpus, list(r.numa_nodes))
+                   for h, r, env in zip(self.handles, self.ranks, envs)]
+        failed: list[str] = []
+        for r, info, ref in zip(self.ranks, infos, started):   # every call waited for: none left running unseen
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as err:
+                failed.append(f"rank {r.rank} could not start on node {info.get('hostname')} ({info.get('ip')}): "
+                              f"{_cause(err)}")
+        if failed:
+            raise RankNotStarted(failed[0] + (f" (and {len(failed) - 1} more rank(s))" if len(failed) > 1 else ""))
 
     def supervise(self, index: int, limits: RankLimits) -> Any:
         return self.handles[index].call("supervise", limits)
@@ -195,7 +227,11 @@ def run_ranks(cluster: Cluster, ranks: list[RankSpec], job: RankJob, *, workdir:
                 return TrialRun(Status.FAILED, problem, [None] * len(ranks), wall_s=time.time() - started,
                                 interrupted=stop.is_set())
         host = RayRanks(pool, ranks, workdir)
-        host.start(job)
+        try:
+            host.start(job)
+        except RankNotStarted as err:   # the trial's failure, not the sweep's: its record names node and cause
+            return TrialRun(Status.FAILED, str(err), [None] * len(ranks), wall_s=time.time() - started,
+                            interrupted=stop.is_set())
         limits = Limits([r.budget_mib for r in ranks], step_timeout_s, started + timeout_s, startup_timeout_s)
         return supervise(host, limits, started, stop=stop, on_progress=on_status, node_ids=host.node_ids)
     finally:
@@ -246,7 +282,10 @@ def _worker_env() -> dict[str, str]:
     import os
 
     # Inherit the driver's environment (PATH, the venv, proxy settings) minus what would pin or size
-    # the rank wrongly; rank_environment sets those.
+    # the rank wrongly (rank_environment sets those) and its secrets (`passes_to_ranks`).
     drop = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "KMP_AFFINITY", "RANK",
             "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
-    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("RAY_")}
+    keep = kept_names()
+    return {k: v for k, v in os.environ.items()
+            if k not in drop and not k.startswith("RAY_") and passes_to_ranks(k, keep)}
+

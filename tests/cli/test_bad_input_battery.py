@@ -308,3 +308,296 @@ def test_a_bad_workload_name_is_exit_2_with_one_line(name, said, capsys, tally):
         tally["dirty"].append(f"workloads: {name[:20]!r}")
         raise
     tally["clean"] += 1
+
+
+# --- a results folder is data: reading, reporting, predicting or tracking it runs nothing, deletes nothing and
+# sends no secret (docs/trust.md). Each case is a real command on a copy of a committed folder made hostile in one
+# way; each names what it guards (issue 40's numbering in docs/trust.md) and is counted in the battery.
+
+PAYLOAD = """from pathlib import Path
+Path(__file__).with_name("PAYLOAD-RAN").write_text("the folder's code ran")
+W = None
+"""
+SECRET = "s3cr3t-token-of-the-user"
+
+
+def hostile(tally, name: str):
+    """A context that counts one hostile-folder case, clean when its block ends without an error."""
+    class Case:
+        def __enter__(self):
+            tally["tried"] += 1
+
+        def __exit__(self, kind, value, tb):
+            if kind is None:
+                tally["clean"] += 1
+            else:
+                tally["dirty"].append(name)
+            return False
+    return Case()
+
+
+def edit(folder: Path, change) -> None:
+    import json
+
+    data = json.loads((folder / "spec.json").read_text())
+    change(data)
+    (folder / "spec.json").write_text(json.dumps(data))
+
+
+def orch_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
+    """The real command in its own process (an import path resolves against its working folder, as a user's)."""
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**clean, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **(env or {})})
+
+
+def append_record_with_key(folder: Path, key: str) -> None:
+    import json
+
+    line = next(x for x in (folder / "trials.jsonl").read_text().splitlines() if '"status":"ok"' in x)
+    record = json.loads(line)
+    record["key"] = key
+    with open(folder / "trials.jsonl", "a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+@pytest.mark.parametrize("reference", ["{case}/payload.py:W", "payload:W"], ids=["file", "import-path"])
+def test_predict_report_load_and_track_run_none_of_the_folders_code(reference, tmp_path, tally):
+    """Deliverable 1: spec.json's workload.name is a label. A file path and an import path (resolved against the
+    command's working folder) that would run a payload if imported; every reader runs neither."""
+    with hostile(tally, f"the folder's workload code is never run ({reference.split(':')[0].split('/')[-1]})"):
+        import orch
+
+        results = _results(tmp_path)
+        (tmp_path / "payload.py").write_text(PAYLOAD)
+        edit(results, lambda d: d["spec"]["workload"].update(name=reference.replace("{case}", str(tmp_path))))
+        done = orch_cli("predict", str(results), "--json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '"layouts"' in done.stdout
+        done = orch_cli("report", str(results), "--tensorboard", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        loaded = orch.load(results)
+        assert loaded.records and orch.track(results, tensorboard=True)
+        assert not (tmp_path / "PAYLOAD-RAN").exists()
+
+
+@pytest.mark.parametrize("key", ["{victim}", "../../victim"], ids=["absolute", "relative"])
+def test_a_record_key_that_is_a_path_deletes_and_writes_nothing(key, tmp_path, tally):
+    """Deliverable 2: a record key is a name. `orch report --tensorboard` removed and rewrote any folder a key
+    named (/tmp/victim, or ../.. out of the results folder)."""
+    with hostile(tally, f"a record key that is a path ({key.strip('{}')})"):
+        results = _results(tmp_path)
+        victim = tmp_path / "victim" if key.startswith("{") else results.parent.parent / "victim"
+        victim.mkdir(exist_ok=True)
+        (victim / "mine.txt").write_text("the user's")
+        append_record_with_key(results, key.replace("{victim}", str(victim)))
+        before = snapshot(victim)
+        done = orch_cli("report", str(results), "--format", "md", "--tensorboard", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "is not a name orch gives a trial" in done.stderr and "Traceback" not in done.stderr
+        assert snapshot(victim) == before
+
+
+@pytest.mark.parametrize("planted", ["link", "not-ours"])
+def test_a_tensorboard_run_folder_orch_did_not_make_is_left_alone(planted, tmp_path, tally):
+    """Deliverable 2: only a run folder that orch's manifest lists is ever removed, and never through a link."""
+    import json
+
+    with hostile(tally, f"a TensorBoard run folder that is {'a link' if planted == 'link' else 'not orch’s'}"):
+        results = _results(tmp_path)
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "mine.txt").write_text("the user's")
+        logdir = results / "tensorboard"
+        logdir.mkdir()
+        if planted == "link":   # listed in a manifest, with a stale fingerprint: orch would rewrite it
+            (logdir / "r1-t1-b16").symlink_to(victim, target_is_directory=True)
+            (logdir / "orch-logged.json").write_text(json.dumps({"r1-t1-b16": "stale"}))
+            before = snapshot(victim)
+        else:                   # a folder of the user's under the key's name, no manifest
+            victim = logdir / "r1-t1-b16"
+            victim.mkdir()
+            (victim / "notes.txt").write_text("the user's")
+            before = snapshot(victim)
+        done = orch_cli("report", str(results), "--format", "md", "--tensorboard", cwd=tmp_path)
+        assert done.returncode == 1, done.stderr[-2000:]   # the tracker stopped, saying why
+        assert "is there but is not a run folder orch wrote" in done.stderr and "Traceback" not in done.stderr
+        assert snapshot(victim) == before
+
+
+def test_report_mlflow_logs_where_the_user_says_never_where_the_folder_says(tmp_path, tally):
+    """Deliverable 3: a bare --mlflow logs to $MLFLOW_TRACKING_URI, not the folder's stored URI (a sqlite: or
+    file: URI would let the folder choose where MLflow writes), which is printed as a hint."""
+    with hostile(tally, "the folder's stored MLflow URI is never used"):
+        results = _results(tmp_path)
+        victim, mine = tmp_path / "victim.db", tmp_path / "mine.db"
+        edit(results, lambda d: d["spec"].update(tracking={"mlflow": f"sqlite:///{victim}"}))
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow", cwd=tmp_path,
+                        env={"MLFLOW_TRACKING_URI": f"sqlite:///{mine}"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert not victim.exists() and mine.is_file()
+        assert f"the folder's spec.json names the tracking URI 'sqlite:///{victim}'" in done.stderr
+
+
+def test_report_mlflow_sends_no_secret_to_a_server_the_folder_names(tmp_path, tally):
+    """Deliverable 3: MLflow sends the user's MLFLOW_TRACKING_TOKEN to the server it logs to; a server that a
+    folder names must get no request at all."""
+    from hostile_servers import RecordingServer
+
+    with hostile(tally, "no request (and no token) to a server the folder names"), RecordingServer() as server:
+        results = _results(tmp_path)
+        edit(results, lambda d: d["spec"].update(tracking={"mlflow": server.uri}))
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow", cwd=tmp_path,
+                        env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mine.db'}",
+                             "MLFLOW_TRACKING_TOKEN": SECRET})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert server.requests == []
+
+
+def _uploaded(root: Path, where: str) -> dict[str, bytes]:
+    """The artifacts MLflow stored under `where/` of any run (a sqlite store's artifacts are files under root)."""
+    return {p.name: p.read_bytes() for p in root.rglob(f"artifacts/{where}/*") if p.is_file()}
+
+
+def test_report_out_mlflow_uploads_the_reports_files_only(tmp_path, tally):
+    """Deliverable 3: `--out DIR --mlflow` uploaded everything under DIR (`--out .` uploads .venv, .git, .env)."""
+    with hostile(tally, "--out DIR --mlflow uploads the report's files only"):
+        results = _results(tmp_path)
+        out = tmp_path / "out"
+        (out / "sub").mkdir(parents=True)
+        (out / ".env").write_text(f"TOKEN={SECRET}\n")
+        (out / "sub" / "notes.txt").write_text(SECRET)
+        (out / "linked.md").symlink_to(out / ".env")
+        done = orch_cli("report", str(results), "--format", "all", "--out", str(out), "--mlflow",
+                        f"sqlite:///{tmp_path / 'mine.db'}", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        written = {p.name for p in out.iterdir()} - {".env", "sub", "linked.md"}
+        uploaded = _uploaded(tmp_path / "mlruns", "report")
+        assert set(uploaded) == written and "report.md" in written
+        assert not any(SECRET.encode() in data for data in uploaded.values())
+
+
+def test_a_folder_file_that_is_a_link_is_refused_and_never_uploaded(tmp_path, tally):
+    """Deliverable 3: a results folder's own files are never links: environment.json linked to a JSON file of the
+    user's would be read, reported and uploaded as the sweep's environment."""
+    import json
+
+    with hostile(tally, "a folder file that is a link"):
+        results = _results(tmp_path)
+        secret = tmp_path / "credentials.json"
+        secret.write_text(json.dumps({"cpu_model": SECRET, "token": SECRET}))
+        (results / "environment.json").unlink()
+        (results / "environment.json").symlink_to(secret)
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow", f"sqlite:///{tmp_path / 'mine.db'}",
+                        cwd=tmp_path)
+        assert done.returncode == 2 and "environment.json: is a link" in done.stderr, done.stderr[-2000:]
+        assert SECRET not in done.stdout + done.stderr
+        assert not any(SECRET.encode() in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()
+                       and p != secret and not p.is_symlink())
+
+
+def test_a_report_file_that_is_a_link_is_replaced_not_written_through(tmp_path, tally):
+    """Deliverable 4: report/report.md linked to a file of the user's overwrote that file."""
+    with hostile(tally, "report/report.md is a link"):
+        results = _results(tmp_path)
+        victim = tmp_path / "victim.md"
+        victim.write_text("the user's")
+        (results / "report").mkdir()
+        (results / "report" / "report.md").symlink_to(victim)
+        done = orch_cli("report", str(results), "--format", "md", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert victim.read_text() == "the user's"
+        assert not (results / "report" / "report.md").is_symlink()
+        assert (results / "report" / "report.md").read_text().startswith("# ")
+
+
+def test_a_report_folder_that_is_a_link_is_refused_unless_named(tmp_path, tally):
+    """Deliverable 4: RESULTS/report linked to a folder of the user's: refused (exit 2, nothing written there);
+    the same link given as --out by the user is theirs to use."""
+    with hostile(tally, "report/ is a link"):
+        results = _results(tmp_path)
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "report.md").write_text("the user's")
+        (results / "report").symlink_to(victim, target_is_directory=True)
+        before = snapshot(victim)
+        done = orch_cli("report", str(results), "--format", "md", cwd=tmp_path)
+        assert done.returncode == 2 and "is a link" in done.stderr and "give --out DIR" in done.stderr, done.stderr
+        assert snapshot(victim) == before
+        done = orch_cli("report", str(results), "--format", "md", "--out", str(results / "report"), cwd=tmp_path)
+        assert done.returncode == 0 and (victim / "report.md").read_text().startswith("# "), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["report", "logs"])
+def test_a_sweep_into_a_folder_whose_report_or_logs_is_a_link_is_refused_before_ray(name, tmp_path, capsys, no_ray,
+                                                                                     tally):
+    """Deliverable 4: a resumed folder's logs/ or report/ that is a link would be written through by the sweep."""
+    with hostile(tally, f"a sweep into a folder whose {name}/ is a link"):
+        c, results = _inputs_folder(tmp_path), _results(tmp_path)
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (results / name).symlink_to(victim, target_is_directory=True)
+        rc, out, err = run(capsys, ["sweep", str(c / "sweep.yaml"), "--topology", str(c / "topo.yaml"), "--results",
+                                    str(results)])
+        assert rc == 2 and f"{results / name} is a link" in err, (rc, err[-2000:])
+        assert list(victim.iterdir()) == []
+
+
+def test_a_tracking_server_that_pages_for_ever_is_given_up_on(tmp_path, tally):
+    """Deliverable 9: MLflow's run search paged for as long as the server handed out page tokens."""
+    import time
+
+    from hostile_servers import EndlessPagesServer
+
+    with hostile(tally, "an MLflow server that pages for ever"), EndlessPagesServer(tmp_path / "art") as server:
+        results = _results(tmp_path)
+        started = time.monotonic()
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow", server.uri, cwd=tmp_path, timeout=280)
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert "the search for this sweep's runs" in done.stderr and "did not end" in done.stderr
+        assert server.pages <= 100 and time.monotonic() - started < 280
+
+
+def test_a_tracking_server_that_never_finishes_answering_is_waited_for_a_bounded_time(tmp_path, tally):
+    """Deliverable 9: a server that answers one header line at a time never trips a socket timeout; orch's own
+    bound ($ORCH_TRACKING_WAIT_S) ends the wait, says so, and the report is written."""
+    from hostile_servers import DripServer
+
+    with hostile(tally, "an MLflow server that never finishes answering"), DripServer() as server:
+        results = _results(tmp_path)
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow", server.uri, cwd=tmp_path, timeout=120,
+                        env={"ORCH_TRACKING_WAIT_S": "3"})
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert "still not done after 3 s" in done.stderr and (results / "report" / "report.md").is_file()
+
+
+def test_a_profile_result_whose_label_is_a_path_is_refused(tmp_path, capsys, tally):
+    """Deliverable 2: a profile folder's result names files by its own label and variant (layers-<label>.png):
+    they must be its folder's name, never a path."""
+    import json
+
+    with hostile(tally, "a profile result whose label is a path"):
+        c, out = _inputs_folder(tmp_path), _profile(tmp_path)
+        result = json.loads(FAILED_TARGET)
+        result.update(label="x/../../../escaped", variant="../v")
+        (out / "1x1x8" / "profile-result.json").write_text(json.dumps(result))
+        before = snapshot(tmp_path)
+        rc, _out, err = run(capsys, ["profile", str(c / "sweep.yaml"), "--report-only", "--out", str(out)])
+        assert rc == 2 and "must be letters, digits" in err and "Traceback" not in err, (rc, err[-2000:])
+        assert snapshot(tmp_path) == before
+
+
+def test_a_profile_report_file_that_is_a_link_is_replaced_not_written_through(tmp_path, capsys, tally):
+    """Deliverable 4: a profile folder is data too; its profile.md linked to a file of the user's was overwritten
+    by `orch profile --report-only`."""
+    with hostile(tally, "a profile folder's profile.md is a link"):
+        c, out = _inputs_folder(tmp_path), _profile(tmp_path)
+        victim = tmp_path / "victim.md"
+        victim.write_text("the user's")
+        (out / "profile.md").symlink_to(victim)
+        rc, _out, err = run(capsys, ["profile", str(c / "sweep.yaml"), "--report-only", "--out", str(out)])
+        assert rc == 1 and "Traceback" not in err, (rc, err[-2000:])   # its one target failed: exit 1, said
+        assert victim.read_text() == "the user's" and not (out / "profile.md").is_symlink()

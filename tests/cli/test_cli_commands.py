@@ -250,3 +250,27 @@ def test_a_topology_file_refuses_an_unknown_isa_feature(tmp_path, capsys):
     path.write_text("sockets: 1\ncores_per_socket: 2\nmemory_gib: 16\nisa:\n  features: [avx2, avx1024]\n")
     assert main(["topology", "--topology", str(path)]) == 2
     assert "isa.features: unknown ['avx1024']" in capsys.readouterr().err
+
+
+PLANNED_WORKLOAD = """from pathlib import Path
+Path(__file__).with_name("IMPORTED").write_text("orch plan imported me")
+from workloads.classifier.workload import ClassifierWorkload as W
+"""
+
+
+def test_plan_says_that_it_runs_the_workloads_code_and_does(tmp_path, capsys):
+    """`orch plan` imports the workload's module and calls its factory (its parameters, metrics and memory
+    formula are declared there): its help, its docs and the Python API say so, and it does exactly that; a
+    training script is read, never run (docs/trust.md)."""
+    assert main(["plan", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "it runs the sweep file's code: it imports the workload's module and calls its factory" in help_text
+    assert "Starts nothing" not in help_text
+    docs = " ".join((REPO / "docs" / "commands.md").read_text().split())
+    assert "`orch plan` imports the workload's module" in docs and "imports the workload's module" in " ".join(
+        (REPO / "docs" / "trust.md").read_text().split())
+    (tmp_path / "mine.py").write_text(PLANNED_WORKLOAD)
+    (tmp_path / "s.yaml").write_text("name: mine\nworkload: {name: mine.py:W}\n"
+                                     "grid: {ranks: [1], threads_per_rank: [1], local_batch: [8]}\n")
+    assert main(["plan", str(tmp_path / "s.yaml"), "--topology", str(REPO / "sweeps/topologies/emulated-2s1c.yaml")]) == 0
+    assert (tmp_path / "IMPORTED").exists()

@@ -223,3 +223,22 @@ def test_profile_layouts_are_bounded(tmp_path, capsys):
     layouts = [a for b in range(1, 34) for a in ("--layout", f"1x1x{b}")]
     err = run_bad(capsys, ["profile", str(SWEEP), *layouts, "--out", str(tmp_path / "p")])
     assert "33 layouts, more than 32" in err
+
+
+# --- what orch predict reads of a folder (issue 40) --------------------------------------------------------------
+
+@pytest.mark.parametrize("points", [[1, 2], {"8": "x"}, {"-8": 1.0}, {"8": float("inf")}, {"²": 1.0}, {"8": -1}])
+def test_predict_memory_figures_of_the_wrong_shape(folder, capsys, points):
+    edit_spec(folder, lambda d: {**d, "derived": {**d["derived"], "memory_mib": points}})
+    assert "derived.memory_mib must map local batches" in run_bad(capsys, ["predict", str(folder)])
+
+
+def test_predict_reads_memory_per_rank_from_the_folder(folder, capsys):
+    """derived.memory_mib (what a sweep records now) sets the memory rule; a folder without it uses the memory
+    its records were planned with. Memory larger than the machine's makes every layout infeasible: the figure was
+    read from the folder, not from the workload's formula."""
+    assert main(["predict", str(folder), "--json"]) == 0
+    capsys.readouterr()
+    edit_spec(folder, lambda d: {**d, "derived": {**d["derived"], "memory_mib": {"16": 1e9, "256": 1e9}}})
+    err = run_bad(capsys, ["predict", str(folder)])
+    assert "fits no layout of the target" in err and "memory" in err

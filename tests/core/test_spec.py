@@ -104,6 +104,12 @@ def test_wrong_types(change, expected):
     ({"constraints__ccl_workers": -1}, "constraints.ccl_workers: must be >= 0, got -1"),
     ({"constraints__memory_budget_mib": 0}, "constraints.memory_budget_mib: must be > 0, got 0.0"),
     ({"measure__timeout_s": 0}, "measure.timeout_s: must be > 0, got 0.0"),
+    # a year at most: above ~4e13 s every rank's wait overflowed (OverflowError), failing every trial
+    ({"measure__timeout_s": 1e14}, "measure.timeout_s: must be <= 31536000.0, got 100000000000000.0"),
+    ({"measure__step_timeout_s": 1e14}, "measure.step_timeout_s: must be <= 31536000.0, got 100000000000000.0"),
+    ({"measure__startup_timeout_s": 1e14},
+     "measure.startup_timeout_s: must be <= 31536000.0, got 100000000000000.0"),
+    ({"convergence__timeout_s": 1e14}, "convergence.timeout_s: must be <= 31536000.0, got 100000000000000.0"),
     ({"convergence__eval_every_epochs": 2}, "convergence.eval_every_epochs: must be <= 1, got 2.0"),
     ({"convergence__base_batch": 0}, "convergence.base_batch: must be >= 1, got 0"),
 ])

@@ -169,3 +169,24 @@ def test_the_time_estimate_says_a_script_needs_its_flops_stated(tmp_path):
     assert eta is None and why == "no time estimate: the sweep file gives no workload.flops_per_sample for the script"
     eta, basis = estimate(SWEEP.replace("  args:", "  flops_per_sample: 1.0e+9\n  args:"))
     assert eta is not None and basis.startswith("1 GFLOP per sample (the sweep file’s)")
+
+
+def test_unquoted_arguments_reach_the_script_as_written(tmp_path):
+    """YAML 1.1 reads `010` as 8, `1.10` as 1.1 and `12:30` as 750; a shell would pass them as written, and so
+    does orch. A number that reads back as written stays a number (older folders' specs kept it so)."""
+    sweep = _folder(tmp_path, SWEEP.replace("--note, 0.5]", "--note, 0.5, --a, 010, --b, 1.10, --c, 12:30, 7]"))
+    assert load_sweep(sweep).spec.workload.arg_texts[-8:] == ("0.5", "--a", "010", "--b", "1.10", "--c", "12:30", "7")
+    assert load_sweep(sweep).frozen_spec()["workload"]["args"][-1] == 7
+
+
+def test_a_changed_helper_beside_the_script_refuses_a_resume(tmp_path):
+    """The Python files of the script's folder are in its fingerprint (workload.script_sources); a folder written
+    before it was kept resumes as its script's own hash allows."""
+    (tmp_path / "helper.py").write_text("X = 1\n")
+    old = load_sweep(_folder(tmp_path)).frozen_spec()
+    (tmp_path / "helper.py").write_text("X = 2\n")
+    new = load_sweep(tmp_path / "sweep.yaml").frozen_spec()
+    changes = spec_changes(old, new, {}, {})
+    assert len(changes) == 1 and changes[0].startswith("workload.script_sources: "), changes
+    older = {**old, "workload": {k: v for k, v in old["workload"].items() if k != "script_sources"}}
+    assert spec_changes(older, new, {}, {}) == []

@@ -131,7 +131,7 @@ def test_an_mlflow_server_that_is_down_is_said_once_and_fails_nothing(example, c
         trackers.open(results)
         for record in results.records:
             trackers.record(record)
-        trackers.finish(results, None, tracking.End.FINISHED)
+        trackers.finish(results, (), tracking.End.FINISHED)
     # Connection refused is said at once: not MLflow's 7 retries with a growing back-off (minutes).
     assert time.monotonic() - started < 30
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -179,3 +179,24 @@ def test_a_changed_tracking_section_never_refuses_a_resume(tmp_path):
     logged = frozen("tracking: {mlflow: 'http://mlflow:5000', experiment: e, tensorboard: true}\n")
     assert logged["tracking"] == {"mlflow": "http://mlflow:5000", "experiment": "e", "tensorboard": True}
     assert spec_changes(plain, logged, {}, {}) == [] and spec_changes(logged, plain, {}, {}) == []
+
+
+def test_a_tracker_call_never_waits_on_a_server_that_never_answers(example, monkeypatch, caplog):
+    """Tracker calls run on a thread of their own: the driver's `record` returns at once although the server
+    answers one header line every 2 s for ever (no socket timeout fires), and `finish` waits at most
+    $ORCH_TRACKING_WAIT_S, then says what was not logged."""
+    from hostile_servers import DripServer
+
+    monkeypatch.setenv("ORCH_TRACKING_WAIT_S", "2")
+    results = load_results(example)
+    with DripServer() as server, caplog.at_level(logging.WARNING, logger="orchestrator.io.tracking"):
+        trackers = tracking.open_tracking(tracking.TrackingChoice(mlflow=server.uri), example, "c", live=True)
+        started = time.monotonic()
+        trackers.open(results)
+        for record in results.records:
+            trackers.record(record)
+        queued_s = time.monotonic() - started
+        trackers.finish(results, (), tracking.End.FINISHED)
+        ended_s = time.monotonic() - started
+    assert queued_s < 1.0 and ended_s < 30, (queued_s, ended_s)
+    assert not trackers.ok and "MLflow: still not done after 2 s" in caplog.text

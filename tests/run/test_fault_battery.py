@@ -294,3 +294,101 @@ def test_a_sweep_or_report_on_a_read_only_folder_is_refused_before_anything(ray_
         assert report.returncode == 2 and "cannot write the report there (Read-only file system)" in report.stderr
         assert_clear(report.stderr)
         assert {p.name: p.read_bytes() for p in results.iterdir()} == before
+
+
+# --- a trial's processes, a rank that cannot start, a tracking server that never answers (issue 40) ------------
+
+CHILD_SCRIPT = """
+import os, subprocess
+import torch
+import torch.distributed as dist
+import orch.script
+
+dist.init_process_group()
+child = subprocess.Popen(["sleep", "600"])   # a helper of the script's own, never waited for
+with open(os.environ["CHILD_PIDS"], "a") as fh:
+    fh.write(f"{child.pid}\\n")
+for _ in range(6):
+    torch.ones(4).sum()
+    orch.script.step(samples=4)
+"""
+CHILD_SWEEP = """
+workload: {script: train.py, samples_per_epoch: 64}
+grid: {ranks: [1, 2], threads_per_rank: [1], local_batch: [4]}
+measure: {warmup_steps: 1, timed_steps: 2, repeats: 2, peak: false, allreduce: false}
+constraints: {rank_memory_mib: 1500}
+"""
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_scripts_child_processes_end_with_each_trial(ray_address, tmp_path, tally):
+    """Every trial of a script that starts `sleep 600` and ends normally: no sleep outlives its trial."""
+    with counted(tally, "a script's child processes outlive its trial"):
+        (tmp_path / "train.py").write_text(CHILD_SCRIPT)
+        sweep = write_sweep(tmp_path, "children", CHILD_SWEEP)
+        pids = tmp_path / "children.pids"
+        proc = orch(ray_address, sweep, tmp_path / "results", env={"CHILD_PIDS": str(pids)})
+        out, err = proc.communicate(timeout=400)
+        started = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+        left = [p for p in started if _alive(p)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert proc.returncode == 0, err[-3000:]
+        assert {r["key"] for r in reported(out) if r["status"] == "ok"} == {"r1-t1-b4", "r2-t1-b4"}
+        assert len(started) == 3 and not left, (started, left)   # one per rank of each trial
+
+
+def test_a_rank_that_cannot_start_fails_its_trial_not_the_sweep(ray_address, tmp_path, tally):
+    """The rank's work folder on its node is planted as a link (another user's trick, or a stale one): the rank
+    cannot start. Each trial is a failed record naming the rank, the node and the cause; the sweep ends with
+    exit 1, no traceback."""
+    from orchestrator.io.files import WORK_ROOT
+
+    with counted(tally, "a rank that cannot start"):
+        name = f"unstartable-{os.getpid()}-{random.randrange(1 << 30)}"
+        sweep = write_sweep(tmp_path, name, SWEEP)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        planted = WORK_ROOT / name
+        planted.symlink_to(elsewhere, target_is_directory=True)
+        try:
+            proc = orch(ray_address, sweep, tmp_path / "results")
+            out, err = proc.communicate(timeout=300)
+        finally:
+            planted.unlink()
+        assert proc.returncode == 1, err[-3000:]
+        assert_clear(err)
+        records = reported(out)
+        assert {r["key"] for r in records} == KEYS and {r["status"] for r in records} == {"failed"}
+        for r in records:
+            assert re.match(r"rank 0 could not start on node \S+ \(\S+\): UnsafeFolder: ", r["reason"]), r["reason"]
+            assert f"{planted} is not a folder of yours" in r["reason"]
+        assert list(elsewhere.iterdir()) == []
+
+
+def test_a_tracking_server_that_never_answers_never_holds_the_sweep(ray_address, tmp_path, tally):
+    """An MLflow server that answers one header line every 2 s, for ever: no socket timeout fires. The trials run
+    and are recorded as if it were not there; the sweep's end waits $ORCH_TRACKING_WAIT_S for it, then says so."""
+    from hostile_servers import DripServer
+
+    with counted(tally, "a tracking server that never answers"), DripServer() as server:
+        sweep = write_sweep(tmp_path, "drip", SWEEP)
+        proc = orch(ray_address, sweep, tmp_path / "results", "--mlflow", server.uri,
+                    env={"ORCH_TRACKING_WAIT_S": "5"})
+        try:
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 0, err[-3000:]
+        assert {r["key"] for r in reported(out) if r["status"] == "ok"} == KEYS
+        assert "MLflow: still not done after 5 s" in err and server.requests

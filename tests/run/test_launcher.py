@@ -187,9 +187,10 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
     """Ray starts its workers (the launchers) at niceness 15; the rank must not inherit it."""
     code = ("import os, subprocess, sys\n"
             "os.nice(15)\n"
-            "from orchestrator.run.launcher import _normal_priority\n"
-            "child = subprocess.run([sys.executable, '-c', 'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'],\n"
-            "                       preexec_fn=_normal_priority, capture_output=True, text=True)\n"
+            "from orchestrator.run.launcher import start_prefix\n"
+            "child = subprocess.run([*start_prefix(), sys.executable, '-c',\n"
+            "                        'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'],\n"
+            "                       capture_output=True, text=True)\n"
             "print(os.getpriority(os.PRIO_PROCESS, 0), child.stdout.strip())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     # The test run may itself be niced (`nice pytest`): the launcher ends 15 above it, at most 19.
@@ -238,3 +239,19 @@ def test_collectives_bind_to_the_interface_of_the_node_address_unless_the_user_c
     assert (ccl["GLOO_SOCKET_IFNAME"], ccl["CCL_KVS_IFACE"], ccl["FI_TCP_IFACE"]) == ("orch0",) * 3
     assert rank_environment({"GLOO_SOCKET_IFNAME": "ib0"}, backend="gloo", **kw)["GLOO_SOCKET_IFNAME"] == "ib0"
     assert "GLOO_SOCKET_IFNAME" not in rank_environment({}, backend="gloo", **{**kw, "ifname": None})
+
+
+def test_the_drivers_secrets_reach_no_rank(monkeypatch):
+    """A sweep's ranks (and the probe's) get the driver's environment but for variables whose names say they hold
+    a secret, unless the user names them in $ORCH_RANK_ENV_KEEP; orch's own ORCH_ variables always pass."""
+    from orchestrator.run import probe, trial
+
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "t")
+    monkeypatch.setenv("HF_TOKEN", "h")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a")
+    monkeypatch.setenv("MY_DB_PASSWORD", "p")
+    monkeypatch.setenv("ORCH_RAY_SESSION_TOKEN", "s")
+    monkeypatch.setenv("ORCH_RANK_ENV_KEEP", "HF_TOKEN")
+    for env in (trial._worker_env(), probe._base_env()):
+        assert "PATH" in env and env["ORCH_RAY_SESSION_TOKEN"] == "s" and env["HF_TOKEN"] == "h"
+        assert not {"MLFLOW_TRACKING_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_DB_PASSWORD"} & set(env)

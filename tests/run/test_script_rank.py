@@ -11,10 +11,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import CPUS, run_launchers
 
@@ -207,3 +210,96 @@ def test_the_start_up_timeout_says_whether_the_script_ran_and_what_it_started():
 def test_the_backend_of_cpu_tensors_is_read_from_the_config():
     assert cpu_backend("cpu:gloo,cuda:nccl") == "gloo" and cpu_backend("ccl") == "ccl"
     assert cpu_backend("cuda:nccl").startswith("none for CPU tensors")
+
+
+# --- what a script's trial runs and leaves behind (issue 40) ---------------------------------------------------
+
+CHILD = HEAD + textwrap.dedent("""
+    import subprocess
+    child = subprocess.Popen(["sleep", "600"])      # a helper of the script's own, never waited for
+    with open(os.environ["CHILD_PID_FILE"], "w") as fh:
+        fh.write(str(child.pid))
+    for _ in range(9):
+        torch.ones(4).sum()
+        orch.script.step(samples=4)
+    """)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE   # killed, waiting for init to reap it
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_scripts_own_processes_end_with_its_trial_after_a_normal_end(tmp_path):
+    """The rank ends normally (the reporter's os._exit once the timed steps are done); the `sleep 600` it started
+    must not outlive the trial on the trial's cores: the launcher ends the rank's whole process group."""
+    pid_file = tmp_path / "child.pid"
+    job = _job(_script(tmp_path, "child", CHILD), env={"ORCH_LOCAL_BATCH": "4", "CHILD_PID_FILE": str(pid_file)})
+    (end,) = _run(tmp_path, {"child": (job, 1, 240)})["child"]
+    assert end.status == RankStatus.OK, (end.reason, end.log_tail[-2000:])
+    pid = int(pid_file.read_text())
+    try:
+        assert _gone(pid), f"the script's child {pid} outlived its trial"
+    finally:
+        if not _gone(pid):
+            os.kill(pid, 9)
+
+
+VERSIONED = HEAD + textwrap.dedent("""
+    print("VERSION", VERSION, flush=True)
+    dist.init_process_group()
+    for _ in range(9):
+        torch.ones(4).sum()
+        orch.script.step(samples=4)
+    """)
+
+
+def test_the_bytes_a_rank_runs_are_the_bytes_it_hashed(tmp_path):
+    """Rank 1 checks the script's hash, then waits for rank 0's rendezvous store; the script is edited meanwhile
+    (rank 0 is planned with the new version). Rank 1 must run the version it checked, not read the file again."""
+    from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
+    from orchestrator.run.supervision import Limits, LocalRanks, supervise
+
+    script = _script(tmp_path, "versioned", "VERSION = 1\n" + VERSIONED)
+    planned = _job(script)
+    port = free_port()
+    launchers = []
+
+    def start(rank: int, job: RankJob) -> None:
+        launcher = RankLauncher(str(tmp_path / f"rank{rank}"))
+        env = rank_environment(dict(os.environ), cpus=[CPUS[rank % len(CPUS)]], ccl_cpus_on_node=[], backend="gloo",
+                               rank=rank, local_rank=rank, world_size=2, local_world_size=2,
+                               master_addr="127.0.0.1", master_port=port)
+        launcher.start(job, env, [CPUS[rank % len(CPUS)]], [0])
+        launchers.append(launcher)
+
+    start(1, planned)
+    waiting = launchers[0]
+    deadline = time.monotonic() + 240
+    while (p := waiting.progress()) is None or p.stage in (None, "interpreter"):   # checked, now importing torch
+        assert waiting.proc.poll() is None and time.monotonic() < deadline, waiting._log_text()[-2000:]
+        time.sleep(0.1)
+    script.write_text("VERSION = 2\n" + VERSIONED)
+    start(0, _job(script))
+    launchers.reverse()   # rank order
+    started = time.time()
+    ends = supervise(LocalRanks(launchers), Limits([4000] * 2, 60, started + 240, 240), started,
+                     stop=threading.Event()).outcomes
+    assert [e.status for e in ends] == [RankStatus.OK] * 2, [(e.reason, e.log_tail[-1000:]) for e in ends]
+    assert "VERSION 1" in ends[1].log_tail and "VERSION 2" not in ends[1].log_tail
+    assert "VERSION 2" in ends[0].log_tail
+
+
+def test_a_changed_helper_beside_the_script_fails_the_rank(tmp_path):
+    """The script's folder's Python files are in its fingerprint: a rank planned with other helpers fails."""
+    from orchestrator.io.files import python_sources_sha256
+
+    (tmp_path / "helper.py").write_text("X = 1\n")
+    script = _script(tmp_path, "helped", HEAD + "import helper\nfor _ in range(9):\n" + textwrap.indent(STEP, "    "))
+    planned = python_sources_sha256(script)
+    (tmp_path / "helper.py").write_text("X = 2\n")
+    (end,) = _run(tmp_path, {"helped": (_job(script, sources=planned), 1, 240)})["helped"]
+    assert end.status == RankStatus.FAILED and "changed since the sweep was planned" in end.reason, end.reason
+    assert f"a Python file in {tmp_path}" in end.reason

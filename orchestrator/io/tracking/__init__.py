@@ -2,18 +2,27 @@
 (`tensorboard_tracker`), from the driver as it records each trial, never from the ranks, and after the fact
 (`orch report --mlflow / --tensorboard`, which also catches up on what a tracker missed).
 
-A tracker is three calls, made in the driver's main thread:
+A tracker is three calls:
 
 - `open(results)`: the results folder as it is when the sweep starts (its spec, topology, environment and the
   records already there): the tracker logs the sweep and catches up on every record it lacks;
 - `record(record)`: one record, as the driver appends it to trials.jsonl (run.sweep's `on_record` hook);
-- `finish(results, report_dir, end)`: the sweep (or the report) ended; the report's files are in `report_dir`.
+- `finish(results, report_files, end)`: the sweep (or the report) ended; `report_files` are the files the
+  report wrote, the only ones uploaded (never a link, never the rest of their folder).
+
+`Tracking` makes the calls on a thread of its own, in order: the driver's `record` only queues the record, so
+a slow or hostile tracking server never holds the sweep's main loop, and `finish` waits for what is queued at
+most `$ORCH_TRACKING_WAIT_S` (constants.py), then goes on saying what was not logged.
 
 A tracker is idempotent over a folder: what it logged is found again (MLflow: runs tagged with the folder and
 the trial key; TensorBoard: a manifest beside the event files), so a resumed sweep or a later `orch report
 --mlflow` adds what is missing and duplicates nothing. Logging never changes results and never fails a sweep:
 `Tracking` guards every call, and a tracker that fails is said once (a warning naming the command that catches
 up later) and left out for the rest of the run.
+
+Where logs go is the user's choice alone (docs/trust.md): a sweep's own sweep file or the options; after the
+fact, the options, then $MLFLOW_TRACKING_URI. A results folder's stored URI is never used: it is data someone
+else may have written (`after_the_fact`).
 """
 
 from __future__ import annotations
@@ -21,12 +30,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
-from collections.abc import Iterable
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.constants import DEFAULT_TRACKING_WAIT_S, TRACKING_WAIT_ENV_VAR
 from orchestrator.core.records import Record, dumps
 from orchestrator.core.schema import load
 from orchestrator.core.spec import TrackingSpec
@@ -63,7 +76,7 @@ class Tracker(Protocol):
 
     def record(self, record: Record) -> None: ...
 
-    def finish(self, results: Results, report_dir: Path | None, end: End) -> None: ...
+    def finish(self, results: Results, report_files: Sequence[Path], end: End) -> None: ...
 
     def catch_up_option(self) -> str:
         """The `orch report` option that logs later what this tracker missed, e.g. '--mlflow URI'."""
@@ -108,6 +121,29 @@ def choose(section: TrackingSpec | dict[str, Any] | None, *, mlflow: str | bool 
     return TrackingChoice(uri, spec.experiment, spec.tensorboard if tensorboard is None else tensorboard)
 
 
+def after_the_fact(section: Any, *, mlflow: str | bool | None, tensorboard: bool) -> tuple[TrackingChoice, str | None]:
+    """What `orch report --mlflow / --tensorboard` logs to, and a hint to print: the URI comes from the user
+    alone (the option, else $MLFLOW_TRACKING_URI, else MLflow's default), never from the folder's stored
+    `tracking.mlflow`, which someone else may have written to receive the user's MLflow credentials. The
+    folder's experiment is kept: a name inside the server the user chose, which the sweep's own runs are in.
+    The hint names the folder's URI when a bare --mlflow did not use it.
+
+    >>> after_the_fact({"mlflow": "http://evil:5000", "experiment": "e"}, mlflow=True, tensorboard=False)[0]
+    TrackingChoice(mlflow='', experiment='e', tensorboard=False)
+    """
+    stored = section if isinstance(section, dict) else {}
+    experiment = stored.get("experiment")
+    choice = choose({"experiment": experiment} if isinstance(experiment, str) else None,
+                    mlflow=mlflow or False, tensorboard=tensorboard)
+    uri = stored.get("mlflow")
+    hint = None
+    if mlflow is True and isinstance(uri, str) and uri:
+        hint = (f"the folder's spec.json names the tracking URI {uri[:200]!r}; orch logs only where you say "
+                "(--mlflow URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give --mlflow "
+                "with that URI if it is yours")
+    return choice, hint
+
+
 def require(choice: TrackingChoice) -> None:
     """TrackingUnavailable when a chosen tracker's package does not import, before anything runs."""
     for wanted, module, option in ((choice.mlflow is not None, "mlflow", "--mlflow"),
@@ -137,14 +173,30 @@ def open_tracking(choice: TrackingChoice, folder: Path, sweep_name: str, *, live
     return Tracking(trackers, folder)
 
 
+def wait_s() -> float:
+    """How long `Tracking.finish` waits for the trackers ($ORCH_TRACKING_WAIT_S, default constants.py's)."""
+    try:
+        value = float(os.environ.get(TRACKING_WAIT_ENV_VAR, DEFAULT_TRACKING_WAIT_S))
+    except ValueError:
+        value = float(DEFAULT_TRACKING_WAIT_S)
+    return value if value > 0 else float(DEFAULT_TRACKING_WAIT_S)
+
+
+_DONE = object()   # the worker's last item
+
+
 class Tracking:
-    """The trackers one sweep or report logs to. Every call is guarded: a tracker that raises is said once,
-    with the command that catches up later, and is left out from then on; the caller never sees the error."""
+    """The trackers one sweep or report logs to, called on a thread of their own in the order the calls came:
+    `open` and `record` return at once; `finish` waits at most `wait_s()` for everything queued. Every call is
+    guarded: a tracker that raises is said once, with the command that catches up later, and is left out from
+    then on; the caller never sees the error, and never waits on a server beyond the bound."""
 
     def __init__(self, trackers: Iterable[Tracker], folder: Path):
         self.trackers = list(trackers)
         self.folder = folder
         self.failed: list[str] = []   # one line per tracker that failed
+        self._calls: queue.Queue[Any] = queue.Queue()
+        self._worker: threading.Thread | None = None
 
     @property
     def ok(self) -> bool:
@@ -152,21 +204,49 @@ class Tracking:
         return not self.failed
 
     def open(self, results: Results) -> None:
-        for tracker in list(self.trackers):
-            self._guarded(tracker, tracker.open, results)
+        self._submit(lambda tracker: tracker.open(results))
 
     def record(self, record: Record) -> None:
-        """The driver's hook: one record as it is appended."""
-        for tracker in list(self.trackers):
-            self._guarded(tracker, tracker.record, record)
+        """The driver's hook: one record as it is appended (queued: this returns at once)."""
+        self._submit(lambda tracker: tracker.record(record))
 
-    def finish(self, results: Results, report_dir: Path | None, end: End) -> None:
-        for tracker in list(self.trackers):
-            self._guarded(tracker, tracker.finish, results, report_dir, end)
+    def finish(self, results: Results, report_files: Sequence[Path], end: End) -> None:
+        """The last call; waits for the queue at most `wait_s()`, then says what was not logged."""
+        files = tuple(report_files)
+        self._submit(lambda tracker: tracker.finish(results, files, end))
+        if self._worker is None:
+            return
+        self._calls.put(_DONE)
+        bound = wait_s()
+        self._worker.join(bound)
+        if self._worker.is_alive():
+            names = ", ".join(t.name for t in self.trackers) or "a tracker"
+            line = f"{names}: still not done after {bound:g} s (a slow or unanswering server)"
+            self.failed.append(line)
+            log.warning("%s; orch goes on without it (%s sets the wait). `orch report %s %s` logs what is missing "
+                        "later.", line, TRACKING_WAIT_ENV_VAR, self.folder,
+                        " ".join(t.catch_up_option() for t in self.trackers))
+        self._worker = None
 
-    def _guarded(self, tracker: Tracker, call: Any, *args: Any) -> None:
+    def _submit(self, call: Callable[[Tracker], None]) -> None:
+        if not self.trackers:
+            return
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="orch-tracking", daemon=True)
+            self._worker.start()
+        self._calls.put(call)
+
+    def _work(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is _DONE:
+                return
+            for tracker in list(self.trackers):
+                self._guarded(tracker, call)
+
+    def _guarded(self, tracker: Tracker, call: Callable[[Tracker], None]) -> None:
         try:
-            call(*args)
+            call(tracker)
         except Exception as err:   # logging must never fail a sweep: any error at all stops this tracker only
             self.trackers.remove(tracker)
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]

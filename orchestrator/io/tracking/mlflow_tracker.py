@@ -25,10 +25,11 @@ import hashlib
 import logging
 import os
 import re
+import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,15 @@ from orchestrator.constants import (
     DEFAULT_MLFLOW_RETRIES,
     DEFAULT_MLFLOW_TIMEOUT_S,
     MLFLOW_EXPERIMENT_ENV_VAR,
+    MLFLOW_MAX_SEARCH_PAGES,
     MLFLOW_RETRIES_ENV_VAR,
+    MLFLOW_SEARCH_S,
     MLFLOW_TIMEOUT_ENV_VAR,
 )
 from orchestrator.core import record_fields as fields
 from orchestrator.core.records import Kind, Record, Status
 from orchestrator.core.topology import topology_from_data
+from orchestrator.io.files import read_nofollow
 from orchestrator.io.store import ENVIRONMENT_FILE, SPEC_FILE, TOPOLOGY_FILE, TRIALS_FILE, Results
 from orchestrator.io.tracking import End, fingerprint
 
@@ -165,15 +169,13 @@ class MlflowTracker:
         with client_settings():
             self._log_record(record)
 
-    def finish(self, results: Results, report_dir: Path | None, end: End) -> None:
+    def finish(self, results: Results, report_files: Sequence[Path], end: End) -> None:
         with client_settings():
             for record in results.records:   # anything the hook missed; a record logged already is skipped
                 self._log_record(record)
             self._log_counts(results)
-            if (results.path / TRIALS_FILE).is_file():
-                self.client.log_artifact(self.parent_id, str(results.path / TRIALS_FILE), "sweep")
-            if report_dir is not None and report_dir.is_dir():
-                self.client.log_artifacts(self.parent_id, str(report_dir), "report")
+            self._upload([results.path / TRIALS_FILE], "sweep")
+            self._upload(report_files, "report")
             if end != End.REPORT or self.created_parent:
                 self.client.set_terminated(self.parent_id, "KILLED" if end == End.INTERRUPTED else "FINISHED")
 
@@ -216,9 +218,24 @@ class MlflowTracker:
         if changed:
             log.debug("MLflow: parameters kept at their first value (see sweep/spec.json): %s", ", ".join(changed))
         self._log_batch(self.parent_id, params={k: v for k, v in wanted.items() if k not in have})
-        for name in (SPEC_FILE, TOPOLOGY_FILE, ENVIRONMENT_FILE):
-            if (results.path / name).is_file():
-                self.client.log_artifact(self.parent_id, str(results.path / name), "sweep")
+        self._upload([results.path / name for name in (SPEC_FILE, TOPOLOGY_FILE, ENVIRONMENT_FILE)], "sweep")
+
+    def _upload(self, files: Sequence[Path], where: str) -> None:
+        """Upload exactly `files` into the parent's `where/`: each read once, never through a link, and only a
+        regular file (a link in a results folder someone handed over may point at the user's keys), copied into
+        a private folder that MLflow uploads from; a file that is not there is skipped."""
+        with tempfile.TemporaryDirectory(prefix="orch-upload-") as staging:
+            count = 0
+            for path in files:
+                try:
+                    data = read_nofollow(path)
+                except OSError:   # absent, a link, a FIFO, a folder: not one of the files orch wrote
+                    continue
+                with open(Path(staging) / path.name, "wb") as fh:
+                    fh.write(data)
+                count += 1
+            if count:
+                self.client.log_artifacts(self.parent_id, staging, where)
 
     def _log_counts(self, results: Results) -> None:
         records = results.records
@@ -234,11 +251,7 @@ class MlflowTracker:
         """{trial key: (run id, fingerprint)} of the parent's children; a key found twice (two processes logged
         it at once) keeps its latest run and deletes the others, so that no trial has two children."""
         found: dict[str, tuple[str, str]] = {}
-        token = None
-        while True:
-            page = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{self.parent_id}'",
-                                           max_results=1000, order_by=["attributes.start_time ASC"],
-                                           page_token=token)
+        for page in self._pages(f"tags.`{PARENT_TAG}` = '{self.parent_id}'"):
             for run in page:
                 key = run.data.tags.get(TAG_KEY)
                 if key is None:
@@ -246,9 +259,26 @@ class MlflowTracker:
                 if key in found:
                     self.client.delete_run(found[key][0])
                 found[key] = (str(run.info.run_id), run.data.tags.get(TAG_FINGERPRINT, ""))
+        return found
+
+    def _pages(self, query: str) -> Iterator[Any]:
+        """The pages of a run search, bounded: at most MLFLOW_MAX_SEARCH_PAGES pages and MLFLOW_SEARCH_S seconds,
+        and a page token seen before ends it (a server that hands out tokens for ever must not hold the sweep);
+        past a bound, RuntimeError (the tracker stops, said once)."""
+        token, seen = None, set()
+        started = time.monotonic()
+        for _ in range(MLFLOW_MAX_SEARCH_PAGES):
+            page = self.client.search_runs([self.experiment_id], query, max_results=1000,
+                                           order_by=["attributes.start_time ASC"], page_token=token)
+            yield page
             token = page.token
             if not token:
-                return found
+                return
+            if token in seen or time.monotonic() - started > MLFLOW_SEARCH_S:
+                break
+            seen.add(token)
+        raise RuntimeError(f"the search for this sweep's runs at {self.uri} did not end (more than "
+                           f"{MLFLOW_MAX_SEARCH_PAGES} pages, {MLFLOW_SEARCH_S:g} s, or a page token repeated)")
 
     def _log_record(self, record: Record) -> None:
         if record.status == Status.INFEASIBLE:

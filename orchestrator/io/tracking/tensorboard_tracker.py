@@ -15,21 +15,28 @@ Event files are only appended to, so a trial whose record changed (it ran again)
 What was written is kept in `orch-logged.json` ({trial key: fingerprint of the record}), so a resumed sweep or
 `orch report --tensorboard` writes only what is missing. Written with TensorBoard's own writer and protocol
 buffers: no TensorFlow, no torch.
+
+The log folder may be in someone else's results folder: it is used only when it is a folder (not a link), a
+run folder is named by a trial key (a plain name: core.records.is_key) and written under the log folder only,
+and a run folder is removed only when the manifest lists it (orch wrote it) and it is a folder, not a link.
+Anything else there is left alone, and the tracker says why it stopped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchestrator.core import record_fields as fields
-from orchestrator.core.records import Record, Status
-from orchestrator.io.files import write_atomic
+from orchestrator.core.records import Record, Status, is_key
+from orchestrator.io.files import MAX_JSON_BYTES, UnreadableFile, read_json_input, write_atomic
 from orchestrator.io.store import Results
 from orchestrator.io.tracking import End, fingerprint
 
@@ -69,12 +76,31 @@ def _session_end(record: Record, wall_time: float) -> Any:
     return _summary_event(summary, wall_time)
 
 
-def write_trial(folder: Path, record: Record) -> None:
-    """`record` as one TensorBoard run in `folder` (replaced if it was there)."""
+class NotOurs(RuntimeError):
+    """A path in the log folder that orch did not make: left alone, and the tracker stops saying so."""
+
+
+def _kind(path: Path) -> int | None:
+    """The file type of `path` itself (a link is a link), None when nothing is there."""
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def write_trial(folder: Path, record: Record, *, ours: bool = False) -> None:
+    """`record` as one TensorBoard run in `folder`; a folder already there is replaced only when `ours` (the
+    manifest lists it) and it is a folder, not a link; anything else there raises NotOurs."""
     from tensorboard.plugins.hparams.summary_v2 import hparams_pb
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    shutil.rmtree(folder, ignore_errors=True)
+    there = _kind(folder)
+    if there is not None:
+        if not (ours and there == stat.S_IFDIR):
+            raise NotOurs(f"{folder} is there but is not a run folder orch wrote ("
+                          + ("a link" if there == stat.S_IFLNK else "not in " + MANIFEST) + "): left alone; "
+                          "move it away to log this trial")
+        shutil.rmtree(folder)
     when = fields.parse_time(record.started_at)
     start = when.timestamp() if when is not None else time.time()
     end = start + (record.wall_s or 0.0)
@@ -135,9 +161,11 @@ class TensorBoardTracker:
         return "--tensorboard"
 
     def open(self, results: Results) -> None:
-        self.logdir.mkdir(parents=True, exist_ok=True)
-        manifest = self.logdir / MANIFEST
-        self.written = json.loads(manifest.read_text()) if manifest.is_file() else {}
+        if _kind(self.logdir) not in (None, stat.S_IFDIR):
+            raise NotOurs(f"{self.logdir} is not a folder (a link or a file): TensorBoard logs only into a folder "
+                          "of the results folder's own")
+        self.logdir.mkdir(exist_ok=True)
+        self.written = _manifest(self.logdir / MANIFEST)
         for record in results.records:
             self._write(record, save=False)
         self._save()
@@ -150,7 +178,7 @@ class TensorBoardTracker:
         if domains(self.records.values()) != before:   # a new value of a hyperparameter: the experiment must list it
             write_experiment(self.logdir, list(self.records.values()))
 
-    def finish(self, results: Results, report_dir: Path | None, end: End) -> None:
+    def finish(self, results: Results, report_files: Sequence[Path], end: End) -> None:
         for record in results.records:
             self._write(record, save=False)
         self._save()
@@ -161,12 +189,29 @@ class TensorBoardTracker:
             return
         self.records[record.key] = record
         stamp = fingerprint(record)
-        if self.written.get(record.key) == stamp and (self.logdir / record.key).is_dir():
+        if not is_key(record.key):   # records.parse_lines skips such records: a path is never a run's name
+            raise NotOurs(f"trial key {record.key[:40]!r} is not a plain name: no run folder is named after it")
+        if self.written.get(record.key) == stamp and _kind(self.logdir / record.key) == stat.S_IFDIR:
             return
-        write_trial(self.logdir / record.key, record)
+        write_trial(self.logdir / record.key, record, ours=record.key in self.written)
         self.written[record.key] = stamp
         if save:
             self._save()
 
     def _save(self) -> None:
         write_atomic(self.logdir / MANIFEST, json.dumps(self.written, indent=1, sort_keys=True) + "\n")
+
+
+def _manifest(path: Path) -> dict[str, str]:
+    """The run folders orch wrote ({trial key: fingerprint}), read as any input: bounded, a JSON object whose
+    keys are trial keys; anything else is an empty manifest (nothing there is known to be orch's)."""
+    if _kind(path) is None:
+        return {}
+    try:
+        data = read_json_input(path, MAX_JSON_BYTES) if _kind(path) == stat.S_IFREG else None
+    except UnreadableFile:
+        data = None
+    if not isinstance(data, dict):
+        log.warning("TensorBoard: %s is not a manifest orch wrote; run folders there are left alone", path)
+        return {}
+    return {k: v for k, v in data.items() if is_key(k) and isinstance(v, str)}
