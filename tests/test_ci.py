@@ -47,3 +47,12 @@ def test_ci_ends_with_its_summary_and_requires_what_its_runner_has():
     assert "ci_ccl_outcome \"$ccl_rc\"" in text and "ORCH_REQUIRE_CCL=1 .venv-ipex/bin/python -m pytest -m ccl" in text
     for switch in ("ORCH_REQUIRE_CPUS=2", "ORCH_REQUIRE_PID_NAMESPACE=1", "ORCH_REQUIRE_TMPFS=1", "ORCH_REQUIRE_NETNS=1"):
         assert switch in text
+
+
+def test_test_modules_have_unique_names():
+    """Test folders are not packages, so two modules with one name stop the whole run at collection ('import file
+    mismatch'): it happened twice when branches each added a module of a name the other had."""
+    names: dict[str, list[str]] = {}
+    for path in (REPO / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
