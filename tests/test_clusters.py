@@ -287,7 +287,7 @@ def test_the_head_address_is_never_loopback(tmp_path, all_ips, head):
     done = subprocess.run(["bash", str(SBATCH), "s.yaml", "out"], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path, env={"PATH": f"{stubs}:{STANDIN}:{os.environ['PATH']}", **job})
     if head is None:
-        assert done.returncode == 2 and "this node has no address but loopback" in done.stderr, done.stderr
+        assert done.returncode == 2 and "this node has no IPv4 address other than loopback" in done.stderr, done.stderr
         assert not (tmp_path / "ray-args").exists()
     else:
         assert f"--node-ip-address={head} " in (tmp_path / "ray-args").read_text(), done.stderr
