@@ -121,7 +121,7 @@ def step_s(flops_per_sample: float, local_batch: int, threads: int, gflops_per_c
     """One training step of one rank: its FLOPs at STEP_EFFICIENCY of the GEMM rate of its cores.
 
     >>> round(step_s(14.8e9, 8, 1, 100.0), 2)
-    1.97
+    2.23
     """
     return flops_per_sample * local_batch / (STEP_EFFICIENCY * gflops_per_core * 1e9 * threads)
 
