@@ -46,7 +46,7 @@ DDP, MICRO_BATCHES = "ddp", "micro-batches"   # how the two gradients were had: 
 # all-reduce and the norms. So K = 16 keeps the 2×1×32 step within 29.8/16 = 1.9%; runs with few steps per epoch
 # (large batches: long steps, where a measured step costs less in share) measure more often, at least
 # MEASURED_PER_EPOCH per epoch, for an estimate the moving averages can resolve: 2×1×128's 32 steps per epoch
-# give K = 8, 9.7/8 = 1.2%.
+# give K = 8, 9.7/8 = 1.2%. Measured with K the benchmark cannot resolve the cost: per-pair ranges of ±20%.
 DDP_EVERY_STEPS = 16
 MEASURED_PER_EPOCH = 4
 
