@@ -70,7 +70,14 @@ def sweep_file(base: dict, out: Path, name: str, ranks: list[int], threads: int,
     return path
 
 
+PREDICT_ONLY = False   # --predict-only: the folders are measured; predict again (after a model change) and print
+
+
 def on_cluster(nodes: int, cores: int, rate: str | None, sweep: Path, results: Path, *, share: bool = False) -> None:
+    if PREDICT_ONLY:
+        if not (results / "trials.jsonl").exists():
+            raise SystemExit(f"--predict-only: {results} was not measured")
+        return
     if (results / "trials.jsonl").exists():
         print(f"{results} exists: resumed (finished trials kept)", flush=True)
     link = ["--rate", rate] if rate else []
@@ -82,7 +89,7 @@ def on_cluster(nodes: int, cores: int, rate: str | None, sweep: Path, results: P
 def target_file(out: Path, cores: int, rate: str) -> Path:
     path = out / f"target-{rate}.yaml"
     path.write_text(f"name: emulated\nnodes: 2\nsockets: 1\ncores_per_socket: {cores}\nmemory_gib: 8\n"
-                    f"network: {{bandwidth_gbit_per_s: {parse_rate(rate) / 1e9:g}}}\n")
+                    f"network: {{bandwidth_gbit_per_s: {parse_rate(rate) / 1e9:g}, shared_host: true}}\n")
     return path
 
 
@@ -195,7 +202,11 @@ def main() -> int:
                         help="node counts for the all-reduce check (2 comes from the 2-node sweeps)")
     parser.add_argument("--out", help="results folder (default results/emulated-<sweep name>)")
     parser.add_argument("--tiny", action="store_true", help="the classifier at hidden 1024, local batch 32 and 64")
+    parser.add_argument("--predict-only", action="store_true",
+                        help="measure nothing: predict again from the folders under --out and print the tables")
     args = parser.parse_args()
+    global PREDICT_ONLY
+    PREDICT_ONLY = args.predict_only
     base = yaml.safe_load((REPO / args.sweep).read_text())
     batches = [int(b) for b in args.batches.split(",")]
     if args.tiny:

@@ -32,7 +32,15 @@ def _half(width_pct: float | None) -> float | None:
 def committed() -> list[Path]:
     found = sorted(p.parent for p in (REPO / "results").glob("*/trials.jsonl"))
     found += sorted(p.parent for p in (REPO / "results").glob("ccl-vs-gloo/*/trials.jsonl"))
-    return found
+    return [f for f in found if _grid(f)]
+
+
+def _grid(folder: Path) -> bool:
+    """A throughput grid (ok cells of two layouts at least), not a convergence study of one layout."""
+    from orchestrator.io.store import load_results  # as main does: --help needs no orch
+
+    records = load_results(folder).records
+    return len({(r.ranks, r.threads_per_rank) for r in records if r.kind == "throughput" and r.status == "ok"}) >= 2
 
 
 def _pct(value: float | None) -> str:

@@ -236,8 +236,8 @@ PREDICTION_COLUMNS = tuple(
     + [(n, ValueType.STR) for n in ("marks", "flags", "no_interval", "notes")]
     + [(n, ValueType.FLOAT) for n in ("p_over_deadline", "p_over_deadline_fast", "p_over_deadline_slow",
                                        "b_crit", "b_crit_low", "b_crit_high", "b_simple", "b_simple_low",
-                                       "b_simple_high")]
-    + [("b_crit_mode", ValueType.STR)])
+                                       "b_simple_high", "epochs_a", "epochs_k")]
+    + [(n, ValueType.STR) for n in ("b_crit_mode", "epochs_form", "epochs_lr_rule", "epochs_k_mode")])
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,10 +264,13 @@ class Prediction:
         """One row per predicted layout: the layout, samples/s, epochs, hours and node-hours with their
         interval ends, the marks (fastest, Pareto, recommended), flags and notes; with a deadline, the chance of
         missing it (at the central samples/s and at the interval's fast and slow ends); and, the same on every
-        row, the epochs model's B_crit (its 90% interval and how it was had) and B_simple's prior."""
+        row, the epochs model: its form (`epochs_form`: 'critical batch', or 'lr rule' where the records carry the
+        sweep's learning-rate rule, with its A, k and how k was had), B_crit (the rule's form: B_noise; its 90%
+        interval and how it was had) and B_simple's prior."""
         rows = []
         whole = self.report.to_dict()
-        model = {k: v for k, v in (whole["epochs_model"] or {}).items() if k.startswith(("b_crit", "b_simple"))}
+        model = {k: v for k, v in (whole["epochs_model"] or {}).items()
+                 if k.startswith(("b_crit", "b_simple", "epochs_")) and k != "epochs_words"}
         for layout in whole["layouts"]:
             joined = {k: ("; " if k == "notes" else ",").join(layout[k]) or None for k in ("marks", "flags", "notes")}
             no_interval = layout.get("no_interval")

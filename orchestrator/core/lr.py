@@ -55,3 +55,38 @@ class LrSchedule:
     def at(self, epoch: float) -> float:
         return learning_rate(rule=self.rule, base_lr=self.base_lr, base_batch=self.base_batch,
                              global_batch=self.global_batch, warmup_epochs=self.warmup_epochs, epoch=epoch)
+
+
+# The exponent p of each rule's ε(B) = base_lr·(B/base_batch)^p
+RULE_EXPONENTS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LrScaling:
+    """A sweep's learning-rate rule without a batch: the rate it gives at any global batch (after warm-up), which
+    the epochs model needs at batches no run trained at.
+
+    >>> s = LrScaling(rule="sqrt", base_lr=0.1, base_batch=32)
+    >>> s.at(128), s.exponent
+    (0.2, 0.5)
+    """
+
+    rule: str
+    base_lr: float
+    base_batch: int
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULE_EXPONENTS:
+            raise ValueError(f"unknown lr_rule {self.rule!r}; valid: {', '.join(RULE_EXPONENTS)}")
+        if not (self.base_lr > 0 and self.base_batch > 0):
+            raise ValueError(f"base_lr({self.base_lr}) and base_batch({self.base_batch}) must be > 0")
+
+    @property
+    def exponent(self) -> float:
+        return RULE_EXPONENTS[self.rule]
+
+    def at(self, global_batch: float) -> float:
+        return float(self.base_lr * (global_batch / self.base_batch) ** self.exponent)
+
+    def words(self) -> str:
+        return f"the {self.rule} rule ({self.base_lr:g} at global batch {self.base_batch})"

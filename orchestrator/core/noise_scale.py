@@ -40,6 +40,24 @@ from orchestrator.core.records import NoiseScaleSection
 EMA_DECAY = 0.95
 Z_90 = 1.6449          # a two-sided 90% interval of a normal
 DDP, MICRO_BATCHES = "ddp", "micro-batches"   # how the two gradients were had: the ranks', or one rank's halves
+# With several ranks, one step in K is measured (its local squared norms, the averaged one, one small all-reduce);
+# the rest go through the hook untouched. A measured step cost the classifier at 2×1×32 (a 5 ms step) +29.8% and at
+# 2×1×128 +9.7%, side by side on a quiet Zen 4 (benchmarks/bench_noise_scale.py): about 1.5 ms each, one Gloo
+# all-reduce and the norms. So K = 16 keeps the 2×1×32 step within 29.8/16 = 1.9%; runs with few steps per epoch
+# (large batches: long steps, where a measured step costs less in share) measure more often, at least
+# MEASURED_PER_EPOCH per epoch, for an estimate the moving averages can resolve: 2×1×128's 32 steps per epoch
+# give K = 8, 9.7/8 = 1.2%. Measured with K the benchmark cannot resolve the cost: per-pair ranges of ±20%.
+DDP_EVERY_STEPS = 16
+MEASURED_PER_EPOCH = 4
+
+
+def every_steps(steps_per_epoch: int) -> int:
+    """K: a multi-rank convergence run measures B_simple on every K-th step.
+
+    >>> every_steps(128), every_steps(32), every_steps(8), every_steps(2), every_steps(10_000)
+    (16, 8, 2, 1, 16)
+    """
+    return max(1, min(DDP_EVERY_STEPS, steps_per_epoch // MEASURED_PER_EPOCH))
 
 
 def unbiased(small_sq: float, big_sq: float, small_batch: float, big_batch: float) -> tuple[float, float]:
@@ -122,9 +140,10 @@ def epoch_entry(epoch: float, est: NoiseEstimate) -> list[float | None]:
     return [round(epoch, 6), _sig(est.b_simple), _sig(est.low), _sig(est.high)]
 
 
-def section(meter: NoiseMeter, *, method: str, at_epoch: float,
-            epochs: list[list[float | None]]) -> NoiseScaleSection:
-    """The record's section: the meter's estimate where the run stopped, and the rows at each epoch's end."""
+def section(meter: NoiseMeter, *, method: str, at_epoch: float, epochs: list[list[float | None]],
+            every: int | None = None) -> NoiseScaleSection:
+    """The record's section: the meter's estimate where the run stopped, and the rows at each epoch's end
+    (`every`: one step in how many was measured, where not every one)."""
     est = meter.estimate()
     why = "" if est.b_simple is not None else (
         "no step measured" if est.steps == 0 else
@@ -134,6 +153,8 @@ def section(meter: NoiseMeter, *, method: str, at_epoch: float,
                             at_epoch=round(at_epoch, 6), method=method, small_batch=int(meter.small_batch),
                             big_batch=int(meter.big_batch), steps=est.steps, ema_decay=meter.decay,
                             g2=_sig(est.g2), trace=_sig(est.trace), epochs=epochs)
+    if every is not None and every > 1:
+        out = out.with_fields(every_steps=every)
     return out.with_fields(why_not=why) if why else out
 
 

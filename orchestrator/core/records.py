@@ -239,6 +239,7 @@ class NoiseScaleSection(JsonObject):
     trace: float | None = None
     epochs: list[list[float | None]] | None = None   # [[epoch, b_simple, low, high]] at each epoch's end
     why_not: str | None = optional()
+    every_steps: int | None = optional()   # one step in this many was measured (absent: every step, or older)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

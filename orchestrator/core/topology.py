@@ -176,18 +176,24 @@ class NodeLink:
 
     bandwidth_bits_per_s: float
     latency_s: float | None = None
+    # The nodes are network namespaces of one machine (`orch cluster up`): their ranks share its caches and memory
+    # bandwidth, so a rank computes as the layout's ranks all on one node do, not as a rank alone on its node.
+    shared_host: bool = False
 
     def words(self) -> str:
         """
-        >>> NodeLink(25e9, 2e-6).words(), NodeLink(2e8).words()
-        ('25 Gbit/s, latency 2 µs', '0.2 Gbit/s')
+        >>> NodeLink(25e9, 2e-6).words(), NodeLink(2e8, shared_host=True).words()
+        ('25 Gbit/s, latency 2 µs', '0.2 Gbit/s, nodes emulated on one host')
         """
         latency = f", latency {self.latency_s * 1e6:g} µs" if self.latency_s is not None else ""
-        return f"{self.bandwidth_bits_per_s / 1e9:g} Gbit/s{latency}"
+        host = ", nodes emulated on one host" if self.shared_host else ""
+        return f"{self.bandwidth_bits_per_s / 1e9:g} Gbit/s{latency}{host}"
 
-    def to_dict(self) -> dict[str, float]:
-        out = {"bandwidth_gbit_per_s": self.bandwidth_bits_per_s / 1e9}
-        return {**out, "latency_us": self.latency_s * 1e6} if self.latency_s is not None else out
+    def to_dict(self) -> dict[str, float | bool]:
+        out: dict[str, float | bool] = {"bandwidth_gbit_per_s": self.bandwidth_bits_per_s / 1e9}
+        if self.latency_s is not None:
+            out["latency_us"] = self.latency_s * 1e6
+        return {**out, "shared_host": True} if self.shared_host else out
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,12 +288,16 @@ class NetworkSpec:
     bandwidth_gbit_per_s: float = opt(MISSING, "each node's link, one way, in Gbit/s (25 for 25 GbE)",
                                       exclusive_minimum=0)
     latency_us: float | None = opt(None, "one-way latency between two nodes in µs (default: not stated)", minimum=0)
+    shared_host: bool = opt(False, "the nodes are network namespaces of one machine, as `orch cluster up` makes "
+                                   "them: their ranks share its caches and memory bandwidth (default false)")
 
     def node_link(self) -> NodeLink:
-        return NodeLink(self.bandwidth_gbit_per_s * 1e9, None if self.latency_us is None else self.latency_us * 1e-6)
+        return NodeLink(self.bandwidth_gbit_per_s * 1e9, None if self.latency_us is None else self.latency_us * 1e-6,
+                        self.shared_host)
 
 
-NETWORK_HELP = "the link between nodes (bandwidth_gbit_per_s, latency_us): orch predict costs the node axis from it"
+NETWORK_HELP = ("the link between nodes (bandwidth_gbit_per_s, latency_us, shared_host): orch predict costs the "
+                "node axis from it")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

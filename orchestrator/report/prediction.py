@@ -65,7 +65,7 @@ class PredictionReport:
         """The epochs model in words: B_crit and where it came from (B_simple's prior, the epochs, or both), and
         the recommended layout's chance of missing the deadline."""
         m = self.fitted.epochs_model
-        lines = [] if m is None else [f"epochs model: E_min {m.e_min:.3g}, B_crit {m.b_crit_words()}"]
+        lines = [] if m is None else [f"epochs model: {m.words()}"]
         lines += list(self.sources)
         rec = self.recommendation
         risk = self.risk(rec.prediction) if rec is not None and rec.prediction is not None else None
@@ -98,13 +98,19 @@ class PredictionReport:
 
 
 def _epochs_model_dict(f: Fitted) -> dict[str, Any] | None:
-    """The epochs model's figures: E_min, B_crit with its 90% interval and how it was had, and B_simple's prior."""
+    """The epochs model's figures: its form; E_min, or the rule's A and k; B_crit (the rule's form: B_noise) with
+    its 90% interval and how it was had; and B_simple's prior."""
     m = f.epochs_model
     if m is None:
         return None
     finite = not math.isinf(m.b_crit)
-    prior = m.prior
-    return {"e_min": m.e_min, "b_crit": m.b_crit if finite else None,
+    prior, rule = m.prior, m.rule
+    # the rule's form: B_crit is its B_noise, and E_min (the epochs at the optimal rate) is not what it predicts
+    return {"epochs_form": m.form, "epochs_words": m.words(),
+            "epochs_lr_rule": None if rule is None else rule.scaling.rule,
+            "epochs_a": None if rule is None else rule.a, "epochs_k": None if rule is None else rule.k,
+            "epochs_k_mode": None if rule is None else rule.mode,
+            "e_min": m.e_min if rule is None else None, "b_crit": m.b_crit if finite else None,
             "b_crit_low": m.b_crit_low if finite else None, "b_crit_high": m.b_crit_high if finite else None,
             "b_crit_mode": m.b_crit_mode, "b_crit_words": m.b_crit_words(),
             "b_crit_without_b_simple": m.data_only_b_crit,

@@ -142,7 +142,8 @@ def epochs_figure(report: PredictionReport) -> Figure | None:
     predicted = [model.predict(b) for b in grid]
     fig = _figure(6.4, 4.0)
     ax = fig.subplots()
-    ax.plot(grid, [model.curve(b) for b in grid], label="fitted E_min·(1 + B/B_crit)", gid="epochs-fitted")
+    label = "fitted A·B/(ε(B)·D(B)), the sweep's rate rule" if model.rule is not None else "fitted E_min·(1 + B/B_crit)"
+    ax.plot(grid, [model.curve(b) for b in grid], label=label, gid="epochs-fitted")
     band = [(b, e.low, e.high) for b, e in zip(grid, predicted) if e.low is not None and e.high is not None]
     if band:
         ax.fill_between([x[0] for x in band], [x[1] for x in band], [x[2] for x in band], alpha=0.2,
@@ -164,6 +165,7 @@ def epochs_figure(report: PredictionReport) -> Figure | None:
     ax.set_ylabel("epochs to target")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title("Epochs to target against the global batch" + ("" if math.isfinite(model.b_crit)
-                                                                else " (B_crit frozen at ∞)"), fontsize=9)
+    frozen = ((" (k frozen at 0)" if model.rule is not None else " (B_crit frozen at ∞)")
+              if math.isinf(model.b_crit) else "")
+    ax.set_title("Epochs to target against the global batch" + frozen, fontsize=9)
     return fig

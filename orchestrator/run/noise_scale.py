@@ -7,6 +7,10 @@ averaged ones (batch B = ranks × b), whose squared norm one fused call takes, a
 (asynchronous, waited for at the next step) averages the ranks' local squared norms. No per-parameter hook:
 AdaptDL's slowed a small model 2.6×.
 
+Every K-th step is measured (`core.noise_scale.every_steps`: K ≤ 16, at least 4 measured steps per epoch); the
+others pass through the hook untouched, and the last measured step's all-reduce is waited for at the next
+measured one or the epoch's end.
+
 With one rank there is no second gradient, so every `ONE_RANK_EVERY_STEPS`-th step runs its batch as two
 micro-batches (each loss weighted by its share of the batch, so the step's gradient is the batch's): the first
 half's gradient is the small one, the sum the big one. A batch that cannot be split (a single sample, an item
@@ -35,11 +39,13 @@ ONE_RANK_EVERY_STEPS = 10
 
 
 class HookState:
-    """What the noise hook keeps between a step's buckets: the inner hook, and each bucket's local squared norm."""
+    """What the noise hook keeps between a step's buckets: the inner hook, each bucket's local squared norm, and
+    whether this step is measured (a step that is not goes through to the inner hook untouched)."""
 
     def __init__(self, inner: Callable[..., Any]):
         self.inner = inner
         self.local: list[float] = []
+        self.measure = True
 
     def clear(self) -> None:
         self.local.clear()
@@ -66,7 +72,8 @@ def grad_squared_norm(module: torch.nn.Module) -> float:
 # annotations are strings (from __future__ import annotations). It adds no callback of its own to the bucket's
 # future (each runs on the communication thread): the averaged gradient's norm is taken after the backward pass.
 def noise_hook(state, bucket):
-    state.local.append(squared_norm(bucket.buffer()))
+    if state.measure:
+        state.local.append(squared_norm(bucket.buffer()))
     return state.inner(None, bucket)
 
 
@@ -121,8 +128,10 @@ class NoiseScale:
     """The protocol's training step with B_simple measured (`step`), rows at each epoch's end (`epoch_end`)
     and the record's section (`section`)."""
 
-    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, world: int, local_batch: int):
-        self.module, self.optimizer, self.world = module, optimizer, world
+    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, world: int, local_batch: int,
+                 every: int = 1):
+        """`every`: with several ranks, measure one step in this many (`core.noise_scale.every_steps`)."""
+        self.module, self.optimizer, self.world, self.every = module, optimizer, world, max(1, every)
         self.state: HookState | None = getattr(module, NOISE_ATTR, None)
         self.steps = 0
         self.rows: list[list[float | None]] = []
@@ -145,7 +154,15 @@ class NoiseScale:
         if self.why_not:
             return self._plain(batch)
         if self.world > 1:
-            return self._ddp_step(batch)
+            if self.steps % self.every == 0:
+                return self._ddp_step(batch)
+            assert self.state is not None
+            self.state.clear()
+            self.state.measure = False   # through the hook untouched; the last measured step's all-reduce waits
+            try:
+                return self._plain(batch)
+            finally:
+                self.state.measure = True
         if self.steps % ONE_RANK_EVERY_STEPS == 0:
             halves = split_batch(batch)
             if halves is not None and halves[2] + halves[3] == self.local_batch:
@@ -204,7 +221,8 @@ class NoiseScale:
         self._collect()
         if not self.rows or self.rows[-1][0] != round(at_epoch, 6):
             self.epoch_end(at_epoch)
-        return ns.section(self.meter, method=self.method, at_epoch=at_epoch, epochs=self.rows)
+        return ns.section(self.meter, method=self.method, at_epoch=at_epoch, epochs=self.rows,
+                          every=self.every if self.world > 1 else ONE_RANK_EVERY_STEPS)
 
 
 class ScriptNoise:

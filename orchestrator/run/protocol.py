@@ -247,14 +247,16 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
                     status: ProgressWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
+    from orchestrator.core.noise_scale import every_steps
     from orchestrator.run.noise_scale import NoiseScale
 
     conv = job.convergence_settings()
-    noise = NoiseScale(module, trainer.optimizer, world=dist.get_world_size(), local_batch=job.local_batch)
-    step = noise.step
     steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:
         raise ValueError(f"an epoch has no full batch: global batch {conv.global_batch} exceeds the data")
+    noise = NoiseScale(module, trainer.optimizer, world=dist.get_world_size(), local_batch=job.local_batch,
+                       every=every_steps(steps_per_epoch))
+    step = noise.step
     eval_every_steps = max(1, round(conv.eval_every_epochs * steps_per_epoch))
     max_steps = math.ceil(conv.max_epochs * steps_per_epoch)
     curve: list[list[float]] = []

@@ -39,11 +39,13 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                   gradient_bytes: int = GRADIENT_BYTES, epochs_truth: tuple[float, float] = (1.5, 64.0),
                   seed_factors: tuple[float, ...] = (0.95, 1.0, 1.05),
                   global_batches: tuple[int, ...] = (8, 16, 32, 64), peak_gflops: float | None = None,
-                  b_simple: float | None = None) -> Path:
+                  b_simple: float | None = None, sqrt_rule: tuple[float, int, float] | None = None) -> Path:
     """A results folder written with the production writers (records.Record, store.append_record and store.write_json) whose
     throughput comes from a known step model (`params`, `links`: link class → (α s, β s/byte)) and whose
     epochs are E_min·(1 + B/B_crit) × each seed factor; with `peak_gflops`, a 1-rank 1-thread fp32 GEMM peak;
-    with `b_simple`, every convergence run measured that gradient noise scale (±20%)."""
+    with `b_simple`, every convergence run measured that gradient noise scale (±20%); with `sqrt_rule`
+    (base_lr, base_batch, c), the runs recorded the square-root learning-rate rule and their epochs are c·√B instead
+    (its k = 0 limit) × each seed factor."""
     links = links or {"socket": (ALPHA_S, BETA_S_PER_BYTE)}
     sweep_file = folder / "synthetic.yaml"
     sweep_file.write_text(textwrap.dedent("""
@@ -94,6 +96,10 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                 epochs = critical_batch_epochs(g, *epochs_truth) * f
                 section = rec.ConvergenceSection(metric="accuracy", target=0.9, converged=True,
                                                  epochs_to_target=epochs, max_epochs=20)
+                if sqrt_rule is not None:
+                    base_lr, base_batch, c = sqrt_rule
+                    section = section.with_fields(epochs_to_target=c * g ** 0.5 * f, lr_rule="sqrt", base_lr=base_lr,
+                                                  base_batch=base_batch, lr=base_lr * (g / base_batch) ** 0.5)
                 if b_simple is not None:
                     section = section.with_fields(noise_scale=rec.NoiseScaleSection(
                         b_simple=b_simple * f, low=b_simple * f / 1.2, high=b_simple * f * 1.2, method="ddp"))

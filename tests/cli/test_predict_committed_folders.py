@@ -15,8 +15,17 @@ from orchestrator.core.predict.validate import LEVEL, RANKS, THREADS
 from orchestrator.io.store import load_results
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = sorted(p.parent for p in (REPO / "results").glob("*/trials.jsonl")) + sorted(
-    p.parent for p in (REPO / "results").glob("ccl-vs-gloo/*/trials.jsonl"))
+
+
+def _grid(folder: Path) -> bool:
+    """A throughput grid: ok cells of two layouts (ranks × threads) at least. A convergence study of one layout
+    (results/large-batch-*) has no level of threads or ranks to hold out."""
+    records = load_results(folder).records
+    return len({(r.ranks, r.threads_per_rank) for r in records if r.kind == "throughput" and r.status == "ok"}) >= 2
+
+
+FOLDERS = [f for f in sorted(p.parent for p in (REPO / "results").glob("*/trials.jsonl")) + sorted(
+    p.parent for p in (REPO / "results").glob("ccl-vs-gloo/*/trials.jsonl")) if _grid(f)]
 _FITTED: dict[Path, Fitted] = {}
 
 

@@ -57,10 +57,13 @@ def test_the_deadline_prints_the_chance_of_missing_it_at_the_evaluation_cadence(
     text = " ".join(capsys.readouterr().out.split())
     assert "P(time-to-train > 6e-05 h) = " in text and "at the fast end of samples/s" in text
     assert "epochs stops at" in text and "(evaluations every 0.25)" in text
-    assert "epochs model: E_min" in text and "from the measured epochs alone (no B_simple in the runs)" in text
+    # the runs recorded the square-root rule: the form that knows it, k frozen at 0 where the epochs do not need it
+    assert "epochs model: A·B/(ε(B)·(1 − k·ε(B)·(1 + B_noise/B))) under the sqrt rule (0.01 at global batch 32)" in text
+    assert "the measured epochs do not need k" in text
     assert main(["predict", str(CLASSIFIER), "--deadline-h", "0.00006", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["epochs_model"]["eval_every_epochs"] == 0.25 and out["epochs_model"]["b_crit_mode"] == "fit"
+    assert out["epochs_model"]["eval_every_epochs"] == 0.25 and out["epochs_model"]["epochs_form"] == "lr rule"
+    assert out["epochs_model"]["epochs_k_mode"] == "limit" and out["epochs_model"]["b_crit_mode"] == "frozen"
     risks = [row["p_over_deadline"] for row in out["layouts"] if row["p_over_deadline"] is not None]
     assert risks and all(0.0 <= p <= 1.0 for p in risks)
 

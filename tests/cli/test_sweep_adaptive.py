@@ -46,8 +46,8 @@ def test_replay_prints_each_choice_and_the_answer(capsys):
     assert rc == 0, out
     assert "[1] r1-t2-b32 (24 core-s so far, as recorded): answer no interval" in out
     assert f"adaptive sweep, replayed on {CLASSIFIER} (no trial ran):" in out
-    assert "fastest time-to-train: 1×2×128, 0.185 s [0.166–0.207 s] (±10.8%)" in out
-    assert "stopped: the answer's interval is narrow enough: ±10.8%, target ±15.0%" in out
+    assert "fastest time-to-train: 1×2×128, 0.185 s [0.166–0.207 s] (±11.1%)" in out
+    assert "stopped: the answer's interval is narrow enough: ±11.1%, target ±15.0%" in out
     assert "measured 11 trial(s):" in out and "skipped 7 cell(s), which would have cost about" in out
 
 

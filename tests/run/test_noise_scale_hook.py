@@ -140,3 +140,65 @@ def test_a_one_rank_convergence_run_records_b_simple_from_micro_batches(tmp_path
     _check_section(report.noise_scale, method="micro-batches", small=32, big=64, epochs_run=3.0)
     assert report.noise_scale.steps == 3 * 128 // noise_scale.ONE_RANK_EVERY_STEPS
     assert [row[0] for row in report.noise_scale.epochs] == [1.0, 2.0, 3.0]
+
+
+# Two gloo ranks stepping NoiseScale with every=4: only every 4th step takes the norms and the small all-reduce;
+# the others leave the hook's state empty, and the section says how often it measured.
+EVERY_WORKER = textwrap.dedent('''
+    import json, os
+    import torch, torch.distributed as dist
+    from orch.workload import DdpOptions
+    from orchestrator.run import ddp
+    from orchestrator.run.noise_scale import NOISE_ATTR, NoiseScale
+
+    rank = int(os.environ["RANK"])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+
+    class Loss(torch.nn.Module):       # what a workload hands orch: a module whose forward is the loss
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    model = ddp.wrap(Loss(), DdpOptions(comm_hook="none", bucket_mb=0.01), noise_scale=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    noise = NoiseScale(model, opt, world=2, local_batch=16, every=4)
+    state = getattr(model, NOISE_ATTR)
+    torch.manual_seed(1 + rank)
+    local_after = []
+    for step in range(12):
+        noise.step((torch.randn(16, 32), torch.randint(0, 4, (16,))))
+        local_after.append(len(state.local))
+    section = noise.section(1.0)
+    print(json.dumps({"local_after": local_after, "steps": section.steps, "every": section.every_steps,
+                      "b_simple": section.b_simple}))
+    dist.destroy_process_group()
+''')
+
+
+@pytest.mark.needs_cpus(2)
+def test_two_ranks_measure_every_kth_step_only(tmp_path):
+    script = tmp_path / "every.py"
+    script.write_text(EVERY_WORKER)
+    from conftest import free_port
+
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    for out in outs:
+        r = json.loads(out[0].strip().splitlines()[-1])
+        # steps 4, 8 and 12 (1-based) took the local norms; the others went through the hook untouched
+        assert [n > 0 for n in r["local_after"]] == [i % 4 == 3 for i in range(12)], r
+        assert r["steps"] == 3 and r["every"] == 4, r
+
+
+def test_a_run_measures_more_often_where_an_epoch_has_few_steps():
+    from orchestrator.core.noise_scale import DDP_EVERY_STEPS, MEASURED_PER_EPOCH, every_steps
+
+    assert every_steps(10_000) == DDP_EVERY_STEPS and every_steps(1) == 1
+    assert all(steps // every_steps(steps) >= min(steps, MEASURED_PER_EPOCH) for steps in range(1, 500))

@@ -100,7 +100,10 @@ class Known:
     def with_seed(self, global_batch: int, epochs: float) -> Known:
         """One more converged seed at `global_batch`."""
         old = next((p for p in self.points if p.global_batch == global_batch), None)
-        new = replace(old, epochs=old.epochs + (epochs,)) if old else BatchPoint(global_batch, (epochs,))
+        # a new batch trains under the sweep's learning-rate rule, as the measured ones did
+        rule = next((p.lr_scaling for p in self.points if p.lr_scaling is not None), None)
+        new = (replace(old, epochs=old.epochs + (epochs,)) if old else
+               BatchPoint(global_batch, (epochs,), lr_scaling=rule))
         rest = [p for p in self.points if p.global_batch != global_batch]
         return replace(self, points=tuple(sorted([*rest, new], key=lambda p: p.global_batch)))
 

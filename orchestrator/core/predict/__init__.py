@@ -7,7 +7,8 @@ What is measured, what is fitted and what is predicted are kept apart:
 - measured: throughput records, all-reduce calibration records, GEMM peaks, convergence records (or an
   MLPerf RCP file) — `data` reads them as cells, buckets and peaks;
 - fitted: `comm.LinkFit` (α, β per link class), `step.StepModel` (compute ⊕ communication),
-  `epochs.EpochsModel` (critical-batch form), their held-out validation (`validate`) and the residual
+  `epochs.EpochsModel` (critical-batch form, or `epochs_lr`'s form under the sweep's learning-rate rule), their
+  held-out validation (`validate`) and the residual
   bootstrap of the step fit (`uncertainty`); `evidence` sums up how the measured steps and GEMM peaks scale
   over more cores;
 - predicted: `interval.predict_cell` for any one layout, with an interval from held-out errors (`bands`) or,

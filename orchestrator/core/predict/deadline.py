@@ -7,7 +7,9 @@ target is crossed (one sd in log from its interval); the run then stops at the n
     P(stop at k·Δ) = Φ(ln(k·Δ) − ln m') − Φ(ln((k−1)·Δ) − ln m'),   in units of the band's sd
 
 where m' is the prediction less half an interval: measured epochs are counted at evaluations, so on average
-half an interval after the target was crossed. A deadline of D hours affords x = D·3600·samples/s ÷ samples
+half an interval after the target was crossed. A band wider above than below (the learning-rate rule's form)
+uses each side's sd on its side of m' (the band 3.6–4.4 below: 0.105 below, 0.095 above). A deadline of D hours
+affords x = D·3600·samples/s ÷ samples
 per epoch epochs, and the run misses it when its evaluations pass x before the target:
 
     P(miss) = P(K > x) = 1 − Φ(ln(⌊x/Δ⌋·Δ) − ln m')
@@ -17,7 +19,7 @@ samples/s and at both ends of its interval: the throughput's interval bounds it,
 
 >>> d = distribution(EpochsPrediction(64, 4.0, 3.6, 4.4, "interpolated"), eval_every_epochs=1.0)
 >>> d.median_epochs, [(e, round(p, 3)) for e, p in d.points()]
-(3.5, [(3.0, 0.053), (4.0, 0.866), (5.0, 0.081)])
+(3.5, [(3.0, 0.072), (4.0, 0.848), (5.0, 0.081)])
 >>> round(d.p_over(4.5), 3), round(d.p_over(2.5), 3)
 (0.081, 1.0)
 """
@@ -42,16 +44,20 @@ def _phi(z: float) -> float:
 @dataclass(frozen=True, slots=True)
 class EpochsDistribution:
     """When a run stops: the latent crossing of the target, log-normal around `median_epochs` (already less
-    half an interval), counted at evaluations every `eval_every_epochs` (None: continuous)."""
+    half an interval), counted at evaluations every `eval_every_epochs` (None: continuous). A band that is wider
+    above than below (the learning-rate rule's form: its draws) gives two halves, each normal in log with its own
+    sd (`sd_log` above the median, `sd_log_low` below; None: the same), the median between them."""
 
     median_epochs: float
     sd_log: float
     eval_every_epochs: float | None
+    sd_log_low: float | None = None
 
     def _cdf_crossing(self, epochs: float) -> float:
         if epochs <= 0:
             return 0.0
-        return _phi((math.log(epochs) - math.log(self.median_epochs)) / self.sd_log)
+        z = math.log(epochs) - math.log(self.median_epochs)
+        return _phi(z / (self.sd_log_low if z < 0 and self.sd_log_low else self.sd_log))
 
     def p_over(self, epochs: float) -> float:
         """P(the run trains more than `epochs` epochs before it stops)."""
@@ -87,12 +93,15 @@ def distribution(pred: EpochsPrediction, eval_every_epochs: float | None) -> Epo
     if pred.status == NOT_CONVERGED or pred.epochs is None or pred.high is None or pred.epochs <= 0:
         return None
     sd = math.log(pred.high / pred.epochs)
+    sd_low = math.log(pred.epochs / pred.low) if pred.low is not None and pred.low > 0 else None
     if sd <= 0:
         return None
     median = pred.epochs
     if eval_every_epochs:
         median = max(median - eval_every_epochs / 2, eval_every_epochs / 4)
-    return EpochsDistribution(median, sd, eval_every_epochs)
+    # a band symmetric in log (the critical-batch form's) keeps one sd
+    low_sd = sd_low if sd_low is not None and sd_low > 0 and abs(sd_low - sd) > 1e-9 * sd else None
+    return EpochsDistribution(median, sd, eval_every_epochs, low_sd)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from orchestrator.core.convergence import BatchConvergence, olympic_mean
+from orchestrator.core.lr import LrScaling
 from orchestrator.core.noise_scale import Z_90
+from orchestrator.core.predict import epochs_lr
 from orchestrator.core.predict.lsq import numeric_jacobian, solve
 from orchestrator.core.predict.noise_prior import BCritPrior
 
@@ -41,6 +44,7 @@ B_CRIT_BOUNDS = (1e-3, 1e12)
 # How B_crit was had (EpochsModel.b_crit_mode): from the measured epochs alone; frozen at ∞ (one global batch, no
 # B_simple); B_simple's prior alone (one global batch); the prior and the measured epochs fitted jointly.
 FIT, FROZEN, PRIOR, JOINT = "fit", "frozen", "prior", "joint"
+CRITICAL_FORM, RULE_FORM = "critical batch", "lr rule"     # EpochsModel.form
 # The seeds' log spread below which the prior's weight against the measured epochs is not raised further: seeds
 # that agree to the evaluation (all at 4.0 epochs) would otherwise leave the prior no weight at all.
 SEED_SD_FLOOR_LOG = 0.02
@@ -57,6 +61,9 @@ class BatchPoint:
     # seeds that did not converge where the batch did overall: they count in the olympic mean as the slowest
     # runs (MLPerf's rule, and the convergence table's), though the fit can only use the converged seeds
     not_converged: int = 0
+    # the sweep's learning-rate rule (None: unknown, as in an RCP file or older records): with it, the epochs model
+    # knows the rate each batch trained at (`epochs_lr`)
+    lr_scaling: LrScaling | None = None
 
     @property
     def converged(self) -> bool:
@@ -76,11 +83,31 @@ def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]
     out = []
     for b in batches:
         seeds = tuple(r.epochs for r in b.runs if r.epochs is not None)
+        scaling = lr_scaling_of(b.hyperparams)
         if b.mean_epochs is None:
-            out.append(BatchPoint(b.global_batch, (), b.max_epochs))
+            out.append(BatchPoint(b.global_batch, (), b.max_epochs, lr_scaling=scaling))
         else:
-            out.append(BatchPoint(b.global_batch, seeds, b.max_epochs, not_converged=len(b.runs) - len(seeds)))
+            out.append(BatchPoint(b.global_batch, seeds, b.max_epochs, not_converged=len(b.runs) - len(seeds),
+                                  lr_scaling=scaling))
     return sorted(out, key=lambda p: p.global_batch)
+
+
+def lr_scaling_of(hyperparams: Mapping[str, Any]) -> LrScaling | None:
+    """The learning-rate rule a batch's runs recorded (`convergence.rcp_hyperparams`); None where they do not say.
+
+    >>> lr_scaling_of({"opt_base_learning_rate": 0.02, "lr_rule": "sqrt", "lr_at_base_batch": 0.01,
+    ...                "base_batch": 32}).at(128)
+    0.02
+    >>> lr_scaling_of({"opt_base_learning_rate": 0.1}) is None
+    True
+    """
+    if hyperparams.get("opt_base_learning_rate") is None:   # no per-run rate recorded: the rule is not known to apply
+        return None
+    try:
+        return LrScaling(rule=str(hyperparams["lr_rule"]), base_lr=float(hyperparams["lr_at_base_batch"]),
+                         base_batch=int(hyperparams["base_batch"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def critical_batch_epochs(global_batch: float, e_min: float, b_crit: float) -> float:
@@ -116,13 +143,40 @@ class EpochsModel:
     prior: BCritPrior | None = None                 # B_simple's prior on B_crit, where the runs measured it
     b_crit_mode: str = FIT                          # FIT, FROZEN, PRIOR or JOINT
     data_only_b_crit: float | None = None           # JOINT: B_crit from the measured epochs alone (2+ batches)
+    # The learning-rate rule's form (`epochs_lr`), where every converged batch recorded the sweep's rule: then
+    # b_crit is its B_noise (∞ in the k = 0 limit), e_min McCandlish's E_min = 4·A·k·B_noise it implies (the epochs
+    # at the optimal rate, small batches), cov_log that of (log A, log B_noise)
+    rule: epochs_lr.RuleFit | None = None
+
+    @property
+    def form(self) -> str:
+        """Which form: E_min·(1 + B/B_crit), or the one that knows the sweep's learning-rate rule."""
+        return RULE_FORM if self.rule is not None else CRITICAL_FORM
 
     @property
     def b_crit_sd_log(self) -> float:
         return math.sqrt(max(self.cov_log[1][1], 0.0))
 
+    def words(self) -> str:
+        """The model in one line: its form, its fitted figures, and where B_crit (or B_noise) came from."""
+        r = self.rule
+        if r is None:
+            return f"E_min·(1 + B/B_crit), E_min {self.e_min:.3g}, B_crit {self.b_crit_words()}"
+        head = (f"A·B/(ε(B)·(1 − k·ε(B)·(1 + B_noise/B))) under {r.scaling.words()}: A {r.a:.3g}, k {r.k:.3g}")
+        if r.mode == epochs_lr.LIMIT:
+            side = f"; {self.prior.words()} sets the bounds' sides" if self.prior is not None else ""
+            return (f"{head} (frozen: {r.why_limit}), so E ∝ B/ε(B), the rule's k = 0 limit{side}")
+        spans = ", ".join(f"{b:g}: {r.denominator(b):.2f}" for b in r.span)
+        if r.b_noise_at_bound:
+            side = "above" if r.b_noise > max(r.span) else "below"
+            return (f"{head} (D at {spans}), B_noise at its bound ({r.b_noise:.3g}): the epochs put it far {side} "
+                    "every batch, so it is frozen there")
+        return f"{head} (D at {spans}), B_noise {self.b_crit_words()}"
+
     def b_crit_words(self) -> str:
         """Where B_crit came from and, with B_simple, how far the measured epochs moved its prior."""
+        if self.rule is not None and self.rule.mode == epochs_lr.LIMIT:
+            return "unused (k frozen at 0: " + self.rule.why_limit + ")"
         if self.b_crit_mode == FROZEN:
             return "∞ (frozen: " + self.frozen.get("b_crit", "") + ")"
         here = f"{self.b_crit:.4g} [{self.b_crit_low:.3g}–{self.b_crit_high:.3g}]"
@@ -151,6 +205,8 @@ class EpochsModel:
         return [p for p in self.points if p.converged]
 
     def curve(self, global_batch: float) -> float:
+        if self.rule is not None:
+            return math.exp(self.rule.covering(global_batch).log_curve(global_batch))
         return critical_batch_epochs(global_batch, self.e_min, self.b_crit)
 
     def _sd_log(self, global_batch: float) -> float:
@@ -172,6 +228,8 @@ class EpochsModel:
             cap = f" by {failed[0].max_epochs:g} epochs" if failed[0].max_epochs else ""
             return EpochsPrediction(global_batch, None, None, None, NOT_CONVERGED,
                                     f"global batch {failed[0].global_batch} did not converge{cap}")
+        if self.rule is not None:
+            return self._predict_rule(global_batch, self.rule)
         measured = {p.global_batch: p for p in self.converged}
         lo_b, hi_b = min(measured), max(measured)
         sd = self._sd_log(global_batch)
@@ -197,6 +255,49 @@ class EpochsModel:
             return EpochsPrediction(global_batch, value, None, None, status, note, why)
         return EpochsPrediction(global_batch, value, value * math.exp(-sd), value * math.exp(sd), status, note)
 
+    def _where(self, global_batch: int) -> tuple[str, str, float]:
+        """(status, note, the log error the band gains from extrapolating: growth per doubling × doublings, or
+        NaN where the end has no held-out growth) of a batch that was not measured."""
+        batches = [p.global_batch for p in self.converged]
+        lo_b, hi_b = min(batches), max(batches)
+        if lo_b <= global_batch <= hi_b:
+            return INTERPOLATED, "", 0.0
+        end, growth = (hi_b, self.growth_log_per_doubling[1]) if global_batch > hi_b else \
+            (lo_b, self.growth_log_per_doubling[0])
+        note = f"extrapolated {'beyond' if global_batch > hi_b else 'below'} global batch {end}"
+        return EXTRAPOLATED, note, math.nan if growth is None else growth * abs(math.log2(global_batch / end))
+
+    def _predict_rule(self, global_batch: int, r: epochs_lr.RuleFit) -> EpochsPrediction:
+        """The learning-rate rule's form: the band is the fit's draws (one sd in log each side, θ's uncertainty
+        with B_noise's prior) with the seeds' spread, plus the held-out extrapolation error beyond the data;
+        then held to the physical bounds the measured neighbours give (`epochs_lr.bounds`)."""
+        measured = {p.global_batch: p for p in self.converged}
+        central, lo, hi, why = r.band(global_batch)
+        seed = self.seed_sd_log
+        if global_batch in measured:
+            p = measured[global_batch]
+            sd = max(math.hypot(max(lo or 0.0, hi or 0.0), seed), math.log1p(p.sd / p.mean))
+            if sd <= 0:
+                return EpochsPrediction(global_batch, p.mean, None, None, MEASURED, "",
+                                        "every seed agrees and the fit is exact: no spread to estimate a band from")
+            return EpochsPrediction(global_batch, p.mean, p.mean * math.exp(-sd), p.mean * math.exp(sd), MEASURED)
+        status, note, grown = self._where(global_batch)
+        if not why and math.isnan(grown) and r.mode == epochs_lr.LIMIT:
+            why = ("fewer than 3 converged global batches and k frozen at 0: no held-out error to extrapolate "
+                   "epochs with")
+        if why or lo is None or hi is None:
+            return EpochsPrediction(global_batch, central, None, None, status, note, why)
+        grown = 0.0 if math.isnan(grown) else grown
+        sd_lo, sd_hi = math.hypot(lo, seed) + grown, math.hypot(hi, seed) + grown
+        if max(sd_lo, sd_hi) <= 0:
+            return EpochsPrediction(global_batch, central, None, None, status, note,
+                                    "every seed agrees and the fit is exact: no spread to estimate a band from")
+        means = [(p.global_batch, p.mean) for p in self.converged]
+        found = epochs_lr.bounds(global_batch, means, r.scaling, r.b_noise_range(), seed)
+        value, low, high, moved = epochs_lr.apply_bounds(central, central * math.exp(-sd_lo),
+                                                         central * math.exp(sd_hi), found)
+        return EpochsPrediction(global_batch, value, low, high, status, "; ".join(x for x in (note, moved) if x))
+
 
 def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) -> EpochsModel:
     """Fit E_min and B_crit to every converged seed. With B_simple's `prior`, B_crit is fitted jointly with it
@@ -208,6 +309,9 @@ def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) ->
     relative = [statistics.pstdev([math.log(e) for e in p.epochs]) for p in good if len(p.epochs) > 1]
     seed_sd = math.sqrt(statistics.mean([s * s for s in relative])) if relative else 0.0
     batches = len({p.global_batch for p in good})
+    scalings = {p.lr_scaling for p in good}
+    if len(scalings) == 1 and None not in scalings:
+        return _fit_rule_model(points, good, scalings.pop(), prior, seed_sd)   # type: ignore[arg-type]
     if batches < 2 and prior is None:
         e_min = statistics.mean(math.exp(statistics.mean(math.log(e) for e in p.epochs)) for p in good)
         return EpochsModel(e_min, math.inf, tuple(points), seed_sd_log=seed_sd, b_crit_mode=FROZEN,
@@ -222,6 +326,24 @@ def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) ->
     alone = _least_squares(b, e, None, 0.0)[1] if batches >= 2 else None
     return EpochsModel(e_min, b_crit, tuple(points), cov_t, seed_sd, prior=prior,
                        b_crit_mode=JOINT if batches >= 2 else PRIOR, data_only_b_crit=alone)
+
+
+def _fit_rule_model(points: Sequence[BatchPoint], good: Sequence[BatchPoint], scaling: LrScaling,
+                    prior: BCritPrior | None, seed_sd: float) -> EpochsModel:
+    """The learning-rate rule's form (`epochs_lr`) as an EpochsModel: b_crit its B_noise, cov_log that of
+    (log A, log B_noise)."""
+    data = [(float(p.global_batch), e) for p in good for e in p.epochs]
+    r = epochs_lr.fit_rule(data, scaling, prior, seed_sd, sd_floor=SEED_SD_FLOOR_LOG)
+    cov = r.cov
+    cov_log = ((cov[0][0], cov[0][2]), (cov[2][0], cov[2][2]))
+    if r.mode == epochs_lr.LIMIT:
+        return EpochsModel(0.0, math.inf, tuple(points), cov_log, seed_sd, {"k": r.why_limit}, prior=prior,
+                           b_crit_mode=FROZEN, rule=r)
+    alone = None
+    if r.mode == epochs_lr.JOINT and len({p.global_batch for p in good}) >= 4:
+        alone = epochs_lr.fit_rule(data, scaling, None, seed_sd, sd_floor=SEED_SD_FLOOR_LOG).b_noise
+    return EpochsModel(4 * r.a * r.k * r.b_noise, r.b_noise, tuple(points), cov_log, seed_sd, prior=prior,
+                       b_crit_mode=JOINT if r.mode == epochs_lr.JOINT else FIT, data_only_b_crit=alone, rule=r)
 
 
 Cov = tuple[tuple[float, float], tuple[float, float]]

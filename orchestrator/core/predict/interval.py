@@ -51,7 +51,7 @@ from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_dire
 from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.network import NodeLinkCost, held_out_error, node_link_cost
-from orchestrator.core.predict.step import Cell, Layout, StepModel, combine, fit_step_model
+from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
 from orchestrator.core.predict.validate import (
     ALL_BUT_ONE,
@@ -211,11 +211,17 @@ def _node_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
 
 def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: MachineWhatIf,
                cost: NodeLinkCost) -> CellPrediction | None:
-    """A layout across nodes as its compute and the all-reduce over the node link: the step is at least that
-    all-reduce or the compute, whichever is longer (full overlap), and at most their sum (none). Its compute is a
-    rank's: the ranks that share a socket with it (`one`: as many ranks of as many threads on one socket, no
-    all-reduce), predicted with its interval, as a 1-node sweep measured or bounds it."""
-    k = lay.ranks_per_socket
+    """A layout across nodes as a rank's compute plus the all-reduce over the node link, not overlapped: on emulated
+    links at 10, 1 and 0.2 Gbit/s (benchmarks/bench_emulated_cluster.py, docs/clusters.md) a step took its compute
+    plus the whole all-reduce at every rate, though DDP could overlap the buckets with the backward pass in
+    principle: with a core or two per rank, Gloo's copies, reductions and TCP stack take the cores the backward pass
+    runs on, and the fit on one node (its all-reduce a few percent of the step) cannot tell how much overlaps. A
+    rank's compute is that of the ranks sharing its socket (`one`: as many ranks of as many threads on one socket,
+    no all-reduce), or, where the nodes are namespaces of one machine, of all the layout's ranks on one node (they
+    share its caches and memory bandwidth), predicted with its interval as a 1-node sweep measured or bounds it.
+    The interval: the compute's and the link's, both ways."""
+    shared = machine.node_link is not None and machine.node_link.shared_host
+    k = lay.ranks if shared else lay.ranks_per_socket
     one = Layout(k, lay.threads, lay.local_batch, 1, k, None)
     p1 = predict_cell(basis, one, machine)
     if p1.low is None or p1.high is None:
@@ -223,17 +229,16 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     v, gb, buckets = basis.model.values, lay.global_batch, basis.model.buckets
     compute_lo, compute, compute_hi = (one.global_batch / x for x in (p1.high, p1.value, p1.low))
     ring_lo, ring_hi = cost.bounds_s(lay.ranks, buckets, v.rho)
-    value = gb / combine(compute, cost.in_step_s(lay.ranks, buckets, v.rho), v.gamma)
-    low, high = gb / (compute_hi + ring_hi), gb / max(compute_lo, ring_lo)
-    high_why = (f"high end: at full overlap a step is at least its gradients' all-reduce across nodes alone, "
-                f"{ring_lo * 1e3:,.1f} ms at the link's fast end" if ring_lo >= compute_lo else
-                f"high end: a rank's compute ({one.label}: {p1.high_why.removeprefix('high end: ')}), the all-reduce "
-                "across nodes wholly overlapped")
+    value = gb / (compute + cost.in_step_s(lay.ranks, buckets, v.rho))
+    low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo)
+    high_why = (f"high end: a rank's compute ({one.label}: {p1.high_why.removeprefix('high end: ')}) plus the "
+                f"all-reduce across nodes, {ring_lo * 1e3:,.1f} ms at the link's fast end")
     low_why = (f"low end: a rank's compute ({one.label}: {p1.low_why.removeprefix('low end: ')}) plus the all-reduce "
-               f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end, not overlapped")
+               f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end")
+    where = "all the layout's ranks on one host (the nodes are emulated on it)" if shared else "its socket"
     notes = (*(a.proxy for a in axes if a.proxy and a.name != NODES_AXIS), cost.note,
-             f"across nodes: a rank's compute from {one.label} ({p1.predictor}, no all-reduce) with the all-reduce "
-             "over the node link", *p1.notes)
+             f"across nodes: a rank's compute from {one.label} ({p1.predictor}, no all-reduce; {where}) plus the "
+             "all-reduce over the node link, not overlapped (as measured on emulated links)", *p1.notes)
     # more ranks than measured is more ranks in the ring (its α-β model carries them), more nodes the link
     extrap = tuple(dict.fromkeys((*p1.extrapolated, *(a.words for a in axes if a.name in (RANKS_AXIS, NODES_AXIS)))))
     return _held_inside(CellPrediction(value, low, high, p1.predictor, extrap, tuple(dict.fromkeys(notes)), "",

@@ -16,10 +16,10 @@ In a training step a calibrated all-reduce costs ρ times more than alone (`step
 cores with the backward pass). Over a slow link that extra is the CPU's part only: the wire's time is not slowed by
 sharing cores, but the copies and reductions are, and are not hidden behind the wire. So a step's all-reduce across
 nodes is the ring alone plus (ρ − 1) × the ring at the software's speed (on one node, where the two are one ring,
-ρ × the ring, as before), and on the bounds: at least the ring alone at the link's fast end (full overlap), at most
-the ring at its slow end plus ρ × the software's (a rank's whole share of the CPU work), added to compute (no
-overlap). Whether the extra adds (this rule) or multiplies the wire is what benchmarks/bench_emulated_cluster.py
-measures at three link rates; a first run on a busy machine pointed to an extra that adds.
+ρ × the ring, as before), and on the bounds: at least the ring alone at the link's fast end, at most the ring at
+its slow end plus ρ × the software's (a rank's whole share of the CPU work). Either is added to a rank's compute:
+on emulated links at 10, 1 and 0.2 Gbit/s (benchmarks/bench_emulated_cluster.py, docs/clusters.md) a step took its
+compute plus the whole all-reduce, none of it hidden behind the backward pass.
 
 >>> from orchestrator.core.predict.comm import LinkFit
 >>> loop = LinkFit("socket", 1e-4, 1e-10, 8, 0.02)          # 80 Gbit/s, 100 µs per step

@@ -125,10 +125,11 @@ def epochs_table(f: Fitted) -> Table:
     if m is None:
         caption = "No global batch converged: no epochs model."
     else:
-        caption = (f"epochs(B) = E_min·(1 + B/B_crit) fitted to every converged seed ({f.epochs_source}): "
-                   f"E_min = {m.e_min:.3g}, B_crit = {m.b_crit_words()}. 'left out' refits without that global batch "
-                   "and predicts it; 'RCP rule' is MLPerf's checker's linear interpolation between the others "
-                   "(flat beyond the ends).")
+        form = ("the form that knows the sweep's learning-rate rule" if m.rule is not None else
+                "epochs(B) = E_min·(1 + B/B_crit), the sweep's learning-rate rule unknown")
+        caption = (f"{form}, fitted to every converged seed ({f.epochs_source}): {m.words()}. 'left out' refits "
+                   "without that global batch and predicts it; 'RCP rule' is MLPerf's checker's linear interpolation "
+                   "between the others (flat beyond the ends).")
     return Table(name="prediction-epochs", title="Prediction: epochs to target", corner="global batch",
                  columns=("measured", "fitted", "left out", "RCP rule (left out)"), rows=tuple(rows), caption=caption)
 
