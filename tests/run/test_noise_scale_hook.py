@@ -177,8 +177,9 @@ EVERY_WORKER = textwrap.dedent('''
         local_after.append(len(state.local))
     section = noise.section(1.0)
     print(json.dumps({"local_after": local_after, "steps": section.steps, "every": section.every_steps,
-                      "b_simple": section.b_simple}))
+                      "b_simple": section.b_simple}), flush=True)
     dist.destroy_process_group()
+    os._exit(0)                        # as WORKER: no interpreter teardown behind gloo's threads
 ''')
 
 
