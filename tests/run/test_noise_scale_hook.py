@@ -73,8 +73,11 @@ WORKER = textwrap.dedent('''
     mean = (both[0] + both[1]) / 2
     print(json.dumps({"buckets": len(state.local), "hook_local": sum(state.local),
                       "direct_local": float(local.dot(local)), "hook_synced": grad_squared_norm(model),
-                      "direct_synced": float(synced.dot(synced)), "mean_sq": float(mean.dot(mean))}))
+                      "direct_synced": float(synced.dot(synced)), "mean_sq": float(mean.dot(mean))}), flush=True)
     dist.destroy_process_group()
+    # Out without the interpreter's teardown: under load, gloo's threads were once still joinable when the C++
+    # statics went ("terminate called without an active exception", exit 134) after everything above had passed.
+    os._exit(0)
 ''')
 
 
@@ -174,8 +177,9 @@ EVERY_WORKER = textwrap.dedent('''
         local_after.append(len(state.local))
     section = noise.section(1.0)
     print(json.dumps({"local_after": local_after, "steps": section.steps, "every": section.every_steps,
-                      "b_simple": section.b_simple}))
+                      "b_simple": section.b_simple}), flush=True)
     dist.destroy_process_group()
+    os._exit(0)                        # as WORKER: no interpreter teardown behind gloo's threads
 ''')
 
 
