@@ -172,7 +172,7 @@ def print_table(title: str, rows: dict[str, dict[str, list[dict[str, float]]]]) 
 def connect_and_plan() -> tuple[Any, Any, Any]:
     for name, value in {RAY_LOOPBACK_ENV_VAR: RAY_LOOPBACK_VALUE, **EMBEDDED_RAY_ENV}.items():
         os.environ.setdefault(name, value)
-    from orchestrator.cli.common import plan_for
+    from orchestrator.app.plan import plan_for
     from orchestrator.io.sweepfile import load_sweep
     from orchestrator.run import cluster as ray_cluster
 

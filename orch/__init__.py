@@ -9,8 +9,14 @@ may change without notice.
   is, one process per rank; its calls to `orch.script.step()` and `orch.script.metric()` keep orch's timing
   rules, and do nothing outside orch. docs/own-script.md walks through it.
 - `orch.plan`, `orch.sweep`, `orch.load`, `orch.predict`, `orch.track` (from `orch.api`): the commands as
-  functions for notebooks and scripts, returning typed results (`orch.results`: `Plan`, `Results`,
-  `Prediction`) with `.to_frame()` for pandas. docs/python-api.md walks through them.
+  functions for notebooks and scripts, each taking its command's options object (`PlanOptions`, `SweepOptions`,
+  `PredictOptions`, `TrackOptions`; `ReportOptions` is `orch report`'s) or keyword arguments that build one, and
+  returning typed results (`orch.results`: `Plan`, `Results`, `Prediction`) with `.to_frame()` for pandas.
+  docs/python-api.md walks through them.
+- Errors: every error orch raises on purpose is an `OrchError`: bad input an `InputError` (a ValueError; the
+  command exits with status 2), a run that could not finish a `RunFailed` (a RuntimeError; status 1). The
+  specific ones a caller may want by name are exported too (`InvalidInput`: a file's problems, all at once;
+  `NotAResultsFolder`, `FolderInUse`, `TrackingUnavailable`, `ResultsNotWritten`, ...).
 
 A workload is found by the name a sweep file gives it: an installed entry point in the `orch.workloads`
 group (how the built-ins are found), an import path `package.module:attribute`, or a file path
@@ -23,22 +29,48 @@ types are imported on first use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator import __version__
+from orchestrator.errors import InputError, OrchError, RunFailed
 
 if TYPE_CHECKING:
-    from orch.api import InputError, load, plan, predict, sweep, track
-    from orch.results import Plan, Prediction, Results
+    from orch.api import Notice, load, plan, predict, results_folder, sweep, track
+    from orch.results import Plan, Prediction, Results, SweepSummary
+    from orchestrator.app.sweep import ReportNotWritten
+    from orchestrator.core.options import PlanOptions, PredictOptions, ReportOptions, SweepOptions, TrackOptions
+    from orchestrator.core.plan import PlanTooLarge
+    from orchestrator.core.schema import InvalidInput
+    from orchestrator.io.files import UnreadableFile
+    from orchestrator.io.lock import FolderInUse
+    from orchestrator.io.predict_inputs import PredictInputError
+    from orchestrator.io.store import NotAResultsFolder, ResultsNotWritten
+    from orchestrator.io.tracking import TrackingUnavailable
+    from orchestrator.io.workload_finder import UnknownWorkload
+    from orchestrator.report.prediction import NoFeasibleLayout
+    from orchestrator.run.probe import ProbeFailed
 
 # name -> the module that defines it, imported when the name is first used
-_LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "InputError"), "orch.api"),
-         **dict.fromkeys(("Plan", "Results", "Prediction"), "orch.results")}
+_LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_folder", "Notice"), "orch.api"),
+         **dict.fromkeys(("Plan", "Results", "Prediction", "SweepSummary"), "orch.results"),
+         **dict.fromkeys(("PlanOptions", "SweepOptions", "ReportOptions", "PredictOptions", "TrackOptions"),
+                         "orchestrator.core.options"),
+         "InvalidInput": "orchestrator.core.schema", "PlanTooLarge": "orchestrator.core.plan",
+         "UnreadableFile": "orchestrator.io.files", "FolderInUse": "orchestrator.io.lock",
+         "NotAResultsFolder": "orchestrator.io.store", "ResultsNotWritten": "orchestrator.io.store",
+         "PredictInputError": "orchestrator.io.predict_inputs", "TrackingUnavailable": "orchestrator.io.tracking",
+         "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.report.prediction",
+         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe"}
 
-__all__ = ["__version__", "InputError", "Plan", "Prediction", "Results", "load", "plan", "predict", "sweep", "track"]
+__all__ = ["__version__", "load", "plan", "predict", "results_folder", "sweep", "track", "Notice",
+           "Plan", "Prediction", "Results", "SweepSummary",
+           "PlanOptions", "PredictOptions", "ReportOptions", "SweepOptions", "TrackOptions",
+           "OrchError", "InputError", "RunFailed", "InvalidInput", "PlanTooLarge", "UnreadableFile", "FolderInUse",
+           "NotAResultsFolder", "ResultsNotWritten", "PredictInputError", "TrackingUnavailable", "UnknownWorkload",
+           "NoFeasibleLayout", "ReportNotWritten", "ProbeFailed"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

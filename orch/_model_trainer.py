@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from orch.workload import (
     MP,
+    Batch,
     BatchContext,
+    BatchFactory,
+    DatasetFactory,
+    LossFn,
+    ModelParams,
     ModelWorkload,
     RankContext,
     Trainer,
@@ -21,8 +26,10 @@ from orch.workload import (
     shard_indices,
 )
 
+R = TypeVar("R")
 
-def _call(factory: Callable[..., Any], *args: Any, what: str) -> Any:
+
+def _call(factory: Callable[..., R], *args: object, what: str) -> R:
     """Call a user function; what it raises becomes a WorkloadError that names it."""
     try:
         return factory(*args)
@@ -33,7 +40,7 @@ def _call(factory: Callable[..., Any], *args: Any, what: str) -> Any:
         raise WorkloadError(f"{what} {name} raised {type(err).__name__}: {err}") from err
 
 
-def as_args(batch: Any) -> tuple[Any, ...]:
+def as_args(batch: object) -> Batch:
     """A collated batch as the module's arguments: a dict is one argument (the model is called with
     **batch), a tuple or list its items, anything else itself."""
     if isinstance(batch, Mapping):
@@ -43,7 +50,7 @@ def as_args(batch: Any) -> tuple[Any, ...]:
     return (batch,)
 
 
-def _target(args: tuple[Any, ...]) -> Any:
+def _target(args: Batch) -> object:
     if len(args) == 1 and isinstance(args[0], dict):
         return args[0].get("labels", args[0])
     return args[-1]
@@ -52,7 +59,7 @@ def _target(args: tuple[Any, ...]) -> Any:
 class _Split:
     """One split's batches for this rank: a map-style dataset sharded by orch, or the user's generator."""
 
-    def __init__(self, source: Any, *, is_generator: bool, params: Any, ctx: RankContext, split: str,
+    def __init__(self, source: Any, *, is_generator: bool, params: ModelParams, ctx: RankContext, split: str,
                  samples: int | None):
         self.source, self.is_generator, self.params, self.ctx, self.split = source, is_generator, params, ctx, split
         self.samples = samples
@@ -66,13 +73,13 @@ class _Split:
     def steps(self) -> int:
         return batches_per_epoch(self.samples or 0, self.ctx.world_size, self.ctx.local_batch)
 
-    def _collate(self, indices: torch.Tensor) -> tuple[Any, ...]:
+    def _collate(self, indices: torch.Tensor) -> Batch:
         data = self.source
         if isinstance(data, torch.utils.data.TensorDataset):   # one gather per tensor, not one item at a time
             return tuple(t[indices] for t in data.tensors)
         return as_args(torch.utils.data.default_collate([data[i] for i in indices.tolist()]))
 
-    def train_batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+    def train_batches(self, epoch: int) -> Iterator[Batch]:
         c = self.ctx
         if self.is_generator:
             context = BatchContext(rank=c.rank, world_size=c.world_size, local_batch=c.local_batch, epoch=epoch,
@@ -85,7 +92,7 @@ class _Split:
                                      world_size=c.world_size, local_batch=c.local_batch):
             yield self._collate(indices)
 
-    def eval_batches(self, rank: int, world_size: int) -> Iterable[tuple[Any, ...]]:
+    def eval_batches(self, rank: int, world_size: int) -> Iterable[Batch]:
         """Every sample once, unshuffled, this rank's share (rank::world_size) in batches of local_batch."""
         c = self.ctx
         if self.is_generator:
@@ -102,18 +109,18 @@ class _Split:
 class LossModule(nn.Module):
     """forward(*batch) -> the scalar training loss, the shape orch's training step expects."""
 
-    def __init__(self, model: nn.Module, loss: Callable[[Any, Any], torch.Tensor] | None, bf16: bool):
+    def __init__(self, model: nn.Module, loss: LossFn | None, bf16: bool):
         super().__init__()
         self.model, self.loss_fn, self.bf16 = model, loss, bf16
 
-    def outputs(self, *args: Any) -> Any:
+    def outputs(self, *args: object) -> object:
         """The model's output on a batch (its inputs without the target when a loss is given)."""
         with torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext():
             if len(args) == 1 and isinstance(args[0], dict):
                 return self.model(**args[0])
             return self.model(*(args[:-1] if self.loss_fn is not None and len(args) > 1 else args))
 
-    def forward(self, *args: Any) -> torch.Tensor:
+    def forward(self, *args: object) -> torch.Tensor:
         try:
             out = self.outputs(*args)
         except TypeError as err:
@@ -123,7 +130,7 @@ class LossModule(nn.Module):
                                 f"(model(*batch), {len(args)} arguments) and must return the loss, but it raised "
                                 f"TypeError: {err}; give model_workload a loss=(output, target) -> scalar, which calls "
                                 "model(inputs) and scores the target") from err
-        loss: Any
+        loss: object
         if self.loss_fn is not None:
             loss = self.loss_fn(_fp32(out), _target(args))
         else:
@@ -135,26 +142,26 @@ class LossModule(nn.Module):
         return loss.float().reshape(())
 
 
-def _batch_size(args: tuple[Any, ...]) -> int:
+def _batch_size(args: Batch) -> int:
     """Samples in a batch: the first dimension of its first tensor."""
     first = next(iter(args[0].values())) if len(args) == 1 and isinstance(args[0], dict) else args[0]
     return int(first.shape[0]) if isinstance(first, torch.Tensor) else len(first)
 
 
-def _fp32(out: Any) -> Any:
+def _fp32(out: object) -> object:
     """Autocast's bf16 logits as fp32 for the loss (losses are computed in fp32)."""
     if isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16:
         return out.float()
     return out
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
     return f"a {type(value).__name__}"
 
 
-def make_optimizer(parameters: list[nn.Parameter], p: Any, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(parameters: list[nn.Parameter], p: ModelParams, lr: float) -> torch.optim.Optimizer:
     if p.optimizer == "sgd":
         return torch.optim.SGD(parameters, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay)
     if p.optimizer == "adam":
@@ -186,7 +193,8 @@ class ModelTrainer(Trainer):
         self.optimizer = (_call(workload.optimizer, trained, p, lr, what="the optimizer factory")
                           if workload.optimizer is not None else make_optimizer(trained, p, lr))
 
-    def _split(self, dataset: Any, generator: Any, split: str) -> _Split | None:
+    def _split(self, dataset: DatasetFactory[MP] | None, generator: BatchFactory[MP] | None,
+               split: str) -> _Split | None:
         if dataset is not None:
             source = _call(dataset, self.p, what=f"the {split} dataset factory")
             return _Split(source, is_generator=False, params=self.p, ctx=self.ctx, split=split, samples=None)
@@ -195,7 +203,7 @@ class ModelTrainer(Trainer):
                           samples=self.workload.samples_per_epoch(self.p))
         return None
 
-    def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+    def batches(self, epoch: int) -> Iterator[Batch]:
         assert self.train is not None   # model_workload requires a train split
         return self.train.train_batches(epoch)
 
@@ -226,7 +234,7 @@ class ModelTrainer(Trainer):
             self.module.train()
         return sums
 
-    def score_shards(self, shards: list[Any]) -> dict[str, float]:
+    def score_shards(self, shards: list[dict[str, list[float]]]) -> dict[str, float]:
         out = {}
         for name in self.workload.metric_fns:
             total = sum(shard[name][0] for shard in shards)

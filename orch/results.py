@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.app.sweep import SweepSummary
 from orchestrator.core import record_fields
 from orchestrator.core.record_fields import ValueType
 from orchestrator.core.records import Record, Records, Status
@@ -27,14 +29,14 @@ if TYPE_CHECKING:   # pandas is imported by the methods that need it: an optiona
     from orchestrator.core.plan import Plan as CorePlan
     from orchestrator.io.store import Results as StoredResults
     from orchestrator.report.prediction import PredictionReport
-    from orchestrator.run.adaptive import AdaptiveOutcome
 
 __all__ = ["Plan", "Prediction", "Results", "SweepSummary", "table_frame"]
 
+Value = str | int | float | bool | None   # one cell of a frame's rows: a record's field, a plan's or a prediction's
 PANDAS_HINT = "pip install 'orch[notebook]' (bash scripts/setup.sh --dev installs it)"
 
 
-def _pandas() -> Any:
+def _pandas() -> ModuleType:
     try:
         import pandas
     except ImportError as err:
@@ -43,7 +45,7 @@ def _pandas() -> Any:
     return pandas
 
 
-def _column(pd: Any, kind: ValueType, values: Sequence[Any], categories: Sequence[str] = ()) -> Any:
+def _column(pd: ModuleType, kind: ValueType, values: Sequence[Value], categories: Sequence[str] = ()) -> object:
     """One typed column (see the module docstring for the types)."""
     if kind == ValueType.INT:
         return pd.array(values, dtype="Int64")
@@ -58,7 +60,7 @@ def _column(pd: Any, kind: ValueType, values: Sequence[Any], categories: Sequenc
     return pd.array(values, dtype="string")
 
 
-def frame(columns: Sequence[tuple[str, ValueType]], rows: Sequence[Mapping[str, Any]],
+def frame(columns: Sequence[tuple[str, ValueType]], rows: Sequence[Mapping[str, Value]],
           categories: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """A DataFrame of `rows` (dicts) with the typed `columns`, in that order."""
     pd = _pandas()
@@ -125,8 +127,7 @@ class Plan:
     @property
     def errors(self) -> tuple[str, ...]:
         """Why the sweep would be refused as planned (a backend or a precision that cannot run here)."""
-        p = self.plan
-        return tuple(e for e in (p.backend.error, p.precision.error if p.precision else None) if e)
+        return self.plan.errors
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what `orch plan --json` prints."""
@@ -152,17 +153,6 @@ class Plan:
 
 
 # --- a sweep's results -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class SweepSummary:
-    """What one `orch.sweep` call ran (the folder may hold more: records of earlier runs)."""
-
-    ran: int
-    skipped: int                 # already recorded as ok, so not run again (a resume)
-    failed: tuple[str, ...]      # 'key: status — reason' of each trial of this run that did not end ok
-    report_files: tuple[Path, ...] = ()   # the report's files, when the call wrote the report
-    adaptive: AdaptiveOutcome | None = None   # an adaptive sweep's answer, its stop, what it measured and skipped
-
 
 @dataclass(frozen=True, slots=True)
 class Results:

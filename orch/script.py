@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Protocol
+from typing import Protocol
+
+from orchestrator.errors import RunFailed
 
 __all__ = ["ScriptError", "active", "flops", "metric", "model", "step"]
 
@@ -34,7 +36,7 @@ RANK_PID_ENV = "ORCH_SCRIPT_RANK_PID"     # the rank's own process id
 SPAWNED_ENV = "ORCH_SCRIPT_SPAWNED"       # where a started process that reports says so
 
 
-class ScriptError(RuntimeError):
+class ScriptError(RunFailed):
     """The reporter was used in a way orch cannot time honestly; the message says what to change."""
 
 
@@ -44,7 +46,7 @@ class Reporter(Protocol):
     def step(self, samples: int | None) -> None: ...
     def metric(self, name: str, value: float, epoch: float) -> None: ...
     def flops(self, per_sample: float) -> None: ...
-    def model(self, module: Any) -> None: ...
+    def model(self, module: object) -> None: ...
 
 
 _reporter: Reporter | None = None
@@ -79,7 +81,7 @@ def flops(per_sample: float) -> None:
         reporter.flops(per_sample)
 
 
-def model(module: Any) -> None:
+def model(module: object) -> None:
     """Optional: the model you train (DDP-wrapped or not). orch reads its gradient bytes and DDP's buckets after
     the timed steps, for `orch predict`'s communication model; it never touches the model while timing."""
     reporter = _here()

@@ -43,30 +43,35 @@ import abc
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
 from orchestrator.core.schema import MISSING, opt
+from orchestrator.errors import InputError
 
 if TYPE_CHECKING:  # torch is imported only inside rank processes
     import torch
 
 __all__ = [
-    "BatchContext", "DdpOptions", "DdpParams", "Metric", "ModelParams", "ModelWorkload", "RankContext", "Trainer",
-    "Workload", "WorkloadError", "accuracy", "batches_per_epoch", "ddp_options_of", "model_workload", "param",
-    "shard_indices",
+    "Batch", "BatchContext", "DdpOptions", "DdpParams", "Metric", "ModelParams", "ModelWorkload", "RankContext",
+    "Trainer", "Workload", "WorkloadError", "accuracy", "batches_per_epoch", "ddp_options_of", "model_workload",
+    "param", "shard_indices",
 ]
 
 P = TypeVar("P")
 MP = TypeVar("MP", bound="ModelParams")
+# One batch as `Trainer.module`'s arguments: what a workload's data holds (tensors, dicts of tensors) passes
+# through orch untouched, so no narrower type than "any objects" exists for its items.
+Batch = tuple[Any, ...]
 
 
-class WorkloadError(ValueError):
+class WorkloadError(InputError):
     """A workload that cannot be built or stepped as declared (a factory that raised, a forward that returned
     no scalar loss, a dataset too small for one batch per rank). The message says what to change."""
 
 
-def param(default: Any = MISSING, help: str = "", *, minimum: float | None = None, maximum: float | None = None,
-          exclusive_minimum: float | None = None, finite: bool = True, factory: Any = MISSING) -> Any:
+def param(default: object = MISSING, help: str = "", *, minimum: float | None = None,
+          maximum: float | None = None, exclusive_minimum: float | None = None, finite: bool = True,
+          factory: Callable[[], object] | None = None) -> Any:
     """A workload parameter: a dataclass field with its default, the help text `orch workloads NAME` shows, and
     numeric bounds checked when the sweep file is loaded (every problem reported at once, with its line).
     No default: the sweep file must give it. `factory`: a default built per instance (mutable values).
@@ -80,7 +85,7 @@ def param(default: Any = MISSING, help: str = "", *, minimum: float | None = Non
     (64, ['width'])
     """
     return opt(default, help, minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum,
-               finite=finite, factory=factory)
+               finite=finite, factory=MISSING if factory is None else factory)
 
 
 # --- DDP's switches ------------------------------------------------------------------------------------------
@@ -180,7 +185,7 @@ class Trainer(abc.ABC):
     optimizer: torch.optim.Optimizer
 
     @abc.abstractmethod
-    def batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+    def batches(self, epoch: int) -> Iterator[Batch]:
         """This rank's shard of `epoch`: tuples of `module` arguments, `local_batch` samples each.
         Deterministic given (seed, epoch, rank, world_size); the shards of all ranks are disjoint."""
 
@@ -200,7 +205,7 @@ class Trainer(abc.ABC):
 
     # Optional: evaluation shared by the ranks. Each rank evaluates its share and rank 0 scores the shares
     # together, instead of rank 0 evaluating it all while the others wait. Both or neither are overridden.
-    def evaluate_shard(self, rank: int, world_size: int) -> Any:
+    def evaluate_shard(self, rank: int, world_size: int) -> object:
         """This rank's part of the evaluation (picklable: it travels to rank 0); None: not supported."""
         return None
 
@@ -325,11 +330,12 @@ LossFn = Callable[[Any, Any], "torch.Tensor"]
 OptimizerFactory = Callable[[Iterable["torch.nn.Parameter"], MP, float], "torch.optim.Optimizer"]
 
 
-def accuracy(output: Any, target: Any) -> tuple[float, float]:
+def accuracy(output: object, target: torch.Tensor) -> tuple[float, float]:
     """Top-1 accuracy as (correct, counted): the argmax of the last dimension of `output` (or its `.logits`)
     against integer `target`; targets of -100 (Hugging Face's "not a label") are not counted, so a masked
     language model's accuracy is over its masked tokens."""
-    logits = getattr(output, "logits", output)
+    # A Hugging Face model returns an output object holding the logits; a plain module, the logits tensor.
+    logits = cast("torch.Tensor", getattr(output, "logits", output))
     predicted = logits.argmax(dim=-1)
     counted = target != -100
     return float((predicted[counted] == target[counted]).sum()), float(counted.sum())

@@ -13,7 +13,7 @@ run() {
 run "$bin/ruff" check orch orchestrator workloads tests benchmarks scripts examples
 run "$bin/mypy"
 run "$bin/lint-imports"
-run "$bin/python" scripts/function_lengths.py orchestrator workloads benchmarks scripts
+run "$bin/python" scripts/function_lengths.py orch orchestrator workloads benchmarks scripts
 if [ "$status" -ne 0 ]; then
   echo "check: FAILED (see above)" >&2
 else

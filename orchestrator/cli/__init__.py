@@ -1,7 +1,10 @@
 """`orch` command line: one module per subcommand, `main(argv) -> int`.
 
 Exit status: 0 success, 1 a run failed, 2 bad input (unreadable or invalid file, unknown option) with a
-message and no traceback.
+message and no traceback. Each subcommand reads its options into its options object (`orchestrator.core.options`)
+and calls its use-case (`orchestrator.app`); the errors orch raises on purpose (`orchestrator.errors.OrchError`)
+are mapped to exit statuses here, in one place: an `InputError` to 2, a `RunFailed` to 1. Anything else is a bug
+and shows its traceback.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from orchestrator.cli import (
     topology_cmd,
     workloads_cmd,
 )
-from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, fail_input
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fail_input
 from orchestrator.cli.logs import LogSetupError, add_options, configure
-from orchestrator.core.schema import InvalidInput
+from orchestrator.errors import InputError, OrchError
 
 COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd,
             cluster_cmd)
@@ -55,9 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     except LogSetupError as err:
         return fail_input(str(err))
     try:
-        return args.run(args)
-    except InvalidInput as err:
+        code: int = args.run(args)
+        return code
+    except InputError as err:
         return fail_input(str(err))
+    except OrchError as err:   # a RunFailed: the input was good, the run could not finish
+        log.error("%s", err)
+        return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         log.warning("interrupted")
         return EXIT_INTERRUPTED

@@ -19,6 +19,7 @@ import os
 import sys
 
 from orchestrator.constants import DEFAULT_LOG_FILE, DEFAULT_LOG_LEVEL, LOG_FILE_ENV_VAR, LOG_LEVEL_ENV_VAR
+from orchestrator.errors import InputError
 
 LOGGERS = ("orch", "orchestrator", "workloads")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -26,7 +27,7 @@ FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _OURS = "_orch_cli_handler"   # marks the handlers `configure` installed, so that a second call replaces them
 
 
-class LogSetupError(ValueError):
+class LogSetupError(InputError):
     """A log level or a log file from the environment that cannot be used: bad input (exit 2)."""
 
 

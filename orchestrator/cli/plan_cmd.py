@@ -1,25 +1,32 @@
 """`orch plan`: the dry run. Shows which grid points will run and why the others cannot, without starting
 Ray, a rank or torch. It does run the sweep file's code: it imports the workload's module and calls its factory
 (its parameters, metrics and memory formula are declared there), as `orch sweep` does; a script is only read and
-hashed (docs/trust.md). `orch sweep` executes exactly this plan. A thin layer over `orch.plan`."""
+hashed (docs/trust.md). `orch sweep` executes exactly this plan. A thin layer over `orchestrator.app.plan`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_topology_option, console
+from orchestrator.app import plan as app_plan
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, console
+from orchestrator.cli.options import add_options, options_from
 from orchestrator.core.facts import PROBE, UNKNOWN, WorkloadFacts
+from orchestrator.core.options import PlanOptions
 from orchestrator.core.plan import Plan
 from orchestrator.core.plan_view import plan_tables
 from orchestrator.core.probe import PROBE_BATCHES
 from orchestrator.report.render import to_rich
 
+if TYPE_CHECKING:   # rich is imported when a plan is rendered
+    from rich.console import Group
+
 log = logging.getLogger(__name__)
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "plan", help="dry run: which grid points fit the machine, where their ranks go, and why not",
         description="Expand the sweep's ranks × threads-per-rank × local-batch grid against a topology and check "
@@ -30,8 +37,7 @@ def add_parser(sub) -> None:
                     "workload's module and calls its factory (its parameters, metrics and memory formula are "
                     "declared there), as `orch sweep` does; a training script is only read and hashed, never run. "
                     "Plan only sweep files whose workload you trust (docs/trust.md).")
-    parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML), e.g. sweeps/retinanet.yaml")
-    add_topology_option(parser)
+    add_options(parser, PlanOptions)
     parser.add_argument("--json", action="store_true",
                         help="print every point with its placement (node, socket, NUMA node, CPU ids) and reasons "
                              "as JSON")
@@ -58,7 +64,7 @@ def facts_lines(facts: WorkloadFacts | None, sweep_path: str) -> list[str]:
     return lines
 
 
-def render_plan(plan: Plan, sweep_path: str = "SWEEP"):
+def render_plan(plan: Plan, sweep_path: str = "SWEEP") -> Group:
     from rich.console import Group
     from rich.text import Text
 
@@ -94,13 +100,14 @@ def render_plan(plan: Plan, sweep_path: str = "SWEEP"):
 
 
 def run(args: argparse.Namespace) -> int:
-    from orch.api import plan as plan_sweep
+    from orchestrator.core.plan_view import plan_to_dict
 
-    plan = plan_sweep(args.sweep, topology=args.topology)
+    options = options_from(PlanOptions, args)
+    plan = app_plan.plan(options)
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps(plan_to_dict(plan), indent=2))
     else:
-        console().print(render_plan(plan.plan, args.sweep))
+        console().print(render_plan(plan, options.sweep))
     for error in plan.errors:
         log.error("%s", error)
     return EXIT_BAD_INPUT if plan.errors else EXIT_OK

@@ -7,16 +7,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import EXIT_OK, add_topology_option, console, fail_input
+from orchestrator.app import probe as app_probe
+from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.cli.options import add_options, options_from
+from orchestrator.core.options import ProbeOptions
 from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS
-from orchestrator.io.sweepfile import load_sweep
-from orchestrator.io.topofile import planned_machine
+
+if TYPE_CHECKING:
+    from orchestrator.core.probe import ProbePoint
+    from orchestrator.io.sweepfile import Sweep
+    from orchestrator.run.probe import ProbeSetup
 
 log = logging.getLogger(__name__)
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     batches = " and ".join(map(str, PROBE_BATCHES))
     parser = sub.add_parser(
         "probe", help="measure one rank's memory, FLOPs and epoch size where the workload does not declare them",
@@ -31,39 +38,28 @@ def add_parser(sub) -> None:
                     "workload, parameters, precision and torch version) where `orch plan` and `orch sweep` find "
                     "it. The workload's own figures win where it declares them. Exit status: 0 ok (or nothing to "
                     "probe), 2 bad input or a probe that failed (the rank's error).")
-    parser.add_argument("sweep", metavar="SWEEP", help="sweep file (YAML)")
-    add_topology_option(parser)
-    parser.add_argument("--force", action="store_true",
-                        help="measure again, even with a cached probe or a workload that declares every figure")
+    add_options(parser, ProbeOptions)
     parser.add_argument("--json", action="store_true", help="print the probe's result as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.io.backends import ccl_installed
-    from orchestrator.run.probe import ProbeFailed, probe_for
-
-    sweep = load_sweep(args.sweep)
-    topology = planned_machine(args.topology)
+    """What `orchestrator.app.probe` measured or found cached, said as it goes and at the end."""
     err = console(stderr=True)
 
-    def started(setup, precision: str) -> None:
+    def started(sweep: Sweep, setup: ProbeSetup, precision: str) -> None:
         err.print(f"probing workload {sweep.workload.name} in {precision} on CPU(s) "
                   f"{', '.join(map(str, setup.cpus))}, memory budget {setup.budget_mib:,.0f} MiB "
                   f"({setup.budget_note}) ...")
 
-    def point(p) -> None:
+    def point(p: ProbePoint) -> None:
         err.print(f"  local batch {p.local_batch}: peak {p.peak_mib:,.0f} MiB private (the rank's high-water "
                   f"mark {_mib(p.rank_peak_private_mib)}, the launcher's watch {_mib(p.watched_peak_private_mib)}), "
                   f"{p.library_mib:,.0f} MiB of libraries"
                   + (f", a step {p.step_s:.3g} s" if p.step_s is not None else "") + f", {p.wall_s:.1f} s in all")
 
-    try:
-        probed = probe_for(sweep, topology, ccl_installed(), force=args.force, on_start=started, on_point=point)
-    except ProbeFailed as failure:
-        return fail_input(str(failure))
-    if probed.skipped:
-        return fail_input(f"no probe: {probed.skipped}")
+    probed = app_probe.probe(options_from(ProbeOptions, args), on_start=started, on_point=point)
+    sweep = probed.sweep
     result = probed.sweep.probe
     if args.json:
         print(json.dumps(result.to_json() if result is not None else None, indent=2))

@@ -6,22 +6,21 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import (
-    EXIT_OK,
-    add_min_nodes_options,
-    add_topology_option,
-    console,
-    fail_input,
-    load_topology_arg,
-)
+from orchestrator.app import topology as app_topology
+from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.cli.options import add_options, options_from
 from orchestrator.core.isa import ISA_FEATURES, CpuIsa
+from orchestrator.core.options import TopologyOptions
 from orchestrator.core.topology import MIB_PER_GIB, Topology, cpu_ranges
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # rich and the run layer: imported when a topology is shown
+    from rich.console import Group
+    from rich.table import Table
+
     from orchestrator.run.cluster import Cluster
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "topology", help="show this machine's topology (or a topology file's)",
         description="Print sockets, physical cores with their CPU ids, hardware threads per core, NUMA nodes, "
@@ -31,17 +30,13 @@ def add_parser(sub) -> None:
                     "/sys/devices/system, /proc/cpuinfo and psutil unless --topology is given. The --json "
                     "output is itself a valid topology file (detailed form): save it on a machine and plan for it "
                     "elsewhere with `orch plan --topology`.")
-    add_topology_option(parser)
-    parser.add_argument("--address", metavar="ADDR",
-                        help="show every node of this Ray cluster (e.g. 10.0.0.1:6379 or 'auto'), each detected "
-                             "on that node itself, as `orch sweep --address` plans on them")
-    add_min_nodes_options(parser)
+    add_options(parser, TopologyOptions)
     parser.add_argument("--json", action="store_true",
                         help="print JSON (a detailed-form topology file) instead of a table")
     parser.set_defaults(run=run)
 
 
-def render(topology: Topology):
+def render(topology: Topology) -> Group:
     from rich.console import Group, RenderableType
     from rich.table import Table
     from rich.text import Text
@@ -82,7 +77,7 @@ def isa_line(isa: CpuIsa) -> str:
     return f"CPU: {model}{features}{'; ' + '; '.join(extra) if extra else ''}\n{isa.verdict()}"
 
 
-def render_ray_nodes(cluster: Cluster):
+def render_ray_nodes(cluster: Cluster) -> Table:
     """One row per Ray node: what Ray counts (its logical "CPU" resource) beside what orch may pin to."""
     from rich.table import Table
 
@@ -97,40 +92,12 @@ def render_ray_nodes(cluster: Cluster):
     return table
 
 
-def _cluster_topology(args: argparse.Namespace) -> tuple[Topology, Cluster]:
-    """Join the Ray cluster at --address, describe each node there, and leave it as it was."""
-    import os
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    import ray
-
-    from orchestrator.run import cluster as ray_cluster
-
-    joined = ray_cluster.connect(args.address)
-    try:
-        if args.min_nodes:
-            ray_cluster.wait_for_nodes(args.min_nodes, args.nodes_timeout_s)
-        cluster = ray_cluster.discover()
-    finally:
-        if joined:
-            ray.shutdown()
-    return ray_cluster.detected_topology(cluster), cluster
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.address and args.topology:
-        return fail_input("--address and --topology: give one (a Ray cluster to ask, or a file to read)")
-    if args.min_nodes and not args.address:
-        return fail_input("--min-nodes needs --address (it waits for nodes of a Ray cluster)")
-    cluster: Cluster | None = None
-    if args.address:
-        topology, cluster = _cluster_topology(args)
-    else:
-        topology = load_topology_arg(args.topology, probe_isa=True)
+    shown = app_topology.topology(options_from(TopologyOptions, args))
     if args.json:
-        print(json.dumps(topology.to_dict(), indent=2))
+        print(json.dumps(shown.topology.to_dict(), indent=2))
     else:
-        if cluster is not None:
-            console().print(render_ray_nodes(cluster))
-        console().print(render(topology))
+        if shown.cluster is not None:
+            console().print(render_ray_nodes(shown.cluster))
+        console().print(render(shown.topology))
     return EXIT_OK

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from orchestrator.cli.common import EXIT_OK, console, fail_input
+from orchestrator.cli.common import EXIT_OK, console
 from orchestrator.core.schema import field_help
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "workloads", help="list workloads and their parameters",
         description="List the installed workloads (the entry points of the orch.workloads group: orch's own and "
@@ -40,10 +40,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(f"[bold]{ep.name}[/]: {w.description}  (metrics: {', '.join(w.metrics) or 'none'}; "
                       f"from {ep.dist}: {ep.value})")
         return EXIT_OK
-    try:
-        found = find_workload(args.name)
-    except UnknownWorkload as err:
-        return fail_input(str(err))
+    found = find_workload(args.name)   # UnknownWorkload: bad input, said by main
     w = found.workload
     out.print(f"[bold]{w.name}[/]: {w.description}  (metrics: {', '.join(w.metrics) or 'none'})")
     out.print(f"from: {found.source}")

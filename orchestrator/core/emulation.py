@@ -33,6 +33,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from orchestrator.errors import InputError
+
 NAMESPACE_PREFIX = "orch-"
 SWITCH = "sw"
 BRIDGE = "br0"
@@ -62,7 +64,7 @@ def parse_rate(text: str) -> float:
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]+)\s*", text)
     unit = match[2].lower() if match else ""
     if match is None or unit not in RATE_UNITS or float(match[1]) <= 0:
-        raise ValueError(f"rate {text!r}: a positive number and one of {', '.join(RATE_UNITS)} (bits per second, "
+        raise InputError(f"rate {text!r}: a positive number and one of {', '.join(RATE_UNITS)} (bits per second, "
                          "as tc writes them), e.g. 25gbit or 200mbit")
     return float(match[1]) * RATE_UNITS[unit]
 
@@ -77,7 +79,7 @@ def parse_duration(text: str) -> float:
         return 0.0
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|ms|us)\s*", text)
     if match is None:
-        raise ValueError(f"latency {text!r}: a number and one of {', '.join(DURATION_UNITS)}, e.g. 1ms or 250us")
+        raise InputError(f"latency {text!r}: a number and one of {', '.join(DURATION_UNITS)}, e.g. 1ms or 250us")
     return float(match[1]) * DURATION_UNITS[match[2]]
 
 
@@ -129,7 +131,7 @@ class ClusterRequest:
             errors.append(f"ray_port({self.ray_port}) must be 1..65535")
         errors += _subnet_problems(self.subnet, self.nodes)
         if errors:
-            raise ValueError("; ".join(errors))
+            raise InputError("; ".join(errors))
 
 
 def _subnet_problems(subnet: str, nodes: int) -> list[str]:
@@ -198,15 +200,15 @@ def is_cluster_namespace(namespace: str, name: str | None = None) -> bool:
 
 def plan_cluster(request: ClusterRequest, cores: Sequence[tuple[int, ...]]) -> ClusterPlan:
     """Namespaces, addresses and cores of every node. `cores`: this machine's usable physical cores in placement
-    order, each as its CPU ids (hardware threads together). Raises ValueError with the numbers when they do
+    order, each as its CPU ids (hardware threads together). Raises InputError with the numbers when they do
     not suffice and sharing was not asked."""
     need = request.nodes * request.cores_per_node
     if need > len(cores) and not request.share_cores:
-        raise ValueError(f"nodes({request.nodes}) × cores_per_node({request.cores_per_node}) = {need} > {len(cores)} "
+        raise InputError(f"nodes({request.nodes}) × cores_per_node({request.cores_per_node}) = {need} > {len(cores)} "
                          "physical core(s) this process may use: fewer nodes or cores per node (or --share-cores, "
                          "for an all-reduce calibration on a slow link only: nodes then compete for cores)")
     if request.cores_per_node > len(cores):
-        raise ValueError(f"cores_per_node({request.cores_per_node}) > {len(cores)} physical core(s) this process "
+        raise InputError(f"cores_per_node({request.cores_per_node}) > {len(cores)} physical core(s) this process "
                          "may use")
     net = ipaddress.IPv4Network(request.subnet)
     hosts = net.hosts()

@@ -27,6 +27,7 @@ from orchestrator.core.isa import PrecisionChoice
 from orchestrator.core.placement import Placement, place, rank_share_mib
 from orchestrator.core.spec import ConstraintsSpec, SweepSpec
 from orchestrator.core.topology import Topology
+from orchestrator.errors import InputError
 
 CCL_MODULE = "oneccl_bindings_for_pytorch"
 # Limits on the size of a plan, so that an absurd grid is refused at once rather than planned for minutes:
@@ -36,7 +37,7 @@ MAX_GRID_POINTS = 50_000
 MAX_PLACED_RANKS = 20_000_000
 
 
-class PlanTooLarge(ValueError):
+class PlanTooLarge(InputError):
     """The grid is beyond what orch plans at once; the message gives the numbers and the limit."""
 
 
@@ -103,6 +104,11 @@ class Plan:
     @property
     def ccl_workers(self) -> int:
         return ccl_workers(self.backend, self.spec.constraints)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Why a sweep of this plan would be refused: a backend or a precision that cannot run here."""
+        return tuple(e for e in (self.backend.error, self.precision.error if self.precision else None) if e)
 
 
 def ccl_workers(backend: Backend, constraints: ConstraintsSpec) -> int:

@@ -21,6 +21,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
+from orchestrator.errors import InputError
+
 MISSING = dataclasses.MISSING
 
 
@@ -39,7 +41,7 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-class InvalidInput(ValueError):
+class InvalidInput(InputError):
     """Bad user input: carries every problem found, for an exit status of 2 and no traceback."""
 
     def __init__(self, source: str, problems: list[Problem]):

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import InputError
+
 # What an input file may weigh before orch refuses to read it (a YAML parser reads ~1 MB/s, so a sweep or
 # topology file of this size is already a minute's parse; the largest real one, a detailed topology of a
 # 256-node cluster, is about 2 MB). JSON that orch wrote itself may be larger: a results folder's files.
@@ -26,11 +28,11 @@ MAX_TRIALS_BYTES = 1 << 30     # trials.jsonl: a few KB per record, so hundreds 
 WORK_ROOT = Path("/tmp") / f"orch-{os.getuid()}"
 
 
-class UnreadableFile(ValueError):
+class UnreadableFile(InputError):
     """An input file that cannot be used, with the one-line reason (the caller names the file)."""
 
 
-class UnsafeFolder(ValueError):
+class UnsafeFolder(InputError):
     """A folder that another user could change under orch (its owner or mode), with the reason."""
 
 

@@ -29,11 +29,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from orchestrator.errors import InputError
+
 LOCK_FILE = "sweep.lock"
 _HOLDER_MAX_BYTES = 4096
 
 
-class FolderInUse(ValueError):
+class FolderInUse(InputError):
     """Another live process holds the folder's lock (bad input: exit 2)."""
 
 

@@ -23,6 +23,7 @@ import psutil
 
 from orchestrator.constants import CLUSTER_STATE_DIR_ENV_VAR, DEFAULT_CLUSTER_STATE_DIR
 from orchestrator.core.emulation import is_cluster_namespace
+from orchestrator.errors import RunFailed
 from orchestrator.io.files import private_folder, write_atomic
 
 NETNS_DIR = Path("/run/netns")
@@ -33,7 +34,7 @@ TERM_GRACE_S = 10.0
 T = TypeVar("T")
 
 
-class NetnsError(RuntimeError):
+class NetnsError(RunFailed):
     """An `ip` or `tc` command that failed, with its words."""
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.facts import MemoryFact, recorded_memory
 from orchestrator.core.grid import powers_of_two_up_to
 from orchestrator.core.isa import CpuIsa
+from orchestrator.core.options import PredictOptions
 from orchestrator.core.peaks import peak_index
 from orchestrator.core.predict import rcp
 from orchestrator.core.predict.epochs import BatchPoint
@@ -23,11 +23,12 @@ from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, Sourc
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.spec import SweepSpec, parse_spec
 from orchestrator.core.topology import Topology, topology_from_data
+from orchestrator.errors import InputError
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
 
 
-class PredictInputError(ValueError):
+class PredictInputError(InputError):
     pass
 
 
@@ -181,47 +182,48 @@ def _memory(results: Results) -> MemoryFact:
     return recorded_memory(planned, f"the memory {results.path.name}'s records were planned with", libraries)
 
 
-def load_inputs(args: Any) -> PredictInputs:
-    results = _results(args.results)
+def load_inputs(options: PredictOptions) -> PredictInputs:
+    """Everything `options` name, read and checked (PredictInputError, with the option and the reason)."""
+    results = _results(options.results)
     spec = _spec(results)
     workload = results.derived.workload or spec.workload.name or "workload"
-    topology = _target(args.topology, results)
+    topology = _target(options.topology, results)
     nodes = len(topology.nodes)
-    node_counts = tuple(sorted(set(args.nodes))) if args.nodes else powers_of_two_up_to(nodes)
+    node_counts = tuple(sorted(set(options.nodes))) if options.nodes else powers_of_two_up_to(nodes)
     too_many = [n for n in node_counts if n > nodes]
     if too_many:
         raise PredictInputError(f"--nodes {','.join(map(str, too_many))}: the target has {nodes} node(s) "
                                 f"({topology.describe()})")
     derived = results.derived
-    local_batches = tuple(args.local_batch or derived.local_batches or ())
+    local_batches = tuple(options.local_batch or derived.local_batches or ())
     if not local_batches:
         raise PredictInputError(f"{results.path}: no local batch recorded; give --local-batch")
     extra: list[rec.Record] = []
-    for folder in args.calibration:
+    for folder in options.calibration:
         extra += _results(folder).records.of_kind(rec.ALLREDUCE)
-    samples = args.samples_per_epoch or derived.samples_per_epoch
-    rcp_in = (_rcp(args.rcp, samples, bool(args.samples_per_epoch), workload) if args.rcp else None)
+    samples = options.samples_per_epoch or derived.samples_per_epoch
+    rcp_in = (_rcp(options.rcp, samples, bool(options.samples_per_epoch), workload) if options.rcp else None)
     try:
         fitted = fit_all(results.records, extra_calibration=extra,
                          rcp_points=None if rcp_in is None else rcp_in.points,
                          rcp_source="" if rcp_in is None else rcp_in.source,
                          rcp_pruned=() if rcp_in is None else rcp_in.pruned,
-                         coverage=bool(getattr(args, "validate", False)))
+                         coverage=False)   # see the next commit: --validate asks for it
     except NotFittable as err:
         raise PredictInputError(f"{results.path}: {err}") from None
     warnings = list(results.errors) + list(rcp_in.notes if rcp_in else ())
     sources: tuple[str, ...] = ()
     short = ""
     if rcp_in is not None:
-        mismatch, sources = _rcp_workload(rcp_in, results, workload, samples, bool(args.samples_per_epoch))
+        mismatch, sources = _rcp_workload(rcp_in, results, workload, samples, bool(options.samples_per_epoch))
         warnings = mismatch + warnings
         short = (f"epochs from {rcp_in.source}, which describes another model or data set than the measured "
                  f"workload's (see the warning)") if mismatch else ""
-    if args.calibration and not extra:
-        warnings.append(f"no all-reduce calibration records in {', '.join(args.calibration)}")
+    if options.calibration and not extra:
+        warnings.append(f"no all-reduce calibration records in {', '.join(options.calibration)}")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
-    machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if args.topology else SAME_MACHINE
+    machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if options.topology else SAME_MACHINE
     machine = replace(machine, node_link=topology.link)
-    return PredictInputs(results, spec, _memory(results), workload, topology, not args.topology, node_counts,
-                         local_batches, samples, fitted, backend == "ccl", args.deadline_h, args.budget_node_h,
+    return PredictInputs(results, spec, _memory(results), workload, topology, not options.topology, node_counts,
+                         local_batches, samples, fitted, backend == "ccl", options.deadline_h, options.budget_node_h,
                          tuple(warnings), machine, sources, short)

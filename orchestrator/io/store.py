@@ -29,6 +29,7 @@ from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.spec import name_problem
+from orchestrator.errors import InputError, RunFailed
 from orchestrator.io.files import (
     MAX_JSON_BYTES,
     MAX_TRIALS_BYTES,
@@ -71,11 +72,11 @@ class Results:
         return spec
 
 
-class NotAResultsFolder(ValueError):
+class NotAResultsFolder(InputError):
     pass
 
 
-class ResultsNotWritten(RuntimeError):
+class ResultsNotWritten(RunFailed):
     """A write into the results folder failed (a full disk, a read-only mount): what is on disk stays as it
     was before the write, and the message says which file and why."""
 
@@ -271,7 +272,7 @@ def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topolog
     return changes
 
 
-class SpecChanged(ValueError):
+class SpecChanged(InputError):
     pass
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from orch.workload import Workload
 from orchestrator.core.schema import Problem, load
+from orchestrator.errors import InputError
 
 ENTRY_POINT_GROUP = "orch.workloads"
 # A workload's own name names files (report names, cache keys): the sweep name's rule.
@@ -30,7 +31,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FOUND: dict[str, FoundWorkload] = {}
 
 
-class UnknownWorkload(ValueError):
+class UnknownWorkload(InputError):
     """The name does not resolve to a usable workload; the message says what was tried."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from orchestrator.core.schema import InvalidInput, Problem
+from orchestrator.errors import InputError
 from orchestrator.io.files import MAX_YAML_BYTES, UnreadableFile, read_input_text
 
 # YAML aliases let a small file stand for a huge or endless document (an anchor used inside itself, or the
@@ -16,7 +17,7 @@ from orchestrator.io.files import MAX_YAML_BYTES, UnreadableFile, read_input_tex
 MAX_ALIAS_EXPANSION = 100_000  # values that aliases may add to a document once expanded
 
 
-class _RecursiveAlias(Exception):
+class _RecursiveAlias(InputError):
     def __init__(self, node: yaml.Node):
         self.node = node
 

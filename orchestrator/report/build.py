@@ -25,6 +25,7 @@ from orchestrator.core import time_to_train as ttt
 from orchestrator.core.records import Records
 from orchestrator.core.table import Table
 from orchestrator.core.topology import topology_from_data
+from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.io.store import REPORT_DIR, Results
 from orchestrator.report import markdown, plots
@@ -198,7 +199,7 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
     return written
 
 
-class LinkedReportFolder(ValueError):
+class LinkedReportFolder(InputError):
     """RESULTS/report is a link: a report is written there only when the user names the folder (--out)."""
 
 

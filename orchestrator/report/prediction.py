@@ -23,6 +23,7 @@ from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.table import Table
+from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.report.plots import _figure, save
 from orchestrator.report.prediction_plots import epochs_figure, throughput_figure
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 MD_FILE = "prediction.md"
 
 
-class NoFeasibleLayout(ValueError):
+class NoFeasibleLayout(InputError):
     pass
 
 

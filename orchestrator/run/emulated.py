@@ -35,6 +35,7 @@ from orchestrator.core.emulation import (
     transfer_bytes,
     transfer_pairs,
 )
+from orchestrator.errors import RunFailed
 from orchestrator.io import netns
 from orchestrator.io.detect import detect_local
 
@@ -45,7 +46,7 @@ OBJECT_STORE_BYTES = 200 * 2**20  # orch moves small objects only; Ray's default
 TEMP_ROOT = Path("/tmp")          # short: Ray's socket paths under a node's temp dir must stay under 108 bytes
 
 
-class ClusterError(RuntimeError):
+class ClusterError(RunFailed):
     """The cluster could not be brought up (said in words; what was made is removed)."""
 
 

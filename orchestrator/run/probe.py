@@ -38,6 +38,7 @@ from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import utc_timestamp
 from orchestrator.core.schema import to_plain
 from orchestrator.core.topology import Topology
+from orchestrator.errors import InputError
 from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
 from orchestrator.io.isa import from_flags
 from orchestrator.io.probe_cache import probe_key_fields
@@ -62,7 +63,7 @@ _RANK_SET = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"
              "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
 
 
-class ProbeFailed(ValueError):
+class ProbeFailed(InputError):
     """The probe's rank did not finish: the message says at which batch, how it ended and the rank's error."""
 
 

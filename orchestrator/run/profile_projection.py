@@ -22,6 +22,7 @@ from orchestrator.core.isa import CpuIsa
 from orchestrator.core.profile import projection as pj
 from orchestrator.core.profile.result import ProfiledTarget, as_target
 from orchestrator.core.topology import Topology
+from orchestrator.errors import InputError
 from orchestrator.run.roof_probe import AVX2_CAP_ENV, measure_roofs
 
 AVX2 = "avx2"
@@ -43,29 +44,29 @@ def _precision(result: ProfiledTarget) -> str:
 
 
 def _slowest_isa(topology: Topology, precision: str) -> tuple[float, float]:
-    """(per-core peak, per-core triad) of the slowest node; ValueError naming what the file lacks."""
+    """(per-core peak, per-core triad) of the slowest node; InputError naming what the file lacks."""
     isas: list[CpuIsa | None] = [getattr(n, "isa", None) for n in topology.nodes]
     peaks = [i.peak_gflops_per_core(precision) if i else None for i in isas]
     triads = [i.triad_gb_per_s_per_core if i else None for i in isas]
     missing = [name for name, values in ((f"isa.peak_{precision}_gflops_per_core", peaks),
                                          ("isa.triad_gb_per_s_per_core", triads)) if any(v is None for v in values)]
     if missing:
-        raise ValueError(f"the topology file states no {' and no '.join(missing)} for every node: a projection "
+        raise InputError(f"the topology file states no {' and no '.join(missing)} for every node: a projection "
                          "needs one core's GEMM peak and STREAM-triad bandwidth on the target")
     return min(p for p in peaks if p is not None), min(t for t in triads if t is not None)
 
 
 def check_projectable(topology: Topology) -> None:
-    """Before anything runs: a ValueError unless every node states a triad and a GEMM peak in some
+    """Before anything runs: an InputError unless every node states a triad and a GEMM peak in some
     precision (which one the profile needs is known only once it ran)."""
     errors = []
     for precision in ("fp32", "bf16"):
         try:
             _slowest_isa(topology, precision)
             return
-        except ValueError as exc:
+        except InputError as exc:
             errors.append(str(exc))
-    raise ValueError(errors[0])
+    raise InputError(errors[0])
 
 
 def roofs_for(target: ProfiledTarget | Mapping[str, Any], to: str, topology: Topology | None,
@@ -75,7 +76,7 @@ def roofs_for(target: ProfiledTarget | Mapping[str, Any], to: str, topology: Top
     result = as_target(target)
     cpus = sorted(result.placement[0].cpus) if result.placement else []
     if not cpus:
-        raise ValueError(f"{result.label}: no placement recorded; the probe needs rank 0's cores")
+        raise InputError(f"{result.label}: no placement recorded; the probe needs rank 0's cores")
     precision = _precision(result)
     probes = measure(cpus, precision)
     native = probes["native"]

@@ -23,6 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Status
+from orchestrator.errors import RunFailed
 from orchestrator.run.cluster import Cluster
 from orchestrator.run.job import RankJob, RankProgress
 from orchestrator.run.launcher import (
@@ -57,7 +58,7 @@ class RankSpec:
         return [*self.cpus, *self.ccl_cpus]
 
 
-class RankNotStarted(RuntimeError):
+class RankNotStarted(RunFailed):
     """A rank of a trial could not be started: the message names the rank, its node and the cause."""
 
 

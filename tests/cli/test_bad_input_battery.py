@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import common, main, profile_cmd
+from orchestrator.app import session
+from orchestrator.cli import main
 from orchestrator.io.files import MAX_JSON_BYTES, MAX_TRIALS_BYTES, MAX_YAML_BYTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,8 +224,7 @@ def tally(battery_counts):
 def no_ray(monkeypatch):
     def reached(*args, **kwargs):
         raise RayReached
-    monkeypatch.setattr(common, "ray_session", reached)   # orch.sweep, under `orch sweep`, starts Ray through it
-    monkeypatch.setattr(profile_cmd, "ray_session", reached)
+    monkeypatch.setattr(session, "ray_session", reached)   # the sweep and the profile (app) start Ray through it
 
 
 def run(capsys, argv: list[str]) -> tuple[int | str, str, str]:

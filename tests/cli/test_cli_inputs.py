@@ -252,7 +252,7 @@ def test_the_embedded_ray_settings_last_only_as_long_as_the_command(monkeypatch)
     from forming a two-node cluster ("Multi-node Ray clusters are not supported")."""
     import os
 
-    from orchestrator.cli.common import embedded_ray_environment
+    from orchestrator.app.session import embedded_ray_environment
     from orchestrator.constants import RAY_LOOPBACK_ENV_VAR
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -275,7 +275,7 @@ def test_the_embedded_ray_settings_last_only_as_long_as_the_command(monkeypatch)
 ])
 def test_a_preset_ray_setting_that_changes_where_ray_listens_is_said_in_one_line(monkeypatch, capsys, env, address,
                                                                                    said):
-    from orchestrator.cli.common import embedded_ray_environment
+    from orchestrator.app.session import embedded_ray_environment
     from orchestrator.cli.logs import configure
 
     configure(None, terminal=False)   # as `main` does: the note is a log record, shown on stderr

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from orchestrator.cli.common import sigterm_as_interrupt
+from orchestrator.app.session import sigterm_as_interrupt
 
 
 def test_sigterm_becomes_an_interrupt_once_and_the_old_handler_comes_back():

@@ -51,7 +51,7 @@ def test_a_note_shows_by_default_and_q_keeps_only_warnings(torn, capsys):
 
 def test_v_adds_debug_detail_with_its_module(torn, capsys):
     _, _, err = report(capsys, torn, "-v")
-    assert f"debug: orch.api: reading the results folder {torn}" in err
+    assert f"debug: orchestrator.app.report: reading the results folder {torn}" in err
     _, _, err = report(capsys, torn)
     assert "debug:" not in err
 
@@ -61,7 +61,7 @@ def test_the_level_comes_from_the_environment_and_the_options_win(torn, capsys, 
     _, _, err = report(capsys, torn)
     assert "torn last line" in err and "wrote" not in err
     _, _, err = report(capsys, torn, "-v")
-    assert "debug: orch.api" in err and "wrote" in err
+    assert "debug: orchestrator.app.report" in err and "wrote" in err
     monkeypatch.setenv("ORCH_LOG_LEVEL", "loud")
     shutil.rmtree(torn / "out")
     code, _, err = report(capsys, torn)
@@ -75,7 +75,7 @@ def test_a_log_file_gets_everything_with_time_and_module(torn, capsys, monkeypat
     code, _, err = report(capsys, torn, "-q")
     assert code == 0 and "wrote" not in err
     lines = path.read_text().splitlines()
-    assert any(" DEBUG orch.api: reading the results folder" in line for line in lines)
+    assert any(" DEBUG orchestrator.app.report: reading the results folder" in line for line in lines)
     assert any(" INFO orchestrator.cli.report_cmd: wrote 15 file(s)" in line for line in lines)
     assert any(" WARNING orchestrator.cli.report_cmd: " in line and "torn last line" in line for line in lines)
     assert all(line[:4].isdigit() for line in lines)   # each starts with its time

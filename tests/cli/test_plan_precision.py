@@ -49,10 +49,10 @@ def test_a_file_that_describes_another_machine_assumes_nothing_and_says_so(capsy
 
 def test_plan_and_probe_read_the_same_machine(monkeypatch):
     """`orch probe` measures in the precision the plan will look its probe up in: one function gives both."""
-    from orchestrator.cli import probe_cmd
+    from orchestrator.app import probe
     from orchestrator.io.topofile import planned_machine
 
     monkeypatch.setattr(isa_io, "from_flags", lambda *args, **kwargs: BF16_NATIVE)
-    assert probe_cmd.planned_machine is planned_machine
+    assert probe.planned_machine is planned_machine
     [node] = planned_machine(THIS_MACHINE).nodes
     assert node.isa == BF16_NATIVE

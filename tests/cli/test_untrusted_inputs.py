@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import common, main
+from orchestrator.app import session
+from orchestrator.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "results" / "example-predict"
@@ -43,7 +44,7 @@ def no_ray(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started for input that was bad before it")
 
-    monkeypatch.setattr(common, "ray_session", refuse)   # orch.sweep, under `orch sweep`, starts Ray through it
+    monkeypatch.setattr(session, "ray_session", refuse)   # the sweep (app.sweep) starts Ray through it
 
 
 def edit_spec(folder: Path, change) -> None:

@@ -124,7 +124,7 @@ def closed_port() -> int:
 
 def test_an_mlflow_server_that_is_down_is_said_once_and_fails_nothing(example, caplog):
     uri = f"http://127.0.0.1:{closed_port()}"
-    trackers = tracking.open_tracking(tracking.TrackingChoice(mlflow=uri), example, "classifier", live=True)
+    trackers = tracking.open_tracking(tracking.choose(None, mlflow=uri), example, "classifier", live=True)
     results = load_results(example)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="orchestrator.io.tracking"):
@@ -190,7 +190,7 @@ def test_a_tracker_call_never_waits_on_a_server_that_never_answers(example, monk
     monkeypatch.setenv("ORCH_TRACKING_WAIT_S", "2")
     results = load_results(example)
     with DripServer() as server, caplog.at_level(logging.WARNING, logger="orchestrator.io.tracking"):
-        trackers = tracking.open_tracking(tracking.TrackingChoice(mlflow=server.uri), example, "c", live=True)
+        trackers = tracking.open_tracking(tracking.choose(None, mlflow=server.uri), example, "c", live=True)
         started = time.monotonic()
         trackers.open(results)
         for record in results.records:

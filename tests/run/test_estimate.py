@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.common import plan_for
+from orchestrator.app.plan import plan_for
 from orchestrator.core import eta
 from orchestrator.core.isa import PROBE, CpuIsa
 from orchestrator.core.topology import CompactTopology, build_compact

@@ -22,14 +22,14 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orch.workload import ModelParams, accuracy, model_workload, param
+from orch.workload import ModelParams, WorkloadError, accuracy, model_workload, param
 
 EXTRA = "hf"
 MISSING_EXTRA = (f"the mlm workload needs Hugging Face transformers, orch's optional extra '{EXTRA}': install it "
                  f"with `bash scripts/setup.sh --{EXTRA}` (or `pip install -e '.[{EXTRA}]'` in orch's folder)")
 
 
-class MissingExtra(ImportError):
+class MissingExtra(WorkloadError, ImportError):
     """An optional dependency of a workload is not installed; the message says how to install it."""
 
 

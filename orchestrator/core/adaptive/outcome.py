@@ -12,25 +12,26 @@ from orchestrator.core.adaptive.answer import FASTEST, Answer, relative_text
 from orchestrator.core.adaptive.policy import Candidate
 from orchestrator.core.eta import duration_text
 from orchestrator.core.time_to_train import duration_unit
+from orchestrator.errors import InputError
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
 _DURATION = re.compile(rf"^\s*(?:{_NUMBER}\s*h)?\s*(?:{_NUMBER}\s*m(?:in)?)?\s*(?:{_NUMBER}\s*s?)?\s*$")
 
 
 def parse_duration(text: str) -> float:
-    """Seconds of a duration: '30m', '1h30m', '90s', '1800', '2.5h'; ValueError with the accepted forms.
+    """Seconds of a duration: '30m', '1h30m', '90s', '1800', '2.5h'; InputError with the accepted forms.
 
     >>> parse_duration("30m"), parse_duration("1h30m"), parse_duration("90s"), parse_duration("1800")
     (1800.0, 5400.0, 90.0, 1800.0)
     """
     match = _DURATION.match(text)
     if not text.strip() or match is None or not any(match.groups()):
-        raise ValueError(f"{text!r} is not a duration: give seconds (1800), or hours, minutes and seconds "
+        raise InputError(f"{text!r} is not a duration: give seconds (1800), or hours, minutes and seconds "
                          "(2h, 30m, 90s, 1h30m)")
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     total = hours * 3600 + minutes * 60 + seconds
     if total <= 0:
-        raise ValueError(f"{text!r}: a budget must be more than 0 seconds")
+        raise InputError(f"{text!r}: a budget must be more than 0 seconds")
     return total
 
 

@@ -24,11 +24,12 @@ from orchestrator.core.predict.validate import (
     validate_step,
 )
 from orchestrator.core.records import CONVERGENCE, Record, Records
+from orchestrator.errors import InputError
 
 MIN_CELLS = 3
 
 
-class NotFittable(ValueError):
+class NotFittable(InputError):
     """The records cannot support a fit; the message says which cells would."""
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.core.predict.epochs import BatchPoint
+from orchestrator.errors import InputError
 
 EPOCHS, SAMPLES, STEPS = "epochs", "samples", "steps"
 EPOCHS_KEY, SAMPLES_KEY = "Epochs to converge", "samples to converge"
@@ -46,7 +47,7 @@ FLOAT_SLACK = 1e-9   # a batch exactly on its neighbours' line is kept, whatever
 UNET3D_DROPPED_EACH_END = 4                   # compute_rcp_stats: samples_rejected = 4 for unet3d, else 1
 
 
-class RcpUnitError(ValueError):
+class RcpUnitError(InputError):
     """The RCP file's numbers cannot be turned into epochs; the message says why and what would."""
 
 

@@ -9,19 +9,20 @@ from __future__ import annotations
 import re
 
 from orchestrator.core.grid import Trial
+from orchestrator.errors import InputError
 
 _LAYOUT = re.compile(r"^\s*(\d+)\s*[x×]\s*(\d+)\s*[x×]\s*(\d+)\s*$")
 
 
 def parse_layout(text: str) -> Trial:
-    """Raises ValueError naming the expected form."""
+    """Raises InputError naming the expected form."""
     match = _LAYOUT.match(text)
     if not match:
-        raise ValueError(f"layout {text!r} is not RxTxB (ranks x threads per rank x local batch, e.g. 1x2x8)")
+        raise InputError(f"layout {text!r} is not RxTxB (ranks x threads per rank x local batch, e.g. 1x2x8)")
     ranks, threads, batch = (int(g) for g in match.groups())
     zero = [name for name, v in (("ranks", ranks), ("threads per rank", threads), ("local batch", batch)) if v < 1]
     if zero:
-        raise ValueError(f"layout {text!r}: {', '.join(zero)} must be >= 1")
+        raise InputError(f"layout {text!r}: {', '.join(zero)} must be >= 1")
     return Trial(ranks, threads, batch)
 
 

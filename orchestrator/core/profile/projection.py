@@ -39,6 +39,7 @@ from typing import Any
 from orchestrator.core.profile import roofline as rl
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
 from orchestrator.core.profile.row import Row
+from orchestrator.errors import InputError
 
 Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (result.as_target)
 
@@ -66,7 +67,7 @@ class Roof:
     def __post_init__(self) -> None:
         bad = {k: v for k, v in self.kind_gflops.items() if v <= 0}
         if self.gflops <= 0 or self.gbs <= 0 or bad:
-            raise ValueError(f"a roof needs gflops({self.gflops}) > 0, gbs({self.gbs}) > 0 and every class's "
+            raise InputError(f"a roof needs gflops({self.gflops}) > 0, gbs({self.gbs}) > 0 and every class's "
                              f"roof > 0 (got {bad})")
 
     def for_class(self, key: str, other: Roof) -> Roof:
@@ -180,7 +181,7 @@ OUTSIDE = "outside oneDNN (plain step − primitives)"
 def relative_error(projected: float, measured: float) -> float:
     """(projected − measured) ÷ measured: positive when the projection is too slow."""
     if measured <= 0:
-        raise ValueError(f"measured({measured}) must be > 0")
+        raise InputError(f"measured({measured}) must be > 0")
     return projected / measured - 1
 
 
@@ -189,7 +190,7 @@ def scaled_roof(per_core_gflops: float, per_core_gbs: float, threads: int) -> Ro
     assumption (GEMM scales with cores; a socket's bandwidth does not, so for a memory-bound step the
     projection is optimistic by as much as the socket saturates)."""
     if threads < 1:
-        raise ValueError(f"threads({threads}) must be >= 1")
+        raise InputError(f"threads({threads}) must be >= 1")
     return Roof(per_core_gflops * threads, per_core_gbs * threads)
 
 

@@ -43,6 +43,7 @@ from orchestrator.constants import DEFAULT_TRACKING_WAIT_S, TRACKING_WAIT_ENV_VA
 from orchestrator.core.records import Record, dumps
 from orchestrator.core.schema import load
 from orchestrator.core.spec import TrackingSpec
+from orchestrator.errors import InputError
 from orchestrator.io.store import Results
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def fingerprint(record: Record) -> str:
     return hashlib.sha1(dumps(record).encode()).hexdigest()[:20]
 
 
-class TrackingUnavailable(ValueError):
+class TrackingUnavailable(InputError):
     """Tracking was asked for but its package is not installed: bad input (exit 2), said before anything runs."""
 
 
@@ -83,31 +84,109 @@ class Tracker(Protocol):
         ...
 
 
+# --- trackers found by name, as workloads are ---------------------------------------------------------------
+
+# name -> "module:attribute" of its `TrackerKind`: orch's own. A new one is a module and a line here, or, from a
+# package of its own, an entry point of the ENTRY_POINT_GROUP group (`toy = "my_pkg.toy:TRACKER"`).
+TRACKERS: dict[str, str] = {
+    "mlflow": "orchestrator.io.tracking.mlflow_tracker:TRACKER",
+    "tensorboard": "orchestrator.io.tracking.tensorboard_tracker:TRACKER",
+}
+ENTRY_POINT_GROUP = "orch.trackers"
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerPlace:
+    """Where a tracker logs: the results folder, the sweep's name, the experiment the sweep file names (None:
+    the tracker's default) and whether the sweep runs now (`live`) or is logged after the fact."""
+
+    folder: Path
+    sweep_name: str
+    experiment: str | None
+    live: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerKind:
+    """A tracker as orch finds it by name: how to make one, and what it needs.
+
+    `make(setting, place)`: the tracker (`setting`: what follows `NAME=` in `--track NAME=SETTING`, the MLflow
+    URI for `--mlflow URI`; "" when none is given); `package`: a module that must import for it to run, checked
+    before anything runs (None: nothing beyond orch); `option`: the option that asks for it, for messages;
+    `install`: how to get its package."""
+
+    name: str
+    make: Callable[[str, TrackerPlace], Tracker]
+    package: str | None = None
+    option: str = ""
+    install: str = ""
+
+
+def find_tracker(name: str) -> TrackerKind:
+    """The tracker registered under `name`: orch's own (TRACKERS), else an entry point of ENTRY_POINT_GROUP.
+    TrackingUnavailable (bad input) says where it looked when nothing is found or what is found does not load."""
+    from importlib.metadata import entry_points
+
+    ref = TRACKERS.get(name)
+    found: object
+    if ref is None:
+        points = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+        if name not in points:
+            raise TrackingUnavailable(f"no tracker named {name!r}: orch's are {', '.join(sorted(TRACKERS))}; the entry "
+                                      f"points of group {ENTRY_POINT_GROUP} are: {', '.join(sorted(points)) or 'none'}")
+        ref = points[name].value
+    module, _, attribute = ref.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as err:
+        raise TrackingUnavailable(f"tracker {name!r} ({ref}) does not load: {type(err).__name__}: {err}") from None
+    if not isinstance(found, TrackerKind):
+        raise TrackingUnavailable(f"tracker {name!r} ({ref}) is a {type(found).__name__}, not an orch TrackerKind")
+    return found
+
+
+def parse_tracker(text: str) -> tuple[str, str]:
+    """(name, setting) of `NAME` or `NAME=SETTING` (`--track`).
+
+    >>> parse_tracker("mlflow=http://h:5000"), parse_tracker("toy")
+    (('mlflow', 'http://h:5000'), ('toy', ''))
+    """
+    name, _, setting = text.partition("=")
+    if not name.strip():
+        raise TrackingUnavailable(f"--track {text!r}: expected NAME or NAME=SETTING")
+    return name.strip(), setting
+
+
 @dataclass(frozen=True, slots=True)
 class TrackingChoice:
-    """What a sweep or a report logs to, from the sweep file's `tracking` section and the options."""
+    """What a sweep or a report logs to, from the sweep file's `tracking` section and the options: each tracker
+    by name with its setting (MLflow's: the tracking URI, "" for MLflow's default), in order."""
 
-    mlflow: str | None = None          # the tracking URI; "" for MLflow's default; None: no MLflow
+    settings: tuple[tuple[str, str], ...] = ()
     experiment: str | None = None      # None: $MLFLOW_EXPERIMENT_NAME, else the sweep's name
-    tensorboard: bool = False
 
     @property
     def wanted(self) -> bool:
-        return self.mlflow is not None or self.tensorboard
+        return bool(self.settings)
+
+    def setting(self, name: str) -> str | None:
+        """The tracker's setting, or None when it is not chosen."""
+        return next((s for n, s in self.settings if n == name), None)
 
 
 def choose(section: TrackingSpec | dict[str, Any] | None, *, mlflow: str | bool | None = None,
-           tensorboard: bool | None = None) -> TrackingChoice:
+           tensorboard: bool | None = None, others: Sequence[str] = ()) -> TrackingChoice:
     """The tracking a run does: the section's, overridden by the options. `mlflow`: None keeps the section's
     URI, True turns MLflow on (with the section's URI, else MLflow's default), False turns it off, a string is
-    the URI. `tensorboard`: None keeps the section's choice. A section read back from spec.json (a dict) that
-    no longer loads is no tracking: the folder's results do not depend on it.
+    the URI. `tensorboard`: None keeps the section's choice. `others`: `NAME[=SETTING]` of trackers found by name
+    (`--track`). A section read back from spec.json (a dict) that no longer loads is no tracking: the folder's
+    results do not depend on it.
 
     >>> choose(TrackingSpec(mlflow="http://h:5000", experiment="e"))
-    TrackingChoice(mlflow='http://h:5000', experiment='e', tensorboard=False)
-    >>> choose(None, mlflow=True, tensorboard=True)
-    TrackingChoice(mlflow='', experiment=None, tensorboard=True)
-    >>> choose({"mlflow": "sqlite:///m.db"}, mlflow="http://other:5000").mlflow
+    TrackingChoice(settings=(('mlflow', 'http://h:5000'),), experiment='e')
+    >>> choose(None, mlflow=True, tensorboard=True, others=["toy=out.jsonl"]).settings
+    (('mlflow', ''), ('tensorboard', ''), ('toy', 'out.jsonl'))
+    >>> choose({"mlflow": "sqlite:///m.db"}, mlflow="http://other:5000").setting("mlflow")
     'http://other:5000'
     """
     spec = (load(TrackingSpec, section)[0] if isinstance(section, dict) else section) or TrackingSpec()
@@ -118,23 +197,30 @@ def choose(section: TrackingSpec | dict[str, Any] | None, *, mlflow: str | bool 
         uri = spec.mlflow or ""
     elif isinstance(mlflow, str):
         uri = mlflow
-    return TrackingChoice(uri, spec.experiment, spec.tensorboard if tensorboard is None else tensorboard)
+    settings = [("mlflow", uri)] if uri is not None else []
+    if spec.tensorboard if tensorboard is None else tensorboard:
+        settings.append(("tensorboard", ""))
+    chosen = dict(settings)
+    for name, setting in map(parse_tracker, others):   # an option names a tracker once; a later one wins
+        chosen[name] = setting
+    return TrackingChoice(tuple(chosen.items()), spec.experiment)
 
 
-def after_the_fact(section: Any, *, mlflow: str | bool | None, tensorboard: bool) -> tuple[TrackingChoice, str | None]:
-    """What `orch report --mlflow / --tensorboard` logs to, and a hint to print: the URI comes from the user
-    alone (the option, else $MLFLOW_TRACKING_URI, else MLflow's default), never from the folder's stored
+def after_the_fact(section: Any, *, mlflow: str | bool | None, tensorboard: bool,
+                   others: Sequence[str] = ()) -> tuple[TrackingChoice, str | None]:
+    """What `orch report --mlflow / --tensorboard / --track` logs to, and a hint to print: the URI comes from
+    the user alone (the option, else $MLFLOW_TRACKING_URI, else MLflow's default), never from the folder's stored
     `tracking.mlflow`, which someone else may have written to receive the user's MLflow credentials. The
     folder's experiment is kept: a name inside the server the user chose, which the sweep's own runs are in.
     The hint names the folder's URI when a bare --mlflow did not use it.
 
     >>> after_the_fact({"mlflow": "http://evil:5000", "experiment": "e"}, mlflow=True, tensorboard=False)[0]
-    TrackingChoice(mlflow='', experiment='e', tensorboard=False)
+    TrackingChoice(settings=(('mlflow', ''),), experiment='e')
     """
     stored = section if isinstance(section, dict) else {}
     experiment = stored.get("experiment")
     choice = choose({"experiment": experiment} if isinstance(experiment, str) else None,
-                    mlflow=mlflow or False, tensorboard=tensorboard)
+                    mlflow=mlflow or False, tensorboard=tensorboard, others=others)
     uri = stored.get("mlflow")
     hint = None
     if mlflow is True and isinstance(uri, str) and uri:
@@ -145,32 +231,26 @@ def after_the_fact(section: Any, *, mlflow: str | bool | None, tensorboard: bool
 
 
 def require(choice: TrackingChoice) -> None:
-    """TrackingUnavailable when a chosen tracker's package does not import, before anything runs."""
-    for wanted, module, option in ((choice.mlflow is not None, "mlflow", "--mlflow"),
-                                   (choice.tensorboard, "tensorboard", "--tensorboard")):
-        if not wanted:
+    """TrackingUnavailable when a chosen tracker is not found or its package does not import, before anything
+    runs."""
+    for name, _ in choice.settings:
+        kind = find_tracker(name)
+        if kind.package is None:
             continue
         try:
-            importlib.import_module(module)
+            importlib.import_module(kind.package)
         except ImportError as err:
-            raise TrackingUnavailable(f"{option} (or the sweep file's tracking section) needs the {module} package, "
-                                      f"which does not import here ({err}): {INSTALL_HINT}") from None
+            raise TrackingUnavailable(f"{kind.option or '--track ' + name} (or the sweep file's tracking section) "
+                                      f"needs the {kind.package} package, which does not import here ({err})"
+                                      + (f": {kind.install}" if kind.install else "")) from None
 
 
 def open_tracking(choice: TrackingChoice, folder: Path, sweep_name: str, *, live: bool) -> Tracking:
     """The trackers of `choice` for the results folder `folder` (not opened yet: `Tracking.open`); `live`: a
     sweep that runs now (its MLflow run is RUNNING until it ends), not a report after the fact."""
     require(choice)
-    trackers: list[Tracker] = []
-    if choice.mlflow is not None:
-        from orchestrator.io.tracking.mlflow_tracker import MlflowTracker
-
-        trackers.append(MlflowTracker(choice.mlflow, choice.experiment, folder, sweep_name, live=live))
-    if choice.tensorboard:
-        from orchestrator.io.tracking.tensorboard_tracker import TensorBoardTracker
-
-        trackers.append(TensorBoardTracker(folder / TENSORBOARD_DIR))
-    return Tracking(trackers, folder)
+    place = TrackerPlace(folder, sweep_name, choice.experiment, live)
+    return Tracking([find_tracker(name).make(setting, place) for name, setting in choice.settings], folder)
 
 
 def wait_s() -> float:

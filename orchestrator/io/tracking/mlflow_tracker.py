@@ -47,7 +47,7 @@ from orchestrator.core.records import Kind, Record, Status
 from orchestrator.core.topology import topology_from_data
 from orchestrator.io.files import read_nofollow
 from orchestrator.io.store import ENVIRONMENT_FILE, SPEC_FILE, TOPOLOGY_FILE, TRIALS_FILE, Results
-from orchestrator.io.tracking import End, fingerprint
+from orchestrator.io.tracking import INSTALL_HINT, End, TrackerKind, TrackerPlace, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -320,3 +320,11 @@ class MlflowTracker:
                   for k, v, step, when in metrics or ()]
         for start in range(0, len(points), BATCH_METRICS):
             self.client.log_batch(run_id, metrics=points[start:start + BATCH_METRICS], synchronous=True)
+
+
+def _make(setting: str, place: TrackerPlace) -> MlflowTracker:
+    return MlflowTracker(setting, place.experiment, place.folder, place.sweep_name, live=place.live)
+
+
+# Registered in orchestrator.io.tracking.TRACKERS: `--mlflow [URI]` (its setting: the tracking URI).
+TRACKER = TrackerKind("mlflow", _make, package="mlflow", option="--mlflow", install=INSTALL_HINT)

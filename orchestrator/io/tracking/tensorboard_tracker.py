@@ -36,9 +36,10 @@ from typing import Any
 
 from orchestrator.core import record_fields as fields
 from orchestrator.core.records import Record, Status, is_key
+from orchestrator.errors import RunFailed
 from orchestrator.io.files import MAX_JSON_BYTES, UnreadableFile, read_json_input, write_atomic
 from orchestrator.io.store import Results
-from orchestrator.io.tracking import End, fingerprint
+from orchestrator.io.tracking import INSTALL_HINT, TENSORBOARD_DIR, End, TrackerKind, TrackerPlace, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def _session_end(record: Record, wall_time: float) -> Any:
     return _summary_event(summary, wall_time)
 
 
-class NotOurs(RuntimeError):
+class NotOurs(RunFailed):
     """A path in the log folder that orch did not make: left alone, and the tracker stops saying so."""
 
 
@@ -215,3 +216,11 @@ def _manifest(path: Path) -> dict[str, str]:
         log.warning("TensorBoard: %s is not a manifest orch wrote; run folders there are left alone", path)
         return {}
     return {k: v for k, v in data.items() if is_key(k) and isinstance(v, str)}
+
+
+def _make(setting: str, place: TrackerPlace) -> TensorBoardTracker:
+    return TensorBoardTracker(place.folder / TENSORBOARD_DIR)
+
+
+# Registered in orchestrator.io.tracking.TRACKERS: `--tensorboard` (no setting: RESULTS/tensorboard).
+TRACKER = TrackerKind("tensorboard", _make, package="tensorboard", option="--tensorboard", install=INSTALL_HINT)
