@@ -6,6 +6,8 @@ held-out cells lie inside their printed intervals. `benchmarks/predict_coverage.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,17 +17,14 @@ from orchestrator.core.predict.validate import LEVEL, RANKS, THREADS
 from orchestrator.io.store import load_results
 
 REPO = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("predict_coverage", REPO / "benchmarks" / "predict_coverage.py")
+predict_coverage = importlib.util.module_from_spec(spec)
+sys.modules["predict_coverage"] = predict_coverage
+spec.loader.exec_module(predict_coverage)
 
-
-def _grid(folder: Path) -> bool:
-    """A throughput grid: ok cells of two layouts (ranks × threads) at least. A convergence study of one layout
-    (results/large-batch-*) has no level of threads or ranks to hold out."""
-    records = load_results(folder).records
-    return len({(r.ranks, r.threads_per_rank) for r in records if r.kind == "throughput" and r.status == "ok"}) >= 2
-
-
-FOLDERS = [f for f in sorted(p.parent for p in (REPO / "results").glob("*/trials.jsonl")) + sorted(
-    p.parent for p in (REPO / "results").glob("ccl-vs-gloo/*/trials.jsonl")) if _grid(f)]
+# The folders the benchmark reads: every throughput grid (a convergence study of one layout, results/large-batch-*,
+# has no level of threads or ranks to hold out).
+FOLDERS = predict_coverage.committed()
 _FITTED: dict[Path, Fitted] = {}
 
 
