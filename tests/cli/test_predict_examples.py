@@ -124,18 +124,19 @@ def test_orch_predict_on_a_4_node_target_fits_the_step_model_27_times(monkeypatc
     starts, one per held-out group (15 cells, 1 + 2 + 5 levels, 1 all-but-one), no bootstrap (every row of the
     4-node target is predicted by a baseline). Before: 43 fits of 64 solver runs, and a least-squares fit of
     Amdahl's serial fraction per predicted layout."""
-    from orchestrator.core.predict import step, validate
+    from orchestrator.core.predict import step
+    from orchestrator.core.predict.predictors import amdahl
 
     runs = []
     solve = step._solve
     monkeypatch.setattr(step, "_solve", lambda *a, **k: runs.append(1) or solve(*a, **k))
-    validate._amdahl_sigma.cache_clear()
+    amdahl._amdahl_sigma.cache_clear()
     argv = ["predict", RETINANET, "--rcp", str(REPO / "results" / "example-retinanet" / "report" / "rcps_retinanet.json"),
             "--topology", str(REPO / "sweeps" / "topologies" / "cluster-4x2s28c.yaml"), "--json"]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(argv) == 0
     assert len(runs) == 27
-    assert validate._amdahl_sigma.cache_info().currsize <= 25        # once per set of cells, not per layout
+    assert amdahl._amdahl_sigma.cache_info().currsize <= 25        # once per set of cells, not per layout
 
 
 def test_orch_predict_imports_neither_scipy_nor_torch_nor_ray():

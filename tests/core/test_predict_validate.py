@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from predict_synthetic import BUCKETS, GRID, LINKS, TRUE, cells_from
 
-from orchestrator.core.predict import validate
+from orchestrator.core.predict import predictors, validate
 from orchestrator.core.predict.capacity import Prediction, mark, recommend
 from orchestrator.core.predict.epochs import BatchPoint, critical_batch_epochs
 from orchestrator.core.predict.step import Cell, Layout, StepModel
@@ -62,10 +62,12 @@ def test_baselines_by_hand():
     train = [Cell(Layout(1, 1, 8), 100.0), Cell(Layout(1, 2, 8), 160.0), Cell(Layout(1, 1, 32), 300.0)]
     sigma = validate.amdahl_sigma(train)
     assert sigma == pytest.approx(0.25, abs=1e-6)       # 1 / (σ + (1−σ)/2) = 1.6
-    linear, amdahl = validate.baseline(train, Layout(2, 2, 8), sigma)
-    assert linear == pytest.approx(400.0) and amdahl == pytest.approx(100 / (0.25 + 0.75 / 4))
+    training = predictors.Training(tuple(train), StepModel(TRUE, LINKS, BUCKETS))   # the baselines ignore the model
+    linear, amdahl = (predictors.find(name).fit(training) for name in (validate.LINEAR, validate.AMDAHL))
+    assert linear(Layout(2, 2, 8)) == pytest.approx(400.0) and amdahl(Layout(2, 2, 8)) == pytest.approx(
+        100 / (0.25 + 0.75 / 4))
     # the nearest local batch's base cell stands in for a batch not measured
-    assert validate.baseline(train, Layout(1, 1, 64), sigma)[0] == pytest.approx(300.0)
+    assert linear(Layout(1, 1, 64)) == pytest.approx(300.0)
 
 
 def test_leave_one_global_batch_out_against_the_rcp_rule():

@@ -8,9 +8,9 @@ What is measured, what is fitted and what is predicted are kept apart:
   MLPerf RCP file) — `data` reads them as cells, buckets and peaks;
 - fitted: `comm.LinkFit` (α, β per link class), `step.StepModel` (compute ⊕ communication),
   `epochs.EpochsModel` (critical-batch form, or `epochs_lr`'s form under the sweep's learning-rate rule), their
-  held-out validation (`validate`) and the residual
-  bootstrap of the step fit (`uncertainty`); `evidence` sums up how the measured steps and GEMM peaks scale
-  over more cores;
+  held-out validation (`validate`, of every predictor registered in `predictors`: orch's model and the naive
+  baselines, found by name) and the residual bootstrap of the step fit (`uncertainty`); `evidence` sums up how
+  the measured steps and GEMM peaks scale over more cores;
 - predicted: `interval.predict_cell` for any one layout, with an interval from held-out errors (`bands`) or,
   where an axis has one measured level, from bounds (physics and the evidence); `capacity.predict_layouts`
   for every feasible layout of a target topology; `machine` for a target with other CPUs; `tables` renders.

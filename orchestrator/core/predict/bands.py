@@ -32,6 +32,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.core.predict.predictors import names
 from orchestrator.core.predict.step import Cell, Layout
 from orchestrator.core.predict.validate import (
     ABOVE,
@@ -39,7 +40,6 @@ from orchestrator.core.predict.validate import (
     CELL_AXIS,
     INSIDE,
     MODEL,
-    PREDICTORS,
     SchemeResult,
 )
 from orchestrator.core.predict.validate import BATCH as BATCH_AXIS
@@ -133,10 +133,11 @@ def needed(axes: Sequence[Axis]) -> list[SchemeKey]:
     return list(dict.fromkeys(a.key for a in axes)) or [(CELL_AXIS, INSIDE)]
 
 
-def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] = PREDICTORS) -> Choice:
-    """The predictor (of `predictors`) that validated best on the layout's axes, and the held-out part of its
-    interval; with no held-out error for one of its axes (one measured level), width None (`interval` then
-    bounds it)."""
+def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] | None = None) -> Choice:
+    """The predictor (of `predictors`; None: every registered one) that validated best on the layout's axes, and
+    the held-out part of its interval; with no held-out error for one of its axes (one measured level), width None
+    (`interval` then bounds it)."""
+    order = names()
     keys = needed(axes)
     missing = [k for k in keys if k not in bands.results]
     if missing:
@@ -148,7 +149,7 @@ def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] = 
         values = [bands.results[k].scores[p].median_abs_pct for k in keys]
         return max(values) if all(math.isfinite(v) for v in values) else math.inf
 
-    predictor = min(predictors, key=lambda p: (worst(p), PREDICTORS.index(p)))
+    predictor = min(order if predictors is None else predictors, key=lambda p: (worst(p), order.index(p)))
     if axes:
         width = sum(math.log1p(bands.results[a.key].scores[predictor].max_abs_pct / 100)
                     * max(1.0, a.doublings / max(bands.results[a.key].step_log2, 1e-9)) for a in axes)

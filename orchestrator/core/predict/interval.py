@@ -41,7 +41,7 @@ Every prediction says which bound or error set each end (`low_why`, `high_why`):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from orchestrator.core.predict.bands import NODES as NODES_AXIS
@@ -51,20 +51,18 @@ from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_dire
 from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.network import NodeLinkCost, held_out_error, node_link_cost
+from orchestrator.core.predict.predictors import Training, registered
+from orchestrator.core.predict.predictors.amdahl import AMDAHL
+from orchestrator.core.predict.predictors.step_model import MODEL
 from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
 from orchestrator.core.predict.validate import (
     ALL_BUT_ONE,
-    AMDAHL,
     CELL_AXIS,
     INSIDE,
-    LINEAR,
-    MODEL,
     Printed,
     Printer,
     SchemeResult,
-    amdahl_sigma,
-    baseline,
     scored,
     validate_step,
 )
@@ -105,14 +103,14 @@ class Bootstrap:
 @dataclass(frozen=True)
 class Basis:
     """What a cell's prediction rests on: the cells, the model fitted to them, its held-out errors, the
-    bootstrap of its fit, the scaling evidence and Amdahl's serial fraction of the cells."""
+    bootstrap of its fit, the scaling evidence and every registered predictor fitted to the cells, by name."""
 
     cells: tuple[Cell, ...]
     model: StepModel
     bands: ErrorBands
     evidence: Evidence
     boot: Bootstrap
-    sigma: float
+    predictors: Mapping[str, Callable[[Layout], float]]      # name -> samples/s of a layout (predictors.Predictor)
     validation: tuple[SchemeResult, ...] = field(default=())
     link_held_out: float | None = None    # the cross-node calibration's held-out log error (network.held_out_error)
 
@@ -148,8 +146,9 @@ def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Seque
     model = model or fit_step_model(cells, links, buckets, thread_prior, starts=3)
     if validation is None:
         validation = validate_step(cells, links, buckets, thread_prior)
+    fitted = {p.name: p.fit(Training(cells, model)) for p in registered()}
     return Basis(cells, model, ErrorBands.from_validation(validation, cells), evidence_of(cells, gemm),
-                 Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), amdahl_sigma(cells),
+                 Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), fitted,
                  tuple(validation), held_out_error(samples) if NODES in links else None)
 
 
@@ -157,10 +156,9 @@ def value_of(basis: Basis, predictor: str, lay: Layout, model: StepModel | None 
     """samples/s of `lay` by one predictor; a baseline on another CPU (a CPU what-if in `model`) changes as the
     model's own prediction does (its compute scaled, its all-reduce not)."""
     model = model or basis.model
-    if predictor == MODEL:
+    if predictor == MODEL:      # a CPU what-if is the step model's own compute scale: its prediction, not a ratio
         return model.samples_per_s(lay)
-    linear, amdahl = baseline(basis.cells, lay, basis.sigma)
-    return (linear if predictor == LINEAR else amdahl) * _what_if(model, lay)
+    return basis.predictors[predictor](lay) * _what_if(model, lay)
 
 
 def _what_if(model: StepModel, lay: Layout) -> float:

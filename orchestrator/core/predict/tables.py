@@ -16,8 +16,9 @@ from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.epochs import EXTRAPOLATED, MEASURED
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.predict.interval import GEMM_PROXY
+from orchestrator.core.predict.predictors import names
 from orchestrator.core.predict.step import TIES
-from orchestrator.core.predict.validate import MODEL, PREDICTORS, SchemeResult
+from orchestrator.core.predict.validate import MODEL, SchemeResult
 from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
 from orchestrator.core.time_to_train import human_duration
 
@@ -76,15 +77,16 @@ def _coverage_cells(r: SchemeResult, computed: bool) -> list[Cell]:
 
 def validation_table(f: Fitted) -> Table:
     rows = []
+    predictors = names()        # a column each, in the registry's order
     for r in f.validation:
         cells = []
-        for p in PREDICTORS:
+        for p in predictors:
             s = r.scores[p]
             cells.append(Cell(f"{s.median_abs_pct:.1f}% / {s.max_abs_pct:.1f}%", s.median_abs_pct))
-        model = r.scores[PREDICTORS[0]]
-        best = min(PREDICTORS, key=lambda p: (r.scores[p].median_abs_pct if not math.isnan(r.scores[p].median_abs_pct)
+        model = r.scores[MODEL]
+        best = min(predictors, key=lambda p: (r.scores[p].median_abs_pct if not math.isnan(r.scores[p].median_abs_pct)
                                                else math.inf))
-        cells = [Cell(c.text, c.value, BEST if p == best else None) for c, p in zip(cells, PREDICTORS)]
+        cells = [Cell(c.text, c.value, BEST if p == best else None) for c, p in zip(cells, predictors)]
         tau = f"{model.kendall_tau:.2f}" if model.kendall_tau is not None else DASH
         used = r.scores[r.best()]
         cells += [Cell(f"{model.bias_pct:+.1f}%", model.bias_pct), Cell(tau, model.kendall_tau),
@@ -106,9 +108,9 @@ def validation_table(f: Fitted) -> Table:
                "not model error. 'used' is the predictor `orch predict` uses for layouts beyond that level (the "
                f"best median here), with its bias. {coverage}{skipped}")
     return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
-                 columns=(*PREDICTORS, "bias", "Kendall τ", "within noise", "used (bias)", "printed", "inside",
+                 columns=(*predictors, "bias", "Kendall τ", "within noise", "used (bias)", "printed", "inside",
                           "width"),
-                 rows=tuple(rows), caption=caption, key_columns=(PREDICTORS[0], "printed", "inside", "width"))
+                 rows=tuple(rows), caption=caption, key_columns=(MODEL, "printed", "inside", "width"))
 
 
 def epochs_table(f: Fitted) -> Table:

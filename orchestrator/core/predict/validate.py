@@ -9,7 +9,8 @@ Hold-out schemes (each refits from scratch without the held-out cells):
   the first cells of a sweep leave it (the axis then has one measured level, which the prediction bounds);
 - the multi-node cells, when present.
 
-Baselines, fitted on the same training cells and scored on the same held-out cells:
+Every registered predictor (`predictors.PREDICTORS`: orch's model, then the baselines) is fitted to the same
+training cells and scored on the same held-out cells:
 - linear: the 1-rank, fewest-threads cell at the nearest local batch, scaled by cores;
 - Amdahl: the same base cell scaled by Amdahl's law in total cores, its serial fraction fitted to the
   training cells' speed-ups.
@@ -23,7 +24,6 @@ An error no larger than the held-out cell's own repeat CV is noise, not model er
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -34,10 +34,14 @@ import numpy as np
 from orchestrator.core.predict.comm import LinkFit
 from orchestrator.core.predict.epochs import BatchPoint, fit_epochs
 from orchestrator.core.predict.noise_prior import BCritPrior
-from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
+from orchestrator.core.predict.predictors import Training, names, registered
+from orchestrator.core.predict.predictors.amdahl import AMDAHL as AMDAHL
+from orchestrator.core.predict.predictors.amdahl import amdahl_sigma as amdahl_sigma
+from orchestrator.core.predict.predictors.linear import LINEAR as LINEAR
+from orchestrator.core.predict.predictors.step_model import MODEL as MODEL
+from orchestrator.core.predict.step import Cell, StepModel, fit_step_model
 
-MODEL, LINEAR, AMDAHL = "orch model", "linear scaling", "Amdahl (total cores)"
-PREDICTORS = (MODEL, LINEAR, AMDAHL)
+# MODEL, LINEAR, AMDAHL and amdahl_sigma are re-exported: the names callers and tests have always imported from here.
 
 
 CELL_AXIS = "cell"     # leave one cell out: interpolation, no axis
@@ -142,8 +146,9 @@ class SchemeResult:
 
     def best(self) -> str:
         """The predictor with the smallest median error here (orch's model on a tie: it knows the layout)."""
-        finite = [p for p in PREDICTORS if math.isfinite(self.scores[p].median_abs_pct)]
-        return min(finite, key=lambda p: (self.scores[p].median_abs_pct, PREDICTORS.index(p)), default=MODEL)
+        order = names()
+        finite = [p for p in order if math.isfinite(self.scores[p].median_abs_pct)]
+        return min(finite, key=lambda p: (self.scores[p].median_abs_pct, order.index(p)), default=MODEL)
 
     @property
     def within_noise(self) -> int:
@@ -217,72 +222,6 @@ def schemes(cells: Sequence[Cell]) -> tuple[list[Scheme], list[Skipped]]:
     return kept, skipped
 
 
-def _base(train: Sequence[Cell], local_batch: int) -> Cell | None:
-    """The 1-rank, fewest-threads training cell at the local batch nearest (in log) to `local_batch`."""
-    singles = [c for c in train if c.layout.ranks == 1]
-    if not singles:
-        return None
-    fewest = min(c.layout.threads for c in singles)
-    bases = [c for c in singles if c.layout.threads == fewest]
-    return min(bases, key=lambda c: (abs(math.log(c.layout.local_batch / local_batch)), c.layout.local_batch))
-
-
-def amdahl_sigma(train: Sequence[Cell]) -> float:
-    """Serial fraction of Amdahl's law in total cores, fitted to the training cells' speed-ups over their
-    base cell (bounded least squares on log speed-up); computed once per set of cells."""
-    return _amdahl_sigma(tuple(train))
-
-
-@functools.lru_cache(maxsize=256)
-def _amdahl_sigma(train: tuple[Cell, ...]) -> float:
-    pairs = []
-    for c in train:
-        base = _base(train, c.layout.local_batch)
-        if base is not None and c is not base and c.layout.cores != base.layout.cores:
-            pairs.append((c.layout.cores / base.layout.cores, c.samples_per_s / base.samples_per_s))
-    if not pairs:
-        return 0.0
-
-    def cost(sigma: float) -> float:
-        return sum((-math.log(sigma + (1 - sigma) / n) - math.log(s)) ** 2 for n, s in pairs)
-    return minimise_on_unit(cost)
-
-
-def minimise_on_unit(cost: Callable[[float], float], grid: int = 64, tolerance: float = 1e-12) -> float:
-    """The x in [0, 1] with the least cost: the best of a grid, then golden-section search between its
-    neighbours (a one-parameter least squares without scipy's solver and its per-call overhead).
-
-    >>> round(minimise_on_unit(lambda x: (x - 0.3) ** 2), 9), minimise_on_unit(lambda x: x)
-    (0.3, 0.0)
-    """
-    xs = [i / grid for i in range(grid + 1)]
-    best = min(range(len(xs)), key=lambda i: (cost(xs[i]), i))
-    lo, hi = xs[max(best - 1, 0)], xs[min(best + 1, grid)]
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = cost(a), cost(b)
-    while hi - lo > tolerance:
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = cost(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = cost(b)
-    found = (lo + hi) / 2
-    return min((found, xs[best]), key=lambda x: (cost(x), x))
-
-
-def baseline(train: Sequence[Cell], lay: Layout, sigma: float) -> tuple[float, float]:
-    """(linear, Amdahl) predictions of a layout's samples/s from the training cells."""
-    base = _base(train, lay.local_batch)
-    if base is None:
-        return math.nan, math.nan
-    n = lay.cores / base.layout.cores
-    return base.samples_per_s * n, base.samples_per_s / (sigma + (1 - sigma) / n)
-
-
 def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Kendall's τ-b of two rankings (ties counted as scipy.stats.kendalltau counts them, without importing
     scipy.stats, which costs `orch predict` half a second); None when either side is all ties or a value is
@@ -327,7 +266,7 @@ Printer = Callable[[Sequence[Cell], Sequence[Cell], StepModel, Sequence["SchemeR
 
 def scored(result: SchemeResult, held: Sequence[HeldOut]) -> SchemeResult:
     """`result` with these held-out cells, scored again."""
-    scores = {p: _score(held, p) for p in PREDICTORS}
+    scores = {p: _score(held, p) for p in names()}
     if any(h.printed is not None for h in held):
         scores[PRINTED] = _score(held, PRINTED)
     return replace(result, held_out=tuple(held), scores=scores)
@@ -336,7 +275,7 @@ def scored(result: SchemeResult, held: Sequence[HeldOut]) -> SchemeResult:
 def validate_step(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
                   thread_prior: Mapping[int, float] | None = None, *, printer: Printer | None = None,
                   only: Callable[[Scheme], bool] | None = None) -> list[SchemeResult]:
-    """Refit without each scheme's held-out cells and score the model and both baselines on them; with a
+    """Refit without each scheme's held-out cells and score every registered predictor on them; with a
     `printer`, also what `orch predict` prints for them (error, and whether the cell lies in its interval).
     `only` restricts the schemes run (a nested validation needs only the schemes its prediction uses)."""
     results: list[SchemeResult] = []
@@ -349,10 +288,9 @@ def validate_step(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: 
             train = [c for c in cells if c not in group]
             model = fit_step_model(train, links, buckets, thread_prior)
             fits.append((len(results), group, train, model))
-            sigma = amdahl_sigma(train)
-            for c in group:
-                linear, amdahl = baseline(train, c.layout, sigma)
-                held.append(HeldOut(c, {MODEL: model.samples_per_s(c.layout), LINEAR: linear, AMDAHL: amdahl}))
+            training = Training(tuple(train), model)
+            fitted = [(p.name, p.fit(training)) for p in registered()]
+            held += [HeldOut(c, {name: predict(c.layout) for name, predict in fitted}) for c in group]
         results.append(scored(SchemeResult(scheme.name, (), {}, scheme.axis, scheme.step_log2, scheme.direction,
                                            scheme.kind), held))
     if printer is None:

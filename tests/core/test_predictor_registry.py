@@ -1,0 +1,69 @@
+"""Predictors are found by name (`orchestrator.core.predict.predictors.PREDICTORS`, a name -> module map): orch's
+step model and the two baselines through the registry, in the validation table's column order, and a toy baseline
+added by one module (tests/core/toy_predictor.py) and one registration line, then scored on held-out cells beside
+them and predicted with by `interval`."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from predict_synthetic import BUCKETS, LINKS, TRUE, cells_from
+from toy_predictor import FASTEST
+
+from orchestrator.core.predict import interval, predictors, validate
+from orchestrator.core.predict.step import Layout, StepModel
+
+LAYOUTS = [Layout(r, t, b, 1, r, "socket" if r > 1 else None) for r, t in ((1, 1), (1, 2), (2, 1)) for b in (8, 16, 32)]
+NOISE = [0.02, -0.015, 0.005, -0.01, 0.012, 0.0, -0.02, 0.008, 0.015]
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(predictors.PREDICTORS, FASTEST, "toy_predictor:PREDICTOR")   # the one registration line
+
+
+def test_orchs_predictors_are_found_through_the_registry_in_column_order():
+    assert predictors.names() == (validate.MODEL, validate.LINEAR, validate.AMDAHL)
+    assert [p.name for p in predictors.registered()] == list(predictors.names())
+    with pytest.raises(KeyError, match="no predictor named 'nope'"):
+        predictors.find("nope")
+
+
+def test_a_line_naming_something_else_is_refused(monkeypatch):
+    monkeypatch.setitem(predictors.PREDICTORS, "wrong name", "toy_predictor:PREDICTOR")   # it calls itself FASTEST
+    with pytest.raises(TypeError, match="not a Predictor named 'wrong name'"):
+        predictors.find("wrong name")
+
+
+def _by_hand(cells) -> dict[tuple[str, Layout], float]:
+    """The toy's prediction of every held-out cell, per scheme: the fastest cell left to train on."""
+    expected = {}
+    for scheme in validate.schemes(cells)[0]:
+        for group in scheme.groups:
+            fastest = max(c.samples_per_s for c in cells if c not in group)
+            expected.update({(scheme.name, c.layout): fastest for c in group})
+    return expected
+
+
+def test_a_toy_baseline_added_by_one_line_is_scored_on_held_out_cells(toy):
+    cells = cells_from(StepModel(TRUE, LINKS, BUCKETS), LAYOUTS, NOISE)
+    results = validate.validate_step(cells, LINKS, BUCKETS)
+    expected = _by_hand(cells)
+    assert len(results) >= 5 and len(expected) > len(cells)
+    for r in results:
+        assert list(r.scores) == [validate.MODEL, validate.LINEAR, validate.AMDAHL, FASTEST]
+        values = [expected[(r.scheme, h.cell.layout)] for h in r.held_out]
+        assert [h.predicted[FASTEST] for h in r.held_out] == pytest.approx(values)
+        errors = [100 * (v - h.cell.samples_per_s) / h.cell.samples_per_s for v, h in zip(values, r.held_out)]
+        score = r.scores[FASTEST]
+        assert score.median_abs_pct == pytest.approx(statistics.median(abs(e) for e in errors))
+        assert score.max_abs_pct == pytest.approx(max(abs(e) for e in errors))
+        assert score.bias_pct == pytest.approx(statistics.fmean(errors))
+    # a constant cannot follow the cores: the model, which can, stays ahead of it one cell out
+    loo = next(r for r in results if r.scheme == "leave one cell out")
+    assert loo.scores[FASTEST].median_abs_pct > 10 * loo.scores[validate.MODEL].median_abs_pct
+    # `interval` predicts with it by name, as with any baseline
+    basis = interval.basis_of(cells, LINKS, BUCKETS, None, {}, validation=results)
+    fastest = max(c.samples_per_s for c in cells)
+    assert interval.value_of(basis, FASTEST, Layout(4, 2, 64, 1, 4, "socket")) == pytest.approx(fastest)
