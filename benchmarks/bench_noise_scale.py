@@ -164,7 +164,7 @@ def project(folders: list[str]) -> None:
 
     for folder in folders:
         by_batch: dict[int, list[tuple[int, int, float, float, tuple, tuple]]] = {}
-        for r in rec.Records.of(load_results(folder).records).ok(rec.CONVERGENCE):
+        for r in rec.Records.of(load_results(folder).records).ok(rec.Kind.CONVERGENCE):
             c = r.convergence
             ns = c.noise_scale if c is not None else None
             if ns is None or ns.b_simple is None or ns.low is None or not ns.steps or not c.steps_per_epoch:

@@ -64,7 +64,7 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
             job = item.job(ctx, item.planned)
             job = replace(job, warmup_steps=1, timed_steps=1, repeats=1, init_timeout_s=120.0,
                           message_bytes=job.message_bytes[:1])
-            if item.KIND == rec.CONVERGENCE:
+            if item.KIND == rec.Kind.CONVERGENCE:
                 if item.planned.trial.key in trained:   # one per layout: start-up does not depend on the seed
                     continue
                 trained.add(item.planned.trial.key)

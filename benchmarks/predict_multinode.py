@@ -81,7 +81,7 @@ def compare(single: Path, multinode: Path) -> list[tuple[int, float, float, floa
     from orchestrator.io.store import load_results
 
     measured = load_results(multinode).records
-    calibration = list(measured.of_kind(rec.ALLREDUCE))
+    calibration = list(measured.of_kind(rec.Kind.ALLREDUCE))
     fitted = fit_all(load_results(single).records, extra_calibration=calibration)
     print(f"fitted on {len(fitted.cells)} single-node cells; links calibrated: "
           + ", ".join(f"{k} (α {v.alpha_s * 1e6:.0f} µs, {v.bandwidth_gb_per_s:.2f} GB/s)"

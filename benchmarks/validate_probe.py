@@ -69,7 +69,7 @@ class Row:
 def compare(memory: MemoryModel, records: rec.Records, tolerance: float = TOLERANCE) -> list[Row]:
     """One row per ok throughput record with a measured peak, by local batch then layout."""
     rows = []
-    for record in sorted(records.ok(rec.THROUGHPUT), key=lambda r: (r.local_batch or 0, r.ranks or 0,
+    for record in sorted(records.ok(rec.Kind.THROUGHPUT), key=lambda r: (r.local_batch or 0, r.ranks or 0,
                                                                      r.threads_per_rank or 0)):
         peaks = [p for p in (record.memory.peak_mib if record.memory else []) if p]
         if not peaks or not record.local_batch or record.memory is None:

@@ -182,7 +182,7 @@ def _layout(ranks, threads, batch):
 
 def tp(ranks, threads, batch, samples_per_s, *, cv=0.01, flops=None, flops_rule="valid-taps"):
     """`flops_rule=None`: a record older than the rule's field (its FLOPs torch's own formula counted)."""
-    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.OK,
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.Status.OK,
                       **_layout(ranks, threads, batch),
                       throughput=rec.ThroughputSection(samples_per_s=samples_per_s, cv=cv,
                                                        train_flops_per_sample=flops,
@@ -190,14 +190,14 @@ def tp(ranks, threads, batch, samples_per_s, *, cv=0.01, flops=None, flops_rule=
 
 
 def infeasible(ranks, threads, batch, *messages):
-    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.INFEASIBLE,
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.Status.INFEASIBLE,
                       **_layout(ranks, threads, batch),
                       reasons=tuple(rec.ReasonEntry(code="cores", message=m).only("code", "message")
                                     for m in messages))
 
 
 def bad(ranks, threads, batch, status, reason=None):
-    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.Status(status),
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.Status(status),
                       **_layout(ranks, threads, batch), reason=reason)
 
 
@@ -205,7 +205,7 @@ def conv(global_batch, seed, epochs, *, max_epochs=10.0, status="ok", reason=Non
     """`epochs=None`: the seed ran to max_epochs without reaching the target."""
     ranks, threads, batch = layout or (1, 1, global_batch)
     return rec.Record(
-        kind=rec.CONVERGENCE, key=rec.convergence_key(global_batch, seed), status=rec.Status(status), ranks=ranks,
+        kind=rec.Kind.CONVERGENCE, key=rec.convergence_key(global_batch, seed), status=rec.Status(status), ranks=ranks,
         threads_per_rank=threads, local_batch=batch, global_batch=global_batch, seed=seed, reason=reason,
         convergence=rec.ConvergenceSection(metric="accuracy", target=0.9, converged=epochs is not None,
                                            epochs_to_target=epochs, max_epochs=max_epochs, lr_rule="linear",
@@ -214,7 +214,7 @@ def conv(global_batch, seed, epochs, *, max_epochs=10.0, status="ok", reason=Non
 
 def peak(threads, gflops, precision="fp32"):
     """A peak as orch recorded it before layouts were measured at once: one rank's, keyed without the ranks."""
-    return rec.Record(kind=rec.PEAK, key=rec.one_rank_peak_key(threads, precision), status=rec.OK,
+    return rec.Record(kind=rec.Kind.PEAK, key=rec.one_rank_peak_key(threads, precision), status=rec.Status.OK,
                       ranks=1, threads_per_rank=threads,
                       peak=rec.PeakSection(precision=precision, gflops=gflops, gemm_size=4096)
                       .only("precision", "gflops", "gemm_size"))
@@ -222,7 +222,7 @@ def peak(threads, gflops, precision="fp32"):
 
 def peak_at_once(ranks, threads, per_rank_gflops, precision="fp32"):
     """A layout's peak as orch now records it: every rank's GEMM rate while all of them ran at once."""
-    return rec.Record(kind=rec.PEAK, key=rec.peak_key(ranks, threads, precision), status=rec.OK, ranks=ranks,
+    return rec.Record(kind=rec.Kind.PEAK, key=rec.peak_key(ranks, threads, precision), status=rec.Status.OK, ranks=ranks,
                       threads_per_rank=threads,
                       peak=rec.PeakSection(precision=precision, gflops=sum(per_rank_gflops),
                                            best_gflops=sum(per_rank_gflops) * 1.02, gemm_size=2048,

@@ -27,7 +27,7 @@ CONVNET = REPO / "tests" / "data" / "own_model" / "convnet.py"
 
 
 def throughput(samples_per_s: float, flops: float | None, **fields) -> rec.Record:
-    return rec.Record(kind=rec.THROUGHPUT, key=Trial(1, 1, 4).key, status=rec.OK, ranks=1, threads_per_rank=1,
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=Trial(1, 1, 4).key, status=rec.Status.OK, ranks=1, threads_per_rank=1,
                       local_batch=4, global_batch=4,
                       throughput=rec.ThroughputSection(samples_per_s=samples_per_s, train_flops_per_sample=flops,
                                                        **fields))
@@ -37,7 +37,7 @@ def folder_with(tmp_path: Path, record: rec.Record) -> Path:
     results = tmp_path / "results"
     prepare_folder(results, {"name": "c", "workload": {"name": f"{CONVNET}:workload", "params": {}}}, {}, {}, {})
     append_record(results, record)
-    append_record(results, rec.Record(kind=rec.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.OK, ranks=1,
+    append_record(results, rec.Record(kind=rec.Kind.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.Status.OK, ranks=1,
                                       threads_per_rank=1, peak=rec.PeakSection(precision="fp32", gflops=10.0,
                                                                                concurrent=True)))
     return results

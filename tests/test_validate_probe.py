@@ -33,7 +33,7 @@ def point(batch: int, peak: float) -> ProbePoint:
 
 
 def record(ranks: int, batch: int, peaks: list[float | None], shared: list[float] | None = None) -> rec.Record:
-    return rec.Record(kind=rec.THROUGHPUT, key=Trial(ranks, 1, batch).key, status=rec.OK, ranks=ranks,
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=Trial(ranks, 1, batch).key, status=rec.Status.OK, ranks=ranks,
                       threads_per_rank=1, local_batch=batch, global_batch=ranks * batch,
                       throughput=rec.ThroughputSection(samples_per_s=100.0),
                       memory=rec.MemorySection(peak_private_mib=peaks, shared_mib=shared, budget_mib=[9000.0] * ranks,

@@ -79,7 +79,7 @@ class SeedRun:
         if self.converged:
             return ""
         cap = f" by {self.max_epochs:g} epochs" if self.max_epochs is not None else ""
-        if self.status == rec.OK:
+        if self.status == rec.Status.OK:
             return f"seed {self.seed} did not converge{cap}"
         cause = f": {self.reason}" if self.reason else ""
         return (f"seed {self.seed} ended {self.status}{cause}; counted as not converged, as MLPerf's checker "
@@ -146,8 +146,8 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> Batch
 def convergence_by_batch(records: Iterable[rec.Record]) -> tuple[BatchConvergence, ...]:
     """One aggregate per global batch that has convergence records (infeasible ones never ran: skipped)."""
     by_batch: dict[int, list[rec.Record]] = {}
-    for r in rec.Records.of(records).of_kind(rec.CONVERGENCE):
-        if r.status != rec.INFEASIBLE:
+    for r in rec.Records.of(records).of_kind(rec.Kind.CONVERGENCE):
+        if r.status != rec.Status.INFEASIBLE:
             by_batch.setdefault(r.global_batch or 0, []).append(r)
     result = []
     for batch, group in sorted(by_batch.items()):

@@ -75,7 +75,7 @@ def peak_index(records: Iterable[rec.Record]) -> Peaks:
     layouts: dict[tuple[int, int, str], float] = {}
     one_rank: dict[tuple[int, str], float] = {}
     roofs: dict[tuple[int, int, str], float] = {}
-    for r in rec.Records.of(records).ok(rec.PEAK):
+    for r in rec.Records.of(records).ok(rec.Kind.PEAK):
         peak, threads = r.peak, r.threads_per_rank or 0
         if peak is None:
             continue

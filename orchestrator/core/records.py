@@ -81,9 +81,7 @@ class Kind(StrEnum):
     ALLREDUCE = "allreduce"
 
 
-OK, INFEASIBLE, FAILED, OOM, TIMEOUT = Status.OK, Status.INFEASIBLE, Status.FAILED, Status.OOM, Status.TIMEOUT
 STATUSES = tuple(Status)
-THROUGHPUT, CONVERGENCE, PEAK, ALLREDUCE = Kind.THROUGHPUT, Kind.CONVERGENCE, Kind.PEAK, Kind.ALLREDUCE
 KINDS = tuple(Kind)
 
 # The record's keys, in the order every record is written (`Record`'s fields are declared in it).

@@ -110,7 +110,7 @@ def status_cell(record: rec.Record | None, notes: Footnotes) -> Cell:
     if record.ok:    # ok but without its throughput section: a writer bug, shown as such
         return Cell(f"{DASH} {notes.letter(NO_MEASUREMENT)}", None, MISSING)
     letters = notes.letters(reason_messages(record))
-    if record.status == rec.INFEASIBLE:
+    if record.status == rec.Status.INFEASIBLE:
         return Cell(f"{DASH} {letters}", None, INFEASIBLE)
     return Cell(f"{record.status} {letters}", None, FAILED)
 

@@ -200,7 +200,7 @@ def load_inputs(options: PredictOptions) -> PredictInputs:
         raise PredictInputError(f"{results.path}: no local batch recorded; give --local-batch")
     extra: list[rec.Record] = []
     for folder in options.calibration:
-        extra += _results(folder).records.of_kind(rec.ALLREDUCE)
+        extra += _results(folder).records.of_kind(rec.Kind.ALLREDUCE)
     samples = options.samples_per_epoch or derived.samples_per_epoch
     rcp_in = (_rcp(options.rcp, samples, bool(options.samples_per_epoch), workload) if options.rcp else None)
     try:

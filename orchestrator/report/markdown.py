@@ -100,12 +100,12 @@ def summary_lines(results: Results, data: ReportData) -> list[str]:
     grid = [Trial(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
     if grid:
         counts = {s: sum(1 for p in grid if p in index and index[p].status == s) for s in rec.STATUSES}
-        unfinished = [f"{counts[s]} {s}" for s in (rec.FAILED, rec.OOM, rec.TIMEOUT) if counts[s]]
+        unfinished = [f"{counts[s]} {s}" for s in (rec.Status.FAILED, rec.Status.OOM, rec.Status.TIMEOUT) if counts[s]]
         not_run = sum(1 for p in grid if p not in index)
         text = (f"Throughput: {len(grid)} grid points (ranks {_join(axes.ranks)} × threads per rank "
-                f"{_join(axes.threads)} × local batch {_join(axes.local_batches)}): {counts[rec.OK]} ok, "
-                f"{counts[rec.INFEASIBLE]} infeasible")
-        did_not_finish = sum(counts[s] for s in (rec.FAILED, rec.OOM, rec.TIMEOUT))
+                f"{_join(axes.threads)} × local batch {_join(axes.local_batches)}): {counts[rec.Status.OK]} ok, "
+                f"{counts[rec.Status.INFEASIBLE]} infeasible")
+        did_not_finish = sum(counts[s] for s in (rec.Status.FAILED, rec.Status.OOM, rec.Status.TIMEOUT))
         text += f", {did_not_finish} did not finish ({', '.join(unfinished)})" if unfinished else ""
         text += f", {not_run} not run yet." if not_run else "."
         lines.append(text)
@@ -269,7 +269,7 @@ def _script_convergence_words(spec: dict[str, Any], c: dict[str, Any]) -> str:
 
 def _peak_method(results: Results) -> list[str]:
     """How the peaks were measured: with all of a layout's ranks at once, or (older records) one rank alone."""
-    ok = [r.peak for r in results.records.ok(rec.PEAK) if r.peak is not None]
+    ok = [r.peak for r in results.records.ok(rec.Kind.PEAK) if r.peak is not None]
     if not ok:
         return []
     kinds = sorted({(p.precision, p.gemm_size) for p in ok}, key=lambda k: (str(k[0]), k[1] or 0))

@@ -20,7 +20,7 @@ Report = TypeVar("Report")
 
 def infeasible_record(p: PlannedTrial, backend: str) -> rec.Record:
     t = p.trial
-    return rec.Record(kind=rec.THROUGHPUT, key=t.key, status=rec.INFEASIBLE, backend=backend,
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=t.key, status=rec.Status.INFEASIBLE, backend=backend,
                       reason="\n".join(r.message for r in p.reasons),
                       reasons=tuple(rec.ReasonEntry.from_json(r.to_dict()) for r in p.reasons),
                       ranks=t.ranks, threads_per_rank=t.threads_per_rank, local_batch=t.local_batch,
@@ -122,8 +122,8 @@ def _data_wait_share(reports: list[ThroughputReport], total_timed: float) -> flo
 def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,
                       started_at: float) -> rec.Record:
     fields = common_fields(p, topology, run, backend, started_at)
-    throughput = _throughput(p, run, measure) if run.status == rec.OK else None
-    return rec.Record(kind=rec.THROUGHPUT, key=p.trial.key, **fields, throughput=throughput)
+    throughput = _throughput(p, run, measure) if run.status == rec.Status.OK else None
+    return rec.Record(kind=rec.Kind.THROUGHPUT, key=p.trial.key, **fields, throughput=throughput)
 
 
 def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, topology: Topology, backend: str,
@@ -133,7 +133,7 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
     section = rec.ConvergenceSection(metric=c.metric, target=c.target, max_epochs=c.max_epochs, lr_rule=c.lr_rule,
                                      base_lr=c.base_lr, base_batch=c.base_batch, warmup_epochs=c.warmup_epochs,
                                      eval_every_epochs=c.eval_every_epochs)
-    if run.status == rec.OK:
+    if run.status == rec.Status.OK:
         report = rank_reports(run, lambda r: r.convergence, "convergence")[0]
         section = section.with_fields(
             converged=report.converged, epochs_to_target=report.epochs_to_target, epochs_run=report.epochs_run,
@@ -142,14 +142,14 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
             section = section.with_fields(noise_scale=report.noise_scale)
     else:
         section = section.only(*rec.CONVERGENCE_SPEC_KEYS)
-    return rec.Record(kind=rec.CONVERGENCE, key=key, seed=seed, **fields, convergence=section)
+    return rec.Record(kind=rec.Kind.CONVERGENCE, key=key, seed=seed, **fields, convergence=section)
 
 
 def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology, started_at: float) -> rec.Record:
     """The layout's peak: the sum of what its ranks multiplied while all of them ran the GEMM at once."""
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     peak = None
-    if run.status == rec.OK:
+    if run.status == rec.Status.OK:
         reports = rank_reports(run, lambda r: r.peak, "peak")
         peak = rec.PeakSection(precision=reports[0].precision, gemm_size=reports[0].gemm_size,
                                gflops=sum(r.gflops for r in reports), best_gflops=sum(r.best_gflops for r in reports),
@@ -157,7 +157,7 @@ def peak_record(key: str, p: PlannedTrial, run: TrialRun, *, topology: Topology,
         roof = layout_roof([r.roof_by_primitive for r in reports])
         if roof:
             peak = peak.with_fields(roof_gflops=max(roof.values()), roof_by_primitive=roof)
-    return rec.Record(kind=rec.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
+    return rec.Record(kind=rec.Kind.PEAK, key=key, ranks=p.trial.ranks, threads_per_rank=p.trial.threads_per_rank,
                       status=rec.Status(run.status), reason=run.reason, placement=_placement(p, topology, run),
                       started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, peak=peak,
                       log_tail=failing.log_tail if failing else None)
@@ -181,7 +181,7 @@ def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, top
                      started_at: float) -> rec.Record:
     """One calibration trial: per message size, the slowest rank's median all-reduce time."""
     section = None
-    if run.status == rec.OK:
+    if run.status == rec.Status.OK:
         reports = rank_reports(run, lambda r: r.allreduce, "allreduce")
         sizes = reports[0].sizes_bytes
         section = rec.AllreduceSection(
@@ -190,7 +190,7 @@ def allreduce_record(key: str, link: str, p: PlannedTrial, run: TrialRun, *, top
             algorithm="ring" if backend == "gloo" else f"{backend} (auto)",
             sizes_bytes=sizes, time_s=[max(r.time_s[i] for r in reports) for i in range(len(sizes))])
     return rec.Record(
-        kind=rec.ALLREDUCE, key=key, ranks=p.trial.ranks, threads_per_rank=1, status=rec.Status(run.status),
+        kind=rec.Kind.ALLREDUCE, key=key, ranks=p.trial.ranks, threads_per_rank=1, status=rec.Status(run.status),
         reason=run.reason, backend=backend, communication=_communication(run), placement=_placement(p, topology, run),
         started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, allreduce=section,
-        log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.OK), None))
+        log_tail=next((o.log_tail for o in run.outcomes if o and run.status != rec.Status.OK), None))

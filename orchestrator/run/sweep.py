@@ -148,7 +148,7 @@ class SweepRunner:
         append_record(self.options.results, record)
         for hook in self.options.on_record:
             hook(record)
-        if record.status not in (rec.OK, rec.INFEASIBLE):
+        if record.status not in (rec.Status.OK, rec.Status.INFEASIBLE):
             self.summary.failed.append(f"{record.key}: {record.status} — {record.reason}")
             if run is not None:
                 self._save_logs(record.key, run)

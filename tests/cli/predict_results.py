@@ -72,7 +72,7 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
         lay = Layout(ranks, threads, batch, 1, ranks, "socket" if ranks > 1 else None)
         rate = m.samples_per_s(lay)
         records.append(rec.Record(
-            kind=rec.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.OK, ranks=ranks,
+            kind=rec.Kind.THROUGHPUT, key=Trial(ranks, threads, batch).key, status=rec.Status.OK, ranks=ranks,
             threads_per_rank=threads, local_batch=batch, global_batch=ranks * batch, backend="gloo",
             placement=_placement(ranks, threads),
             throughput=rec.ThroughputSection(samples_per_s=rate, cv=0.01, gradient_bytes=gradient_bytes,
@@ -81,13 +81,13 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
     for link, (alpha, beta) in links.items():
         for n in (2, 4) if link == "nodes" else (2,):
             records.append(rec.Record(
-                kind=rec.ALLREDUCE, key=calibration_key(link, n, "fp32"), status=rec.OK, ranks=n, threads_per_rank=1,
+                kind=rec.Kind.ALLREDUCE, key=calibration_key(link, n, "fp32"), status=rec.Status.OK, ranks=n, threads_per_rank=1,
                 placement=_placement(n, 1),
                 allreduce=rec.AllreduceSection(link=link, ranks=n, dtype="fp32", algorithm="ring", sizes_bytes=sizes,
                                                time_s=[comm.ring_allreduce_s(n, s, alpha, beta) for s in sizes])))
     if peak_gflops is not None:
         records.append(rec.Record(
-            kind=rec.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.OK, ranks=1, threads_per_rank=1,
+            kind=rec.Kind.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.Status.OK, ranks=1, threads_per_rank=1,
             placement=_placement(1, 1), peak=rec.PeakSection(precision="fp32", gemm_size=2048, gflops=peak_gflops,
                                                              concurrent=True)))
     if convergence:
@@ -104,7 +104,7 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
                     section = section.with_fields(noise_scale=rec.NoiseScaleSection(
                         b_simple=b_simple * f, low=b_simple * f / 1.2, high=b_simple * f * 1.2, method="ddp"))
                 records.append(rec.Record(
-                    kind=rec.CONVERGENCE, key=rec.convergence_key(g, seed), status=rec.OK, seed=seed, ranks=1,
+                    kind=rec.Kind.CONVERGENCE, key=rec.convergence_key(g, seed), status=rec.Status.OK, seed=seed, ranks=1,
                     threads_per_rank=1, local_batch=g, global_batch=g, backend="gloo", convergence=section))
     for record in records:
         append_record(results, record)

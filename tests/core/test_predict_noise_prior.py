@@ -16,7 +16,7 @@ def _cells():
     """Throughput records enough for fit_all to fit (it needs 3 cells, one of them with 1 rank)."""
     out = []
     for r, t, b, sps in ((1, 1, 16, 100.0), (1, 1, 32, 120.0), (1, 2, 16, 180.0), (2, 1, 16, 170.0)):
-        out.append(rec.Record(kind=rec.THROUGHPUT, key=f"r{r}-t{t}-b{b}", status=rec.OK, ranks=r, threads_per_rank=t,
+        out.append(rec.Record(kind=rec.Kind.THROUGHPUT, key=f"r{r}-t{t}-b{b}", status=rec.Status.OK, ranks=r, threads_per_rank=t,
                               local_batch=b, global_batch=r * b,
                               throughput=rec.ThroughputSection(samples_per_s=sps, cv=0.01)))
     return out
@@ -80,7 +80,7 @@ def test_several_batches_fit_jointly_and_say_how_far_the_epochs_moved_the_prior(
 
 def _conv(batch, seed, b_simple, epochs_to_target=2.0, low=None, high=None):
     noise = rec.NoiseScaleSection(b_simple=b_simple, low=low or b_simple * 0.8, high=high or b_simple * 1.25)
-    return rec.Record(kind=rec.CONVERGENCE, key=rec.convergence_key(batch, seed), status=rec.OK, ranks=1,
+    return rec.Record(kind=rec.Kind.CONVERGENCE, key=rec.convergence_key(batch, seed), status=rec.Status.OK, ranks=1,
                       threads_per_rank=1, local_batch=batch, global_batch=batch, seed=seed,
                       convergence=rec.ConvergenceSection(metric="accuracy", target=0.9, converged=True,
                                                          epochs_to_target=epochs_to_target, epochs_run=2.0,
@@ -90,7 +90,7 @@ def _conv(batch, seed, b_simple, epochs_to_target=2.0, low=None, high=None):
 
 def test_the_prior_is_read_from_the_records_runs():
     runs = [_conv(16, s, b) for s, b in enumerate((80.0, 100.0, 125.0))]
-    runs += [rec.Record(kind=rec.CONVERGENCE, key="conv-g32-s0", status=rec.FAILED, global_batch=32, seed=0),
+    runs += [rec.Record(kind=rec.Kind.CONVERGENCE, key="conv-g32-s0", status=rec.Status.FAILED, global_batch=32, seed=0),
              _conv(32, 1, 100.0).__class__.from_json({**_conv(32, 1, 100.0).to_json(),
                                                      "convergence": {"converged": False}})]
     prior = noise_prior.prior_from_records(runs)

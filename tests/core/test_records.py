@@ -51,7 +51,7 @@ def test_absent_keys_stay_absent_and_unknown_keys_are_kept():
 
 
 def test_a_record_built_in_code_has_every_key_in_order():
-    record = rec.Record(kind=rec.THROUGHPUT, key="r1-t1-b8", status=rec.OK)
+    record = rec.Record(kind=rec.Kind.THROUGHPUT, key="r1-t1-b8", status=rec.Status.OK)
     assert tuple(record.to_json()) == rec.RECORD_KEYS
 
 
@@ -62,7 +62,7 @@ def test_a_line_that_is_not_a_record_is_skipped_with_a_message():
 
 
 def test_an_adaptive_sweeps_choice_is_written_after_every_other_key_and_read_back():
-    record = rec.Record(kind=rec.THROUGHPUT, key="r1-t1-b8", status=rec.OK,
+    record = rec.Record(kind=rec.Kind.THROUGHPUT, key="r1-t1-b8", status=rec.Status.OK,
                         choice=rec.ChoiceSection(reason="cold start: a 1-rank cell", estimated_core_s=12.5))
     line = rec.dumps(record)
     assert tuple(json.loads(line)) == (*rec.RECORD_KEYS, "choice")

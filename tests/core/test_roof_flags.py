@@ -56,7 +56,7 @@ def test_a_step_above_the_roof_itself_is_flagged_as_above_the_roof(make, cell_te
 
 
 def test_the_gemm_stays_what_predict_reads_and_the_roof_is_apart():
-    record = _with_roof(rec.Record(kind=rec.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.OK, ranks=1,
+    record = _with_roof(rec.Record(kind=rec.Kind.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.Status.OK, ranks=1,
                                    threads_per_rank=1,
                                    peak=rec.PeakSection(precision="fp32", gflops=GEMM, concurrent=True)),
                         108.5, {"gemm 2048": GEMM})

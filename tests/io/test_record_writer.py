@@ -23,7 +23,7 @@ def test_new_records_are_written_as_before(tmp_path):
 
 
 def test_the_plans_precision_reason_is_appended_to_the_peak_section():
-    peak = next(r for r in records() if r.kind == rec.PEAK)
+    peak = next(r for r in records() if r.kind == rec.Kind.PEAK)
     assert peak.peak is not None and '"precision_reason"' not in rec.dumps(peak)
     line = rec.dumps(replace(peak, peak=peak.peak.with_fields(precision_reason="native")))
     assert line.endswith('"concurrent":true,"precision_reason":"native"},"allreduce":null,"applied":null,'
@@ -41,7 +41,7 @@ def test_an_older_records_unique_memory_still_reads_and_writes_back_unchanged():
 
 
 def test_a_new_record_keeps_each_ranks_private_peak_and_libraries():
-    ok = next(r for r in records() if r.kind == rec.THROUGHPUT and r.status == rec.OK)
+    ok = next(r for r in records() if r.kind == rec.Kind.THROUGHPUT and r.status == rec.Status.OK)
     assert ok.memory is not None and ok.memory.peak_private_mib == [512.5, 513.5] == ok.memory.peak_mib
     assert ok.memory.shared_mib == [0.0, 0.0] and ok.memory.library_mib == 0.0 and ok.memory.peak_uss_mib is None
 
@@ -60,5 +60,5 @@ def test_a_trials_record_says_how_its_flops_were_counted_and_an_older_one_reads_
     assert record.throughput.train_flops_rule == "valid-taps" and flops_rule_of(record) == "valid-taps"
     assert '"train_flops_per_sample":1500000.0,"train_flops_rule":"valid-taps"' in rec.dumps(record)
     # a record written before the field: read, written back unchanged, and read as torch's own count
-    older = next(r for r in records() if r.kind == rec.THROUGHPUT and r.status == rec.OK)
+    older = next(r for r in records() if r.kind == rec.Kind.THROUGHPUT and r.status == rec.Status.OK)
     assert '"train_flops_rule"' not in rec.dumps(older) and flops_rule_of(older) == "torch"

@@ -95,7 +95,7 @@ def test_the_trials_files_name_is_made_durable_with_its_first_record(tmp_path):
     code = ("import sys; from pathlib import Path\n"
             "from orchestrator.core import records as rec\n"
             "from orchestrator.io.store import append_record\n"
-            "append_record(Path(sys.argv[1]), rec.Record(kind=rec.THROUGHPUT, key='r1-t1-b8', status=rec.OK))\n")
+            "append_record(Path(sys.argv[1]), rec.Record(kind=rec.Kind.THROUGHPUT, key='r1-t1-b8', status=rec.Status.OK))\n")
     folder = tmp_path / "new"
     folder.mkdir()
     done = subprocess.run(["strace", "-f", "-e", "trace=openat,fsync", sys.executable, "-c", code, str(folder)],

@@ -37,19 +37,18 @@ from orchestrator.core.predict.step import Cell, Layout
 
 # From the committed folders (benchmarks/proxy_bias.py; example-ipex left out: disturbed): the worst step
 # efficiency per doubling of the cores (example-ddp-script, 2×1×16 over 1×1×16 on an AMD EPYC Zen 3: 0.240, a
-# 458 kFLOP step that the all-reduce dominates; before it, example-classifier's 0.311), the lowest step ÷ GEMM
-# efficiency ratio (example-ddp-script again: 0.241) and the median ratio of the pairs that grow the threads
-# only (0.815 with ResNet-18 and BERT-tiny; 0.869 before): the stand-ins where a folder has no pair of its own.
+# 458 kFLOP step that the all-reduce dominates), the lowest step ÷ GEMM efficiency ratio (example-ddp-script
+# again: 0.241) and the median ratio of the pairs that grow the threads only (0.815 over the folders that have
+# one): the stand-ins where a folder has no pair of its own. proxy_bias.py recomputes them.
 PRIOR_WORST_PER_DOUBLING = 0.24
 PRIOR_RATIO_LOW = 0.24
 PRIOR_THREAD_RATIO = 0.81
 PRIOR_SOURCE = "the committed folders', with no pair of cells on different cores here"
 # The other axis's evidence on the same cores, where an axis has no pair of its own, times this margin: over the
 # committed folders a thread's efficiency fell to 0.647 of a rank's on the same two cores (example-mlm, BERT-tiny
-# at local batch 16; 0.93 before it, ccl-vs-gloo/ccl-r0);
-# a rank's fell to 0.81 of a thread's on the RetinaNet (example-predict-retinanet, local batch 2) and to 0.37 on
-# the classifier, whose 2-rank steps are mostly all-reduce (the prediction adds the calibrated all-reduce to
-# the low end for that; without a calibration, `COMM_UNBOUNDED` below).
+# at local batch 16); a rank's fell to 0.81 of a thread's on the RetinaNet (example-predict-retinanet, local
+# batch 2) and to 0.37 on the classifier, whose 2-rank steps are mostly all-reduce (the prediction adds the
+# calibrated all-reduce to the low end for that; without a calibration, `COMM_UNBOUNDED` below).
 CROSS_AXIS = 0.64
 # More ranks with nothing here to bound their communication (no all-reduce calibration, no multi-rank cell):
 # the other axis's evidence says nothing about an all-reduce, so the low end falls to the committed folders'

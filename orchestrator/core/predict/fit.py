@@ -23,7 +23,7 @@ from orchestrator.core.predict.validate import (
     validate_epochs,
     validate_step,
 )
-from orchestrator.core.records import CONVERGENCE, Record, Records
+from orchestrator.core.records import Kind, Record, Records
 from orchestrator.errors import InputError
 
 MIN_CELLS = 3
@@ -135,7 +135,7 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
 
 def eval_cadence(records: Records) -> float | None:
     """The evaluation interval, in epochs, the convergence runs counted their epochs at (None: none says)."""
-    for r in records.of_kind(CONVERGENCE):
+    for r in records.of_kind(Kind.CONVERGENCE):
         if r.convergence is not None and r.convergence.eval_every_epochs:
             return float(r.convergence.eval_every_epochs)
     return None

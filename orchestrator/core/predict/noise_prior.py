@@ -88,7 +88,7 @@ def prior_of(runs: Sequence[tuple[float, float | None, float | None]]) -> BCritP
 def run_values(records: Iterable[rec.Record]) -> list[tuple[int, float, float | None, float | None]]:
     """(global batch, b_simple, low, high) of every ok convergence run that resolved B_simple."""
     out = []
-    for r in rec.Records.of(records).ok(rec.CONVERGENCE):
+    for r in rec.Records.of(records).ok(rec.Kind.CONVERGENCE):
         ns = r.convergence.noise_scale if r.convergence is not None else None
         if ns is not None and ns.b_simple is not None and ns.b_simple > 0:
             out.append((r.global_batch or 0, float(ns.b_simple), ns.low, ns.high))

@@ -282,12 +282,6 @@ def by_shape(executions: Iterable[Execution]) -> list[ShapeTotal]:
     return sorted(out, key=lambda t: (-t.time_ms, t.kind, t.problem, t.layout, t.dst_layout))
 
 
-def shape_row(t: ShapeTotal) -> dict[str, object]:
-    """A ShapeTotal as the plain dict a rank's result keeps (one spelling for the rank and for a report
-    rebuilt from a kept log)."""
-    return t.to_json()
-
-
 def _median(sorted_values: list[float]) -> float:
     n = len(sorted_values)
     return (sorted_values[(n - 1) // 2] + sorted_values[n // 2]) / 2 if n else 0.0
