@@ -21,8 +21,8 @@ from orchestrator.core.eta import Eta, duration_text
 from orchestrator.run.job import Phase, RankProgress
 from orchestrator.run.kinds import kind_module
 
-_STATUS_STYLE = {rec.Status.OK: "green", rec.Status.FAILED: "bold red", rec.Status.OOM: "bold red", rec.Status.TIMEOUT: "bold red",
-                 rec.Status.INFEASIBLE: "dim"}
+_STATUS_STYLE = {rec.Status.OK: "green", rec.Status.FAILED: "bold red", rec.Status.OOM: "bold red",
+                 rec.Status.TIMEOUT: "bold red", rec.Status.INFEASIBLE: "dim"}
 RECENT_ROWS = 12
 
 
