@@ -81,6 +81,18 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
                        f"(`ray start --head --port {port}`)?")]) from None
 
 
+def head_answers(timeout_s: float = 2.0) -> bool:
+    """Whether Ray's head (its GCS) still accepts a connection. A call that needs the head (removing a
+    placement group) waits 60 s for a head that is gone before Ray ends the process: when a batch scheduler
+    signals every process of a job at once, Ray dies under the sweep, and its clean-up must not wait for it."""
+    host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
 def wait_for_nodes(min_nodes: int, timeout_s: float, poll_s: float = 1.0) -> int:
     """Block until Ray has at least `min_nodes` alive nodes; their number. A job script starts Ray on every
     node and the sweep at once, and nodes join over seconds: planning earlier would see only some of them."""

@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Status
 from orchestrator.errors import RunFailed
-from orchestrator.run.cluster import Cluster
+from orchestrator.run.cluster import Cluster, head_answers
 from orchestrator.run.job import RankJob, RankProgress
 from orchestrator.run.launcher import (
     NodeLaunchers,
@@ -113,7 +113,8 @@ class NodePool:
             ray.kill(actor)   # its rank processes notice their launcher is gone and exit
         self._actors.clear()
         if self._pg is not None:
-            remove_placement_group(self._pg)
+            if head_answers():   # a placement group lives in the head: gone with it, nothing left to remove
+                remove_placement_group(self._pg)
             self._pg = None
 
 
