@@ -11,7 +11,8 @@ may change without notice.
 - `orch.plan`, `orch.sweep`, `orch.load`, `orch.predict`, `orch.track` (from `orch.api`): the commands as
   functions for notebooks and scripts, each taking its command's options object (`PlanOptions`, `SweepOptions`,
   `PredictOptions`, `TrackOptions`; `ReportOptions` is `orch report`'s) or keyword arguments that build one, and
-  returning typed results (`orch.results`: `Plan`, `Results`, `Prediction`) with `.to_frame()` for pandas.
+  returning typed results (`orch.results`: `Plan`, `Results`, `Prediction`) with `.to_frame()` for pandas;
+  a folder's sweep and machine read back typed (`Results.spec`: a `SweepSpec`; `Results.topology`: a `Topology`).
   docs/python-api.md walks through them.
 - Errors: every error orch raises on purpose is an `OrchError`: bad input an `InputError` (a ValueError; the
   command exits with status 2), a run that could not finish a `RunFailed` (a RuntimeError; status 1). The
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from orchestrator.core.options import PlanOptions, PredictOptions, ReportOptions, SweepOptions, TrackOptions
     from orchestrator.core.plan import PlanTooLarge
     from orchestrator.core.schema import InvalidInput
+    from orchestrator.core.spec import SweepSpec
+    from orchestrator.core.topology import Topology
     from orchestrator.io.files import UnreadableFile
     from orchestrator.io.lock import FolderInUse
     from orchestrator.io.predict_inputs import PredictInputError
@@ -60,10 +63,11 @@ _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_
          "NotAResultsFolder": "orchestrator.io.store", "ResultsNotWritten": "orchestrator.io.store",
          "PredictInputError": "orchestrator.io.predict_inputs", "TrackingUnavailable": "orchestrator.io.tracking",
          "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.report.prediction",
-         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe"}
+         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe",
+         "SweepSpec": "orchestrator.core.spec", "Topology": "orchestrator.core.topology"}
 
 __all__ = ["__version__", "load", "plan", "predict", "results_folder", "sweep", "track", "Notice",
-           "Plan", "Prediction", "Results", "SweepSummary",
+           "Plan", "Prediction", "Results", "SweepSummary", "SweepSpec", "Topology",
            "PlanOptions", "PredictOptions", "ReportOptions", "SweepOptions", "TrackOptions",
            "OrchError", "InputError", "RunFailed", "InvalidInput", "PlanTooLarge", "UnreadableFile", "FolderInUse",
            "NotAResultsFolder", "ResultsNotWritten", "PredictInputError", "TrackingUnavailable", "UnknownWorkload",

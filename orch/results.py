@@ -21,7 +21,9 @@ from orchestrator.app.sweep import SweepSummary
 from orchestrator.core import record_fields
 from orchestrator.core.record_fields import ValueType
 from orchestrator.core.records import Record, Records, Status
+from orchestrator.core.spec import SweepSpec
 from orchestrator.core.table import Table
+from orchestrator.core.topology import Topology
 
 if TYPE_CHECKING:   # pandas is imported by the methods that need it: an optional dependency
     import pandas as pd
@@ -168,7 +170,7 @@ class Results:
 
     @property
     def name(self) -> str:
-        return str(self.stored.sweep_spec.get("name") or self.path.name)
+        return str(self.stored.sweep_spec.get("name") or self.path.name)   # readable where the spec is not
 
     @property
     def records(self) -> Records:
@@ -176,13 +178,16 @@ class Results:
         return self.stored.records
 
     @property
-    def spec(self) -> dict[str, Any]:
-        """The sweep as it ran (spec.json's `spec`)."""
-        return self.stored.sweep_spec
+    def spec(self) -> SweepSpec:
+        """The sweep as it ran (spec.json's `spec`), typed as a sweep file reads: `spec.grid.local_batch`,
+        `spec.workload.params` (the workload's parameters by name, resolved when the sweep ran). `NotAResultsFolder`
+        where it does not read as a sweep of this orch."""
+        return self.stored.typed_spec()
 
     @property
-    def topology(self) -> dict[str, Any]:
-        return self.stored.topology
+    def topology(self) -> Topology | None:
+        """The topology the sweep ran on (topology.json), typed; None where the folder holds none."""
+        return self.stored.typed_topology()
 
     @property
     def environment(self) -> dict[str, Any]:

@@ -136,3 +136,36 @@ def test_the_column_table_of_the_docs_is_generated_from_the_fields():
     block = page.split("<!-- columns:begin")[1].split("-->", 1)[1].split("<!-- columns:end -->")[0]
     assert block.strip() == columns_markdown().strip(), \
         "docs/python-api.md's columns are stale: paste orchestrator.core.record_fields.columns_markdown() there"
+
+
+def _result_folders() -> list[Path]:
+    return sorted(p.parent for p in (REPO / "results").glob("*/spec.json"))
+
+
+@pytest.mark.parametrize("folder", _result_folders(), ids=lambda p: p.name)
+def test_every_committed_folder_reads_back_as_a_typed_spec_and_topology(folder):
+    results = orch.load(folder)
+    spec = json.loads((folder / "spec.json").read_text())["spec"]
+    assert isinstance(results.spec, orch.SweepSpec) and results.spec.name == spec["name"] == results.name
+    assert results.spec.grid.local_batch == tuple(spec["grid"]["local_batch"])
+    assert results.spec.workload.params == spec["workload"].get("params", {})
+    assert isinstance(results.topology, orch.Topology)
+    assert len(results.topology.nodes) == len(json.loads((folder / "topology.json").read_text())["nodes"])
+
+
+def test_a_spec_that_does_not_read_as_a_sweep_is_said_with_its_file(tmp_path):
+    folder = tmp_path / "edited"
+    subprocess.run(["cp", "-r", str(EXAMPLE), str(folder)], check=True)
+    data = json.loads((folder / "spec.json").read_text())
+    data["spec"]["grid"]["local_batch"] = [0]           # below its minimum of 1
+    data["spec"]["grid"]["threads"] = [1]               # no such key
+    (folder / "spec.json").write_text(json.dumps(data))
+    results = orch.load(folder)                           # the records still read
+    assert results.name == data["spec"]["name"] and len(results.records) > 0
+    with pytest.raises(orch.NotAResultsFolder) as raised:
+        _ = results.spec
+    message = str(raised.value)
+    assert str(folder / "spec.json") in message and "2 problem(s)" in message
+    assert "grid.local_batch" in message and "threads" in message
+    (folder / "topology.json").unlink()
+    assert orch.load(folder).topology is None

@@ -21,7 +21,7 @@ from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
 from orchestrator.core.schema import InvalidInput
-from orchestrator.core.spec import SweepSpec, parse_spec
+from orchestrator.core.spec import SweepSpec
 from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.errors import InputError
 from orchestrator.io.files import UnreadableFile, read_json_input
@@ -163,10 +163,10 @@ def _source_cpu(results: Results) -> SourceCpu:
 
 def _spec(results: Results) -> SweepSpec:
     """The sweep as it ran, from spec.json alone: its workload section is a name and parameters, not found."""
-    spec, problems = parse_spec(results.sweep_spec)
-    if spec is None or problems:
-        raise PredictInputError(str(InvalidInput(f"{results.path / 'spec.json'}", problems)))
-    return spec
+    try:
+        return results.typed_spec()
+    except NotAResultsFolder as err:
+        raise PredictInputError(str(err)) from None
 
 
 def _memory(results: Results) -> MemoryFact:

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core import records as rec
-from orchestrator.core.spec import name_problem
+from orchestrator.core.schema import InvalidInput
+from orchestrator.core.spec import SweepSpec, name_problem, parse_spec
+from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.errors import InputError, RunFailed
 from orchestrator.io.files import (
     MAX_JSON_BYTES,
@@ -70,6 +72,23 @@ class Results:
         reading of it, for the report, `orch predict` and the resume check."""
         spec: dict[str, Any] = self.spec.get("spec") or {}
         return spec
+
+    def typed_spec(self) -> SweepSpec:
+        """The sweep as it ran, typed (its workload section a name and parameters, not found: nothing read from
+        a folder is run). NotAResultsFolder, with every problem, where spec.json's `spec` does not read as a
+        sweep of this orch (a folder from a newer one, or edited by hand)."""
+        spec, problems = parse_spec(self.sweep_spec)
+        if spec is None or problems:
+            raise NotAResultsFolder(str(InvalidInput(f"{self.path / SPEC_FILE}", problems)))
+        return spec
+
+    def typed_topology(self) -> Topology | None:
+        """The topology the sweep ran on, typed; None where topology.json is absent or does not read as one
+        (the report and trackers then go without what it adds; `orch predict` reads it itself, strictly)."""
+        if not self.topology:
+            return None
+        topology, _ = topology_from_data(self.topology)
+        return topology
 
 
 class NotAResultsFolder(InputError):

@@ -24,7 +24,6 @@ from orchestrator.core import tables as tab
 from orchestrator.core import time_to_train as ttt
 from orchestrator.core.records import Records
 from orchestrator.core.table import Table
-from orchestrator.core.topology import topology_from_data
 from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.io.store import REPORT_DIR, Results
@@ -80,7 +79,7 @@ def planned_seeds(results: Results) -> tuple[int, ...]:
 
 def platform(results: Results) -> str:
     """'Intel(R) Xeon(R) ...; 1 node(s): 2 socket(s) × 4 cores ...; backend gloo' for the RCP file."""
-    topology, _ = topology_from_data(results.topology) if results.topology else (None, [])
+    topology = results.typed_topology()
     env = results.environment
     parts = [env.get("cpu_model"), topology.describe() if topology else None,
              f"backend {(env.get('backend') or {}).get('chosen')}" if env.get("backend") else None]

@@ -28,7 +28,7 @@ from orchestrator.core.tables import (
     throughput_index,
 )
 from orchestrator.core.time_to_train import fastest, human_duration
-from orchestrator.core.topology import MIB_PER_GIB, cpu_ranges, topology_from_data
+from orchestrator.core.topology import MIB_PER_GIB, cpu_ranges
 from orchestrator.io.store import Results
 from orchestrator.report.render import to_markdown
 
@@ -143,7 +143,7 @@ def _machine(results: Results) -> str:
         lines.append(f"- Host: `{env['hostname']}`")
     if env.get("cpu_model"):
         lines.append(f"- CPU: {env['cpu_model']}")
-    topology, _ = topology_from_data(results.topology) if results.topology else (None, [])
+    topology = results.typed_topology()
     if topology is None:
         lines.append("- Topology: not recorded")
         return "\n".join(lines) + "\n"

@@ -44,7 +44,6 @@ from orchestrator.constants import (
 )
 from orchestrator.core import record_fields as fields
 from orchestrator.core.records import Kind, Record, Status
-from orchestrator.core.topology import topology_from_data
 from orchestrator.io.files import read_nofollow
 from orchestrator.io.store import ENVIRONMENT_FILE, SPEC_FILE, TOPOLOGY_FILE, TRIALS_FILE, Results
 from orchestrator.io.tracking import INSTALL_HINT, End, TrackerKind, TrackerPlace, fingerprint
@@ -208,7 +207,7 @@ class MlflowTracker:
         `sweep/spec.json` artifact), and the files as artifacts, replaced each time."""
         spec = {k: v for k, v in results.sweep_spec.items() if k != "tracking"}  # where it is logged is no setting
         env = results.environment
-        topology, _ = topology_from_data(results.topology) if results.topology else (None, [])
+        topology = results.typed_topology()
         ran = {k: env[k] for k in ENV_PARAMS if env.get(k) is not None}
         ran.update({key: (env.get(key) or {}).get("chosen") for key in ("backend", "precision")})
         wanted = {mlflow_key(k): v for k, v in flat_params(
