@@ -100,12 +100,13 @@ def summary_lines(results: Results, data: ReportData) -> list[str]:
     grid = [Trial(r, t, b) for b in axes.local_batches for t in axes.threads for r in axes.ranks]
     if grid:
         counts = {s: sum(1 for p in grid if p in index and index[p].status == s) for s in rec.STATUSES}
-        unfinished = [f"{counts[s]} {s}" for s in (rec.Status.FAILED, rec.Status.OOM, rec.Status.TIMEOUT) if counts[s]]
+        ended_badly = (rec.Status.FAILED, rec.Status.OOM, rec.Status.TIMEOUT)
+        unfinished = [f"{counts[s]} {s}" for s in ended_badly if counts[s]]
         not_run = sum(1 for p in grid if p not in index)
         text = (f"Throughput: {len(grid)} grid points (ranks {_join(axes.ranks)} × threads per rank "
                 f"{_join(axes.threads)} × local batch {_join(axes.local_batches)}): {counts[rec.Status.OK]} ok, "
                 f"{counts[rec.Status.INFEASIBLE]} infeasible")
-        did_not_finish = sum(counts[s] for s in (rec.Status.FAILED, rec.Status.OOM, rec.Status.TIMEOUT))
+        did_not_finish = sum(counts[s] for s in ended_badly)
         text += f", {did_not_finish} did not finish ({', '.join(unfinished)})" if unfinished else ""
         text += f", {not_run} not run yet." if not_run else "."
         lines.append(text)

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from orchestrator.core.predict.predictors import Training
-from orchestrator.core.predict.predictors.linear import base_cell
+from orchestrator.core.predict.predictors.linear import base_cell, scaled_from_base
 from orchestrator.core.predict.step import Cell, Layout
 
 AMDAHL = "Amdahl (total cores)"
@@ -75,16 +75,8 @@ class AmdahlTotalCores:
     name = AMDAHL
 
     def fit(self, training: Training) -> Callable[[Layout], float]:
-        cells = training.cells
-        sigma = amdahl_sigma(cells)        # one least-squares fit per set of cells, not per layout
-
-        def samples_per_s(lay: Layout) -> float:
-            base = base_cell(cells, lay.local_batch)
-            if base is None:
-                return math.nan
-            cores_ratio = lay.cores / base.layout.cores
-            return base.samples_per_s / (sigma + (1 - sigma) / cores_ratio)
-        return samples_per_s
+        sigma = amdahl_sigma(training.cells)        # one least-squares fit per set of cells, not per layout
+        return scaled_from_base(training.cells, lambda base, cores_ratio: base / (sigma + (1 - sigma) / cores_ratio))
 
 
 PREDICTOR = AmdahlTotalCores()

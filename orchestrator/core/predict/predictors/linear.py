@@ -31,19 +31,22 @@ def base_cell(train: Sequence[Cell], local_batch: int) -> Cell | None:
     return min(bases, key=lambda c: (abs(math.log(c.layout.local_batch / local_batch)), c.layout.local_batch))
 
 
+def scaled_from_base(cells: Sequence[Cell], scale: Callable[[float, float], float]) -> Callable[[Layout], float]:
+    """samples/s of a layout as `scale(base samples/s, its cores ÷ the base's)` from its base cell (nan without
+    one): how both baselines predict, differing only in `scale`."""
+    def samples_per_s(lay: Layout) -> float:
+        base = base_cell(cells, lay.local_batch)
+        if base is None:
+            return math.nan
+        return scale(base.samples_per_s, lay.cores / base.layout.cores)
+    return samples_per_s
+
+
 class LinearScaling:
     name = LINEAR
 
     def fit(self, training: Training) -> Callable[[Layout], float]:
-        cells = training.cells
-
-        def samples_per_s(lay: Layout) -> float:
-            base = base_cell(cells, lay.local_batch)
-            if base is None:
-                return math.nan
-            cores_ratio = lay.cores / base.layout.cores
-            return base.samples_per_s * cores_ratio
-        return samples_per_s
+        return scaled_from_base(training.cells, lambda base, cores_ratio: base * cores_ratio)
 
 
 PREDICTOR = LinearScaling()
