@@ -73,24 +73,28 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or "://" in address:
         return
+    err = _connect_error(address, timeout_s)
+    if err is not None:
+        raise InvalidInput(f"--address {address}", [Problem(
+            "address", f"nothing answers at {host}:{port} ({err.strerror or err}): is Ray's head started there "
+                       f"(`ray start --head --port {port}`)?")])
+
+
+def _connect_error(address: str, timeout_s: float) -> OSError | None:
+    """None when something accepts a TCP connection at HOST:PORT (an IPv6 host in brackets), else why not."""
+    host, _, port = address.rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as err:
-        raise InvalidInput(f"--address {address}", [Problem(
-            "address", f"nothing answers at {host}:{port} ({err.strerror or err}): is Ray's head started there "
-                       f"(`ray start --head --port {port}`)?")]) from None
+        return err
+    return None
 
 
 def head_answers(timeout_s: float = 2.0) -> bool:
     """Whether Ray's head (its GCS) still accepts a connection. A call that needs the head (removing a
     placement group) waits 60 s for a head that is gone before Ray ends the process: when a batch scheduler
     signals every process of a job at once, Ray dies under the sweep, and its clean-up must not wait for it."""
-    host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError:
-        return False
-    return True
+    return _connect_error(ray.get_runtime_context().gcs_address, timeout_s) is None
 
 
 def wait_for_nodes(min_nodes: int, timeout_s: float, poll_s: float = 1.0) -> int:
