@@ -11,6 +11,7 @@ docs/python-api.md lists every column.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,8 @@ if TYPE_CHECKING:   # pandas is imported by the methods that need it: an optiona
 
 __all__ = ["Plan", "Prediction", "Results", "SweepSummary", "table_frame"]
 
-Value = str | int | float | bool | None   # one cell of a frame's rows: a record's field, a plan's or a prediction's
+# One cell of a frame's rows: a record's field (a datetime in a TIME column), a plan's or a prediction's.
+Value = str | int | float | bool | dt.datetime | None
 PANDAS_HINT = "pip install 'orch[notebook]' (bash scripts/setup.sh --dev installs it)"
 
 
@@ -52,7 +54,9 @@ def _column(pd: ModuleType, kind: ValueType, values: Sequence[Value], categories
     if kind == ValueType.INT:
         return pd.array(values, dtype="Int64")
     if kind == ValueType.FLOAT:
-        return pd.array([float("nan") if v is None else float(v) for v in values], dtype="float64")
+        # A FLOAT column holds numbers (None: not applicable); a datetime is only ever a TIME column's.
+        return pd.array([float("nan") if v is None or isinstance(v, dt.datetime) else float(v) for v in values],
+                        dtype="float64")
     if kind == ValueType.BOOL:
         return pd.array(values, dtype="boolean")
     if kind == ValueType.CATEGORY:

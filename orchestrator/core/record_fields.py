@@ -29,7 +29,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TypeAlias
 
 from orchestrator.core.records import (
     KINDS,
@@ -65,13 +65,17 @@ class ValueType(StrEnum):
     TIME = "time"
 
 
+# A field's value in a record: what its ValueType says (TIME: a datetime), None where it does not apply.
+Value: TypeAlias = str | int | float | bool | dt.datetime | None
+
+
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
     type: ValueType
     role: Role
     help: str
-    get: Callable[[Record], Any]
+    get: Callable[[Record], Value]
     categories: tuple[str, ...] = ()     # a CATEGORY's values, in order
 
 
@@ -109,16 +113,16 @@ def _precision(r: Record) -> str | None:
     return str(value) if value is not None else None
 
 
-def _throughput(get: Callable[[ThroughputSection], Any]) -> Callable[[Record], Any]:
+def _throughput(get: Callable[[ThroughputSection], Value]) -> Callable[[Record], Value]:
     return lambda r: get(r.throughput) if r.throughput is not None else None
 
 
-def _convergence(get: Callable[[ConvergenceSection], Any]) -> Callable[[Record], Any]:
+def _convergence(get: Callable[[ConvergenceSection], Value]) -> Callable[[Record], Value]:
     return lambda r: get(r.convergence) if r.convergence is not None else None
 
 
-def _noise(get: Callable[[NoiseScaleSection], Any]) -> Callable[[Record], Any]:
-    def read(r: Record) -> Any:
+def _noise(get: Callable[[NoiseScaleSection], Value]) -> Callable[[Record], Value]:
+    def read(r: Record) -> Value:
         n = r.convergence.noise_scale if r.convergence is not None else None
         return get(n) if n is not None and n.b_simple is not None else None
     return read
@@ -200,12 +204,12 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
-def row(record: Record) -> dict[str, Any]:
+def row(record: Record) -> dict[str, Value]:
     """Every field of `record`, by name (None where it does not apply)."""
     return {f.name: f.get(record) for f in FIELDS}
 
 
-def params(record: Record) -> dict[str, Any]:
+def params(record: Record) -> dict[str, Value]:
     """The `param` fields that apply to `record` (its layout and settings), by name."""
     return {f.name: value for f in FIELDS if f.role == Role.PARAM and (value := f.get(record)) is not None}
 
@@ -215,7 +219,7 @@ def metrics(record: Record) -> dict[str, float]:
     out = {}
     for f in FIELDS:
         value = f.get(record) if f.role == Role.METRIC else None
-        if value is not None:
+        if isinstance(value, (int, float)):   # a metric is a number or a boolean; None: it does not apply
             out[f.name] = float(value)
     return out
 
