@@ -22,12 +22,16 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 from orchestrator.core import records as rec
 from orchestrator.core.grid import Trial
+from orchestrator.core.json_types import JsonMapping, JsonReadable
 from orchestrator.core.table import DASH, FAILED, Cell, Footnotes, Table
 from orchestrator.core.tables import layout_label, record_trial
+
+# A run's learning-rate setup by MLPerf's key names (rcp_hyperparams): rates, epochs, a rule's name.
+Hyperparams: TypeAlias = dict[str, float | str]
 
 OLYMPIC_MIN_SEEDS = 3        # fewer seeds than this: plain mean (nothing would be left after dropping)
 DROPPED_EACH_END = 1         # the checker's samples_rejected for every benchmark but unet3d
@@ -95,7 +99,7 @@ class BatchConvergence:
     mean_epochs: float | None              # olympic mean; None when it is infinite (did not converge)
     sd_epochs: float | None                # population SD over the converged seeds; None if fewer than 2
     method: str                            # how the mean was taken, for captions
-    hyperparams: dict[str, Any] = field(default_factory=dict)
+    hyperparams: Hyperparams = field(default_factory=dict)
     metric: str | None = None
     target: float | None = None
 
@@ -124,7 +128,8 @@ def seed_run(record: rec.Record) -> SeedRun:
                    conv.max_epochs, reason, noise)
 
 
-def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> BatchConvergence:
+def aggregate(global_batch: int, runs: Sequence[SeedRun], *, hyperparams: Hyperparams | None = None,
+              metric: str | None = None, target: float | None = None) -> BatchConvergence:
     """Olympic mean and SD of the seeds' epochs to target.
 
     Example: seeds at 6.0, 7.0 and not converged → mean 7.0 (the non-converged seed is dropped as the
@@ -140,7 +145,8 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], **extra: Any) -> Batch
     else:
         method = (f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} "
                   f"(fewer than {OLYMPIC_MIN_SEEDS}: none dropped)")
-    return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method, **extra)
+    return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method,
+                            hyperparams={} if hyperparams is None else hyperparams, metric=metric, target=target)
 
 
 def convergence_by_batch(records: Iterable[rec.Record]) -> tuple[BatchConvergence, ...]:
@@ -157,7 +163,7 @@ def convergence_by_batch(records: Iterable[rec.Record]) -> tuple[BatchConvergenc
     return tuple(result)
 
 
-def rcp_hyperparams(conv: rec.ConvergenceSection) -> dict[str, Any]:
+def rcp_hyperparams(conv: rec.ConvergenceSection) -> Hyperparams:
     """The learning-rate setup of a run, with MLPerf's key names where one exists (in this order)."""
     named = (("opt_base_learning_rate", conv.lr), ("opt_learning_rate_warmup_epochs", conv.warmup_epochs),
              ("lr_rule", conv.lr_rule), ("lr_at_base_batch", conv.base_lr), ("base_batch", conv.base_batch))
@@ -247,7 +253,7 @@ def _caption(batches: Sequence[BatchConvergence], ref: BatchConvergence | None) 
 
 
 def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: str = "",
-             when: str = "", params: dict[str, Any] | None = None) -> dict[str, Any]:
+             when: str = "", params: JsonMapping | None = None) -> dict[str, JsonReadable]:
     """The aggregates in the layout of MLPerf's `rcps_<benchmark>.json`: one entry per global batch with
     Benchmark, Creator, When, Platform, BS, Hyperparams and "Epochs to converge" (the converged seeds, as
     reference files list only converged runs). orch's own view (seeds, non-converged seeds, the olympic mean
@@ -255,7 +261,7 @@ def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: s
     workload it plans) goes under "orch", a key the checker does not read. Global batches without a converged
     seed are left out: a reference point needs at least one converged run.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, JsonReadable] = {}
     for b in batches:
         epochs = [r.epochs for r in b.runs if r.converged]
         if not epochs:

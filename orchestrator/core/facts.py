@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from orchestrator.core.probe import ProbeResult
 
@@ -82,15 +82,14 @@ class Fact(Generic[T]):
     declared_source: str
     probed: T | None
     probed_source: str
-    _evaluated: list[Any] = field(default_factory=list, compare=False, repr=False)
+    _evaluated: list[T | None] = field(default_factory=list, compare=False, repr=False)
 
     def _declared_value(self) -> T | None:
         if self.declared is None:
             return None
         if not self._evaluated:
             self._evaluated.append(self.declared())
-        value: T | None = self._evaluated[0]
-        return value
+        return self._evaluated[0]
 
     @property
     def value(self) -> T | None:

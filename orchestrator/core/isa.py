@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.core.json_types import JsonReadable
+
 # The ISA features that matter for training, as Linux names them in /proc/cpuinfo's flags.
 ISA_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_tile",
                 "amx_bf16")
@@ -107,7 +109,7 @@ class CpuIsa:
             evidence += f", but ONEDNN_MAX_CPU_ISA={self.isa_cap} keeps oneDNN below it"
         return f"{word}: {evidence} (CPU flags; not probed)"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonReadable]:
         return {"features": list(self.features), "torch_capability": self.torch_capability,
                 "isa_cap": self.isa_cap, "fp32_gflops": self.fp32_gflops, "bf16_gflops": self.bf16_gflops,
                 "bf16_native": self.bf16_native, "source": self.source, "cpu_model": self.cpu_model,
@@ -158,7 +160,7 @@ class PrecisionChoice:
     error: str | None = None
     per_node: tuple[str, ...] = field(default=(), compare=False)   # each node's verdict, for the record
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonReadable]:
         return {"requested": self.requested, "chosen": self.chosen, "reason": self.reason, "error": self.error,
                 "per_node": list(self.per_node)}
 

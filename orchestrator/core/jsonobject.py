@@ -34,7 +34,9 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, Self, TypeVar
+
+from orchestrator.core.json_types import JsonReadable
 
 _META = ("json_keys", "json_extra")
 _OPTIONAL = "orch.optional"
@@ -42,11 +44,14 @@ _OPTIONAL = "orch.optional"
 Convert = Callable[[Any], Any]
 
 
-def _identity(value: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _identity(value: _T) -> _T:
     return value
 
 
-def _converter(annotation: Any) -> Convert:
+def _converter(annotation: object) -> Convert:
     """How a JSON value becomes the field's value, from the field's annotation."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
@@ -85,7 +90,7 @@ def _fields(cls: type) -> dict[str, Convert]:
     return _FIELDS[cls]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """A field's value as JSON holds it."""
     if isinstance(value, JsonObject):
         return value.to_json()
@@ -101,10 +106,10 @@ class JsonObject:
     # The keys the JSON object had, in its order (None: every field, in declaration order).
     json_keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     # Keys this orch has no field for, with their values, written back as they were.
-    json_extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    json_extra: Mapping[str, JsonReadable] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Self:
+    def from_json(cls, data: Mapping[str, JsonReadable]) -> Self:
         """The object of a parsed JSON object; raises TypeError/ValueError when it is not one."""
         if not isinstance(data, Mapping):
             raise TypeError(f"{cls.__name__}: expected a JSON object, got {type(data).__name__}")

@@ -76,7 +76,7 @@ class Flag:
     remainder: bool = False
 
 
-def option(default: Any, help: str, *, flag: str | None = "", metavar: str | None = None,
+def option(default: object, help: str, *, flag: str | None = "", metavar: str | None = None,
            parse: Callable[[str], object] | None = None, switch: bool | None = None, bare: bool | None = None,
            repeat: bool = False, choices: tuple[str, ...] = (), exclusive: str = "", remainder: bool = False,
            required: bool = False) -> Any:
@@ -94,13 +94,13 @@ def option(default: Any, help: str, *, flag: str | None = "", metavar: str | Non
     return dataclasses.field(default=default, metadata=meta)
 
 
-def flag_of(field: dataclasses.Field[Any]) -> Flag:
+def flag_of(field: dataclasses.Field[object]) -> Flag:
     """The field's `Flag` (every options field has one)."""
     found: Flag = field.metadata[FLAG]
     return found
 
 
-def fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
+def fields_of(cls: type) -> dict[str, dataclasses.Field[object]]:
     """An options class's fields by name, in their order."""
     return {f.name: f for f in dataclasses.fields(cls)}
 
@@ -215,29 +215,35 @@ TOPOLOGY_HELP = ("topology file (YAML/JSON, compact or detailed form: docs/topol
 SWEEP_HELP = "sweep file (YAML), e.g. sweeps/retinanet.yaml"
 
 
-def _topology() -> Any:
-    return option(None, TOPOLOGY_HELP, metavar="FILE")
+def _topology() -> str | None:
+    field: str | None = option(None, TOPOLOGY_HELP, metavar="FILE")   # the field, typed as its default
+    return field
 
 
-def _min_nodes() -> Any:
+def _min_nodes() -> int | None:
     # A job script starts the workers and the sweep together, and Ray nodes join one by one; without waiting, the
     # plan would see only the nodes that joined first.
-    return option(None, "with --address: wait until the Ray cluster has at least N alive nodes before planning "
-                        "(a job script that starts Ray on every node sets it to the node count)",
-                  metavar="N", parse=positive_int)
+    field: int | None = option(
+        None, "with --address: wait until the Ray cluster has at least N alive nodes before planning "
+              "(a job script that starts Ray on every node sets it to the node count)",
+        metavar="N", parse=positive_int)
+    return field
 
 
-def _nodes_timeout_s() -> Any:
-    return option(DEFAULT_NODES_TIMEOUT_S, f"give up waiting for --min-nodes after S seconds, with exit status 2 "
-                                           f"(default {DEFAULT_NODES_TIMEOUT_S:g})",
-                  metavar="S", parse=positive_number)
+def _nodes_timeout_s() -> float:
+    field: float = option(DEFAULT_NODES_TIMEOUT_S, f"give up waiting for --min-nodes after S seconds, with exit "
+                                                   f"status 2 (default {DEFAULT_NODES_TIMEOUT_S:g})",
+                          metavar="S", parse=positive_number)
+    return field
 
 
-def _mlflow(what: str) -> Any:
-    return option(None, f"{what}; URI: the tracking server (http://host:5000) or store; without it, "
-                        "$MLFLOW_TRACKING_URI, else MLflow's default (`orch sweep` first takes the sweep file's "
-                        "tracking.mlflow; `orch report` never a results folder's: docs/trust.md). Needs the mlflow "
-                        "package (pip install 'orch[tracking]')", metavar="URI", bare=True)
+def _mlflow(what: str) -> str | bool | None:
+    field: str | bool | None = option(
+        None, f"{what}; URI: the tracking server (http://host:5000) or store; without it, "
+              "$MLFLOW_TRACKING_URI, else MLflow's default (`orch sweep` first takes the sweep file's "
+              "tracking.mlflow; `orch report` never a results folder's: docs/trust.md). Needs the mlflow "
+              "package (pip install 'orch[tracking]')", metavar="URI", bare=True)
+    return field
 
 
 TENSORBOARD_HELP = ("write TensorBoard event files, one run per trial with the grid as hyperparameters, into "
@@ -245,10 +251,12 @@ TENSORBOARD_HELP = ("write TensorBoard event files, one run per trial with the g
                     "(pip install 'orch[tracking]')")
 
 
-def _trackers() -> Any:
-    return option((), "also log to the tracker registered under NAME (an entry point of the orch.trackers group, "
-                      "or one of orch's: mlflow, tensorboard), with its SETTING if it takes one; repeatable "
-                      "(docs/tracking.md)", flag="--track", metavar="NAME[=SETTING]", repeat=True)
+def _trackers() -> tuple[str, ...]:
+    field: tuple[str, ...] = option(
+        (), "also log to the tracker registered under NAME (an entry point of the orch.trackers group, "
+            "or one of orch's: mlflow, tensorboard), with its SETTING if it takes one; repeatable "
+            "(docs/tracking.md)", flag="--track", metavar="NAME[=SETTING]", repeat=True)
+    return field
 
 
 # --- the commands --------------------------------------------------------------------------------------------

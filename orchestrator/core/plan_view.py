@@ -15,16 +15,15 @@ a: a rank would span sockets: 8 threads > 4 physical cores (hyperthreads not cou
 
 from __future__ import annotations
 
-from typing import Any
-
 from orchestrator.core.facts import PROBE, SWEEP, WORKLOAD, WorkloadFacts
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.placement import Placement
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.table import DASH, INFEASIBLE, Cell, Footnotes, Table, grid_table
 from orchestrator.core.topology import Topology
 
 
-def placement_to_list(placement: Placement | None, topology: Topology) -> list[dict[str, Any]]:
+def placement_to_list(placement: Placement | None, topology: Topology) -> list[dict[str, JsonReadable]]:
     if placement is None:
         return []
     return [{"rank": r.rank, "local_rank": r.local_rank, "node": r.node, "node_name": topology.nodes[r.node].name,
@@ -78,7 +77,7 @@ def _memory_origin(plan: Plan) -> str:
     return f" ({ORIGIN_WORDS[origin]})" if origin in ORIGIN_WORDS else ""
 
 
-def facts_to_dict(facts: WorkloadFacts | None) -> dict[str, Any] | None:
+def facts_to_dict(facts: WorkloadFacts | None) -> dict[str, JsonReadable] | None:
     """Each figure's origin and source (values the plan's trials hold: memory; or that are known without
     evaluating a workload's declaration)."""
     if facts is None:
@@ -90,8 +89,8 @@ def facts_to_dict(facts: WorkloadFacts | None) -> dict[str, Any] | None:
             "probe_key": facts.probe.key if facts.probe is not None else None}
 
 
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    def trial_dict(p: PlannedTrial) -> dict[str, Any]:
+def plan_to_dict(plan: Plan) -> dict[str, JsonReadable]:
+    def trial_dict(p: PlannedTrial) -> dict[str, JsonReadable]:
         return {"key": p.trial.key, **p.trial.layout(), "feasible": p.feasible,
                 "reasons": [r.to_dict() for r in p.reasons],
                 "rank_memory_mib": p.rank_memory_mib, "library_mib": p.library_mib,

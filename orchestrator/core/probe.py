@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.jsonobject import JsonObject, optional
 
 # The probe's method: a cached result of another format is measured again. 2: private memory and the libraries
@@ -196,7 +197,7 @@ class ProbeResult(JsonObject):
     key: str
     workload: str                   # the reference the ranks find it by
     code: str                       # a fingerprint of the file that defines it (an edit invalidates the probe)
-    params: dict[str, Any]          # with the precision chosen
+    params: JsonDict                # with the precision chosen
     precision: str
     torch: str
     backend: str
@@ -239,7 +240,7 @@ class ProbeResult(JsonObject):
         return at_batch * self.threads / max(1, threads)
 
 
-def probe_key(fields: Mapping[str, Any]) -> str:
+def probe_key(fields: Mapping[str, object]) -> str:
     """The cache key of a probe: a hash of what changes its result (format, workload and its code, parameters,
     precision, torch, backend, held batches), in canonical JSON.
 

@@ -54,9 +54,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from orchestrator.core.grid import Trial
+from orchestrator.core.json_types import JsonDict, JsonMapping
 from orchestrator.core.jsonobject import JsonObject, optional
 
 SCHEMA_VERSION = 1
@@ -330,7 +330,7 @@ class Record(JsonObject):
     convergence: ConvergenceSection | None = None
     peak: PeakSection | None = None
     allreduce: AllreduceSection | None = None
-    applied: dict[str, Any] | None = None
+    applied: JsonDict | None = None
     log_tail: str | list[str] | None = None
     choice: ChoiceSection | None = optional()    # adaptive sweeps only
 
@@ -373,7 +373,7 @@ class Derived(JsonObject):
         return {int(b): float(v) for b, v in (self.memory_mib or {}).items()}
 
     @staticmethod
-    def of(derived: Derived | Mapping[str, Any]) -> Derived:
+    def of(derived: Derived | JsonMapping) -> Derived:
         """`derived` typed (itself when it is), from spec.json's object."""
         return derived if isinstance(derived, Derived) else Derived.from_json(derived)
 
@@ -476,8 +476,10 @@ def is_key(key: object) -> bool:
     return isinstance(key, str) and _KEY_RE.fullmatch(key) is not None
 
 
-def _record(data: Any) -> Record | None:
+def _record(data: object) -> Record | None:
     """The record of a parsed line, or None when it is not one of this schema."""
+    if not isinstance(data, Mapping):
+        return None
     try:
         record = Record.from_json(data)
     except (TypeError, ValueError):   # not an object, a key or kind missing, an unknown status or kind

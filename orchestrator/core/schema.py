@@ -19,11 +19,16 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from orchestrator.errors import InputError
 
 MISSING = dataclasses.MISSING
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T", bound="DataclassInstance")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,13 +77,13 @@ RULE = "orch.rule"
 NO_RULE = Rule()
 
 
-def rule_of(f: dataclasses.Field[Any]) -> Rule:
+def rule_of(f: dataclasses.Field[object]) -> Rule:
     """The field's `Rule` (a field not made by `opt` has no help and no bounds)."""
     found = f.metadata.get(RULE, NO_RULE)
     return found if isinstance(found, Rule) else NO_RULE
 
 
-def opt(default: Any = MISSING, help: str = "", *, minimum: float | None = None,
+def opt(default: object = MISSING, help: str = "", *, minimum: float | None = None,
         maximum: float | None = None, exclusive_minimum: float | None = None,
         finite: bool = True, factory: Any = MISSING) -> Any:
     """A dataclass field with help text and numeric bounds checked by `load`.
@@ -110,7 +115,7 @@ def field_help(cls: type) -> list[tuple[str, str, str]]:
     return out
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: object) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return " | ".join(repr(a) for a in typing.get_args(tp))
@@ -128,7 +133,7 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -138,7 +143,7 @@ def _show(value: Any) -> str:
 _EXACT_SCALARS = (bool, int, float, str)
 
 
-def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+def _convert(tp: object, value: object, path: str, problems: list[Problem]) -> object:
     """Check `value` against the annotation `tp`; return the converted value or MISSING."""
     if tp in _EXACT_SCALARS and type(value) is tp:
         return value
@@ -182,7 +187,7 @@ def _convert(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
     return _convert_scalar(tp, value, path, problems)
 
 
-def _convert_union(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+def _convert_union(tp: object, value: object, path: str, problems: list[Problem]) -> object:
     """The first option of `A | B | None` that takes `value` without a problem."""
     options = typing.get_args(tp)
     if value is None and type(None) in options:
@@ -203,7 +208,7 @@ def _convert_union(tp: Any, value: Any, path: str, problems: list[Problem]) -> A
     return MISSING
 
 
-def _may_take(option: Any, value: Any) -> bool:
+def _may_take(option: object, value: object) -> bool:
     """False when `value` being a list or not rules `option` out: no trial conversion bound to fail."""
     wants_list = typing.get_origin(option) in (tuple, list)
     if wants_list or option in _EXACT_SCALARS:
@@ -211,7 +216,7 @@ def _may_take(option: Any, value: Any) -> bool:
     return True
 
 
-def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> Any:
+def _convert_scalar(tp: object, value: object, path: str, problems: list[Problem]) -> object:
     """bool, int, float (an int is taken as a float) and str, never a bool for a number."""
     if tp is bool:
         if isinstance(value, bool):
@@ -231,7 +236,7 @@ def _convert_scalar(tp: Any, value: Any, path: str, problems: list[Problem]) -> 
     return MISSING
 
 
-def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: list[Problem]) -> None:
+def _check_bounds(f: dataclasses.Field[object], value: object, path: str, problems: list[Problem]) -> None:
     """A field's bounds hold for its number, or for every number in its (possibly nested) lists."""
     rule = rule_of(f)
     if isinstance(value, tuple):
@@ -254,14 +259,15 @@ def _check_bounds(f: dataclasses.Field[Any], value: Any, path: str, problems: li
         problems.append(Problem(path, f"must be <= {rule.maximum}, got {value}"))
 
 
-def _all_within(rule: Rule, items: tuple[Any, ...]) -> bool:
+def _all_within(rule: Rule, items: tuple[object, ...]) -> bool:
     """True when `items` are plain numbers, finite where `rule` asks it, all within its bounds."""
     kinds = set(map(type, items))
     if not items or not kinds <= {int, float}:
         return False
-    if float in kinds and rule.finite and not all(math.isfinite(i) for i in items if type(i) is float):
+    numbers = cast(tuple[float, ...], items)   # every item's type is int or float: `kinds` checked just above
+    if float in kinds and rule.finite and not all(math.isfinite(i) for i in numbers if type(i) is float):
         return False  # min and max are meaningless with a NaN among the items: check them one by one
-    return rule.within(min(items), max(items))
+    return rule.within(min(numbers), max(numbers))
 
 
 # A document may hold thousands of mappings of one class (the nodes of a detailed topology): resolve each
@@ -269,7 +275,7 @@ def _all_within(rule: Rule, items: tuple[Any, ...]) -> bool:
 _type_hints = functools.cache(typing.get_type_hints)
 
 
-def load(cls: type, data: Any, path: str = "") -> tuple[Any, list[Problem]]:
+def load(cls: type[_T], data: object, path: str = "") -> tuple[_T | None, list[Problem]]:
     """Build `cls` from a mapping, strictly. Returns (instance or None, problems)."""
     problems: list[Problem] = []
     if data is None:
@@ -313,7 +319,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}{key}" if key.startswith("[") else f"{path}.{key}"
 
 
-def to_plain(obj: Any) -> Any:
+def to_plain(obj: object) -> Any:
     """Dataclasses and tuples to plain dicts and lists, for JSON and YAML output."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.profile.layout import parse_layout
 from orchestrator.core.schema import MISSING, Problem, load, opt
 from orchestrator.core.script import PLACEHOLDERS, arg_problems, convergence_problems
@@ -58,7 +59,7 @@ class WorkloadSpec:
     name: str | None = opt(None, "the workload: an installed one (`orch workloads` lists them), "
                                  "'package.module:attribute' or 'path/to/file.py:attribute'; with `script`, the label "
                                  "of its results (default: the script's file name)")
-    params: dict[str, Any] = opt(factory=dict, help="workload parameters; unknown ones are rejected")
+    params: JsonDict = opt(factory=dict, help="workload parameters; unknown ones are rejected")
     script: str | None = opt(None, "instead of a workload: a training script run as it is, one process per rank as "
                                    "torchrun starts it (path relative to the sweep file; docs/own-script.md)")
     args: tuple[str | int | float, ...] = opt(
@@ -209,10 +210,10 @@ class ProfileSpec:
                                        f"{MAX_PROFILE_LAYOUTS}")
     warmup_steps: int = opt(3, "training steps before profiling, excluded from every profile", minimum=1)
     steps: int = opt(3, "training steps per profiling pass (timed, oneDNN verbose, torch.profiler)", minimum=1)
-    variants: dict[str, Any] = opt(factory=dict, help="named workload-parameter overrides profiled side by "
-                                                      "side, e.g. {reference: {focal_loss: reference}}; at most "
-                                                      f"{MAX_PROFILE_VARIANTS}, each name a folder name (letters, "
-                                                      "digits, '.', '_' or '-')")
+    variants: JsonDict = opt(factory=dict, help="named workload-parameter overrides profiled side by "
+                                                "side, e.g. {reference: {focal_loss: reference}}; at most "
+                                                f"{MAX_PROFILE_VARIANTS}, each name a folder name (letters, "
+                                                "digits, '.', '_' or '-')")
     replay: bool = opt(True, "replay each distinct convolution, matmul and reorder problem alone, pinned like "
                              "the rank, for the efficiency ratio")
 
@@ -311,7 +312,7 @@ SECTIONS: dict[str, type] = {
 }
 
 
-def parse_spec(data: Any) -> tuple[SweepSpec | None, list[Problem]]:
+def parse_spec(data: object) -> tuple[SweepSpec | None, list[Problem]]:
     """Strictly build a SweepSpec from parsed YAML. Workload parameters are checked by the caller,
     which knows the workload registry."""
     return load(SweepSpec, data)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from string import ascii_lowercase
-from typing import Any
+
+from orchestrator.core.json_types import JsonReadable
 
 # Cell marks, for styling and for machine readers.
 BEST = "best"
@@ -42,7 +43,7 @@ class Table:
     caption: str = ""                          # one paragraph under the title: what a cell means
     key_columns: tuple[str, ...] = ()          # kept first where a terminal is too narrow for every column
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonReadable]:
         return {
             "name": self.name, "title": self.title, "caption": self.caption, "corner": self.corner,
             "columns": list(self.columns),

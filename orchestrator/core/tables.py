@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.flop_count import TORCH_DEFAULT, rule_of
 from orchestrator.core.grid import Trial
+from orchestrator.core.json_types import JsonMapping
 from orchestrator.core.peaks import LayoutPeak, choose_precision, peak_index
 from orchestrator.core.table import DASH, FAILED, INFEASIBLE, MISSING, Cell, Footnotes, Table, grid_table, mark_best
 
@@ -78,7 +78,7 @@ def throughput_index(records: Iterable[rec.Record]) -> dict[Trial, rec.Record]:
     return rec.Records.of(records).by_trial()
 
 
-def grid_axes(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> Axes:
+def grid_axes(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping) -> Axes:
     """The axes from spec.json's derived section, widened by any value the records hold (a record from
     an older grid must not vanish from the tables)."""
     index, grid = throughput_index(records), rec.Derived.of(derived)
@@ -157,7 +157,7 @@ def find_baseline(index: Mapping[Trial, rec.Record], axes: Axes, local_batch: in
 CellValue = Callable[[Trial, rec.Record, float, "Baseline"], tuple[Cell | None, str | None]]
 
 
-def _grid_table(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any], *, name: str, title: str,
+def _grid_table(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping, *, name: str, title: str,
                 caption: Callable[[Baseline | None, int], str], value: CellValue, best: bool = True,
                 roof: tuple[float, str] | None = None) -> list[Table]:
     """One table per local batch. `value(point, ok_record, samples_per_s, baseline)` gives the cell of an ok
@@ -204,7 +204,7 @@ def _baseline_words(base: Baseline | None) -> str:
     return f"{base.note} {text}" if base.note else text
 
 
-def scalability_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
+def scalability_tables(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping) -> list[Table]:
     """Median global throughput normalized to the baseline cell (see `find_baseline`), per local batch.
 
     Example: baseline 1×1 at 4,000 samples/s, 2 ranks × 1 thread at 7,600 → cell '1.90'.
@@ -220,7 +220,7 @@ def scalability_tables(records: Iterable[rec.Record], derived: rec.Derived | Map
                        title="Scalability, local batch {batch}: throughput normalized to the baseline")
 
 
-def throughput_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
+def throughput_tables(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping) -> list[Table]:
     """Median global samples/s with the coefficient of variation over repeats, e.g. '7,600 ±1.2%'
     (a record's `cv` is a fraction: 0.012 is 1.2 %)."""
     def value(point: Trial, record: rec.Record, sps: float, base: Baseline) -> tuple[Cell, None]:
@@ -236,7 +236,7 @@ def throughput_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapp
                        title="Throughput, local batch {batch}: samples/s (± CV over repeats)")
 
 
-def efficiency_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
+def efficiency_tables(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping) -> list[Table]:
     """Scaling efficiency in percent: speedup over the baseline ÷ (cores ÷ baseline cores).
 
     Example: baseline 1×1 (1 core) at 4,000 samples/s; 2 ranks × 2 threads (4 cores) at 13,000 →
@@ -254,7 +254,7 @@ def efficiency_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapp
                        title="Scaling efficiency, local batch {batch} (%)", roof=(100.0, LINEAR_IN_CORES))
 
 
-def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any]) -> list[Table]:
+def weak_scaling_tables(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping) -> list[Table]:
     """Weak-scaling efficiency along the rank axis in percent: throughput(R ranks) ÷ (R × throughput(1
     rank)) at the same threads per rank and local batch (the global batch grows with R). When the rank axis
     does not start at 1, its first value R0 is the reference: throughput(R) ÷ (R/R0 × throughput(R0)).

@@ -9,13 +9,13 @@ epochs: only this product says which layout finishes first. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core import records as rec
 from orchestrator.core.convergence import BatchConvergence
 from orchestrator.core.grid import Trial
+from orchestrator.core.json_types import JsonMapping
 from orchestrator.core.table import BEST, DASH, FAILED, MISSING, Cell, Footnotes, Table
 from orchestrator.core.tables import format_quantity, layout_label, samples_per_s, throughput_index
 
@@ -73,7 +73,7 @@ class LayoutTime:
         return self.point.global_batch
 
 
-def layout_times(records: Iterable[rec.Record], derived: rec.Derived | Mapping[str, Any],
+def layout_times(records: Iterable[rec.Record], derived: rec.Derived | JsonMapping,
                  batches: Sequence[BatchConvergence]) -> list[LayoutTime]:
     """Time-to-train of every ok throughput layout, ordered by cores, then ranks, threads, local batch."""
     index = throughput_index(records)

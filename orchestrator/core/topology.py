@@ -20,11 +20,11 @@ planned for elsewhere): ``nodes`` is a list of node mappings, see `DetailedTopol
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from orchestrator.core.isa import FILE, FLAGS, ISA_FEATURES, PROBE, CpuIsa
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.schema import MISSING, InvalidInput, Problem, load, opt
 
 MIB_PER_GIB = 1024
@@ -105,7 +105,7 @@ class Node:
         wanted = set(cpus)
         return tuple(sorted(n.index for n in self.numa_nodes if wanted & set(n.cpus)))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonReadable]:
         return {
             "name": self.name,
             "memory_mib": self.memory_mib,
@@ -161,7 +161,7 @@ def group_nodes(nodes: tuple[Node, ...]) -> tuple[NodeGroup, ...]:
     by_identity: dict[tuple[int, int, float], list[int]] = {}
     for i, node in enumerate(nodes):
         by_identity.setdefault((id(node.sockets), id(node.numa_nodes), node.memory_mib), []).append(i)
-    by_value: dict[tuple[Any, ...], list[int]] = {}
+    by_value: dict[tuple[tuple[Socket, ...], tuple[NumaNode, ...], float], list[int]] = {}
     for members in by_identity.values():
         first = nodes[members[0]]
         by_value.setdefault((first.sockets, first.numa_nodes, first.memory_mib), []).extend(members)
@@ -221,7 +221,7 @@ class Topology:
         parts = [f"{s} socket(s) × {c} cores × {t} thread(s), {m:g} GiB" for s, c, t, m in shapes]
         return f"{len(self.nodes)} node(s): " + "; ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonReadable]:
         network = {"network": self.link.to_dict()} if self.link is not None else {}
         return {"source": self.source, "nodes": [n.to_dict() for n in self.nodes], **network}
 
@@ -472,9 +472,10 @@ def _build_node(node: DetailedNode, path: str) -> Node:
                 node.isa.cpu_isa() if node.isa is not None else None)
 
 
-def _detailed_topology(data: dict[str, Any], source: str) -> tuple[Topology | None, list[Problem]]:
-    if len(data["nodes"]) > MAX_NODES:  # refused before loading them, which would take minutes
-        return None, [Problem("nodes", f"lists {len(data['nodes']):,} nodes, more than orch plans for "
+def _detailed_topology(data: Mapping[str, object], node_count: int,
+                       source: str) -> tuple[Topology | None, list[Problem]]:
+    if node_count > MAX_NODES:  # refused before loading them, which would take minutes
+        return None, [Problem("nodes", f"lists {node_count:,} nodes, more than orch plans for "
                                        f"({MAX_NODES:,})")]
     spec, problems = load(DetailedTopology, data)
     if spec is None:
@@ -483,12 +484,13 @@ def _detailed_topology(data: dict[str, Any], source: str) -> tuple[Topology | No
     return Topology(nodes, source or spec.source, spec.network.node_link() if spec.network is not None else None), []
 
 
-def topology_from_data(data: Any, source: str = "") -> tuple[Topology | None, list[Problem]]:
+def topology_from_data(data: object, source: str = "") -> tuple[Topology | None, list[Problem]]:
     """Either file form; returns (topology, problems)."""
     if not isinstance(data, dict):
         return None, [Problem("", f"a topology must be a mapping, got {type(data).__name__}")]
-    if isinstance(data.get("nodes"), list):
-        return _detailed_topology(data, source)
+    nodes = data.get("nodes")
+    if isinstance(nodes, list):
+        return _detailed_topology(data, len(nodes), source)
     spec, problems = load(CompactTopology, data)
     if spec is None:
         return None, problems

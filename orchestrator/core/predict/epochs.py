@@ -27,7 +27,6 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -92,7 +91,7 @@ def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]
     return sorted(out, key=lambda p: p.global_batch)
 
 
-def lr_scaling_of(hyperparams: Mapping[str, Any]) -> LrScaling | None:
+def lr_scaling_of(hyperparams: Mapping[str, float | str]) -> LrScaling | None:
     """The learning-rate rule a batch's runs recorded (`convergence.rcp_hyperparams`); None where they do not say.
 
     >>> lr_scaling_of({"opt_base_learning_rate": 0.02, "lr_rule": "sqrt", "lr_at_base_batch": 0.01,

@@ -25,12 +25,13 @@ The rules, from mlcommons/logging `mlperf_logging/rcp_checker/rcp_checker.py` (r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TypeGuard
 
 import numpy as np
 
+from orchestrator.core.json_types import JsonMapping, JsonValue
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.errors import InputError
 
@@ -61,22 +62,22 @@ class RcpFile:
     unit_why: str                    # how the unit was decided
     notes: tuple[str, ...] = ()      # merged duplicates
     creators: tuple[str, ...] = ()   # who measured the reference runs (the entries' Creator)
-    orch: Mapping[str, Any] | None = None   # a file orch exported: its "orch" section (the workload it ran)
+    orch: JsonMapping | None = None   # a file orch exported: its "orch" section (the workload it ran)
 
 
-def _runs(entry: Mapping[str, Any]) -> tuple[str, Any]:
+def _runs(entry: JsonMapping) -> tuple[str, JsonValue]:
     """The entry's runs under "samples to converge" where it has that key (as llama2_70b_lora's and flux1's
     files do), else under "Epochs to converge"."""
     key = SAMPLES_KEY if SAMPLES_KEY in entry else EPOCHS_KEY
     return key, entry.get(key)
 
 
-def _positive_numbers(values: Any) -> bool:
+def _positive_numbers(values: object) -> TypeGuard[list[int | float]]:
     return (isinstance(values, list) and bool(values)
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values))
 
 
-def read_rcp(data: Any, source: str = "RCP file") -> tuple[RcpFile | None, list[str]]:
+def read_rcp(data: object, source: str = "RCP file") -> tuple[RcpFile | None, list[str]]:
     """The file's points, benchmark and unit, and every problem in it (None with the problems when any).
 
     >>> rcp, errors = read_rcp({"x_ref_8": {"Benchmark": "x", "BS": 8, "Epochs to converge": [3, 4, 5]},
@@ -223,9 +224,9 @@ class Reference:
     workload: str
     model: str
     dataset: str
-    params: Mapping[str, Any]
+    params: JsonMapping
     data_param: str                  # the workload parameter that says which data it trains on
-    synthetic: tuple[Any, ...]       # the values of it that mean orch's own synthetic data
+    synthetic: tuple[str, ...]       # the values of it that mean orch's own synthetic data
 
 
 # MLPerf Training's references, for the benchmarks orch has a workload family for (docs/workloads.md).
@@ -252,12 +253,12 @@ class WorkloadCheck:
         return not self.differences and not self.unchecked
 
 
-def _params_words(params: Mapping[str, Any], keys: Sequence[str]) -> str:
+def _params_words(params: JsonMapping, keys: Sequence[str]) -> str:
     return ", ".join(f"{k} {params.get(k)!r}" for k in keys)
 
 
-def check_workload(benchmark: str | None, meta: Mapping[str, Any] | None, workload: str,
-                   params: Mapping[str, Any]) -> WorkloadCheck:
+def check_workload(benchmark: str | None, meta: JsonMapping | None, workload: str,
+                   params: JsonMapping) -> WorkloadCheck:
     """Compare the RCP's benchmark (or, for a file orch exported, the workload it recorded in `meta`) with the
     measured workload and its parameters.
 
@@ -273,7 +274,8 @@ def check_workload(benchmark: str | None, meta: Mapping[str, Any] | None, worklo
       dataset 'synthetic' measured
     """
     if meta and meta.get("workload"):
-        theirs = dict(meta.get("params") or {})
+        recorded = meta.get("params")
+        theirs = dict(recorded) if isinstance(recorded, dict) else {}
         differences = ([f"workload: {meta['workload']} in the file; {workload} measured"]
                        if meta["workload"] != workload else [])
         keys = sorted(k for k in set(theirs) | set(params) if theirs.get(k) != params.get(k))

@@ -19,8 +19,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.profile import levels as lv
 from orchestrator.core.profile import roofline as rl
 from orchestrator.core.profile.levels import LevelRoof
@@ -28,7 +28,7 @@ from orchestrator.core.profile.onednn_verbose import ShapeTotal
 from orchestrator.core.profile.result import Peak, ProfiledTarget, RankProfile, ReplayRow, as_target
 from orchestrator.core.profile.row import Row
 
-Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (as_target)
+Target = ProfiledTarget | Mapping[str, JsonReadable]   # typed, or its JSON as read (as_target)
 OTHER = "other (between ops)"
 ALLREDUCE_WAIT = "communication: all-reduce wait (inferred)"
 CONTENDED = 0.8   # below this share of its cores, a rank's times say more about its neighbours than itself
@@ -292,7 +292,7 @@ def cpu_share(target: Target) -> float | None:
 
 
 def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]],
-            disturbed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+            disturbed: frozenset[str] = frozenset()) -> list[dict[str, JsonReadable]]:
     """Each category's time per step in every target, and against the first target of the same variant
     (layouts are compared, not variants): the speed-up and the speed-up that threads alone would give
     (threads ratio; same local batch per rank). A category whose speed-up stays near 1 while threads
@@ -307,7 +307,7 @@ def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]],
     names = sorted({k for v in values for k in v}, key=lambda k: -max(_ms(v, k) for v in values))
     rows = []
     for name in names:
-        row: dict[str, Any] = {"category": name}
+        row: dict[str, JsonReadable] = {"category": name}
         for t, v in zip(typed, values):
             row[t.label] = round(_ms(v, name), 3)
         for i, (t, v) in enumerate(zip(typed, values)):
@@ -319,7 +319,7 @@ def scaling(targets: Sequence[Target], values: Sequence[Mapping[str, float]],
 
 
 def _compare(name: str, base_t: ProfiledTarget, base: Mapping[str, float], t: ProfiledTarget,
-             v: Mapping[str, float], disturbed: frozenset[str]) -> dict[str, Any]:
+             v: Mapping[str, float], disturbed: frozenset[str]) -> dict[str, JsonReadable]:
     now, before = _ms(v, name), _ms(base, name)
     speedup = before / now if now > 0 and before > 0 else None
     starved = [x for x in (cpu_share(base_t), cpu_share(t)) if x is not None and x < CONTENDED]

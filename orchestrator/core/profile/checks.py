@@ -26,7 +26,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
@@ -193,7 +192,7 @@ def check_target(target: Target) -> list[Finding]:
     return out
 
 
-def _conv_work(r: RankProfile) -> frozenset[tuple[Any, ...]]:
+def _conv_work(r: RankProfile) -> frozenset[tuple[str, str, str, str, int]]:
     return frozenset((s.kind, s.direction, s.problem, s.dtype, s.calls)
                      for s in r.onednn.shapes if s.kind == "convolution")
 
@@ -203,7 +202,7 @@ def check_across(targets: Sequence[Target]) -> list[Finding]:
     convolution problems (variants that change something else), and the GEMM peak of ranks with the same
     threads and precision. Each disagreement is a finding on every target involved."""
     out: list[Finding] = []
-    groups: dict[Any, list[ProfiledTarget]] = {}
+    groups: dict[tuple[object, ...], list[ProfiledTarget]] = {}   # keyed by the work: its kind first
     for t in map(as_target, targets):
         r0 = t.results[0]
         groups.setdefault(("conv", t.ranks, t.threads, t.local_batch, _conv_work(r0)), []).append(t)

@@ -34,14 +34,14 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.profile import roofline as rl
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
 from orchestrator.core.profile.row import Row
 from orchestrator.errors import InputError
 
-Target = ProfiledTarget | Mapping[str, Any]   # typed, or its JSON as read (result.as_target)
+Target = ProfiledTarget | Mapping[str, JsonReadable]   # typed, or its JSON as read (result.as_target)
 
 
 class OtherRule(StrEnum):
@@ -129,7 +129,8 @@ def other_scales(source: Roof, target: Roof) -> dict[str, float]:
             OtherRule.PEAK.value: source.gflops / target.gflops}
 
 
-def project_rank(result: RankProfile | Mapping[str, Any], rank: int, source: Roof, target: Roof) -> RankProjection:
+def project_rank(result: RankProfile | Mapping[str, JsonReadable], rank: int, source: Roof,
+                 target: Roof) -> RankProjection:
     """One rank's step on the target CPU (see the module docstring for the rule)."""
     r = result if isinstance(result, RankProfile) else RankProfile.from_json(result)
     scales = other_scales(source, target)

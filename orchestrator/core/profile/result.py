@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from orchestrator.core.json_types import JsonMapping, JsonReadable
 from orchestrator.core.jsonobject import JsonObject, optional
 from orchestrator.core.profile.levels import LevelRoof
 from orchestrator.core.profile.onednn_verbose import KindTotal, ShapeTotal
@@ -197,10 +197,10 @@ class ProfiledTarget(JsonObject):
     reason: str | None = None
     wall_s: float = 0.0
     backend: str = ""
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: JsonMapping = field(default_factory=dict)
     placement: tuple[RankPlacement, ...] = ()
-    applied: Mapping[str, Any] | None = None
-    observed_cpus: tuple[Any, ...] = ()       # each rank's CPU masks as it read them (None: not read)
+    applied: JsonMapping | None = None
+    observed_cpus: tuple[list[int] | None, ...] = ()       # each rank's CPU masks as it read them (None: not read)
     results: tuple[RankProfile, ...] = ()
     log_tail: str | None = optional()     # a failed run's log
     passes: int | None = optional()       # runs it took (a disturbed run is repeated)
@@ -215,7 +215,7 @@ class ProfiledTarget(JsonObject):
         return {p.rank: sorted(p.cpus) for p in self.placement}
 
 
-def as_target(target: ProfiledTarget | Mapping[str, Any]) -> ProfiledTarget:
+def as_target(target: ProfiledTarget | Mapping[str, JsonReadable]) -> ProfiledTarget:
     """A target as read from its JSON, or already typed: callers holding plain data (a test's hand-made
     result, a benchmark's loaded file) pass it as is."""
     return target if isinstance(target, ProfiledTarget) else ProfiledTarget.from_json(target)
