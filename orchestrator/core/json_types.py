@@ -3,6 +3,16 @@ read from one is a `JsonValue` (to be narrowed before use), not `Any` (which wou
 
 `JsonMapping` and `JsonReadable` are the read-only views: a `Mapping` or `Sequence` is covariant in its values,
 so a `dict[str, float]` or a `list[int]` is one, where a `dict[str, JsonValue]` would not accept it.
+
+The aliases are types at run time too, so a dataclass's fields declared with them resolve:
+
+    >>> import typing
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Cached:
+    ...     params: JsonDict
+    >>> typing.get_origin(typing.get_type_hints(Cached)["params"])
+    <class 'dict'>
 """
 
 from __future__ import annotations
