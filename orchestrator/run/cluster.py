@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -113,8 +113,18 @@ def wait_for_nodes(min_nodes: int, timeout_s: float, poll_s: float = 1.0) -> int
         time.sleep(poll_s)
 
 
+class NodeInfo(TypedDict):
+    """What `_describe_node` reads on its node."""
+
+    hostname: str
+    ip: str
+    cpus: list[int]
+    ccl: bool
+    topology: Topology
+
+
 @ray.remote(num_cpus=0)
-def _describe_node() -> dict[str, Any]:
+def _describe_node() -> NodeInfo:
     from orchestrator.io.backends import ccl_import_problem
     from orchestrator.io.detect import detect_local, usable_cpus
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from importlib import metadata
-from typing import Any
+from typing import NotRequired, TypedDict
 
 # oneCCL's settings that decide how it ran: rank_environment (run.launcher) sets the CCL_ ones; libfabric's
 # (FI_*) are recorded where a user set them.
@@ -18,6 +18,16 @@ GLOO_ENV_KEYS = ("GLOO_SOCKET_IFNAME",)
 ONECCL_DISTS = ("oneccl-cpu", "oneccl")
 
 
+class CommunicationJson(TypedDict):
+    """`communication_report`'s object (core.records.CommunicationSection reads it)."""
+
+    backend: str
+    version: str | None
+    oneccl: str | None
+    env: dict[str, str]
+    worker_threads_on_cpu: NotRequired[dict[str, int] | None]   # ccl only
+
+
 def dist_version(*names: str) -> str | None:
     """The first of these installed distributions' version, or None."""
     for name in names:
@@ -28,7 +38,7 @@ def dist_version(*names: str) -> str | None:
     return None
 
 
-def communication_report(backend: str) -> dict[str, Any]:
+def communication_report(backend: str) -> CommunicationJson:
     """What this rank communicated with, e.g. {"backend": "ccl", "version": "2.8.0+cpu", "oneccl":
     "2022.1.2", "env": {"CCL_WORKER_COUNT": "1", ...}}; for gloo the version is torch's (gloo ships in it)."""
     if backend != "ccl":

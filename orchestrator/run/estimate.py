@@ -6,8 +6,6 @@ start-up, steps and evaluations (`eta.convergence_run_s`) and refined from what 
 
 from __future__ import annotations
 
-from typing import Any
-
 from orchestrator.core.eta import (
     CONVERGENCE_EPOCHS_PRIOR,
     STARTUP_S,
@@ -45,7 +43,7 @@ def run_costs(ctx: SweepContext) -> RunCosts | None:
     samples = sweep.facts.samples.value
     if conv is None or samples is None:   # no epoch size known: the runs are costed by their prior alone
         return None
-    eval_samples: Any = getattr(sweep.params, "test_samples", None)
+    eval_samples: object = getattr(sweep.params, "test_samples", None)
     node = ctx.plan.topology.nodes[0]
     return RunCosts(samples, float(conv.max_epochs),
                     float(conv.eval_every_epochs), eval_samples if isinstance(eval_samples, int) else None,

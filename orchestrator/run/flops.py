@@ -16,8 +16,7 @@ convolution (aten does, one side only): those zeros are input to the convolution
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -27,44 +26,48 @@ from orchestrator.core.flop_count import conv_backward_flops, conv_forward_flops
 aten = torch.ops.aten
 
 # Each formula gets aten's arguments with tensors replaced by their shapes (torch's shape_wrapper), and the
-# output's shape as `out_shape`.
+# output's shape as `out_shape` (torch always passes it). The arguments a formula does not read (a bias, an
+# output padding, aten's trailing ones) are `object`: whatever aten gives, passed over.
+Shape = Sequence[int]   # a tensor's shape (a torch.Size), or a stride/padding/dilation list
 
 
-def _convolution(x: Any, w: Any, _bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
-                 _output_padding: Any, groups: int, *_: Any, out_shape: Any = None, **__: Any) -> int:
+def _convolution(x: Shape, w: Shape, _bias: object, stride: Shape, padding: Shape, dilation: Shape,
+                 transposed: bool, _output_padding: object, groups: int, *_: object, out_shape: Shape,
+                 **__: object) -> int:
     """aten.convolution, aten._convolution, aten.convolution_overrideable."""
     return conv_forward_flops(x, w, out_shape, stride=stride, padding=padding, dilation=dilation, groups=groups,
                               transposed=transposed)
 
 
-def _mkldnn_or_cudnn(x: Any, w: Any, padding: Any, stride: Any, dilation: Any, groups: int,
-                     out_shape: Any) -> int:
+def _mkldnn_or_cudnn(x: Shape, w: Shape, padding: Shape, stride: Shape, dilation: Shape, groups: int,
+                     out_shape: Shape) -> int:
     return conv_forward_flops(x, w, out_shape, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
-def _mkldnn_convolution(x: Any, w: Any, _bias: Any, padding: Any, stride: Any, dilation: Any, groups: int,
-                        *_: Any, out_shape: Any = None, **__: Any) -> int:
+def _mkldnn_convolution(x: Shape, w: Shape, _bias: object, padding: Shape, stride: Shape, dilation: Shape,
+                        groups: int, *_: object, out_shape: Shape, **__: object) -> int:
     return _mkldnn_or_cudnn(x, w, padding, stride, dilation, groups, out_shape)
 
 
-def _cudnn_convolution(x: Any, w: Any, padding: Any, stride: Any, dilation: Any, groups: int, *_: Any,
-                       out_shape: Any = None, **__: Any) -> int:
+def _cudnn_convolution(x: Shape, w: Shape, padding: Shape, stride: Shape, dilation: Shape, groups: int,
+                       *_: object, out_shape: Shape, **__: object) -> int:
     return _mkldnn_or_cudnn(x, w, padding, stride, dilation, groups, out_shape)
 
 
-def _slow_conv2d_forward(x: Any, w: Any, _kernel_size: Any, _bias: Any, stride: Any, padding: Any, *_: Any,
-                         out_shape: Any = None, **__: Any) -> int:
+def _slow_conv2d_forward(x: Shape, w: Shape, _kernel_size: object, _bias: object, stride: Shape, padding: Shape,
+                         *_: object, out_shape: Shape, **__: object) -> int:
     return conv_forward_flops(x, w, out_shape, stride=stride, padding=padding, dilation=[1], groups=1)
 
 
-def _convolution_backward(grad_out: Any, x: Any, w: Any, _bias_sizes: Any, stride: Any, padding: Any,
-                          dilation: Any, transposed: bool, _output_padding: Any, groups: int, output_mask: Any,
-                          *_: Any, out_shape: Any = None, **__: Any) -> int:
+def _convolution_backward(grad_out: Shape, x: Shape, w: Shape, _bias_sizes: object, stride: Shape,
+                          padding: Shape, dilation: Shape, transposed: bool, _output_padding: object, groups: int,
+                          output_mask: Sequence[bool], *_: object, out_shape: object = None,
+                          **__: object) -> int:
     return conv_backward_flops(grad_out, x, w, stride=stride, padding=padding, dilation=dilation, groups=groups,
                                output_mask=output_mask, transposed=transposed)
 
 
-CONVOLUTION_FORMULAS: dict[Any, Callable[..., int]] = {
+CONVOLUTION_FORMULAS: dict[torch._ops.OpOverloadPacket, Callable[..., int]] = {
     aten.convolution: _convolution,
     aten._convolution: _convolution,
     aten.convolution_overrideable: _convolution,
@@ -80,7 +83,7 @@ def flop_counter() -> FlopCounterMode:
     return FlopCounterMode(display=False, custom_mapping=CONVOLUTION_FORMULAS)
 
 
-def count_flops(run: Callable[[], Any]) -> tuple[float | None, str | None]:
+def count_flops(run: Callable[[], object]) -> tuple[float | None, str | None]:
     """The FLOPs of `run()` by orch's counter, or (None, why) when the counter cannot follow it (an op the meta
     device cannot shape, a custom op that fails under a dispatch mode): counting is best effort, and a trial
     whose step cannot be counted is still measured."""

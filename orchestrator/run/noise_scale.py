@@ -22,13 +22,19 @@ Imported inside rank processes only (it imports torch).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 import torch.distributed as dist
 
 from orchestrator.core import noise_scale as ns
 from orchestrator.core.records import NoiseScaleSection
+
+if TYPE_CHECKING:
+    from orch.workload import Batch
+
+    # A hook of DDP's default_hooks signature (allreduce_hook, bf16_compress_hook, ...).
+    CommHook = Callable[[dist.ProcessGroup, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 
 NOISE_ATTR = "_orch_noise_scale"    # the hook's state, on the DDP module it is registered with
 # One rank measures one step in this many: a split step runs two half batches, which cost more than the whole
@@ -38,11 +44,18 @@ NOISE_ATTR = "_orch_noise_scale"    # the hook's state, on the DDP module it is 
 ONE_RANK_EVERY_STEPS = 10
 
 
+@runtime_checkable
+class CommHookHost(Protocol):
+    """What takes a communication hook: a DistributedDataParallel module."""
+
+    def register_comm_hook(self, state: object, hook: Callable[..., object]) -> None: ...
+
+
 class HookState:
     """What the noise hook keeps between a step's buckets: the inner hook, each bucket's local squared norm, and
     whether this step is measured (a step that is not goes through to the inner hook untouched)."""
 
-    def __init__(self, inner: Callable[..., Any]):
+    def __init__(self, inner: CommHook):
         self.inner = inner
         self.local: list[float] = []
         self.measure = True
@@ -77,7 +90,7 @@ def noise_hook(state, bucket):
     return state.inner(None, bucket)
 
 
-def register(ddp: Any, inner: Callable[..., Any]) -> HookState:
+def register(ddp: CommHookHost, inner: CommHook) -> HookState:
     """Register the noise hook on a DDP module around `inner` (a hook of DDP's default_hooks signature, called
     with the default process group), and keep its state on the module."""
     state = HookState(inner)
@@ -86,7 +99,7 @@ def register(ddp: Any, inner: Callable[..., Any]) -> HookState:
     return state
 
 
-def split_batch(batch: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...], int, int] | None:
+def split_batch(batch: Batch) -> tuple[Batch, Batch, int, int] | None:
     """(first half, second half, its samples, the other's) of a batch whose items are tensors or lists with
     one entry per sample (a dict's values too); None when it cannot be split so.
 
@@ -96,7 +109,7 @@ def split_batch(batch: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...
     """
     sizes: set[int] = set()
 
-    def size(item: Any) -> None:
+    def size(item: object) -> None:
         if isinstance(item, torch.Tensor) and item.dim() > 0:
             sizes.add(int(item.shape[0]))
         elif isinstance(item, (list, tuple)):
@@ -114,9 +127,10 @@ def split_batch(batch: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...
     n = next(iter(sizes))
     half = n // 2
 
-    def cut(item: Any, part: slice) -> Any:
+    def cut(item: object, part: slice) -> object:
         if isinstance(item, dict):
             return {key: cut(value, part) for key, value in item.items()}
+        assert isinstance(item, (torch.Tensor, list, tuple))   # what `size` counted: anything else returned None
         return item[part]
 
     first = tuple(cut(item, slice(0, half)) for item in batch)
@@ -136,7 +150,7 @@ class NoiseScale:
         self.steps = 0
         self.rows: list[list[float | None]] = []
         self.why_not = ""
-        self.pending: tuple[Any, torch.Tensor, float] | None = None
+        self.pending: tuple[dist.Work, torch.Tensor, float] | None = None
         if world > 1:
             self.method = ns.DDP
             self.meter = ns.NoiseMeter(small_batch=local_batch, big_batch=local_batch * world)
@@ -149,7 +163,7 @@ class NoiseScale:
                 self.why_not = "one rank at local batch 1: no two micro-batches to compare"
             self.meter = ns.NoiseMeter(small_batch=max(1, local_batch // 2), big_batch=max(2, local_batch))
 
-    def step(self, batch: tuple[Any, ...]) -> torch.Tensor:
+    def step(self, batch: Batch) -> torch.Tensor:
         self.steps += 1
         if self.why_not:
             return self._plain(batch)
@@ -169,14 +183,14 @@ class NoiseScale:
                 return self._split_step(*halves)
         return self._plain(batch)
 
-    def _plain(self, batch: tuple[Any, ...]) -> torch.Tensor:
+    def _plain(self, batch: Batch) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.module(*batch)
         loss.backward()
         self.optimizer.step()
         return loss
 
-    def _ddp_step(self, batch: tuple[Any, ...]) -> torch.Tensor:
+    def _ddp_step(self, batch: Batch) -> torch.Tensor:
         assert self.state is not None
         self.state.clear()
         self.optimizer.zero_grad(set_to_none=True)
@@ -198,7 +212,7 @@ class NoiseScale:
             self.meter.add(small_sq=float(local.item()) / self.world, big_sq=synced)
             self.pending = None
 
-    def _split_step(self, first: tuple[Any, ...], second: tuple[Any, ...], n1: int, n2: int) -> torch.Tensor:
+    def _split_step(self, first: Batch, second: Batch, n1: int, n2: int) -> torch.Tensor:
         n = n1 + n2
         self.optimizer.zero_grad(set_to_none=True)
         loss1 = self.module(*first) * (n1 / n)
@@ -232,16 +246,17 @@ class ScriptNoise:
     this rank's alone, not the ranks' average: as unbiased, a little noisier."""
 
     def __init__(self, state: HookState | None, *, world: int, local_batch: int, why_not: str = "",
-                 module: Any = None):
+                 module: torch.nn.Module | None = None):
         self.state, self.why_not, self.module = state, why_not, module
         self.meter = ns.NoiseMeter(small_batch=local_batch, big_batch=local_batch * max(world, 2))
         self.rows: list[list[float | None]] = []
 
     @classmethod
-    def attach(cls, module: Any, *, world: int, local_batch: int) -> ScriptNoise:
+    def attach(cls, module: object, *, world: int, local_batch: int) -> ScriptNoise:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-        if world < 2 or not hasattr(module, "register_comm_hook"):
+        # (a model with DDP's hook registration is a module: DDP is one)
+        if world < 2 or not isinstance(module, torch.nn.Module) or not isinstance(module, CommHookHost):
             why = ("one rank: a script's steps are its own, so orch cannot split a batch in two" if world < 2 else
                    "the model handed to orch.script.model is not wrapped in DistributedDataParallel")
             return cls(None, world=world, local_batch=local_batch, why_not=why)
@@ -257,7 +272,7 @@ class ScriptNoise:
     def step(self) -> None:
         """After one of the script's steps: its backward's squared norms (none where it ran no synced backward).
         The gradients are still the step's: a script zeroes them before its next backward."""
-        if self.state is None or not self.state.local:
+        if self.state is None or not self.state.local or self.module is None:   # (a state comes with its module)
             return
         self.meter.add(small_sq=sum(self.state.local), big_sq=grad_squared_norm(self.module))
         self.state.clear()

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orch.workload import ddp_gradient_copies, ddp_options_of
 from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS, ProbePoint, ProbeResult, probe_result
@@ -53,6 +53,10 @@ from orchestrator.run.launcher import (
     rank_environment,
     reserve_rendezvous,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.core.spec import ConstraintsSpec
+    from orchestrator.io.sweepfile import Sweep
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +81,7 @@ class ProbeSetup:
     budget_note: str        # where the budget comes from
 
     @staticmethod
-    def here(local: Topology, constraints: Any) -> ProbeSetup:
+    def here(local: Topology, constraints: ConstraintsSpec) -> ProbeSetup:
         """This machine (`local`, detected): its first socket's physical cores, its memory × headroom (or the
         sweep's explicit per-rank budget)."""
         node = local.nodes[0]
@@ -96,9 +100,10 @@ def _base_env() -> dict[str, str]:
             if k not in _RANK_SET and not k.startswith("RAY_") and passes_to_ranks(k, keep)}
 
 
-def _job(sweep: Any, backend: str, local_batch: int, threads: int) -> RankJob:
+def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
     m = sweep.spec.measure
-    job = RankJob(kind=PROBE, workload=sweep.spec.workload.name, params=to_plain(sweep.params), backend=backend,
+    name = sweep.spec.workload.name or ""   # set on every loaded sweep (io.sweepfile)
+    job = RankJob(kind=PROBE, workload=name, params=to_plain(sweep.params), backend=backend,
                   local_batch=local_batch, threads=threads, warmup_steps=m.warmup_steps, timed_steps=m.timed_steps,
                   data=m.data, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
     if sweep.spec.workload.script is None:
@@ -113,7 +118,7 @@ def _job(sweep: Any, backend: str, local_batch: int, threads: int) -> RankJob:
     return replace(job, warmup_steps=1, timed_steps=PROBE_STEPS, repeats=1, script=settings)
 
 
-def _run_rank(sweep: Any, backend: str, local_batch: int, setup: ProbeSetup, workdir: Path) -> Outcome:
+def _run_rank(sweep: Sweep, backend: str, local_batch: int, setup: ProbeSetup, workdir: Path) -> Outcome:
     """One probe process, started and watched to its end; stopped if the caller is interrupted."""
     m = sweep.spec.measure
     cpus = list(setup.cpus)
@@ -133,7 +138,7 @@ def _run_rank(sweep: Any, backend: str, local_batch: int, setup: ProbeSetup, wor
         raise
 
 
-def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float, launched_at: float) -> ProbePoint:
+def _point(sweep: Sweep, outcome: Outcome, local_batch: int, wall_s: float, launched_at: float) -> ProbePoint:
     report = outcome.result.report if outcome.result is not None else None
     if not isinstance(report, ProbeReport):
         raise ProbeFailed(f"the probe of workload {sweep.workload.name} at local batch {local_batch} wrote no "
@@ -150,14 +155,14 @@ def _point(sweep: Any, outcome: Outcome, local_batch: int, wall_s: float, launch
                       startup_s=ready_at - launched_at if ready_at else None)
 
 
-def _failure(sweep: Any, outcome: Outcome, local_batch: int, setup: ProbeSetup, log_path: Path) -> ProbeFailed:
+def _failure(sweep: Sweep, outcome: Outcome, local_batch: int, setup: ProbeSetup, log_path: Path) -> ProbeFailed:
     what = {RankStatus.OOM: "ran out of memory", RankStatus.TIMEOUT: "timed out"}.get(outcome.status, "failed")
     budget = f" (its budget: {setup.budget_note})" if outcome.status == RankStatus.OOM else ""
     return ProbeFailed(f"the probe of workload {sweep.workload.name} at local batch {local_batch} {what}{budget}: "
                        f"{outcome.reason}; its log: {log_path}")
 
 
-def run_probe(sweep: Any, backend: str, setup: ProbeSetup,
+def run_probe(sweep: Sweep, backend: str, setup: ProbeSetup,
               on_point: Callable[[ProbePoint], None] | None = None) -> ProbeResult:
     """Probe `sweep` (its precision chosen) on `backend`: every batch of PROBE_BATCHES in a process of its own.
     Raises ProbeFailed with the first failure (its rank's log kept under WORK_ROOT; a success leaves nothing)."""
@@ -189,14 +194,14 @@ def run_probe(sweep: Any, backend: str, setup: ProbeSetup,
 class Probed:
     """A sweep with the probe it plans with (`sweep.probe`), and how it got it."""
 
-    sweep: Any                     # the sweep as given, its probe attached (None: none needed, or none possible)
+    sweep: Sweep                   # the sweep as given, its probe attached (None: none needed, or none possible)
     measured: bool = False         # measured now (else: read from the cache, or not needed)
     cache_path: Path | None = None
     cache_problem: str | None = None   # why the result could not be cached
     skipped: str | None = None     # why no probe ran although a figure is unknown
 
 
-def probe_for(sweep: Any, topology: Topology, ccl_available: bool, *, force: bool = False,
+def probe_for(sweep: Sweep, topology: Topology, ccl_available: bool, *, force: bool = False,
               on_start: Callable[[ProbeSetup, str], None] | None = None,
               on_point: Callable[[ProbePoint], None] | None = None) -> Probed:
     """The sweep with its probe, for planning on `topology`: the cached one, else measured now on this machine

@@ -16,17 +16,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from orchestrator.core.isa import CpuIsa
+from orchestrator.core.json_types import JsonMapping, JsonReadable
 from orchestrator.core.profile import projection as pj
 from orchestrator.core.profile.result import ProfiledTarget, as_target
 from orchestrator.core.topology import Topology
 from orchestrator.errors import InputError
-from orchestrator.run.roof_probe import AVX2_CAP_ENV, measure_roofs
+from orchestrator.run.roof_probe import AVX2_CAP_ENV, Probe, class_gflops, measure_roofs, roof_number
 
 AVX2 = "avx2"
-Measure = Callable[[list[int], str], dict[str, dict[str, Any]]]
+Measure = Callable[[list[int], str], Mapping[str, Probe]]   # roof_probe.measure_roofs: setting → its roofs
+
+
+class RoofJson(TypedDict):
+    gflops: float
+    gbs: float
+    kind_gflops: NotRequired[dict[str, float]]
+
+
+class ProjectionJson(TypedDict):
+    """One profiled target's projection, as `orch profile` writes it (report.projection_report)."""
+
+    label: str
+    target: str
+    note: str
+    source_roof: RoofJson
+    target_roof: RoofJson
+    measured_step_ms: float
+    projected_step_ms: dict[str, float]   # OtherRule value → the step
+    ranks: list[dict[str, JsonReadable]]
+    probes: Mapping[str, Probe]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +56,7 @@ class Roofs:
     target: pj.Roof
     target_name: str
     note: str                       # where each roof came from, in words
-    probes: Mapping[str, Any]       # the probes' own records
+    probes: Mapping[str, Probe]     # the probes' own records
 
 
 def _precision(result: ProfiledTarget) -> str:
@@ -69,7 +90,7 @@ def check_projectable(topology: Topology) -> None:
     raise InputError(errors[0])
 
 
-def roofs_for(target: ProfiledTarget | Mapping[str, Any], to: str, topology: Topology | None,
+def roofs_for(target: ProfiledTarget | JsonMapping, to: str, topology: Topology | None,
               measure: Measure = measure_roofs) -> Roofs:
     """The source and target roofs for one profiled target (`to`: "avx2", or a topology file's name with
     `topology` loaded from it)."""
@@ -83,8 +104,7 @@ def roofs_for(target: ProfiledTarget | Mapping[str, Any], to: str, topology: Top
     if to == AVX2:
         capped = probes["avx2"]
         cap = " ".join(f"{k}={v}" for k, v in AVX2_CAP_ENV.items())
-        return Roofs(pj.Roof(native["gflops"], native["triad_gbs"], native.get("kind_gflops", {})),
-                     pj.Roof(capped["gflops"], capped["triad_gbs"], capped.get("kind_gflops", {})),
+        return Roofs(_probed_roof(native), _probed_roof(capped),
                      f"this CPU under {cap}",
                      f"both roofs probed now on CPUs {cpus} at {len(cpus)} thread(s), {precision}: the best of the "
                      "median GEMM and a 3×3 convolution (and that convolution in each direction, for the "
@@ -93,17 +113,18 @@ def roofs_for(target: ProfiledTarget | Mapping[str, Any], to: str, topology: Top
     assert topology is not None
     peak, triad = _slowest_isa(topology, precision)
     threads = int(result.threads)
-    return Roofs(pj.Roof(native["gemm_gflops"], native["triad_gbs"]), pj.scaled_roof(peak, triad, threads), to,
+    source = pj.Roof(roof_number(native, "gemm_gflops"), roof_number(native, "triad_gbs"))
+    return Roofs(source, pj.scaled_roof(peak, triad, threads), to,
                  f"source: this CPU's GEMM and triad probed now on CPUs {cpus} at {threads} thread(s), {precision}; "
                  f"target: {to}'s slowest node, {peak:g} GFLOP/s and {triad:g} GB/s per core × {threads} "
                  "core(s) (linear in cores, assumed)", {"native": native})
 
 
-def project(results: Sequence[ProfiledTarget | Mapping[str, Any]], to: str, topology: Topology | None,
-            measure: Measure = measure_roofs) -> list[dict[str, Any]]:
+def project(results: Sequence[ProfiledTarget | JsonMapping], to: str, topology: Topology | None,
+            measure: Measure = measure_roofs) -> list[ProjectionJson]:
     """One projection per profiled target that ran: its roofs, each rank's projection and the step under
     every rule for what lies outside oneDNN."""
-    out = []
+    out: list[ProjectionJson] = []
     for result in map(as_target, results):
         if result.status != "ok" or not result.results:
             continue
@@ -117,12 +138,18 @@ def project(results: Sequence[ProfiledTarget | Mapping[str, Any]], to: str, topo
     return out
 
 
-def _roof_json(roof: pj.Roof) -> dict[str, Any]:
-    return {"gflops": roof.gflops, "gbs": roof.gbs, **({"kind_gflops": dict(roof.kind_gflops)}
-                                                      if roof.kind_gflops else {})}
+def _probed_roof(probe: Probe) -> pj.Roof:
+    return pj.Roof(roof_number(probe, "gflops"), roof_number(probe, "triad_gbs"), class_gflops(probe))
 
 
-def _rank_json(r: pj.RankProjection) -> dict[str, Any]:
+def _roof_json(roof: pj.Roof) -> RoofJson:
+    out: RoofJson = {"gflops": roof.gflops, "gbs": roof.gbs}
+    if roof.kind_gflops:
+        out["kind_gflops"] = dict(roof.kind_gflops)
+    return out
+
+
+def _rank_json(r: pj.RankProjection) -> dict[str, JsonReadable]:
     return {"rank": r.rank, "plain_step_ms": r.plain_step_ms, "onednn_ms": r.onednn_ms, "other_ms": r.other_ms,
             "projected_onednn_ms": r.projected_onednn_ms, "other_scales": dict(r.other_scales),
             "primitives": [{"kind": p.kind, "direction": p.direction, "problem": p.problem, "dtype": p.dtype,

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -54,6 +54,42 @@ REPLAY_MIN_S = 0.2          # ... and until this much time was spent calling it 
 REPLAY_MAX_RUNS = 60        # ... but never more calls than this
 REPLAY_PASSES = 3           # spread over this many passes through every problem (see the docstring)
 TRIAD_ELEMENTS = 1 << 23       # 32 MiB per float32 array, 96 MiB in all: well past any L3 of one socket
+
+Call = Callable[[], object]   # a problem rebuilt as a torch call (what it returns is not read)
+
+
+class ReplayRowJson(TypedDict):
+    """One replayed problem as `replay_shapes` writes it (core.profile.result.ReplayRow reads it)."""
+
+    kind: str
+    direction: str
+    problem: str
+    dtype: str
+    layout: str
+    dst_dtype: str
+    dst_layout: str
+    isolated_ms: float | None
+    isolated_min_ms: float | None
+    runs: int
+    call_ms: float | None
+    implementation: str | None
+    note: str | None
+
+
+class ReplaySettingJson(TypedDict):
+    """The replay's threads and CPUs (core.profile.result.ReplaySetting reads it)."""
+
+    threads: int
+    cpus: list[int]
+
+
+class LevelRoofJson(TypedDict):
+    """One memory level's bandwidth roof (core.profile.result.CacheRoof reads it)."""
+
+    level: str
+    fits_bytes: int
+    gbs: float | None
+    triad_bytes: int
 
 
 @contextmanager
@@ -76,7 +112,7 @@ def stdout_to(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
-def _captured(fn: Callable[[], Any], min_runs: int = REPLAY_MIN_RUNS, min_s: float = REPLAY_MIN_S,
+def _captured(fn: Call, min_runs: int = REPLAY_MIN_RUNS, min_s: float = REPLAY_MIN_S,
               max_runs: int = REPLAY_MAX_RUNS) -> tuple[list[ov.Execution], float]:
     """(oneDNN's executions during the timed calls, the calls' median wall time in ms). At least `min_runs`
     calls and at least `min_s` of calling, at most `max_runs`: a short primitive gets enough calls that
@@ -108,7 +144,7 @@ def _matching(executions: list[ov.Execution], shape: ov.ShapeTotal) -> list[ov.E
     return exact or same
 
 
-def _conv_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
+def _conv_call(shape: ov.ShapeTotal) -> Call | None:
     c = conv_problem(shape.problem)
     if c.in_spatial[0] != 1 or c.kernel[0] != 1:
         return None   # 3-D convolutions: not replayed here
@@ -133,7 +169,7 @@ def _conv_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
                                                        c.groups, mask)
 
 
-def _reorder_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
+def _reorder_call(shape: ov.ShapeTotal) -> Call | None:
     """A 4-D weight reorder (the model's reorders are mostly weights re-laid out for a convolution kernel
     every step): a convolution with that weight triggers it, and only the reorder's logged time is used.
     Whether the kernel picks the same destination format is checked by the match, not assumed."""
@@ -150,7 +186,7 @@ def _reorder_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
     return lambda: F.conv2d(x, w, None, 1, (kh // 2, kw // 2))
 
 
-def _matmul_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
+def _matmul_call(shape: ov.ShapeTotal) -> Call | None:
     mm = matmul_problem(shape.problem)
     dtype = _DTYPES.get(shape.dtype)
     if dtype is None:
@@ -163,7 +199,7 @@ def _matmul_call(shape: ov.ShapeTotal) -> Callable[[], Any] | None:
 REPLAYED_KINDS = {"convolution": _conv_call, "matmul": _matmul_call, "reorder": _reorder_call}
 
 
-def replay_shapes(shapes: list[ov.ShapeTotal], budget_s: float = 60.0) -> list[dict[str, Any]]:
+def replay_shapes(shapes: list[ov.ShapeTotal], budget_s: float = 60.0) -> list[ReplayRowJson]:
     """Isolated time of each distinct convolution, matmul and reorder problem (largest logged time first),
     its calls spread over `REPLAY_PASSES` passes through all of them, until the budget is spent; a problem
     that never ran is listed with `isolated_ms: None` and why."""
@@ -193,14 +229,14 @@ def replay_shapes(shapes: list[ov.ShapeTotal], budget_s: float = 60.0) -> list[d
     return rows
 
 
-def _row(shape: ov.ShapeTotal) -> dict[str, Any]:
+def _row(shape: ov.ShapeTotal) -> ReplayRowJson:
     return {"kind": shape.kind, "direction": shape.direction, "problem": shape.problem, "dtype": shape.dtype,
             "layout": shape.layout, "dst_dtype": shape.dst_dtype, "dst_layout": shape.dst_layout,
             "isolated_ms": None, "isolated_min_ms": None, "runs": 0, "call_ms": None, "implementation": None,
             "note": None}
 
 
-def _rebuilt(shape: ov.ShapeTotal, row: dict[str, Any]) -> Callable[[], Any] | None:
+def _rebuilt(shape: ov.ShapeTotal, row: ReplayRowJson) -> Call | None:
     """The torch call that runs the problem, or None with the reason in the row's note."""
     try:
         call = REPLAYED_KINDS[shape.kind](shape)
@@ -211,7 +247,7 @@ def _rebuilt(shape: ov.ShapeTotal, row: dict[str, Any]) -> Callable[[], Any] | N
     return call
 
 
-def _record(row: dict[str, Any], found: list[ov.Execution], call_ms: list[float]) -> None:
+def _record(row: ReplayRowJson, found: list[ov.Execution], call_ms: list[float]) -> None:
     row["isolated_ms"] = statistics.median(e.time_ms for e in found)
     row["isolated_min_ms"] = min(e.time_ms for e in found)
     row["runs"] = len(found)
@@ -220,7 +256,7 @@ def _record(row: dict[str, Any], found: list[ov.Execution], call_ms: list[float]
     row["implementation"] = max(set(impls), key=impls.count)
 
 
-def replay_setting() -> dict[str, Any]:
+def replay_setting() -> ReplaySettingJson:
     """The threads and CPUs the replay ran with, read from the OS: every thread's mask and torch's thread
     count. The checks compare them with the rank's own (profile.checks: a replay on other cores or with
     other threads measured another machine)."""
@@ -263,7 +299,7 @@ def cached_triad_gbs(working_set_bytes: int, runs: int = 200) -> float:
     return max(raw, slope) if slope < 4 * raw else raw
 
 
-def level_roofs(cpus: list[int], threads: int) -> list[dict[str, Any]]:
+def level_roofs(cpus: list[int], threads: int) -> list[LevelRoofJson]:
     """A bandwidth roof per cache level on this rank's CPUs (core/profile/levels), each a dict of its
     LevelRoof's fields and how it was measured: L1 bounded by compute alone; L2 (private per core) one
     thread's triad in half of one core's L2, × the rank's threads; L3 the rank's threads at once in half of
@@ -275,7 +311,7 @@ def level_roofs(cpus: list[int], threads: int) -> list[dict[str, Any]]:
     caps = lv.capacities(cpu_caches(cpus), cpus)
     if not caps:
         return []
-    out: list[dict[str, Any]] = []
+    out: list[LevelRoofJson] = []
     for cap in caps:
         if cap.level == "L1":
             out.append({"level": cap.level, "fits_bytes": cap.fits_bytes, "gbs": None, "triad_bytes": 0})

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.core.grid import Trial
+from orchestrator.core.json_types import JsonDict, JsonMapping
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.core.profile.layout import layout_label
@@ -25,7 +26,8 @@ from orchestrator.core.spec import GridSpec, name_problem
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params
-from orchestrator.run.job import PROFILE, ProfileSettings, RankJob, init_timeout_s
+from orchestrator.run.cluster import Cluster
+from orchestrator.run.job import PROFILE, ProfileSettings, RankJob, RankProgress, init_timeout_s
 from orchestrator.run.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.trial import run_ranks
 
@@ -38,14 +40,14 @@ class ProfileTarget:
     variant: str                 # "" when the sweep file has no variants
     trial: Trial
     planned: PlannedTrial
-    params: dict[str, Any]       # the workload parameters this target runs with (defaults filled in)
+    params: JsonDict             # the workload parameters this target runs with (defaults filled in)
 
     @property
     def label(self) -> str:
         return f"{self.variant}-{layout_label(self.trial)}" if self.variant else layout_label(self.trial)
 
 
-def variant_params(sweep: Sweep, variants: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def variant_params(sweep: Sweep, variants: JsonMapping) -> dict[str, JsonDict]:
     """Workload parameters per variant, each checked strictly like the sweep file's own; every problem is
     reported at once."""
     if not variants:
@@ -70,8 +72,8 @@ def variant_params(sweep: Sweep, variants: dict[str, Any]) -> dict[str, dict[str
     return out
 
 
-def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[str, Any]],
-                 plan_for: Any) -> tuple[list[ProfileTarget], Plan]:
+def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, JsonDict],
+                 plan_for: Callable[[Sweep], Plan]) -> tuple[list[ProfileTarget], Plan]:
     """Plan every layout through the sweep's own planning code (`plan_for(sweep) -> Plan`); raise
     InvalidInput naming every layout that cannot run and why."""
     problems: list[Problem] = []
@@ -94,8 +96,9 @@ def plan_targets(sweep: Sweep, layouts: list[Trial], variants: dict[str, dict[st
     return targets, plan
 
 
-def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Any, out_dir: Path, *, steps: int,
-               warmup_steps: int, replay: bool, on_status: Any = None) -> ProfiledTarget:
+def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Cluster, out_dir: Path, *, steps: int,
+               warmup_steps: int, replay: bool,
+               on_status: Callable[[RankProgress | None], None] | None = None) -> ProfiledTarget:
     """Run one target; write and return its result (every rank's profile, or the failure)."""
     folder = out_dir / target.label
     folder.mkdir(parents=True, exist_ok=True)

@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
-from orch.workload import Trainer
+from orch.workload import Batch, Trainer
 from orchestrator.core.profile import events as pe
 from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.core.profile.result import (
@@ -58,11 +58,15 @@ from orchestrator.run.profile_replay import (
 from orchestrator.run.protocol import make_step
 from orchestrator.run.roof import compute_peak
 
-Batch = tuple[Any, ...]   # what a trainer's batches yield and a step takes
+if TYPE_CHECKING:
+    from torch.autograd.profiler import record_function
+    from torch.profiler import profile
+
+Step = Callable[[Batch], object]   # one training step on a batch (protocol.make_step)
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
 
 
-def _timed_steps(step: Callable[[Batch], Any], batches: Iterator[Batch], steps: int,
+def _timed_steps(step: Step, batches: Iterator[Batch], steps: int,
                  status: ProgressWriter, cpu: dict[str, float] | None = None) -> list[float]:
     """Step times in ms; `cpu` receives the process's CPU seconds and wall seconds over the steps (on a
     shared machine, CPU time well below wall × threads means the rank's cores were taken by others)."""
@@ -88,14 +92,14 @@ def _module_ranges(root: torch.nn.Module) -> Iterator[None]:
     handles = []
     for path, mod in root.named_modules():
         name = pe.MODULE_PREFIX + (path or type(mod).__name__)
-        stack: list[Any] = []
+        stack: list[record_function] = []
 
-        def pre(_m: Any, _i: Any, name: str = name, stack: list[Any] = stack) -> None:
-            rf: Any = record_function(name)   # entered here, left in the forward hook: no `with` spans both
-            rf.__enter__()
+        def pre(_m: object, _i: object, name: str = name, stack: list[record_function] = stack) -> None:
+            rf = record_function(name)   # entered here, left in the forward hook: no `with` spans both
+            rf.__enter__()   # type: ignore[no-untyped-call]  # untyped in torch
             stack.append(rf)
 
-        def post(_m: Any, _i: Any, _o: Any, stack: list[Any] = stack) -> None:
+        def post(_m: object, _i: object, _o: object, stack: list[record_function] = stack) -> None:
             if stack:
                 stack.pop().__exit__(None, None, None)
 
@@ -107,9 +111,9 @@ def _module_ranges(root: torch.nn.Module) -> Iterator[None]:
             h.remove()
 
 
-def _events(prof: Any) -> list[pe.Event]:
+def _events(prof: profile) -> list[pe.Event]:
     """The training thread's ranges as plain data (the thread that ran the ProfilerStep# ranges)."""
-    evs = list(prof.events())
+    evs = list(prof.events())   # type: ignore[no-untyped-call]  # untyped in torch
     main = next((e.thread for e in evs if e.name.startswith(pe.STEP_PREFIX)), None)
     ids = {id(e): i for i, e in enumerate(evs)}
     out = []
@@ -123,7 +127,7 @@ def _events(prof: Any) -> list[pe.Event]:
     return out
 
 
-def _op_table(prof: Any, steps: int) -> list[OpRow]:
+def _op_table(prof: profile, steps: int) -> list[OpRow]:
     skip = (pe.MODULE_PREFIX, pe.REGION_PREFIX, pe.STEP_PREFIX)
     rows = []
     for a in prof.key_averages(group_by_input_shape=True):
@@ -137,13 +141,13 @@ def _op_table(prof: Any, steps: int) -> list[OpRow]:
     return rows[:OP_TABLE_ROWS]
 
 
-def _profiler_pass(step: Callable[[Batch], Any], batches: Iterator[Batch], root: torch.nn.Module, steps: int,
+def _profiler_pass(step: Step, batches: Iterator[Batch], root: torch.nn.Module, steps: int,
                    trace_path: Path, status: ProgressWriter, usage: dict[str, float]) -> ProfilerSummary:
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    captured: dict[str, Any] = {}
+    captured: list[tuple[list[pe.Event], list[OpRow]]] = []   # what `ready` read, once
 
-    def ready(prof: Any) -> None:
+    def ready(prof: profile) -> None:
         # Read everything here: the profiler clears its events when a cycle ends. Each stage tells the
         # watchdog it is alive: on a busy machine exporting a large trace takes minutes.
         status.update(phase=Phase.TIMING, repeat=5, force=True)
@@ -151,7 +155,7 @@ def _profiler_pass(step: Callable[[Batch], Any], batches: Iterator[Batch], root:
         status.update(phase=Phase.TIMING, repeat=6, force=True)
         events = _events(prof)
         status.update(phase=Phase.TIMING, repeat=7, force=True)
-        captured.update(events=events, ops=_op_table(prof, steps))
+        captured.append((events, _op_table(prof, steps)))
         status.update(phase=Phase.TIMING, repeat=8, force=True)
 
     dist.barrier()
@@ -170,18 +174,18 @@ def _profiler_pass(step: Callable[[Batch], Any], batches: Iterator[Batch], root:
             status.step()
     dist.barrier()
     usage.update(cpu_s=cpu_s, wall_s=wall_s)
-    if "events" not in captured:
+    if not captured:
         raise RuntimeError("torch.profiler delivered no trace for the profiled steps")
-    events = captured["events"]
+    events, ops = captured[0]
     cov = pe.coverage(events)
     layers = pe.layer_times(events, steps)
     return ProfilerSummary(
-        step_ms=tuple(step_ms), ops=tuple(captured["ops"]),
+        step_ms=tuple(step_ms), ops=tuple(ops),
         coverage=CoverageJson(cov.step_ms, cov.named_ms, cov.other_ms, allreduce_wait_ms=cov.wait_ms),
         layers=tuple(LayerRow(r.name, r.forward_ms, r.backward_ms) for r in layers), trace=trace_path.name)
 
 
-def _batches(trainer: Any, count: int) -> Iterator[Batch]:
+def _batches(trainer: Trainer, count: int) -> Iterator[Batch]:
     def epochs() -> Iterator[Batch]:
         for epoch in itertools.count():
             yield from trainer.batches(epoch)
@@ -217,8 +221,9 @@ def profile_rank(job: RankJob, trainer: Trainer, module: torch.nn.Module, status
 
     status.update(phase=Phase.TIMING, repeat=2, force=True)
     log_path = out_dir / f"onednn-rank{rank}.log"
-    verbose: Any = torch.backends.mkldnn.verbose   # untyped in torch
-    with stdout_to(log_path), verbose(torch.backends.mkldnn.VERBOSE_ON):
+    # (torch leaves mkldnn.verbose untyped; it only stores the level until entered)
+    verbose = torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON)   # type: ignore[no-untyped-call]
+    with stdout_to(log_path), verbose:
         verbose_ms = _timed_steps(step, batches, steps, status, usage["verbose"])
     executions, problems = ov.parse_lines(log_path.read_text(errors="replace").splitlines())
     log_path = _gzip(log_path)   # ~30× smaller; read it with zcat

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar
 
 from orchestrator.core import records as rec
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.measure import summarize
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.plan_view import placement_to_list
+from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 from orchestrator.core.topology import Topology
 from orchestrator.run.job import RankResult
 from orchestrator.run.launcher import Outcome
@@ -16,6 +18,26 @@ from orchestrator.run.reports import ThroughputReport
 from orchestrator.run.trial import TrialRun
 
 Report = TypeVar("Report")
+
+
+class CommonFields(TypedDict):
+    """The fields every trial's record has (`common_fields`), as rec.Record takes them."""
+
+    ranks: int
+    threads_per_rank: int
+    local_batch: int
+    global_batch: int
+    status: rec.Status
+    reason: str | None
+    backend: str
+    communication: rec.CommunicationSection | None
+    placement: tuple[rec.PlacementEntry, ...]
+    started_at: str
+    wall_s: float
+    startup_s: float | None
+    applied: JsonDict | None
+    log_tail: str | None
+    memory: rec.MemorySection
 
 
 def infeasible_record(p: PlannedTrial, backend: str) -> rec.Record:
@@ -73,24 +95,25 @@ def _communication(run: TrialRun) -> rec.CommunicationSection | None:
 
 
 def common_fields(p: PlannedTrial, topology: Topology, run: TrialRun, backend: str,
-                  started_at: float) -> dict[str, Any]:
+                  started_at: float) -> CommonFields:
     """The fields every trial's record has (a training trial's: layout, status, placement, memory, ...); the
     kind adds its key and section."""
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
     applied = next((o.result.applied for o in run.outcomes if o and o.result), None)
     t = p.trial
-    return dict(ranks=t.ranks, threads_per_rank=t.threads_per_rank, local_batch=t.local_batch,
-                global_batch=t.global_batch, status=rec.Status(run.status), reason=run.reason, backend=backend,
-                communication=_communication(run), placement=_placement(p, topology, run),
-                started_at=rec.utc_timestamp(started_at), wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
-                log_tail=failing.log_tail if failing else None,
-                memory=rec.MemorySection(peak_private_mib=[o.peak_private_mib if o else None for o in run.outcomes],
-                                         shared_mib=[o.shared_mib if o else None for o in run.outcomes],
-                                         budget_mib=list(p.memory_budget_mib), estimate_mib=p.rank_memory_mib,
-                                         library_mib=p.library_mib))
+    memory = rec.MemorySection(peak_private_mib=[o.peak_private_mib if o else None for o in run.outcomes],
+                               shared_mib=[o.shared_mib if o else None for o in run.outcomes],
+                               budget_mib=list(p.memory_budget_mib), estimate_mib=p.rank_memory_mib,
+                               library_mib=p.library_mib)
+    return CommonFields(ranks=t.ranks, threads_per_rank=t.threads_per_rank, local_batch=t.local_batch,
+                        global_batch=t.global_batch, status=rec.Status(run.status), reason=run.reason,
+                        backend=backend, communication=_communication(run),
+                        placement=_placement(p, topology, run), started_at=rec.utc_timestamp(started_at),
+                        wall_s=run.wall_s, startup_s=run.ready_s, applied=applied,
+                        log_tail=failing.log_tail if failing else None, memory=memory)
 
 
-def _throughput(p: PlannedTrial, run: TrialRun, measure: Any) -> rec.ThroughputSection:
+def _throughput(p: PlannedTrial, run: TrialRun, measure: MeasureSpec) -> rec.ThroughputSection:
     """The trial's throughput from its ranks' reports: the slowest rank's time per repeat sets the rate."""
     reports = rank_reports(run, lambda r: r.throughput, "throughput")
     summary = summarize(p.trial.global_batch, measure.timed_steps, [r.repeat_s for r in reports])
@@ -119,7 +142,7 @@ def _data_wait_share(reports: list[ThroughputReport], total_timed: float) -> flo
     return sum(w for w in waits if w is not None) / total_timed if total_timed else 0.0
 
 
-def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: Any,
+def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, backend: str, measure: MeasureSpec,
                       started_at: float) -> rec.Record:
     fields = common_fields(p, topology, run, backend, started_at)
     throughput = _throughput(p, run, measure) if run.status == rec.Status.OK else None
@@ -127,7 +150,7 @@ def throughput_record(p: PlannedTrial, run: TrialRun, *, topology: Topology, bac
 
 
 def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, topology: Topology, backend: str,
-                       spec_convergence: Any, started_at: float) -> rec.Record:
+                       spec_convergence: ConvergenceSpec, started_at: float) -> rec.Record:
     fields = common_fields(p, topology, run, backend, started_at)
     c = spec_convergence
     section = rec.ConvergenceSection(metric=c.metric, target=c.target, max_epochs=c.max_epochs, lr_rule=c.lr_rule,

@@ -27,11 +27,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.profile.roofline import conv_flops, conv_problem
 
 ROOF_GEMM_SIZES = (256, 512, 1024)
@@ -64,7 +64,7 @@ ROOF_CONVS = (ConvShape(64, 32, 3), ConvShape(128, 16, 3), ConvShape(256, 16, 3,
 FORMATS = {"channels-last": torch.channels_last, "contiguous": torch.contiguous_format}
 
 
-def _timed(call: Callable[[], Any], flop: float, seconds: float, barrier: Callable[[], None] | None,
+def _timed(call: Callable[[], object], flop: float, seconds: float, barrier: Callable[[], None] | None,
            on_call: Callable[[], None] | None) -> tuple[float, float]:
     """(GFLOP/s of the median call, of the fastest) over a window of `seconds` after two warm-up calls."""
     for _ in range(2):
@@ -84,7 +84,7 @@ def _timed(call: Callable[[], Any], flop: float, seconds: float, barrier: Callab
     return flop / statistics.median(times) / 1e9, flop / min(times) / 1e9
 
 
-def _gemm(size: int, dtype: torch.dtype) -> tuple[Callable[[], Any], float]:
+def _gemm(size: int, dtype: torch.dtype) -> tuple[Callable[[], object], float]:
     a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     return (lambda: torch.mm(a, b)), 2.0 * size**3
 
@@ -100,13 +100,13 @@ def conv_batch(shape: ConvShape, gflops: float, call_s: float = CONV_CALL_S) -> 
 
 
 def _convs(shape: ConvShape, fmt: torch.memory_format, dtype: torch.dtype,
-           batch: int) -> list[tuple[str, Callable[[], Any], float]]:
+           batch: int) -> list[tuple[str, Callable[[], object], float]]:
     """(direction, call, FLOPs) of the shape's forward, and backward where it asks for it."""
     c, s, k, p = shape.channels, shape.size, shape.kernel, shape.kernel // 2
     x = torch.randn(batch, c, s, s, dtype=dtype).to(memory_format=fmt)
     w = torch.randn(c, c, k, k, dtype=dtype).to(memory_format=fmt)
     flop = float(conv_flops(conv_problem(shape.descriptor(batch))))
-    out = [("forward", lambda: F.conv2d(x, w, padding=p), flop)]
+    out: list[tuple[str, Callable[[], object], float]] = [("forward", lambda: F.conv2d(x, w, padding=p), flop)]
     if shape.backward:
         grad = torch.randn_like(F.conv2d(x, w, padding=p))
         out.append(("backward", lambda: torch.ops.aten.convolution_backward(
@@ -123,7 +123,7 @@ def compute_roof(precision: str, max_gemm: int = ROOF_GEMM_SIZES[-1], seconds: f
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     rates: dict[str, dict[str, float]] = {}
 
-    def run(name: str, call: Callable[[], Any], flop: float) -> None:
+    def run(name: str, call: Callable[[], object], flop: float) -> None:
         median, best = _timed(call, flop, seconds, barrier, on_call)
         rates[name] = {"gflops": median, "best_gflops": best}
 
@@ -142,7 +142,7 @@ def compute_roof(precision: str, max_gemm: int = ROOF_GEMM_SIZES[-1], seconds: f
 
 
 def compute_peak(threads: int, precision: str, seconds: float = 1.5,
-                 barrier: Callable[[], None] | None = None) -> dict[str, Any]:
+                 barrier: Callable[[], None] | None = None) -> JsonDict:
     """The compute roof as `orch profile` (and roof_probe) holds a primitive against it: the GEMM peak's median
     2048² matmul and every primitive of `compute_roof` by its fastest call (a roof must not be beaten by any
     call's mean), the best of them; the GEMM's own spread (best ÷ median) is the roof's noise

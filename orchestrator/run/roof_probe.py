@@ -21,14 +21,34 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Mapping
 
+from orchestrator.core.json_types import JsonDict, JsonReadable
 from orchestrator.io.isa import ISA_CAP_ENV_VARS
 
 PROBE_ROUNDS = 2
 # What an AVX2-only CPU runs, reproduced on a newer one (design.md); DNNL_ is oneDNN 2.x's spelling, removed too
 AVX2_CAP_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 CAP_VARS = (*AVX2_CAP_ENV, *ISA_CAP_ENV_VARS)
+
+
+Probe = Mapping[str, JsonReadable]   # one probe's JSON (`_measure`), or one setting's best (`measure_roofs`)
+
+
+def roof_number(probe: Probe, key: str) -> float:
+    """One figure of a probe (`gflops`, `triad_gbs`, ...), checked to be a number."""
+    value = probe[key]
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"the roof probe's {key} is not a number: {value!r}")
+    return value
+
+
+def class_gflops(probe: Probe) -> dict[str, float]:
+    """A probe's roof per primitive class (`kind_gflops`: 'convolution forward' → GFLOP/s; none where absent)."""
+    kinds = probe.get("kind_gflops", {})
+    if not isinstance(kinds, Mapping):
+        raise TypeError(f"the roof probe's kind_gflops is not an object: {kinds!r}")
+    return {kind: roof_number(kinds, kind) for kind in kinds}
 
 
 PEAK_CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # the convolution timed per direction
@@ -51,7 +71,7 @@ def conv_class_gflops(precision: str) -> dict[str, float]:
             for row in replay_shapes(shapes) if row["isolated_min_ms"]}
 
 
-def _measure(threads: int, precision: str, seconds: float) -> dict[str, Any]:
+def _measure(threads: int, precision: str, seconds: float) -> dict[str, JsonReadable]:
     import torch
 
     from orchestrator.run.profile_replay import stream_triad_gbs
@@ -80,7 +100,7 @@ def probe_env(cpus: list[int], capped: bool) -> dict[str, str]:
     return env
 
 
-def probe(cpus: list[int], precision: str, capped: bool, seconds: float = 1.0) -> dict[str, Any]:
+def probe(cpus: list[int], precision: str, capped: bool, seconds: float = 1.0) -> JsonDict:
     """One probe process pinned to `cpus`; its JSON."""
     cmd = [sys.executable, "-m", "orchestrator.run.roof_probe", "--threads", str(len(cpus)),
            "--precision", precision, "--seconds", str(seconds)]
@@ -90,21 +110,29 @@ def probe(cpus: list[int], precision: str, capped: bool, seconds: float = 1.0) -
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the roof probe failed ({' '.join(cmd)}): {done.stderr.strip()[-500:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: JsonDict = json.loads(done.stdout.strip().splitlines()[-1])   # the object _measure printed
     return result
 
 
-def measure_roofs(cpus: list[int], precision: str, rounds: int = PROBE_ROUNDS) -> dict[str, dict[str, Any]]:
+def measure_roofs(cpus: list[int], precision: str, rounds: int = PROBE_ROUNDS) -> dict[str, dict[str, JsonReadable]]:
     """{"native": ..., "avx2": ...}: each setting's best compute roof and best triad over `rounds`
     alternating probes, with every probe kept under "runs"."""
-    runs: dict[str, list[dict[str, Any]]] = {"native": [], "avx2": []}
+    runs: dict[str, list[JsonDict]] = {"native": [], "avx2": []}
     for _ in range(rounds):
         for name in runs:
             runs[name].append(probe(cpus, precision, capped=name == "avx2"))
-    return {name: {**max(found, key=lambda r: r["gflops"]), "triad_gbs": max(r["triad_gbs"] for r in found),
-                   "kind_gflops": {k: max(r["kind_gflops"].get(k, 0.0) for r in found)
-                                   for k in {k for r in found for k in r.get("kind_gflops", {})}},
-                   "runs": found} for name, found in runs.items()}
+    return {name: _best(found) for name, found in runs.items()}
+
+
+def _best(found: list[JsonDict]) -> dict[str, JsonReadable]:
+    """One setting's probes as one: the probe with the highest compute roof, with the best triad and the best
+    roof per class of any, and every probe under "runs"."""
+    kinds = [class_gflops(r) for r in found]
+    best = max(found, key=lambda r: roof_number(r, "gflops"))
+    return {**best,
+            "triad_gbs": max(roof_number(r, "triad_gbs") for r in found),
+            "kind_gflops": {k: max(c.get(k, 0.0) for c in kinds) for k in {k for c in kinds for k in c}},
+            "runs": found}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,10 +22,11 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator import __version__
 from orchestrator.core import records as rec
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schedule import Region
 from orchestrator.core.schema import InvalidInput, Problem
@@ -49,6 +50,9 @@ from orchestrator.run.progress import SweepProgress
 from orchestrator.run.recording import infeasible_record
 from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
+if TYPE_CHECKING:
+    from orchestrator.run.adaptive import AdaptiveOutcome  # (it imports this module)
+
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
 MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict up to this many (topology.json has all)
 
@@ -70,10 +74,10 @@ class SweepSummary:
     ran: int = 0
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
-    adaptive: Any = None     # an adaptive sweep's answer and stop (run.adaptive.AdaptiveOutcome)
+    adaptive: AdaptiveOutcome | None = None     # an adaptive sweep's answer and stop
 
 
-def environment_info(plan: Plan, cluster_size: int) -> dict[str, Any]:
+def environment_info(plan: Plan, cluster_size: int) -> JsonDict:
     cpu_model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
                       if line.startswith("model name")), platform.processor())
     return {"orch": __version__, "python": platform.python_version(), "torch": dist_version("torch"),
