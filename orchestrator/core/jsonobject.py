@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self, TypeVar
 
-from orchestrator.core.json_types import JsonReadable
-
 _META = ("json_keys", "json_extra")
 _OPTIONAL = "orch.optional"
 
@@ -106,10 +104,10 @@ class JsonObject:
     # The keys the JSON object had, in its order (None: every field, in declaration order).
     json_keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     # Keys this orch has no field for, with their values, written back as they were.
-    json_extra: Mapping[str, JsonReadable] = field(default_factory=dict, repr=False, compare=False)
+    json_extra: Mapping[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, JsonReadable]) -> Self:
+    def from_json(cls, data: Mapping[str, object]) -> Self:
         """The object of a parsed JSON object; raises TypeError/ValueError when it is not one."""
         if not isinstance(data, Mapping):
             raise TypeError(f"{cls.__name__}: expected a JSON object, got {type(data).__name__}")

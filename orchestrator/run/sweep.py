@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator import __version__
 from orchestrator.core import records as rec
-from orchestrator.core.json_types import JsonDict
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.schedule import Region
 from orchestrator.core.schema import InvalidInput, Problem
@@ -77,7 +77,7 @@ class SweepSummary:
     adaptive: AdaptiveOutcome | None = None     # an adaptive sweep's answer and stop
 
 
-def environment_info(plan: Plan, cluster_size: int) -> JsonDict:
+def environment_info(plan: Plan, cluster_size: int) -> dict[str, JsonReadable]:
     cpu_model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
                       if line.startswith("model name")), platform.processor())
     return {"orch": __version__, "python": platform.python_version(), "torch": dist_version("torch"),
