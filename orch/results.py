@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.app.sweep import SweepSummary
 from orchestrator.core import record_fields
@@ -73,6 +73,11 @@ def frame(columns: Sequence[tuple[str, ValueType]], rows: Sequence[Mapping[str, 
     cats = categories or {}
     return pd.DataFrame({name: _column(pd, kind, [row.get(name) for row in rows], cats.get(name, ()))
                          for name, kind in columns})
+
+
+def _cells(figures: Mapping[str, object]) -> dict[str, Value]:
+    """A JSON object's single values, as a frame's row takes them (its lists left out: they are joined apart)."""
+    return {k: v for k, v in figures.items() if v is None or isinstance(v, (str, int, float, bool))}
 
 
 def records_frame(records: Iterable[Record]) -> pd.DataFrame:
@@ -135,7 +140,7 @@ class Plan:
         """Why the sweep would be refused as planned (a backend or a precision that cannot run here)."""
         return self.plan.errors
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Exactly what `orch plan --json` prints."""
         from orchestrator.core.plan_view import plan_to_dict
 
@@ -194,7 +199,7 @@ class Results:
         return self.stored.typed_topology()
 
     @property
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> dict[str, object]:
         return self.stored.environment
 
     @property
@@ -260,14 +265,14 @@ class Prediction:
         return self.report.warnings
 
     @property
-    def recommendation(self) -> dict[str, Any] | None:
+    def recommendation(self) -> dict[str, object] | None:
         """The recommended layout under a deadline or a node-hour budget, with the rule and the answer."""
-        found: dict[str, Any] | None = self.to_dict()["recommendation"]
-        return found
+        found = self.report.to_dict()["recommendation"]
+        return None if found is None else dict(found)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Exactly what `orch predict --json` prints."""
-        return self.report.to_dict()
+        return dict(self.report.to_dict())
 
     def to_frame(self) -> pd.DataFrame:
         """One row per predicted layout: the layout, samples/s, epochs, hours and node-hours with their
@@ -276,14 +281,16 @@ class Prediction:
         row, the epochs model: its form (`epochs_form`: 'critical batch', or 'lr rule' where the records carry the
         sweep's learning-rate rule, with its A, k and how k was had), B_crit (the rule's form: B_noise; its 90%
         interval and how it was had) and B_simple's prior."""
-        rows = []
+        rows: list[dict[str, Value]] = []
         whole = self.report.to_dict()
-        model = {k: v for k, v in (whole["epochs_model"] or {}).items()
+        model = {k: v for k, v in _cells(whole["epochs_model"] or {}).items()
                  if k.startswith(("b_crit", "b_simple", "epochs_")) and k != "epochs_words"}
         for layout in whole["layouts"]:
-            joined = {k: ("; " if k == "notes" else ",").join(layout[k]) or None for k in ("marks", "flags", "notes")}
+            joined = {"marks": ",".join(layout["marks"]) or None, "flags": ",".join(layout["flags"]) or None,
+                      "notes": "; ".join(layout["notes"]) or None}
             no_interval = layout.get("no_interval")
-            rows.append({**layout, **joined, "no_interval": str(no_interval) if no_interval else None, **model})
+            rows.append({**_cells(layout), **joined, "no_interval": str(no_interval) if no_interval else None,
+                         **model})
         return frame(PREDICTION_COLUMNS, rows)
 
     def tables(self) -> dict[str, pd.DataFrame]:

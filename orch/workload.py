@@ -319,13 +319,14 @@ class BatchContext:
 
 # A metric of one batch: (output, target) -> the batch's mean, weighted by its samples, or (sum, count), summed
 # over the batches (a masked accuracy counts tokens, not samples). With dict batches the target is
-# batch["labels"] when there is one, else the whole batch.
+# batch["labels"] when there is one, else the whole batch. Its arguments, and a loss's, stay open: a user's function
+# declares its own types (`accuracy` takes a Tensor target), which a narrower Callable here would refuse.
 Metric = Callable[[Any, Any], "float | tuple[float, float]"]
 # A dataset per split: a map-style torch Dataset whose items are (input, ..., target) tuples or dicts of tensors.
-DatasetFactory = Callable[[MP], Any]
+DatasetFactory = Callable[[MP], object]
 # Or a batch generator: yields this rank's batches of `local_batch` samples for the epoch (it may be endless:
 # orch takes samples_per_epoch // (world_size × local_batch) of them).
-BatchFactory = Callable[[MP, BatchContext], Iterable[Any]]
+BatchFactory = Callable[[MP, BatchContext], Iterable[object]]
 LossFn = Callable[[Any, Any], "torch.Tensor"]
 OptimizerFactory = Callable[[Iterable["torch.nn.Parameter"], MP, float], "torch.optim.Optimizer"]
 

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:   # the run layer imports Ray: imported when a profile runs
     from orchestrator.core.grid import Trial
+    from orchestrator.core.json_types import JsonDict
     from orchestrator.core.plan import Plan
     from orchestrator.core.profile.result import ProfiledTarget
     from orchestrator.core.topology import Topology
@@ -219,7 +221,7 @@ def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, 
     _write(results, header, out)
 
 
-def _saved(out: Path) -> tuple[dict[str, object], list[ProfiledTarget]]:
+def _saved(out: Path) -> tuple[JsonDict, list[ProfiledTarget]]:
     """The header and the targets' results an earlier `orch profile` saved in `out`; InputError when they cannot
     be used. Each target's label names its folder, so a label read back is checked as a name, never a path
     (a header that says `../../x` would read and write outside `out`)."""
@@ -233,19 +235,20 @@ def _saved(out: Path) -> tuple[dict[str, object], list[ProfiledTarget]]:
     except UnreadableFile as exc:
         raise InputError(f"{where} ({out / HEADER_FILE}: {exc})") from None
     labels = header.get("targets") if isinstance(header, dict) else None
-    if not isinstance(labels, list) or not labels:
+    if not isinstance(header, dict) or not isinstance(labels, list) or not labels:
         raise InputError(f"{where} ({out / HEADER_FILE}: no list of targets)")
     problem = next((p for label in labels if (p := name_problem(label, f"{HEADER_FILE} target")) is not None), None)
     if problem is not None:
         raise InputError(f"{where} ({problem})")
+    names = [label for label in labels if isinstance(label, str)]   # every label: name_problem refuses the rest
     missing = [key for key in HEADER_KEYS if key not in header]
     if missing:
         raise InputError(f"{where} ({out / HEADER_FILE}: no {', '.join(missing)})")
     try:
-        results = [load_result(out / label / RESULT_FILE) for label in labels]
+        results = [load_result(out / label / RESULT_FILE) for label in names]
     except (ValueError, TypeError, KeyError) as exc:   # UnreadableFile, or not the shape orch writes
         raise InputError(f"{where} ({exc})") from None
-    for label, result in zip(labels, results):   # a result's own label and variant name files too (layers-<label>)
+    for label, result in zip(names, results):   # a result's own label and variant name files too (layers-<label>)
         file = out / label / RESULT_FILE
         named = [p for p in (name_problem(result.label, f"{file}: label"),
                              name_problem(result.variant, f"{file}: variant") if result.variant else None)
@@ -266,7 +269,7 @@ def _report_only(out: Path) -> list[ProfiledTarget]:
     return results
 
 
-def _write(results: list[ProfiledTarget], header: dict[str, object], out: Path) -> None:
+def _write(results: list[ProfiledTarget], header: Mapping[str, object], out: Path) -> None:
     from orchestrator.report.profile_report import PROFILE_FILE, write_profile_report
 
     paths = write_profile_report(results, out, header)

@@ -12,8 +12,8 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from orchestrator.core.json_types import JsonValue
 from orchestrator.errors import InputError
 
 # What an input file may weigh before orch refuses to read it (a YAML parser reads ~1 MB/s, so a sweep or
@@ -202,16 +202,17 @@ def _open_reason(err: OSError) -> str:
             errno.ENAMETOOLONG: "the path is too long"}.get(err.errno or 0, f"cannot be opened: {err.strerror}")
 
 
-def read_json_input(path: str | Path, max_bytes: int = MAX_JSON_BYTES, *, follow_links: bool = True) -> Any:
+def read_json_input(path: str | Path, max_bytes: int = MAX_JSON_BYTES, *, follow_links: bool = True) -> JsonValue:
     """A JSON input file, parsed; UnreadableFile (one line) for anything read_input_text refuses, text that
     is not JSON, or JSON nested too deeply for the parser (a RecursionError is not a traceback for the user)."""
     text = read_input_text(path, max_bytes, follow_links=follow_links)
     try:
-        return json.loads(text)
+        data: JsonValue = json.loads(text)
     except json.JSONDecodeError as err:
         raise UnreadableFile(f"not valid JSON ({err.msg} at line {err.lineno})") from None
     except RecursionError:
         raise UnreadableFile("JSON nested too deeply to read") from None
+    return data
 
 
 # --- the private work folder ----------------------------------------------------------------------------

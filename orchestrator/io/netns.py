@@ -155,7 +155,8 @@ def within(namespace: str, make: Callable[[], T]) -> T:
     """`make()` called with this thread's network namespace switched to `namespace` (a thread of its own, so no
     other thread of this process changes namespace): a socket it creates stays in that namespace's stack."""
     libc = ctypes.CDLL(None, use_errno=True)
-    out: dict[str, Any] = {}
+    values: list[T] = []                 # what make() returned, or
+    errors: list[BaseException] = []     # what it raised, handed to the caller's thread
 
     def target() -> None:
         own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -165,11 +166,11 @@ def within(namespace: str, make: Callable[[], T]) -> T:
                 err = ctypes.get_errno()
                 raise OSError(err, f"setns into {namespace}: {os.strerror(err)}")
             try:
-                out["value"] = make()
+                values.append(make())
             finally:
                 libc.setns(own, CLONE_NEWNET)
         except BaseException as err:  # handed to the caller's thread
-            out["error"] = err
+            errors.append(err)
         finally:
             os.close(own)
             os.close(there)
@@ -177,10 +178,9 @@ def within(namespace: str, make: Callable[[], T]) -> T:
     worker = threading.Thread(target=target, name=f"netns-{namespace}")
     worker.start()
     worker.join()
-    if "error" in out:
-        raise out["error"]
-    value: T = out["value"]
-    return value
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def bulk_transfer(sender_ns: str, receiver_ns: str, receiver_address: str, nbytes: int,

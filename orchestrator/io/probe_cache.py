@@ -3,7 +3,7 @@
 A probe (`orchestrator.run.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
 reference and a fingerprint of the file that defines it, its parameters (the precision chosen), the precision,
 torch's version, the backend, the batches a throughput trial holds, the probe's format and the rule its FLOP
-counter counts by (`probe_key_fields`). Any of them changed, the probe is measured again; an unreadable or foreign
+counter counts by (`probe_key_fields`). One of them changed, the probe is measured again; an unreadable or foreign
 file is a miss, never an error. The FLOP rule (`core.flop_count.FLOPS_RULE`) is a key of its own, not a new format:
 a probe whose FLOPs torch's own convolution formula counted is measured again, while a results folder's probe.json
 of that time still reads (the format says how memory is measured, which did not change).
@@ -21,7 +21,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator.constants import (
     CACHE_DIR_ENV_VAR,
@@ -30,10 +30,14 @@ from orchestrator.constants import (
     XDG_CACHE_HOME_ENV_VAR,
 )
 from orchestrator.core.flop_count import FLOPS_RULE
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.probe import PROBE_BATCHES, PROBE_FORMAT, PROBE_STEPS, ProbeResult, held_batches, probe_key
 from orchestrator.core.schema import to_plain
 from orchestrator.io.files import write_atomic
 from orchestrator.io.workload_finder import ENTRY_POINT_GROUP, is_reference
+
+if TYPE_CHECKING:   # the sweep file's module reads this cache: imported for the annotation only
+    from orchestrator.io.sweepfile import Sweep
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +86,10 @@ def code_fingerprint(ref: str) -> str:
         return "unknown"
 
 
-def probe_key_fields(sweep: Any, backend: str) -> dict[str, Any]:
+def probe_key_fields(sweep: Sweep, backend: str) -> JsonDict:
     """What a probe of `sweep` (its precision chosen) on `backend` depends on: `core.probe.probe_key` hashes it."""
     m, w = sweep.spec.measure, sweep.spec.workload
-    ref = w.name
+    ref = w.name or ""   # never None here: a sweep finds its workload by this name (io.sweepfile)
     if w.script is not None:   # a script: its path, its content and its arguments are what it runs
         helpers = w.script_sources is not None and not w.script_sources.endswith(":0 files")
         code = f"{w.script_sha256} {w.script_sources}" if helpers else w.script_sha256   # a lone script: as before
@@ -117,7 +121,7 @@ def read_probe(path: Path, key: str | None = None) -> ProbeResult | None:
     return result
 
 
-def cached_probe(workload_name: str, fields: dict[str, Any]) -> ProbeResult | None:
+def cached_probe(workload_name: str, fields: JsonDict) -> ProbeResult | None:
     """The cached probe for these key fields, if one has run."""
     key = probe_key(fields)
     return read_probe(_path(workload_name, key), key)

@@ -13,7 +13,6 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orch.workload import RankContext, Trainer, Workload
 from orchestrator.core.schema import Problem
@@ -55,12 +54,12 @@ def find_script(name: str, base: Path | None) -> tuple[ScriptFile | None, str | 
     return ScriptFile(path, hashlib.sha256(data).hexdigest(), python_sources_sha256(path)), None
 
 
-def script_problems(spec_workload: Any, base: Path | None) -> tuple[ScriptFile | None, list[Problem]]:
-    """The spec's script found and checked against the SHA-256 it states (if any); the problems otherwise."""
-    found, why = find_script(spec_workload.script, base)
+def script_problems(script: str, declared: str | None, base: Path | None) -> tuple[ScriptFile | None, list[Problem]]:
+    """The spec's script (`workload.script`) found and checked against the SHA-256 it states (`declared`, if
+    any); the problems otherwise."""
+    found, why = find_script(script, base)
     if found is None:
         return None, [Problem("workload.script", str(why))]
-    declared = spec_workload.script_sha256
     if declared is not None and declared.lower() != found.sha256:
         return None, [Problem("workload.script_sha256", f"{found.path} has SHA-256 {found.sha256}, not {declared}: "
                                                         "the script changed (or give its new hash)")]

@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.core import records as rec
+from orchestrator.core.json_types import JsonDict, JsonMapping, JsonReadable, JsonValue
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.spec import SweepSpec, name_problem, parse_spec
 from orchestrator.core.topology import Topology, topology_from_data
@@ -100,7 +102,7 @@ class ResultsNotWritten(RunFailed):
     was before the write, and the message says which file and why."""
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JsonDict:
     """A JSON object from the folder ({} when the file is absent); NotAResultsFolder for anything else."""
     if not os.path.lexists(path):
         return {}
@@ -118,7 +120,7 @@ _SPEC_SECTIONS = ("workload", "grid", "measure", "convergence", "constraints", "
 _DERIVED_LISTS = ("ranks", "threads", "local_batches")
 
 
-def _spec_problem(data: dict[str, Any]) -> str | None:
+def _spec_problem(data: JsonMapping) -> str | None:
     """What is wrong with spec.json's shape (its `spec` and `derived` sections), or None."""
     spec, derived = data.get("spec") or {}, data.get("derived") or {}
     if not isinstance(spec, dict) or not isinstance(derived, dict):
@@ -144,13 +146,14 @@ def _spec_problem(data: dict[str, Any]) -> str | None:
         problem = None if name is None else name_problem(name, where, workload=where != "spec.name")
         if problem is not None:
             return problem
-    reference = (spec.get("workload") or {}).get("name")
+    workload = spec.get("workload")   # a JSON object or absent (checked above)
+    reference = workload.get("name") if isinstance(workload, dict) else None
     if reference is not None and not isinstance(reference, str):
         return f"spec.workload.name must be a string, not {type(reference).__name__}"
     return None
 
 
-def _memory_points_ok(points: Any) -> bool:
+def _memory_points_ok(points: JsonValue) -> bool:
     if points is None:
         return True
     return isinstance(points, dict) and all(
@@ -159,7 +162,7 @@ def _memory_points_ok(points: Any) -> bool:
         for b, v in points.items())
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: JsonValue) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -202,7 +205,7 @@ def check_folder(folder: Path) -> str | None:
     return None
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: JsonReadable) -> None:
     """Write atomically so a crash never leaves half a spec behind."""
     try:
         write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
@@ -261,21 +264,24 @@ ADDED_SETTINGS = {"measure.isolation": "node", "workload.params.ddp_comm_hook": 
 FINGERPRINTS_ADDED = ("workload.script_sources",)
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
+def _flatten(data: JsonReadable, prefix: str = "") -> dict[str, JsonReadable]:
+    if isinstance(data, Mapping):
+        out: dict[str, JsonReadable] = {}
         for key, value in data.items():
             out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: data}
 
 
-def _comparable_topology(topology: dict[str, Any]) -> list[Any]:
-    return [{k: n.get(k) for k in ("sockets", "memory_mib")} for n in topology.get("nodes", [])]
+def _comparable_topology(topology: JsonMapping) -> list[JsonValue]:
+    nodes = topology.get("nodes")
+    if not isinstance(nodes, list):   # absent: no machine to compare with
+        return []
+    return [{k: n.get(k) for k in ("sockets", "memory_mib")} if isinstance(n, dict) else n for n in nodes]
 
 
-def spec_changes(old_spec: dict[str, Any], new_spec: dict[str, Any], old_topology: dict[str, Any],
-                 new_topology: dict[str, Any]) -> list[str]:
+def spec_changes(old_spec: JsonMapping, new_spec: JsonMapping, old_topology: JsonMapping,
+                 new_topology: JsonMapping) -> list[str]:
     """What changed in a way that changes results, as 'path: old → new' lines (empty: safe to resume)."""
     changes = []
     old, new = ({**ADDED_SETTINGS, **_flatten({k: spec.get(k) for k in RESULT_AFFECTING})}
@@ -295,8 +301,8 @@ class SpecChanged(InputError):
     pass
 
 
-def prepare_folder(folder: Path, spec: dict[str, Any], derived: dict[str, Any], topology: dict[str, Any],
-                   environment: dict[str, Any]) -> rec.Records:
+def prepare_folder(folder: Path, spec: JsonMapping, derived: Mapping[str, JsonReadable], topology: JsonMapping,
+                   environment: Mapping[str, JsonReadable]) -> rec.Records:
     """Create or reopen a results folder; return the records already there (for resuming).
 
     Raises SpecChanged when the folder holds results of a spec or machine that differ in a way that

@@ -12,6 +12,7 @@ from orch.workload import ModelWorkload, Workload
 from orchestrator.core.eta import probed_steps
 from orchestrator.core.facts import WorkloadFacts, workload_facts
 from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
+from orchestrator.core.json_types import JsonDict, JsonMapping
 from orchestrator.core.probe import ProbeResult, probe_key
 from orchestrator.core.schema import InvalidInput, Problem, to_plain
 from orchestrator.core.spec import SweepSpec, parse_spec
@@ -25,6 +26,8 @@ from orchestrator.io.yamlfile import read_yaml, with_lines
 
 log = logging.getLogger(__name__)
 
+Found = tuple[FoundWorkload, object]   # a workload found, and its parameters (None where they did not load)
+
 
 @dataclass(frozen=True, slots=True)
 class Sweep:
@@ -33,13 +36,13 @@ class Sweep:
 
     spec: SweepSpec
     workload: Workload[Any]
-    params: Any          # the workload's params dataclass
+    params: object       # the workload's params dataclass (its `params_type`), or a script's NoParams
     path: Path
     workload_source: str = ""   # where the workload came from (an entry point, an import path, a file)
     probe: ProbeResult | None = None   # the probe of these parameters, where one has run (`with_cached_probe`)
     _facts: list[WorkloadFacts] = field(default_factory=list, init=False, repr=False, compare=False)
 
-    def frozen_spec(self) -> dict[str, Any]:
+    def frozen_spec(self) -> JsonDict:
         """The spec as stored in results/<sweep>/spec.json: workload parameters with defaults filled in."""
         plain = to_plain(self.spec)
         plain["workload"]["params"] = to_plain(self.params)
@@ -147,7 +150,7 @@ def load_sweep(path: str | Path) -> Sweep:
     return _sweep(spec, found, problems, f"sweep file {path}", Path(path), lines)
 
 
-def _args_as_written(data: Any, raw: dict[str, str]) -> None:
+def _args_as_written(data: object, raw: dict[str, str]) -> None:
     """A script's unquoted arguments as the sweep file writes them: YAML 1.1 reads `010` as 8, `1.10` as 1.1 and
     `12:30` as 750, none of which a shell would give the script: such a number stays the text written."""
     workload = data.get("workload") if isinstance(data, dict) else None
@@ -160,7 +163,7 @@ def _args_as_written(data: Any, raw: dict[str, str]) -> None:
             args[i] = text   # as written; a number that reads back as written stays one (older folders kept it)
 
 
-def sweep_from_frozen(frozen: dict[str, Any], path: Path) -> Sweep:
+def sweep_from_frozen(frozen: JsonMapping, path: Path) -> Sweep:
     """The sweep stored in a results folder's spec.json (as `Sweep.frozen_spec` wrote it). Raises
     InvalidInput when it no longer validates (a workload renamed or a parameter removed since). A script
     need not be there any more: its path and hash are in the spec. It finds and imports the workload, so it runs
@@ -183,21 +186,21 @@ def _declares_flops(workload: Workload[Any]) -> bool:
     return type(workload).train_flops_per_sample is not Workload.train_flops_per_sample
 
 
-def _is_script(raw: Any) -> bool:
+def _is_script(raw: object) -> bool:
     return isinstance(raw, dict) and raw.get("script") is not None
 
 
 def _script(spec: SweepSpec | None, base: Path | None, problems: list[Problem],
-            need_file: bool) -> tuple[SweepSpec | None, tuple[Any, Any] | None]:
+            need_file: bool) -> tuple[SweepSpec | None, Found | None]:
     """A script sweep's spec with its script made absolute, hashed and labelled, and its stand-in workload
     (`scriptfile.ScriptWorkload`); (spec, None) with the problem added when the script cannot be read."""
     if spec is None or spec.workload.script is None:
         return spec, None   # parse_spec reports the problem
-    w = spec.workload
+    w, named = spec.workload, spec.workload.script
     script = None
     if need_file:
         problems += spec_script_problems(spec)
-        script, found_problems = script_problems(w, base)
+        script, found_problems = script_problems(named, w.script_sha256, base)
         problems += found_problems
         if script is None:
             return spec, None
@@ -210,7 +213,7 @@ def _script(spec: SweepSpec | None, base: Path | None, problems: list[Problem],
     return replace(spec, workload=w), (FoundWorkload(workload, path, source), NoParams())
 
 
-def _found(raw: Any, base: Path | None, problems: list[Problem]) -> tuple[Any, Any] | None:
+def _found(raw: object, base: Path | None, problems: list[Problem]) -> Found | None:
     """(the found workload, its parameters) from the spec's raw workload section; None (with the problem
     added) when either fails."""
     if not (isinstance(raw, dict) and isinstance(raw.get("name"), str)):
@@ -228,8 +231,8 @@ def _found(raw: Any, base: Path | None, problems: list[Problem]) -> tuple[Any, A
     return found, params
 
 
-def _sweep(spec: SweepSpec | None, found: tuple[Any, Any] | None, problems: list[Problem], source: str, path: Path,
-           lines: Any) -> Sweep:
+def _sweep(spec: SweepSpec | None, found: Found | None, problems: list[Problem], source: str, path: Path,
+           lines: dict[str, int] | None) -> Sweep:
     if spec is not None and found is not None and spec.convergence is not None and spec.workload.script is None:
         metrics = found[0].workload.metrics
         if spec.convergence.metric not in metrics:

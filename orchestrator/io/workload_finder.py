@@ -17,9 +17,11 @@ import importlib.metadata
 import importlib.util
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
 
 from orch.workload import Workload
 from orchestrator.core.schema import Problem, load
@@ -29,6 +31,7 @@ ENTRY_POINT_GROUP = "orch.workloads"
 # A workload's own name names files (report names, cache keys): the sweep name's rule.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FOUND: dict[str, FoundWorkload] = {}
+P = TypeVar("P")
 
 
 class UnknownWorkload(InputError):
@@ -88,7 +91,7 @@ def _is_file(target: str) -> bool:
     return target.endswith(".py") or "/" in target
 
 
-def _resolve(ref: str) -> tuple[Any, str]:
+def _resolve(ref: str) -> tuple[object, str]:
     if not is_reference(ref):
         return _from_entry_point(ref)
     target, _, attr = ref.rpartition(":")
@@ -98,7 +101,7 @@ def _resolve(ref: str) -> tuple[Any, str]:
     return _attribute(module, attr, ref), f"{'file' if _is_file(target) else 'import path'} {ref}"
 
 
-def _from_entry_point(name: str) -> tuple[Any, str]:
+def _from_entry_point(name: str) -> tuple[object, str]:
     found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
         known = ", ".join(e.name for e in entry_points()) or "none"
@@ -109,14 +112,14 @@ def _from_entry_point(name: str) -> tuple[Any, str]:
     ep = found[0]
     dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
     try:
-        obj = ep.load()
+        obj: object = ep.load()
     except Exception as err:   # a broken plug-in is bad input, not a traceback
         raise UnknownWorkload(f"workload {name!r}: entry point {ep.value} (from {dist}) failed to load: "
                               f"{type(err).__name__}: {err}") from err
     return obj, f"entry point {name} = {ep.value} ({dist})"
 
 
-def _import_module(module_name: str, ref: str) -> Any:
+def _import_module(module_name: str, ref: str) -> ModuleType:
     try:
         return importlib.import_module(module_name)
     except Exception as err:
@@ -124,7 +127,7 @@ def _import_module(module_name: str, ref: str) -> Any:
                               f"{type(err).__name__}: {err}") from err
 
 
-def _import_file(target: str, ref: str) -> Any:
+def _import_file(target: str, ref: str) -> ModuleType:
     path = Path(target)
     if not path.is_file():
         raise UnknownWorkload(f"workload {ref!r}: file {path} does not exist")
@@ -145,8 +148,8 @@ def _import_file(target: str, ref: str) -> Any:
     return module
 
 
-def _attribute(module: Any, attr: str, ref: str) -> Any:
-    obj = module
+def _attribute(module: ModuleType, attr: str, ref: str) -> object:
+    obj: object = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             names = sorted(n for n in dir(obj) if not n.startswith("_"))
@@ -156,7 +159,7 @@ def _attribute(module: Any, attr: str, ref: str) -> Any:
     return obj
 
 
-def _as_workload(obj: Any, ref: str) -> Workload[Any]:
+def _as_workload(obj: object, ref: str) -> Workload[Any]:
     """The Workload that `obj` is, makes or returns; UnknownWorkload if it is none of those."""
     try:
         if isinstance(obj, type) and issubclass(obj, Workload):
@@ -179,7 +182,9 @@ def _as_workload(obj: Any, ref: str) -> Workload[Any]:
     return obj
 
 
-def parse_params(workload: Workload[Any], params: dict[str, Any],
-                 path: str = "workload.params") -> tuple[Any, list[Problem]]:
-    """Strictly build the workload's parameter dataclass (defaults filled in)."""
-    return load(workload.params_type, params, path)
+def parse_params(workload: Workload[P], params: Mapping[str, object],
+                 path: str = "workload.params") -> tuple[P | None, list[Problem]]:
+    """Strictly build the workload's parameter dataclass (defaults filled in; None where there are problems)."""
+    built: P | None
+    built, problems = load(workload.params_type, params, path)
+    return built, problems

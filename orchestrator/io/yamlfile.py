@@ -4,7 +4,6 @@ path to line so that every later problem can point at its line too."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -79,7 +78,7 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Prob
             _walk(item, sub, lines, problems, raw)
 
 
-def read_yaml(path: str | Path, what: str, raw: dict[str, str] | None = None) -> tuple[Any, dict[str, int]]:
+def read_yaml(path: str | Path, what: str, raw: dict[str, str] | None = None) -> tuple[object, dict[str, int]]:
     """Parse a YAML (or JSON) file. Raises InvalidInput for a missing, unreadable, empty, oversized or malformed
     file.
 

@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core import convergence as conv
 from orchestrator.core import tables as tab
 from orchestrator.core import time_to_train as ttt
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.records import Records
 from orchestrator.core.table import Table
 from orchestrator.errors import InputError
@@ -33,6 +34,8 @@ from orchestrator.report.render import to_csv, to_json, to_rich
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import RenderableType
+
+    from orchestrator.core.predict.fit import Fitted
 
 FORMATS = ("md", "csv", "json", "png")
 REPORT_FILE = "report.md"
@@ -51,9 +54,9 @@ class ReportData:
     convergence_table: Table
     times: tuple[ttt.LayoutTime, ...]
     time_to_train: Table
-    rcp: dict[str, Any]
+    rcp: JsonDict
     prediction: tuple[Table, ...] = ()       # the fitted models and their held-out validation, when fittable
-    fitted: Any = None                       # orchestrator.core.predict.fit.Fitted, for the calibration plot
+    fitted: Fitted | None = None             # the fitted models, for the calibration plot
     warnings: tuple[str, ...] = ()           # what makes the figures untrustworthy (a busy machine), said first
 
     def sections(self) -> list[tuple[str, list[Table]]]:
@@ -91,6 +94,7 @@ def analyze(results: Results) -> ReportData:
     records, derived = results.records, results.derived
     batches = conv.convergence_by_batch(records)
     times = tuple(ttt.layout_times(records, derived, batches))
+    prediction, fitted = _prediction(records)
     return ReportData(
         scalability=tuple(tab.scalability_tables(records, derived)),
         throughput=tuple(tab.throughput_tables(records, derived)),
@@ -106,7 +110,7 @@ def analyze(results: Results) -> ReportData:
                           when=results.environment.get("started_at") or "",
                           params=dict((results.sweep_spec.get("workload") or {}).get("params") or {})),
         warnings=machine_warnings(records),
-        **_prediction(records),
+        prediction=prediction, fitted=fitted,
     )
 
 
@@ -120,7 +124,7 @@ def machine_warnings(records: Records) -> tuple[str, ...]:
     return (warning,) if warning else ()
 
 
-def _prediction(records: Records) -> dict[str, Any]:
+def _prediction(records: Records) -> tuple[tuple[Table, ...], Fitted | None]:
     """The Prediction section: the models `orch predict` fits, with their held-out validation; nothing
     when the records cannot support a fit (the section then says which cells would)."""
     from orchestrator.core.predict import tables as ptab
@@ -129,12 +133,12 @@ def _prediction(records: Records) -> dict[str, Any]:
     try:
         fitted = fit_all(records, coverage=True)
     except NotFittable:
-        return {}
+        return (), None
     tables = [ptab.model_table(fitted)] + ([ptab.calibration_table(fitted)] if fitted.links else [])
     tables.append(ptab.validation_table(fitted))
     if fitted.points:
         tables.append(ptab.epochs_table(fitted))
-    return {"prediction": tuple(tables), "fitted": fitted}
+    return tuple(tables), fitted
 
 
 def benchmark_name(results: Results) -> str:
@@ -238,7 +242,7 @@ def _figures(data: ReportData, results: Results) -> Iterator[tuple[str, str, Fig
     if data.fitted is not None:
         from orchestrator.report.prediction import calibration_figure
 
-        candidates.append(("Prediction", "allreduce.png", lambda: calibration_figure(data.fitted)))
+        candidates.append(("Prediction", "allreduce.png", partial(calibration_figure, data.fitted)))
     for section, name, draw in candidates:
         fig = draw()
         if fig is not None:

@@ -133,7 +133,7 @@ def summary_lines(results: Results, data: ReportData) -> list[str]:
     return lines
 
 
-def _join(values: Sequence[Any]) -> str:
+def _join(values: Sequence[object]) -> str:
     return ", ".join(str(v) for v in values) or "none"
 
 
@@ -311,7 +311,7 @@ class _SpecDumper(yaml.SafeDumper):
     """Block mappings, but lists of plain values on one line (`ranks: [1, 2, 4]`), as sweep files are written."""
 
 
-def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+def _represent_list(dumper: yaml.SafeDumper, data: list[object]) -> yaml.Node:
     flow = all(not isinstance(item, (list, dict)) for item in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
 

@@ -8,8 +8,9 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
+from orchestrator.core.json_types import JsonDict
 from orchestrator.core.predict import tables as ptab
 from orchestrator.core.predict.capacity import (
     Prediction,
@@ -31,6 +32,7 @@ from orchestrator.report.render import to_csv, to_json, to_markdown, to_rich
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from rich.console import RenderableType
 
     from orchestrator.io.predict_inputs import PredictInputs
 
@@ -39,6 +41,85 @@ MD_FILE = "prediction.md"
 
 class NoFeasibleLayout(InputError):
     pass
+
+
+class EpochsModelFigures(TypedDict):
+    """The epochs model's figures in `orch predict --json` (`epochs_model`)."""
+
+    epochs_form: str
+    epochs_words: str
+    epochs_lr_rule: str | None
+    epochs_a: float | None
+    epochs_k: float | None
+    epochs_k_mode: str | None
+    e_min: float | None
+    b_crit: float | None
+    b_crit_low: float | None
+    b_crit_high: float | None
+    b_crit_mode: str
+    b_crit_words: str
+    b_crit_without_b_simple: float | None
+    b_simple: float | None
+    b_simple_low: float | None
+    b_simple_high: float | None
+    b_simple_runs: int | None
+    eval_every_epochs: float | None
+
+
+class LayoutFigures(TypedDict):
+    """One predicted layout in `orch predict --json` (`layouts`)."""
+
+    ranks: int
+    threads_per_rank: int
+    local_batch: int
+    nodes: int
+    global_batch: int
+    ranks_per_socket: int
+    link: str | None
+    predictor: str
+    samples_per_s: float
+    samples_per_s_low: float | None
+    samples_per_s_high: float | None
+    measured_samples_per_s: float | None
+    epochs: float | None
+    epochs_low: float | None
+    epochs_high: float | None
+    epochs_status: str | None
+    hours: float | None
+    hours_low: float | None
+    hours_high: float | None
+    node_hours: float | None
+    runs_per_day: float | None
+    marks: list[str]
+    flags: list[str]
+    no_interval: str | None
+    notes: list[str]
+    p_over_deadline: float | None
+    p_over_deadline_fast: float | None
+    p_over_deadline_slow: float | None
+
+
+class RecommendationFigures(TypedDict):
+    """The recommended layout in `orch predict --json` (`recommendation`): the rule, the answer, the layout."""
+
+    rule: str
+    answer: str
+    layout: str | None
+
+
+class PredictionFigures(TypedDict):
+    """Exactly what `orch predict --json` prints."""
+
+    target: str
+    node_counts: list[int]
+    samples_per_epoch: int | None
+    deadline_h: float | None
+    epochs_model: EpochsModelFigures | None
+    sources: list[str]
+    recommendation: RecommendationFigures | None
+    warnings: list[str]
+    layouts: list[LayoutFigures]
+    tables: list[JsonDict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +165,7 @@ class PredictionReport:
         out.append(ptab.predictions_table(self.predictions))
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PredictionFigures:
         rec = self.recommendation
         return {"target": self.target_words, "node_counts": list(self.target.node_counts),
                 "samples_per_epoch": self.target.samples_per_epoch, "deadline_h": self.deadline_h,
@@ -97,7 +178,7 @@ class PredictionReport:
                 "tables": [t.to_dict() for t in self.tables()]}
 
 
-def _epochs_model_dict(f: Fitted) -> dict[str, Any] | None:
+def _epochs_model_dict(f: Fitted) -> EpochsModelFigures | None:
     """The epochs model's figures: its form; E_min, or the rule's A and k; B_crit (the rule's form: B_noise) with
     its 90% interval and how it was had; and B_simple's prior."""
     m = f.epochs_model
@@ -121,7 +202,7 @@ def _epochs_model_dict(f: Fitted) -> dict[str, Any] | None:
             "eval_every_epochs": f.eval_every_epochs}
 
 
-def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> dict[str, Any]:
+def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> LayoutFigures:
     """One predicted layout with every figure as its own field (intervals included: never only in text)."""
     lay, e = p.layout, p.epochs
     return {"ranks": lay.ranks, "threads_per_rank": lay.threads, "local_batch": lay.local_batch, "nodes": lay.nodes,
@@ -163,11 +244,11 @@ def _summary_table(report: PredictionReport) -> Table:
     return ptab.predictions_table(shown, name="prediction-summary", compact=True, title=title)
 
 
-def terminal_prediction(report: PredictionReport, *, full_validation: bool = False) -> list[Any]:
+def terminal_prediction(report: PredictionReport, *, full_validation: bool = False) -> list[RenderableType]:
     from rich.text import Text
 
     f = report.fitted
-    parts: list[Any] = [Text(f"target: {report.target_words}", style="bold")]
+    parts: list[RenderableType] = [Text(f"target: {report.target_words}", style="bold")]
     tables = [ptab.model_table(f)] + ([ptab.calibration_table(f)] if f.links else [])
     loo = next((r for r in f.validation if r.scheme == "leave one cell out"), None)
     if full_validation or loo is None:

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile.result import ProfiledTarget
 from orchestrator.report.plots import _figure, save
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 TOP_SEGMENTS = 9
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     return save(fig, path)   # atomically, never through a link (report.plots.save)
 
 

@@ -14,8 +14,8 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from orchestrator.core.json_types import JsonDict, JsonMapping, JsonReadable
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile import checks as pc
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, ReplayRow, as_target
@@ -26,16 +26,16 @@ from orchestrator.report import profile_plots as pp
 PROFILE_FILE = "profile.md"
 NAMED_TARGET = 0.9     # the share of a plain step that should sit inside named ops (recorded, not inferred)
 WITHHELD = "withheld (disturbed)"
-Rows = Sequence[Mapping[str, Any]]
-Targets = Sequence[ProfiledTarget | Mapping[str, Any]]   # typed, or as read from profile-result.json
+Rows = Sequence[Mapping[str, JsonReadable]]
+Targets = Sequence[ProfiledTarget | JsonMapping]   # typed, or as read from profile-result.json
 
 
-def plain_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+def plain_rows(rows: Sequence[Row]) -> list[JsonDict]:
     """Typed rows as the table dicts the Markdown, CSV and JSON writers take."""
     return [r.to_json() for r in rows]
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if isinstance(value, float):
         if abs(value) >= 100:
             return f"{value:,.0f}"
@@ -81,8 +81,8 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-def summary_rows(targets: Targets, disturbed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    rows = []
+def summary_rows(targets: Targets, disturbed: frozenset[str] = frozenset()) -> list[JsonDict]:
+    rows: list[JsonDict] = []
     for t in map(as_target, targets):
         s = pa.summary(t)
         e = pa.efficiency(t)
@@ -144,7 +144,7 @@ def _overhead(value: float, target: ProfiledTarget) -> str:
     return f"{_pct(value)} ≈ 0 (within the steps' ±{pc.step_noise(target):.0%} noise)"
 
 
-def attribution_rows(targets: Targets) -> list[dict[str, Any]]:
+def attribution_rows(targets: Targets) -> list[JsonDict]:
     """Every rank of every target: what the profiler recorded, against the plain and the profiled step;
     the inferred all-reduce wait in its own column, never in the named share."""
     return [{"target": t.label, "rank": a.rank, "plain_step_ms": a.plain_step_ms,
@@ -176,7 +176,7 @@ def checks_section(ok: Sequence[ProfiledTarget], findings: Sequence[pc.Finding])
     return md + [""]
 
 
-def _breakdown_rows(targets: Sequence[ProfiledTarget]) -> list[dict[str, Any]]:
+def _breakdown_rows(targets: Sequence[ProfiledTarget]) -> list[dict[str, float | str]]:
     values = [pa.onednn_breakdown(t) for t in targets]
     keys = sorted({k for v in values for k in v},
                   key=lambda k: (k == pa.OUTSIDE_ONEDNN, -max(v.get(k, 0) for v in values)))
@@ -185,13 +185,13 @@ def _breakdown_rows(targets: Sequence[ProfiledTarget]) -> list[dict[str, Any]]:
             for k in keys]
 
 
-def _layer_share_rows(targets: Sequence[ProfiledTarget], top: int = 8) -> list[dict[str, Any]]:
+def _layer_share_rows(targets: Sequence[ProfiledTarget], top: int = 8) -> list[dict[str, str]]:
     names = list(dict.fromkeys(r.layer for t in targets for r in pa.layers(t, top)))
     rows = [{"layer": n, **{t.label: _pct(pa.layer_share(t, n)) for t in targets}} for n in names]
     return sorted(rows, key=lambda r: -max(pa.layer_share(t, r["layer"]) for t in targets))
 
 
-def write_profile_report(targets: Targets, out: Path, header: Mapping[str, Any]) -> list[Path]:
+def write_profile_report(targets: Targets, out: Path, header: Mapping[str, object]) -> list[Path]:
     """Every table and plot for the targets that ran (`status` ok); failed ones are listed with the cause."""
     typed = [as_target(t) for t in targets]
     ok = [t for t in typed if t.status == "ok" and t.results]
@@ -227,7 +227,7 @@ def write_profile_report(targets: Targets, out: Path, header: Mapping[str, Any])
     return [out / PROFILE_FILE, *paths]
 
 
-def _intro(header: Mapping[str, Any], ok: Sequence[ProfiledTarget]) -> str:
+def _intro(header: Mapping[str, object], ok: Sequence[ProfiledTarget]) -> str:
     return (f"Workload `{header['workload']}`, {header['steps']} profiled steps per pass after {header['warmup']} "
             f"warm-up steps, on {header['machine']}; backend {header['backend']}. Command: `{header['command']}`.\n\n"
             "Each target ran as a throughput trial runs (Ray placement group, one pinned process per rank, the "
@@ -287,7 +287,7 @@ def _sections(ok: Sequence[ProfiledTarget], disturbed: frozenset[str]) -> list[t
     ]
 
 
-def _withhold(rows: list[dict[str, Any]], bad: bool, column: str = "fraction_of_attainable") -> list[dict[str, Any]]:
+def _withhold(rows: list[JsonDict], bad: bool, column: str = "fraction_of_attainable") -> list[JsonDict]:
     """A disturbed target's rows keep their measurements; the verdict column says it is withheld."""
     return [{**r, column: WITHHELD} for r in rows] if bad else rows
 

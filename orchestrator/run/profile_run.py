@@ -145,6 +145,8 @@ def load_result(path: Path) -> ProfiledTarget:
         data = read_json_input(path)
     except UnreadableFile as err:
         raise UnreadableFile(f"{path}: {err}") from None
+    if not isinstance(data, dict):   # what from_json says of a value that is no JSON object
+        raise TypeError(f"ProfiledTarget: expected a JSON object, got {type(data).__name__}")
     return ProfiledTarget.from_json(data)
 
 

@@ -37,9 +37,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from orchestrator.constants import DEFAULT_TRACKING_WAIT_S, TRACKING_WAIT_ENV_VAR
+from orchestrator.core.json_types import JsonDict, JsonValue
 from orchestrator.core.records import Record, dumps
 from orchestrator.core.schema import load
 from orchestrator.core.spec import TrackingSpec
@@ -174,7 +175,7 @@ class TrackingChoice:
         return next((s for n, s in self.settings if n == name), None)
 
 
-def choose(section: TrackingSpec | dict[str, Any] | None, *, mlflow: str | bool | None = None,
+def choose(section: TrackingSpec | JsonDict | None, *, mlflow: str | bool | None = None,
            tensorboard: bool | None = None, others: Sequence[str] = ()) -> TrackingChoice:
     """The tracking a run does: the section's, overridden by the options. `mlflow`: None keeps the section's
     URI, True turns MLflow on (with the section's URI, else MLflow's default), False turns it off, a string is
@@ -206,7 +207,7 @@ def choose(section: TrackingSpec | dict[str, Any] | None, *, mlflow: str | bool 
     return TrackingChoice(tuple(chosen.items()), spec.experiment)
 
 
-def after_the_fact(section: Any, *, mlflow: str | bool | None, tensorboard: bool,
+def after_the_fact(section: JsonValue, *, mlflow: str | bool | None, tensorboard: bool,
                    others: Sequence[str] = ()) -> tuple[TrackingChoice, str | None]:
     """What `orch report --mlflow / --tensorboard / --track` logs to, and a hint to print: the URI comes from
     the user alone (the option, else $MLFLOW_TRACKING_URI, else MLflow's default), never from the folder's stored
@@ -262,9 +263,6 @@ def wait_s() -> float:
     return value if value > 0 else float(DEFAULT_TRACKING_WAIT_S)
 
 
-_DONE = object()   # the worker's last item
-
-
 class Tracking:
     """The trackers one sweep or report logs to, called on a thread of their own in the order the calls came:
     `open` and `record` return at once; `finish` waits at most `wait_s()` for everything queued. Every call is
@@ -275,7 +273,7 @@ class Tracking:
         self.trackers = list(trackers)
         self.folder = folder
         self.failed: list[str] = []   # one line per tracker that failed
-        self._calls: queue.Queue[Any] = queue.Queue()
+        self._calls: queue.Queue[Callable[[Tracker], None] | None] = queue.Queue()   # None: the last item
         self._worker: threading.Thread | None = None
 
     @property
@@ -296,7 +294,7 @@ class Tracking:
         self._submit(lambda tracker: tracker.finish(results, files, end))
         if self._worker is None:
             return
-        self._calls.put(_DONE)
+        self._calls.put(None)
         bound = wait_s()
         self._worker.join(bound)
         if self._worker.is_alive():
@@ -319,7 +317,7 @@ class Tracking:
     def _work(self) -> None:
         while True:
             call = self._calls.get()
-            if call is _DONE:
+            if call is None:
                 return
             for tracker in list(self.trackers):
                 self._guarded(tracker, call)

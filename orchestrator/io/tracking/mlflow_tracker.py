@@ -74,7 +74,7 @@ def mlflow_key(name: str) -> str:
     return KEY_RE.sub("_", name)
 
 
-def flat_params(data: Any, prefix: str = "") -> dict[str, str]:
+def flat_params(data: object, prefix: str = "") -> dict[str, str]:
     """Nested JSON as MLflow parameters: dotted keys, values as text (lists as JSON-ish text), cut to what
     every server takes.
 

@@ -32,7 +32,6 @@ import stat
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from orchestrator.core import record_fields as fields
 from orchestrator.core.records import Record, Status, is_key
@@ -45,26 +44,27 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "orch-logged.json"
 EXPERIMENT_EVENTS = "events.out.tfevents"   # the prefix of the experiment's event files in the log folder
+HParamValue = bool | int | float | str       # what TensorBoard takes as a hyperparameter's value
 
 
-def hyperparameters(record: Record) -> dict[str, Any]:
+def hyperparameters(record: Record) -> dict[str, HParamValue]:
     """A trial's hyperparameters: its `param` fields and its kind (TensorBoard takes bool, number or text)."""
     return {"kind": str(record.kind), **fields.params(record)}
 
 
-def _summary_event(summary: Any, wall_time: float, step: int = 0) -> Any:
+def _summary_event(summary: object, wall_time: float, step: int = 0) -> object:   # protobufs, passed through
     from tensorboard.compat.proto.event_pb2 import Event
 
     return Event(wall_time=wall_time, step=step, summary=summary)
 
 
-def _scalar(tag: str, value: float, wall_time: float, step: int = 0) -> Any:
+def _scalar(tag: str, value: float, wall_time: float, step: int = 0) -> object:
     from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 
     return _summary_event(scalar_pb(tag, value), wall_time, step)
 
 
-def _session_end(record: Record, wall_time: float) -> Any:
+def _session_end(record: Record, wall_time: float) -> object:
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
@@ -141,9 +141,9 @@ def write_experiment(logdir: Path, records: Iterable[Record]) -> None:
         writer.close()
 
 
-def domains(records: Iterable[Record]) -> dict[str, set[Any]]:
+def domains(records: Iterable[Record]) -> dict[str, set[HParamValue]]:
     """Each hyperparameter's values over `records`."""
-    out: dict[str, set[Any]] = {}
+    out: dict[str, set[HParamValue]] = {}
     for record in records:
         for name, value in hyperparameters(record).items():
             out.setdefault(name, set()).add(value)
