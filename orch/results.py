@@ -144,7 +144,7 @@ class Plan:
         """Exactly what `orch plan --json` prints."""
         from orchestrator.core.plan_view import plan_to_dict
 
-        return plan_to_dict(self.plan)
+        return {**plan_to_dict(self.plan)}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per grid point: its layout, whether it runs, on how many nodes, and why not."""

@@ -3,7 +3,7 @@
 A probe (`orchestrator.run.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
 reference and a fingerprint of the file that defines it, its parameters (the precision chosen), the precision,
 torch's version, the backend, the batches a throughput trial holds, the probe's format and the rule its FLOP
-counter counts by (`probe_key_fields`). One of them changed, the probe is measured again; an unreadable or foreign
+counter counts by (`probe_key_fields`). Any of them changed, the probe is measured again; an unreadable or foreign
 file is a miss, never an error. The FLOP rule (`core.flop_count.FLOPS_RULE`) is a key of its own, not a new format:
 a probe whose FLOPs torch's own convolution formula counted is measured again, while a results folder's probe.json
 of that time still reads (the format says how memory is measured, which did not change).

@@ -273,15 +273,15 @@ def _flatten(data: JsonReadable, prefix: str = "") -> dict[str, JsonReadable]:
     return {prefix: data}
 
 
-def _comparable_topology(topology: JsonMapping) -> list[JsonValue]:
+def _comparable_topology(topology: Mapping[str, JsonReadable]) -> list[object]:
     nodes = topology.get("nodes")
     if not isinstance(nodes, list):   # absent: no machine to compare with
         return []
     return [{k: n.get(k) for k in ("sockets", "memory_mib")} if isinstance(n, dict) else n for n in nodes]
 
 
-def spec_changes(old_spec: JsonMapping, new_spec: JsonMapping, old_topology: JsonMapping,
-                 new_topology: JsonMapping) -> list[str]:
+def spec_changes(old_spec: JsonMapping, new_spec: JsonMapping, old_topology: Mapping[str, JsonReadable],
+                 new_topology: Mapping[str, JsonReadable]) -> list[str]:
     """What changed in a way that changes results, as 'path: old → new' lines (empty: safe to resume)."""
     changes = []
     old, new = ({**ADDED_SETTINGS, **_flatten({k: spec.get(k) for k in RESULT_AFFECTING})}
@@ -301,7 +301,8 @@ class SpecChanged(InputError):
     pass
 
 
-def prepare_folder(folder: Path, spec: JsonMapping, derived: Mapping[str, JsonReadable], topology: JsonMapping,
+def prepare_folder(folder: Path, spec: JsonMapping, derived: Mapping[str, JsonReadable],
+                   topology: Mapping[str, JsonReadable],
                    environment: Mapping[str, JsonReadable]) -> rec.Records:
     """Create or reopen a results folder; return the records already there (for resuming).
 

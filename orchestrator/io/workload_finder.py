@@ -21,17 +21,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orch.workload import Workload
 from orchestrator.core.schema import Problem, load
 from orchestrator.errors import InputError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 ENTRY_POINT_GROUP = "orch.workloads"
 # A workload's own name names files (report names, cache keys): the sweep name's rule.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FOUND: dict[str, FoundWorkload] = {}
-P = TypeVar("P")
+P = TypeVar("P", bound="DataclassInstance")   # a workload's parameter dataclass
 
 
 class UnknownWorkload(InputError):

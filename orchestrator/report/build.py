@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from orchestrator.core import convergence as conv
 from orchestrator.core import tables as tab
 from orchestrator.core import time_to_train as ttt
-from orchestrator.core.json_types import JsonDict
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.records import Records
 from orchestrator.core.table import Table
 from orchestrator.errors import InputError
@@ -54,7 +54,7 @@ class ReportData:
     convergence_table: Table
     times: tuple[ttt.LayoutTime, ...]
     time_to_train: Table
-    rcp: JsonDict
+    rcp: dict[str, JsonReadable]
     prediction: tuple[Table, ...] = ()       # the fitted models and their held-out validation, when fittable
     fitted: Fitted | None = None             # the fitted models, for the calibration plot
     warnings: tuple[str, ...] = ()           # what makes the figures untrustworthy (a busy machine), said first

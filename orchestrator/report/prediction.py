@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from orchestrator.core.json_types import JsonDict
+from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.predict import tables as ptab
 from orchestrator.core.predict.capacity import (
     Prediction,
@@ -119,7 +119,7 @@ class PredictionFigures(TypedDict):
     recommendation: RecommendationFigures | None
     warnings: list[str]
     layouts: list[LayoutFigures]
-    tables: list[JsonDict]
+    tables: list[dict[str, JsonReadable]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,9 @@ HParamValue = bool | int | float | str       # what TensorBoard takes as a hyper
 
 def hyperparameters(record: Record) -> dict[str, HParamValue]:
     """A trial's hyperparameters: its `param` fields and its kind (TensorBoard takes bool, number or text)."""
-    return {"kind": str(record.kind), **fields.params(record)}
+    params = fields.params(record)   # layout and settings: numbers, flags and names (a time is shown as text)
+    return {"kind": str(record.kind),
+            **{name: v if isinstance(v, bool | int | float | str) else str(v) for name, v in params.items()}}
 
 
 def _summary_event(summary: object, wall_time: float, step: int = 0) -> object:   # protobufs, passed through
