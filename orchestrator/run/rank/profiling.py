@@ -55,8 +55,8 @@ from orchestrator.run.profile_replay import (
     stdout_to,
     stream_triad_gbs,
 )
-from orchestrator.run.protocol import make_step
-from orchestrator.run.roof import compute_peak
+from orchestrator.run.rank.protocol import make_step
+from orchestrator.run.rank.roof import compute_peak
 
 Batch = tuple[Any, ...]   # what a trainer's batches yield and a step takes
 OP_TABLE_ROWS = 300     # the operator table keeps the rows with the most self time
