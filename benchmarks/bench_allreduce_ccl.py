@@ -46,7 +46,7 @@ def worker(rounds: int) -> None:
     import torch.distributed as dist
 
     from orchestrator.run.comm import communication_report
-    from orchestrator.run.protocol import allreduce_timing
+    from orchestrator.run.rank.protocol import allreduce_timing
 
     torch.set_num_threads(1)
     dist.init_process_group("ccl", rank=int(os.environ["RANK"]), world_size=2)

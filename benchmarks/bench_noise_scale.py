@@ -71,7 +71,7 @@ def worker(name: str, params_json: str, local_batch: int, warmup: int, steps: in
 
     from orchestrator.run import ddp
     from orchestrator.run.noise_scale import NoiseScale
-    from orchestrator.run.protocol import make_step
+    from orchestrator.run.rank.protocol import make_step
 
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo")

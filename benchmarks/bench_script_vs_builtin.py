@@ -68,7 +68,7 @@ def sweep_specs(quick: bool) -> dict[str, dict[str, Any]]:
     shape = QUICK if quick else FULL
     params = {**PARAMS, **shape.get("params", {})}
     measure = {**shape["measure"], "peak": False, "allreduce": False}
-    # orch's loop with `data: memory` cycles this many distinct batches (run.protocol.measure_throughput)
+    # orch's loop with `data: memory` cycles this many distinct batches (run.rank.protocol.measure_throughput)
     cache = max(1, min(16, measure["warmup_steps"] + measure["timed_steps"]))
     common = {"grid": shape["grid"], "measure": measure, "backend": "gloo"}
     return {"built-in": {"name": "bench-builtin", "workload": {"name": "retinanet", "params": params}, **common},

@@ -10,8 +10,8 @@ instead, as sweeps did before NodePool. Each start-up is split into:
 - driver: trial start → the rank's process created (node_info/free_port calls, Popen; with
   `--per-trial-reservation` also the placement group and a launcher actor, a new Ray worker importing orch),
   from the rank's /proc start time (10 ms);
-- the rank's own phases from its result's `startup_breakdown_s` (rank_main.StartupClock): interpreter
-  (numactl, Python, rank_main's imports), import_torch, import_protocol, rendezvous
+- the rank's own phases from its result's `startup_breakdown_s` (rank.process.StartupClock): interpreter
+  (numactl, Python, run.rank.main's imports), import_torch, import_protocol, rendezvous
   (init_process_group), import_workload (the workload's torch side: torchvision, its modules), build
   (model, optimizer, data), ddp (DDP wrap), barrier (waiting for the slowest rank).
 

@@ -1,5 +1,5 @@
 """Is the compute roof a roof? The small RetinaNet's fp32 training step (sweeps/retinanet.yaml's model, local
-batch 8) against the compute roof of the same core (orchestrator/run/roof.py: GEMMs and convolutions in both
+batch 8) against the compute roof of the same core (orchestrator/run/rank/roof.py: GEMMs and convolutions in both
 memory formats) and against the 2048² GEMM alone, natively and under the AVX2 cap (issue 43: the step ran
 94.5 GFLOP/s against a 90.3 GFLOP/s GEMM "peak" on a Zen 4).
 
@@ -50,8 +50,8 @@ def child(rounds: int) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
     from orchestrator.run.flops import flop_counter
-    from orchestrator.run.protocol import gemm_peak, make_step
-    from orchestrator.run.roof import compute_roof
+    from orchestrator.run.rank.protocol import gemm_peak, make_step
+    from orchestrator.run.rank.roof import compute_roof
 
     torch.set_num_threads(1)
     trainer = _trainer()

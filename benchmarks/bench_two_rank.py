@@ -4,7 +4,7 @@ The small RetinaNet of sweeps/retinanet.yaml (its workload parameters as the fil
 CPU optimization on) at the sweep's local batch, trained by plain processes launched here: each rank pinned to
 one core with taskset (the environment orch's launcher gives a rank), gloo, the workload built through the
 registry and wrapped by `orchestrator.run.ddp.wrap` with the workload's own DDP switches (`ddp_comm_hook`,
-`ddp_bucket_mb`, `ddp_grad_as_bucket_view`), the step of `orchestrator.run.protocol.make_step`. So a setting
+`ddp_bucket_mb`, `ddp_grad_as_bucket_view`), the step of `orchestrator.run.rank.protocol.make_step`. So a setting
 here trains exactly what a sweep with the same parameters trains.
 
 Interleaved: each round runs, for every setting (in an order rotated by the round), 1×1 and 2×1 back to back
@@ -82,7 +82,7 @@ def worker(params_json: str, local_batch: int, warmup: int, steps: int, repeats:
     from orch.workload import RankContext, ddp_options_of
     from orchestrator.io.workload_finder import find_workload, parse_params
     from orchestrator.run import ddp
-    from orchestrator.run.protocol import gradient_sizes, make_step
+    from orchestrator.run.rank.protocol import gradient_sizes, make_step
 
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo")

@@ -26,7 +26,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
     from orch.workload import RankContext
     from orchestrator.io.workload_finder import find_workload, parse_params
     from orchestrator.run.flops import flop_counter
-    from orchestrator.run.protocol import make_step
+    from orchestrator.run.rank.protocol import make_step
 
     workload = find_workload(workload_name).workload
     given = {**params, "precision": "fp32"} if "precision" in params else params

@@ -31,7 +31,7 @@ from orchestrator.errors import RunFailed
 
 __all__ = ["ScriptError", "active", "flops", "metric", "model", "step"]
 
-# Set by orch in a script's rank process (orchestrator.run.script_rank), inherited by the processes it starts.
+# Set by orch in a script's rank process (orchestrator.run.rank.script), inherited by the processes it starts.
 RANK_PID_ENV = "ORCH_SCRIPT_RANK_PID"     # the rank's own process id
 SPAWNED_ENV = "ORCH_SCRIPT_SPAWNED"       # where a started process that reports says so
 
@@ -41,7 +41,7 @@ class ScriptError(RunFailed):
 
 
 class Reporter(Protocol):
-    """What orch puts behind these functions in a rank process (orchestrator.run.script_reporter)."""
+    """What orch puts behind these functions in a rank process (orchestrator.run.rank.script_reporter)."""
 
     def step(self, samples: int | None) -> None: ...
     def metric(self, name: str, value: float, epoch: float) -> None: ...
@@ -117,6 +117,6 @@ def spawned(rank_pid: int) -> str:
 
 
 def _activate(reporter: Reporter) -> None:
-    """orch's rank process (orchestrator.run.script_rank) hands the calls above to its reporter."""
+    """orch's rank process (orchestrator.run.rank.script) hands the calls above to its reporter."""
     global _reporter
     _reporter = reporter

@@ -58,8 +58,8 @@ from orchestrator.core.records import Kind, Record, Status
 
 STARTUP_S = 3.0                 # rank start-up: interpreter, imports, build, rendezvous (2.5-4.5 s measured)
 PEAK_S = 3.5                    # a GEMM peak: sizing, 2 warm-up matmuls, 2 s timed, barriers
-ROOF_S = 4.0                    # then the compute roof (run.roof): 13 windows of 0.2 s and their warm-ups (4.0 s on
-                                # one busy Zen 4 core)
+ROOF_S = 4.0                    # then the compute roof (run.rank.roof): 13 windows of 0.2 s and their warm-ups (4.0 s
+                                # on one busy Zen 4 core)
 ALLREDUCE_S = 6.0               # a calibration: 4 KiB to 64 MiB, 3 blocks each
 STEP_EFFICIENCY = 0.53          # a training step's FLOP rate over the probe's GEMM rate on the same cores: 0.6
                                 # with torch's count, × 13.04 ÷ 14.76 now that a convolution's padded taps are not

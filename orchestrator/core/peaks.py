@@ -7,7 +7,7 @@ rank's peak per threads count; for them the layout's peak is still ranks × peak
 says so.
 
 A peak record also holds the layout's compute roof (`roof_gflops`, newer records): the best rate of several
-GEMM sizes and convolution shapes in both memory formats (run.roof), which a training step's convolutions
+GEMM sizes and convolution shapes in both memory formats (run.rank.roof), which a training step's convolutions
 cannot beat the way they beat one square GEMM. The GEMM alone stays `gflops`: `orch predict` compares GEMM
 with GEMM (a topology file states a GEMM's peak). What a step is held against is `roof_of_layout`: the roof
 where the record has one, else the GEMM, said so.

@@ -53,7 +53,7 @@ PROBE_STEPS = 5
 # Added on top of the fitted peak: allocator fragmentation at larger batches, the collectives' buffers at more
 # ranks, and what a few steps do not show. benchmarks/validate_probe.py measures how much of it is used.
 MEMORY_MARGIN = 0.15
-# Batches a throughput trial holds in memory before timing (run.protocol.measure_throughput), at most: part of
+# Batches a throughput trial holds in memory before timing (run.rank.protocol.measure_throughput), at most: part of
 # its peak, so the probe holds as many.
 MAX_HELD_BATCHES = 16
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from orchestrator.core.records import Status
 
-# The exit status of a rank that stopped because its launcher went away (see run.rank_main).
+# The exit status of a rank that stopped because its launcher went away (see run.rank.main).
 EXIT_ORPHANED = 3
 # What gloo writes when a peer never joins a collective.
 COLLECTIVE_TIMEOUT = "Timed out waiting"

@@ -276,7 +276,7 @@ class PeakSection(JsonObject):
     per_rank_gflops: list[float] | None = None
     concurrent: bool = False                     # older records: absent, one rank alone
     precision_reason: str | None = optional()    # why this precision, when the plan chose it
-    # The compute roof (run.roof): each primitive's rate summed over the ranks, and the best of them. Absent in
+    # The compute roof (run.rank.roof): each primitive's rate summed over the ranks, and the best of them. Absent in
     # records from before it: the GEMM alone was the peak then.
     roof_gflops: float | None = optional()
     roof_by_primitive: dict[str, float] | None = optional()

@@ -1,7 +1,7 @@
 """A training script named by a sweep file (`workload: {script: train.py, args: [...]}`): found, read and
 hashed in the driver, and what the sweep knows of it as a workload.
 
-The script is run as it is, one process per rank (orchestrator.run.script_rank); orch never imports it. What
+The script is run as it is, one process per rank (orchestrator.run.rank.script); orch never imports it. What
 the plan would ask a workload (its memory, FLOPs, epoch size) comes from the sweep file, or stays unknown and
 the plan and the reports say so.
 """

@@ -1,5 +1,5 @@
 """The communication backend as a rank really ran it: which one, its version, and oneCCL's settings as the
-rank's process had them. Reported by every rank (run.rank_main) and kept in each trial's record."""
+rank's process had them. Reported by every rank (run.rank.main) and kept in each trial's record."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def worker_threads_on_cpu() -> dict[str, int] | None:
 def thread_cpu_masks() -> list[set[int]]:
     """The CPU mask of every live thread of this process, read from the OS (OpenMP's workers, oneCCL's and
     gloo's threads included): what a rank could really run on, whatever it was asked for. Kept in this light
-    module because the rank's record (rank_main), its oneCCL worker check and the profile replay read them."""
+    module because the rank's record (run.rank.main), its oneCCL worker check and the profile replay read them."""
     masks = []
     for tid in os.listdir("/proc/self/task"):
         try:

@@ -1,7 +1,7 @@
 """orch's FLOP counter: torch's `FlopCounterMode` with its convolution formulas replaced by orch's
 (`orchestrator.core.flop_count`: only the taps inside the input, as benchdnn, `orch profile` and the compute
-roof count them). Every FLOP figure orch counts goes through here: a throughput trial's (run.protocol), the
-probe's (run.kinds.probe), and a workload's own count where it asks for one (the RetinaNet's formula).
+roof count them). Every FLOP figure orch counts goes through here: a throughput trial's (run.rank.protocol), the
+probe's (run.rank.probe), and a workload's own count where it asks for one (the RetinaNet's formula).
 
 The counter sees the ops below autograd: on CPU a convolution reaches it as `aten.convolution` (conv1d/2d/3d,
 transposed, under autocast, channels-last alike) and its backward as `aten.convolution_backward`; a direct

@@ -1,7 +1,8 @@
-"""What a rank process is asked to do, and how it reports progress: plain data shared by the launcher
-(which writes the job file and reads the progress file) and the rank process (which does the opposite).
+"""What a rank process is asked to do, and how it reports progress and its result: the wire format between the
+driver's side of run/ (the launcher writes the job file and reads the progress and result files) and the rank's
+side (run.rank, which does the opposite), with run.reports.
 
-No torch, no Ray: both sides import it.
+No torch, no Ray, nothing of either side: both import it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from orchestrator.core.jsonobject import JsonObject
 from orchestrator.core.lr import LrSchedule
 from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import read_nofollow, write_atomic
-from orchestrator.run.reports import AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
+from orchestrator.run.reports import REPORTS, AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
 
 R = TypeVar("R", bound=JsonObject)
 
@@ -97,7 +98,7 @@ class ConvergenceSettings:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProfileSettings:
-    """What a profile job's ranks do (run.profiling): `steps` profiled per pass, where they write, and whether
+    """What a profile job's ranks do (run.rank.profiling): `steps` profiled per pass, where they write, and whether
     each primitive is replayed alone."""
 
     steps: int
@@ -108,7 +109,7 @@ class ProfileSettings:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScriptSettings:
-    """A script trial's rank: the script run as it is (orchestrator.run.script_rank), with its arguments filled
+    """A script trial's rank: the script run as it is (orchestrator.run.rank.script), with its arguments filled
     in for the trial, where it runs, and what its reporter (orch.script) needs of the sweep."""
 
     path: str                       # absolute
@@ -128,8 +129,8 @@ class ScriptSettings:
 class RankJob:
     """Everything one rank process needs, written as JSON next to its log."""
 
-    kind: JobKind                  # the record kind this job feeds, or a profile; names its rank-side module
-                                   # in orchestrator.run.kinds (run.rank_main)
+    kind: JobKind                  # the record kind this job feeds, or a profile or probe; names its rank-side
+                                   # entry (run.rank's table)
     workload: str
     params: dict[str, Any]
     backend: str                   # gloo | ccl
@@ -146,7 +147,7 @@ class RankJob:
     progress_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
-    profile: ProfileSettings | None = None          # kind profile (orchestrator.run.profiling)
+    profile: ProfileSettings | None = None          # kind profile (orchestrator.run.rank.profiling)
     script: ScriptSettings | None = None         # a script's trial: its ranks run the script, not a kind's run_rank
 
     def to_json(self) -> str:
@@ -175,8 +176,19 @@ class RankJob:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RankOutput:
+    """What a kind's rank entry (run.rank.<kind>.run_rank) did: its report (`reports.REPORTS[kind]`) and the
+    result's sections it filled; the rank's entry (run.rank.main) adds where and how long it ran."""
+
+    report: JsonObject
+    communication: CommunicationSection | None = None   # run.comm.communication_report: backend, version, CCL
+    build_s: float | None = None                        # building the model and optimizer (training jobs)
+    applied: dict[str, str] | None = None               # optimizations that took effect, as the workload says
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RankResult:
-    """What a rank reports when it has finished its job: written by the rank (run.rank_main) as JSON in
+    """What a rank reports when it has finished its job: written by the rank (run.rank.main) as JSON in
     its result file, read back by its launcher and turned into the trial's record (run.recording).
     The sections are the protocols' own reports (run.reports), read back typed."""
 
@@ -186,15 +198,15 @@ class RankResult:
     affinity: dict[str, list[int]]            # CPU masks read from the OS: {threads, main_thread}
     run_s: float                              # from the job's start in the rank to its result
     build_s: float | None = None              # building the model and optimizer (training jobs)
-    applied: dict[str, Any] | None = None     # optimizations that took effect, as the workload says
-    ready_at: float | None = None             # time.time() when every rank was ready to step (see rank_main)
+    applied: dict[str, str] | None = None     # optimizations that took effect, as the workload says
+    ready_at: float | None = None             # time.time() when every rank was ready to step (run.rank.main)
     started_at: float | None = None           # time.time() when the rank's process was created (/proc, 10 ms)
     # Where this rank's start-up went, in order: seconds per phase from its process's creation to ready_at
-    # (rank_main.StartupClock names the phases). The driver's share is what precedes started_at.
+    # (run.rank.process.StartupClock names the phases). The driver's share is what precedes started_at.
     startup_breakdown_s: dict[str, float] | None = None
-    # The job's kind, and that kind's report (run.kinds.<kind>.REPORT: protocol.measure_throughput's, gemm_peak's,
+    # The job's kind, and that kind's report (run.reports.REPORTS[kind]: protocol.measure_throughput's, gemm_peak's,
     # profiling.profile_rank's, ...), typed. In the result file the report is written under the kind's name
-    # ({"throughput": {...}}), so the file says which type to read it back as.
+    # ({"throughput": {...}}), so the file says which type to read it back as: a union tagged by the kind.
     kind: JobKind | None = None
     report: JsonObject | None = None
     communication: CommunicationSection | None = None  # run.comm.communication_report: backend, version, CCL settings
@@ -207,13 +219,11 @@ class RankResult:
 
     @staticmethod
     def from_json(text: str) -> RankResult:
-        """The result a rank wrote; its report is read as the type its kind's module names (run.kinds)."""
-        from orchestrator.run.kinds import kind_module  # the kinds import this module: on use, not at import
-
+        """The result a rank wrote; its report is read as its kind's type (run.reports.REPORTS)."""
         data = json.loads(text)
         named = [name for name in (*map(str, Kind), *JOB_ONLY_KINDS) if name in data]
         kind = job_kind(named[0]) if named else None
-        report = kind_module(kind).REPORT.from_json(data.pop(kind)) if kind is not None else None
+        report = REPORTS[kind].from_json(data.pop(kind)) if kind is not None else None
         communication = data.pop("communication", None)
         return RankResult(**data, kind=kind, report=report, communication=None if communication is None
                           else CommunicationSection.from_json(communication))
@@ -255,7 +265,7 @@ class RankProgress:
     of: int = 0              # repeats in all, or max epochs
     t: float = field(default_factory=time.time)
     metric: float | None = None
-    stage: str = ""          # during start-up: the last start-up stage finished (rank_main.StartupClock's laps)
+    stage: str = ""          # during start-up: the last start-up stage finished (run.rank.process.StartupClock's laps)
     error: str | None = None  # what the rank raised when it failed ("WorkloadError: ..."), for the trial's reason
 
 

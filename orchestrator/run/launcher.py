@@ -198,7 +198,7 @@ def free_port() -> int:
 def reserve_rendezvous(addr: str) -> socket.socket:
     """A listening socket on `addr` at a port the kernel picks, for a trial's rendezvous: rank 0's launcher
     holds it from the moment the port is chosen and hands it to rank 0, whose TCPStore serves on it
-    (run.rank_session reads RENDEZVOUS_FD_ENV_VAR). No other process can take the port in between, so trials
+    (run.rank.session reads RENDEZVOUS_FD_ENV_VAR). No other process can take the port in between, so trials
     started at the same moment never share one; peers that connect before rank 0 is up wait in its backlog."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -252,13 +252,13 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
 
 def rank_command(job: RankJob, job_file: Path) -> tuple[list[str], str | None]:
     """What a rank process runs after its pinning prefix, and its working folder (None: the rank's work folder):
-    orch's rank entry point, or for a script's trial the script's (run.script_rank.script_command). The one place
+    orch's rank entry point, or for a script's trial the script's (run.script_job.script_command). The one place
     a rank's command is made, so that anything that starts a rank (a probe of one rank too) starts it alike."""
     if job.script is not None:
-        from orchestrator.run.script_rank import script_command
+        from orchestrator.run.script_job import script_command
 
         return script_command(job_file), job.script.cwd
-    return [sys.executable, "-m", "orchestrator.run.rank_main", str(job_file)], None
+    return [sys.executable, "-m", "orchestrator.run.rank.main", str(job_file)], None
 
 
 @dataclass(slots=True)
@@ -399,7 +399,7 @@ class RankLauncher:
         self._kill()
 
     def _dump_stacks(self) -> None:
-        """Ask a stuck rank where it is stuck: rank_main registers faulthandler on SIGUSR1, which writes
+        """Ask a stuck rank where it is stuck: run.rank.main registers faulthandler on SIGUSR1, which writes
         every thread's Python stack to the log, so the record's log tail shows the hung call."""
         if self.proc is None:
             return
@@ -480,7 +480,7 @@ class RankLauncher:
             if now - self._started_at <= limits.startup_timeout_s:
                 return None
             if self.job.script is not None:
-                from orchestrator.run.script_rank import startup_timeout_reason
+                from orchestrator.run.script_job import startup_timeout_reason
 
                 return RankStatus.TIMEOUT, startup_timeout_reason(limits.startup_timeout_s, s, self._pid())
             where = "before its first progress report" if s is None else f"{s.phase}, after {s.stage or 'start'}"

@@ -4,7 +4,7 @@
 One rank of the sweep's workload, in the precision the plan chose, on this machine, without Ray: started by
 the launcher the sweep's ranks use (`RankLauncher`: pinned before the interpreter starts, watched for memory
 against its budget, for start-up and for progress), at each local batch of `core.probe.PROBE_BATCHES` in a
-process of its own, because a process's high-water mark never falls. The rank (run.kinds.probe) holds the
+process of its own, because a process's high-water mark never falls. The rank (run.rank.probe) holds the
 batches a throughput trial holds, runs a few training steps and reports its peak, the FLOPs of one step and its
 train split's length. The peak fitted is the rank's own private memory (run.procmem, as the launcher watches
 every rank): the kernel's high-water mark of its resident set less its file-backed pages, which does not move
@@ -43,7 +43,6 @@ from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
 from orchestrator.io.isa import from_flags
 from orchestrator.io.probe_cache import probe_key_fields
 from orchestrator.run.job import PROBE, RankJob, init_timeout_s
-from orchestrator.run.kinds.probe import ProbeReport
 from orchestrator.run.launcher import (
     Outcome,
     RankLauncher,
@@ -53,6 +52,7 @@ from orchestrator.run.launcher import (
     rank_environment,
     reserve_rendezvous,
 )
+from orchestrator.run.reports import ProbeReport
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import ConstraintsSpec
@@ -112,7 +112,7 @@ def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
     # trial at this local batch, ended by its reporter after PROBE_STEPS timed steps (orch.script).
     from orchestrator.core.grid import Trial
     from orchestrator.core.records import Kind
-    from orchestrator.run.script_rank import script_settings
+    from orchestrator.run.script_job import script_settings
 
     settings = script_settings(sweep, Trial(1, threads, local_batch), seed=0, kind=Kind.THROUGHPUT)
     return replace(job, warmup_steps=1, timed_steps=PROBE_STEPS, repeats=1, script=settings)

@@ -8,7 +8,7 @@ driver mid-trial and listing what was left):
   PR_SET_PDEATHSIG (its "kernel fate sharing"). Ray's own reaper (ray_process_reaper.py) is used only
   where that is unavailable, and it kills its whole process group, which here is the driver's.
 - Workers (the rank launchers) exit about 2 s later, when they lose the raylet; each rank process exits
-  within half a second of its launcher (rank_main watches it).
+  within half a second of its launcher (run.rank.process watches it).
 - `ray::DashboardAgent` and `ray::RuntimeEnvAgent` see the raylet's death at once, but before exiting they
   report it to the GCS, which is dead too, with a 60 s timeout (`publish_error_to_driver`): they held their
   memory, threads and log files for about 62 s. Ray has no option to skip that.

@@ -77,7 +77,7 @@ def _placement(p: PlannedTrial, topology: Topology, run: TrialRun) -> tuple[rec.
             entry = entry.with_fields(
                 observed_cpus=result.affinity["threads"], observed_main_thread_cpus=result.affinity["main_thread"],
                 torch_threads=result.threads)
-            if result.startup_breakdown_s:   # where this rank's start-up went (rank_main.StartupClock)
+            if result.startup_breakdown_s:   # where this rank's start-up went (rank.process.StartupClock)
                 entry = entry.with_fields(startup_breakdown_s=result.startup_breakdown_s)
             check = result.throughput.allreduce_check if result.throughput is not None else None
             if check:

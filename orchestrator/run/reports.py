@@ -1,6 +1,7 @@
-"""What a rank reports of its job, section by section (`job.RankResult`'s throughput, convergence, peak and
-allreduce): frozen dataclasses that cross the rank's result file as JSON (`core.jsonobject`), so the
-driver's recording (`run.recording`) reads fields, not keys. No torch: the driver imports it.
+"""What a rank reports of its job, one report type per job kind (`REPORTS`; `job.RankResult.report`): frozen
+dataclasses that cross the rank's result file as JSON (`core.jsonobject`), so the driver's readers
+(`run.recording`, `run.probe`, `run.profile_run`) read fields, not keys. Part of the wire format between the
+driver and the rank processes: no torch, nothing of either side.
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.core.jsonobject import JsonObject, optional
-from orchestrator.core.records import NoiseScaleSection
+from orchestrator.core.profile.result import RankProfile
+from orchestrator.core.records import Kind, NoiseScaleSection
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,7 +53,7 @@ class ConvergenceReport(Report):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PeakReport(Report):
-    """protocol.gemm_peak's report: this rank's GEMM rate, and the compute roof's primitives (run.roof)."""
+    """protocol.gemm_peak's report: this rank's GEMM rate, and the compute roof's primitives (run.rank.roof)."""
 
     precision: str
     gflops: float                # from the median matmul time
@@ -59,7 +61,7 @@ class PeakReport(Report):
     gemm_size: int
     threads: int | None = None
     matmuls: int | None = None
-    roof_by_primitive: dict[str, float] | None = optional()   # run.roof: each primitive's median-call rate
+    roof_by_primitive: dict[str, float] | None = optional()   # run.rank.roof: each primitive's median-call rate
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,3 +71,33 @@ class AllreduceReport(Report):
     sizes_bytes: list[int]
     time_s: list[float]
     dtype: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeReport(Report):
+    """What a probe rank measured (one local batch): run.rank.probe's report."""
+
+    local_batch: int
+    steps: int                          # training steps before the peak was read
+    held_batches: int                   # distinct batches held in memory through them
+    rank_peak_private_mib: float | None  # `own_peak_private_mib`; None without /proc
+    library_mib: float = 0.0            # its file-backed pages (torch's libraries, ...): once per node, apart
+    flops_per_step: float | None        # orch's FLOP counter on one training step
+    flops_error: str | None = optional()
+    flops_rule: str | None = optional()  # how they were counted (core.flop_count); None: not counted
+    samples_per_epoch: int | None = None
+    gradient_bytes: int = 0
+    gradient_dtype: str | None = None
+    step_s: float | None = optional()   # the median of the training steps after the first, seconds
+
+
+# The report each job kind's ranks write (the result file names it by the kind: {"throughput": {...}}): the tag
+# of the result's union. A profile's is the rank's profile (run.rank.profiling.profile_rank).
+REPORTS: dict[str, type[JsonObject]] = {
+    Kind.THROUGHPUT: ThroughputReport,
+    Kind.CONVERGENCE: ConvergenceReport,
+    Kind.PEAK: PeakReport,
+    Kind.ALLREDUCE: AllreduceReport,
+    "profile": RankProfile,
+    "probe": ProbeReport,
+}

@@ -1,5 +1,5 @@
 """A CPU's roof on given cores, in a process of its own: the compute roof as `orch profile` measures it inside
-a rank (run.roof.compute_peak: the best of the median GEMM and several GEMMs and convolutions) and the STREAM
+a rank (run.rank.roof.compute_peak: the best of the median GEMM and several GEMMs and convolutions) and the STREAM
 triad. A process of its own
 because ONEDNN_MAX_CPU_ISA and ATEN_CPU_CAPABILITY only take effect when set before oneDNN and ATen start:
 the AVX2 cap's roof cannot be measured in a process that already ran a kernel.
@@ -75,7 +75,7 @@ def _measure(threads: int, precision: str, seconds: float) -> dict[str, JsonRead
     import torch
 
     from orchestrator.run.profile_replay import stream_triad_gbs
-    from orchestrator.run.roof import compute_peak
+    from orchestrator.run.rank.roof import compute_peak
 
     torch.set_num_threads(threads)
     peak = compute_peak(threads, precision, seconds=seconds)

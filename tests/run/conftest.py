@@ -83,7 +83,7 @@ def rank_processes(workdir_part: str) -> list[psutil.Process]:
     """Live rank processes (zombies aside) whose command line names `workdir_part`, e.g. '/<sweep name>/'
     (a rank's job file lies in its trial's work folder, which names the sweep and the trial key)."""
     return [p for p in psutil.process_iter(["cmdline", "status"])
-            if "orchestrator.run.rank_main" in " ".join(p.info["cmdline"] or [])
+            if "orchestrator.run.rank.main" in " ".join(p.info["cmdline"] or [])
             and workdir_part in " ".join(p.info["cmdline"] or [])
             and p.info["status"] != psutil.STATUS_ZOMBIE]
 

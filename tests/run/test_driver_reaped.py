@@ -77,7 +77,7 @@ def _run_until_rank_running(proc: subprocess.Popen, results: Path, timeout_s: fl
                 seen.setdefault((p.pid, p.create_time()), p)
             except psutil.Error:
                 continue
-        ranks = [p for p in seen.values() if "orchestrator.run.rank_main" in _cmdline(p) and _alive(p)]
+        ranks = [p for p in seen.values() if "orchestrator.run.rank.main" in _cmdline(p) and _alive(p)]
         if ranks and len(file_lines(results / "trials.jsonl")) >= 1:
             return seen
         time.sleep(0.2)
@@ -97,7 +97,7 @@ def test_driver_sigkill_leaves_no_process_and_rerun_resumes(tmp_path):
         match = SESSION_DIR.search(" ".join(names))
         assert match, f"no Ray session directory in {names}"
         session_dir = match.group(0)
-        for wanted in ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "rank_main",
+        for wanted in ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "orchestrator.run.rank.main",
                        "orchestrator.run.reaper"):
             assert any(wanted in n for n in names), f"{wanted} not seen among {sorted(names)}"
 

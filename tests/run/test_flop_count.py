@@ -17,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from orchestrator.core.flop_count import FLOPS_RULE  # noqa: E402
 from orchestrator.run.flops import CONVOLUTION_FORMULAS, count_flops, flop_counter  # noqa: E402
-from orchestrator.run.kinds.probe import _count_flops  # noqa: E402  (after the skips: it imports nothing heavy)
-from orchestrator.run.protocol import count_train_flops, make_step  # noqa: E402
+from orchestrator.run.rank.probe import _count_flops  # noqa: E402  (after the skips: it imports nothing heavy)
+from orchestrator.run.rank.protocol import count_train_flops, make_step  # noqa: E402
 
 # A 3×3 pad-1 convolution, 2 → 3 channels, on one 4×4 map: per row 2+3+3+2 = 10 taps inside, 100 per plane, so
 # 2·3·2·100 = 1,200 FLOPs; torch's own formula counts every tap, 2·3·2·16·9 = 1,728

@@ -1,5 +1,5 @@
 """The GEMM peak on a slow CPU is slow, not hung: its matmul is sized from a probe, its time is bounded, and
-every matmul is a heartbeat for the watchdog (orchestrator.run.protocol)."""
+every matmul is a heartbeat for the watchdog (orchestrator.run.rank.protocol)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from orchestrator.run import protocol
+from orchestrator.run.rank import protocol
 
 
 def test_the_gemm_is_sized_to_the_time_one_matmul_may_take():

@@ -134,7 +134,7 @@ def test_a_start_up_past_its_budget_is_a_timeout_that_says_where_it_was(tmp_path
     assert outcome.status == "timeout"
     # The reason names the last start-up stage the rank finished. Which one depends on how fast this CPU imports
     # torch within the 6 s (on a loaded 2-vCPU machine it may not get past the interpreter), so any named stage
-    # of rank_main's clock is right; once past the workload's import, it is stuck in the build, and its stacks,
+    # of the rank's clock (run.rank.process) is right; once past the workload's import, it is stuck in the build, and its stacks,
     # dumped before it was killed, show the chaos trainer.
     match = re.search(r"not ready after 6 s of start-up \(building, after (\w+)\): a stuck import", outcome.reason)
     assert match, outcome.reason

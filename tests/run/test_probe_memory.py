@@ -13,9 +13,9 @@ import pytest
 from conftest import write_sweep
 
 from orchestrator.io.sweepfile import load_sweep
-from orchestrator.run.kinds.probe import own_peak_private_mib
 from orchestrator.run.probe import ProbeSetup, run_probe
 from orchestrator.run.procmem import ProcMemory, parse_status, read_memory
+from orchestrator.run.rank.probe import own_peak_private_mib
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 

@@ -58,7 +58,7 @@ def test_classifier_1x1_is_profiled_through_ray(profiled):
     layers = {row["layer"] for row in rank0["profiler"]["layers"]}
     assert {"net.0", "net.2"} <= layers               # the MLP's Linear layers
     assert rank0["peak"]["gflops"] > 0 and rank0["stream_triad_gbs"] > 0
-    # the compute roof: the best of run.roof's primitives (fastest calls) and the GEMM peak
+    # the compute roof: the best of run.rank.roof's primitives (fastest calls) and the GEMM peak
     assert rank0["peak"]["gflops"] == max(rank0["peak"]["gemm_gflops"], *rank0["peak"]["roof_by_primitive"].values())
     # a bandwidth roof per level, each triad inside its level, DRAM's the one the summary calls triad_gbs
     levels = {r["level"]: r for r in rank0["level_roofs"]}

@@ -1,5 +1,5 @@
 """A rank's start-up: what it imports for each job kind, its phase breakdown, and DDP's start-up broadcast
-skipped only when the ranks already agree. Real rank processes (no Ray): `rank_main.main` in a subprocess."""
+skipped only when the ranks already agree. Real rank processes (no Ray): `run.rank.main.main` in a subprocess."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.run.job import RankJob, RankResult
 from orchestrator.run.launcher import free_port
-from orchestrator.run.rank_main import StartupClock, process_started_at
+from orchestrator.run.rank.process import StartupClock, process_started_at
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 
@@ -26,7 +26,7 @@ HEAVY = ("torchvision", "workloads")   # a peak or all-reduce rank needs neither
 # main() as the launcher runs it, then which of the packages named in argv[2] the process ended up with.
 RUN_RANK = textwrap.dedent("""
     import json, sys
-    from orchestrator.run import rank_main
+    from orchestrator.run.rank import main as rank_main
     code = rank_main.main(["rank_main", sys.argv[1]])
     packages = sys.argv[2].split(",")
     print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.split(".")[0] in packages)}))
@@ -122,7 +122,7 @@ def test_startup_clock_without_a_start_time_leaves_the_first_phase_out():
 DDP_RANK = textwrap.dedent("""
     import json, os, sys, torch, torch.distributed as dist
     import torch.nn.parallel.distributed as ddp_module
-    from orchestrator.run import protocol
+    from orchestrator.run.rank import protocol
     broadcasts = []
     sync = ddp_module._sync_module_states   # DDP's start-up broadcast: count its calls
     ddp_module._sync_module_states = lambda *args, **kwargs: (broadcasts.append(1), sync(*args, **kwargs))[1]
@@ -138,7 +138,7 @@ DDP_RANK = textwrap.dedent("""
     sums = [float(p.detach().double().sum()) for p in ddp.module.parameters()]
     dist.destroy_process_group()
     print(json.dumps({"same": same, "sums": sums, "broadcast": bool(broadcasts)}), flush=True)
-    os._exit(0)   # as rank_main does: gloo's threads can abort interpreter teardown ("terminate called ...")
+    os._exit(0)   # as run.rank.main does: gloo's threads can abort interpreter teardown ("terminate called ...")
     """)
 
 

@@ -1,4 +1,4 @@
-"""The compute roof (orchestrator.run.roof) on this CPU, in short windows: every primitive is measured, a
+"""The compute roof (orchestrator.run.rank.roof) on this CPU, in short windows: every primitive is measured, a
 convolution's FLOPs are benchdnn's, its batch is sized to the CPU's speed, and every rank passes the same
 barriers whatever its calibrated sizes (a rank that skipped one would hang the others); and the DRAM and cache
 triads the profile's roof per level measures."""
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from orchestrator.core.profile import levels as lv
-from orchestrator.run import roof
 from orchestrator.run.profile_replay import cached_triad_gbs, level_roofs
+from orchestrator.run.rank import roof
 
 
 @pytest.fixture(autouse=True)

@@ -24,8 +24,8 @@ from conftest import CPUS, run_launchers
 from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Kind
 from orchestrator.run.job import RankJob, RankProgress, ScriptSettings
-from orchestrator.run.script_rank import startup_timeout_reason
-from orchestrator.run.script_reporter import cpu_backend
+from orchestrator.run.rank.script_reporter import cpu_backend
+from orchestrator.run.script_job import startup_timeout_reason
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 

@@ -93,7 +93,7 @@ def test_measurements_are_recorded_with_their_spread(emulated_sweep):
     assert both["peak"]["gflops"] == pytest.approx(sum(both["peak"]["per_rank_gflops"]))
     assert [r["observed_cpus"] for r in both["placement"]] == [[0], [1]]
     assert [r["observed_cpus"] for r in peaks[(1, 1)]["placement"]] == [[0]]
-    # and the layout's compute roof (run.roof): GEMMs of several sizes and convolutions in both memory formats,
+    # and the layout's compute roof (run.rank.roof): GEMMs of several sizes and convolutions in both memory formats,
     # summed over the ranks that ran them at once; the best of them, the peak's own GEMM among them
     roof = both["peak"]["roof_by_primitive"]
     assert {"gemm 256", "gemm 2048", "3x3 conv 256ch 16x16 channels-last forward",

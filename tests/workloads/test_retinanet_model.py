@@ -219,8 +219,8 @@ def test_the_flop_formula_is_the_counted_step_and_the_first_convolutions_input_g
     images need none), so the formula is above the step by exactly that: conv1's forward, 7×7 stride 2 pad 3,
     3 → 64 channels, 64 → 32 px, per dimension 4 + 6 + 29·7 + 5 = 218 taps inside the image: 0.6% at 64 px, well
     within the 1% the docstring states (frozen layers, trainable_layers < 5, would make the step smaller still)."""
-    from orchestrator.run.kinds.probe import _count_flops
-    from orchestrator.run.protocol import make_step
+    from orchestrator.run.rank.probe import _count_flops
+    from orchestrator.run.rank.protocol import make_step
 
     p = params(focal_loss="kernel", frozen_bn="fused", memory_format="channels_last")
     formula = find_workload("retinanet").workload.train_flops_per_sample(p)

@@ -3,7 +3,7 @@ operator categories side by side with how they scale, layers, roofline and the e
 torch, no files.
 
 A profiled target is a `result.ProfiledTarget` (its label, layout and every rank's `RankProfile`, what
-`orchestrator.run.profiling.profile_rank` returns); a caller holding the saved JSON may pass it as read.
+`orchestrator.run.rank.profiling.profile_rank` returns); a caller holding the saved JSON may pass it as read.
 Breakdowns come from rank 0, the attribution from every rank; step times are the slowest rank's. The
 per-row tables are `record.Row`s: typed here, written as the dicts of their fields.
 

@@ -86,8 +86,8 @@ class ProfilerSummary(JsonObject):
 
 @dataclass(frozen=True, slots=True)
 class Peak(JsonObject):
-    """The compute roof measured on the rank's cores after training: the best of the GEMM peak and run.roof's
-    GEMMs and convolutions (run.profiling.compute_peak)."""
+    """The compute roof measured on the rank's cores after training: the best of the GEMM peak and run.rank.roof's
+    GEMMs and convolutions (run.rank.profiling.compute_peak)."""
 
     precision: str | None = None
     gflops: float = 0.0                  # the roof: max(gemm_gflops, conv_gflops)
@@ -97,7 +97,7 @@ class Peak(JsonObject):
     matmuls: int | None = None
     gemm_gflops: float | None = None     # the median GEMM
     conv_gflops: float | None = None     # the fastest convolution of the roof's
-    roof_by_primitive: Mapping[str, float] | None = optional()   # run.roof's primitives, fastest call each
+    roof_by_primitive: Mapping[str, float] | None = optional()   # run.rank.roof's primitives, fastest call each
 
     @property
     def gemm(self) -> float:
@@ -155,7 +155,7 @@ class CacheRoof(JsonObject):
 
 @dataclass(frozen=True, slots=True)
 class RankProfile(JsonObject):
-    """One rank's profile (run/profiling.profile_rank): the plain, verbose and profiler passes, then what
+    """One rank's profile (run/rank/profiling.profile_rank): the plain, verbose and profiler passes, then what
     it measured alone on its cores (peak, bandwidth, replay). Step times in ms."""
 
     plain_step_ms: tuple[float, ...] = ()

@@ -1,10 +1,7 @@
-"""The trial kinds a sweep runs, one module each, named after its record kind (core.records.Kind):
-the driver's `WorkItem` subclass (`ITEM`), the rank's entry (`run_rank(job, progress, clock) -> result
-sections`) and the progress display's line for an ok record (`describe(record) -> str`). `records.Kind` is
-the registry: a new kind is a new value there and its module here.
-
-Modules are imported by name, on use: the rank process imports only its own kind's (a rank's start-up is
-timed; see rank_main.StartupClock), and a kind module imports no Ray.
+"""The driver's half of the trial kinds a sweep runs, one module each, named after its record kind
+(core.records.Kind): its `WorkItem` subclass (`ITEM`) and the progress display's line for an ok record
+(`describe(record) -> str`). `records.Kind` is the registry: a new kind is a new value there, its module here,
+and its rank half in run.rank (which this side never imports: the rank process is another program).
 """
 
 from __future__ import annotations

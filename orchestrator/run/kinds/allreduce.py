@@ -1,10 +1,10 @@
 """All-reduce calibration: per link class (within a socket, across sockets, across nodes) × rank count of
-the grid, the time of an all-reduce per message size (run.protocol.allreduce_timing), one rank per core."""
+the grid, the time of an all-reduce per message size (run.rank.protocol.allreduce_timing), one rank per core."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_key, calibration_trials
 from orchestrator.core.eta import ALLREDUCE_S, STARTUP_S
@@ -13,11 +13,8 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
-from orchestrator.run.reports import AllreduceReport
 
 if TYPE_CHECKING:
-    from orchestrator.run.job import ProgressWriter
-    from orchestrator.run.rank_main import StartupClock
     from orchestrator.run.trial import TrialRun
 
 
@@ -56,7 +53,6 @@ class AllreduceItem(WorkItem):
 
 
 ITEM = AllreduceItem
-REPORT = AllreduceReport
 
 
 def describe(record: Record) -> str:
@@ -65,26 +61,3 @@ def describe(record: Record) -> str:
     if a is None:
         return ""
     return f"{a.sizes_bytes[-1] / 2**20:g} MiB in {a.time_s[-1] * 1e3:,.1f} ms ({a.link}, {a.ranks} ranks)"
-
-
-def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
-    """Message sizes × repeats, timed on every rank."""
-    import torch.distributed as dist
-
-    from orchestrator.run.job import Phase
-    from orchestrator.run.protocol import allreduce_timing
-    from orchestrator.run.rank_session import communication, init_process_group
-
-    clock.lap("import_protocol")
-    init_process_group(job)
-    clock.lap("rendezvous")
-    try:
-        dist.barrier()
-        clock.ready("barrier")
-        progress.update(phase=Phase.TIMING, force=True)
-        out = AllreduceReport.from_json(allreduce_timing(job.message_bytes, job.peak_precision,
-                                                         on_block=lambda: progress.step()))
-        dist.barrier()  # leave together (see rank_session.train)
-    finally:
-        dist.destroy_process_group()
-    return {"report": out, **communication(job)}

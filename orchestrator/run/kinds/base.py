@@ -1,9 +1,9 @@
 """What every trial kind gives the sweep runner (`WorkItem`), and what the items need of the sweep (`SweepContext`).
 
-A kind module (see orchestrator.run.kinds) holds both sides of its kind: the driver's work item (which trials
-it plans, the job its ranks run, where it may run, its record) and the rank's `run_rank`. The rank process
-imports the module for `run_rank`, so nothing here, nor at a kind module's top, imports Ray or torch: the
-driver-only pieces (recording, which reaches Ray through run.trial) are imported where they are used.
+A kind module (see orchestrator.run.kinds) holds the driver's half of its kind: its work item (which trials it
+plans, the job its ranks run, where it may run, its record). The rank's half is in run.rank. Ray and the
+recording (which reaches Ray through run.trial) are imported where they are used, so that planning a sweep's
+items and its estimate (core.eta) starts no Ray.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class SweepContext:
                       warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
                       init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s), **extra)
         if self.spec.workload.script is not None and kind in (Kind.THROUGHPUT, Kind.CONVERGENCE):
-            from orchestrator.run.script_rank import script_settings
+            from orchestrator.run.script_job import script_settings
 
             job = replace(job, script=script_settings(self.sweep, p.trial, seed=job.seed, kind=kind))
         return job

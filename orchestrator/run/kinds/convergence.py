@@ -1,5 +1,5 @@
 """Convergence runs: per planned global batch and seed, training to the spec's target metric on the cheapest
-feasible layout with that global batch (run.protocol.train_to_target). They pack onto free cores rather
+feasible layout with that global batch (run.rank.protocol.train_to_target). They pack onto free cores rather
 than keep whole nodes (core.schedule.admit_convergence)."""
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ from orchestrator.core.records import Kind, Record, convergence_key
 from orchestrator.core.schedule import Admission, Region, admit_convergence
 from orchestrator.run.job import ConvergenceSettings, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
-from orchestrator.run.reports import ConvergenceReport
 
 if TYPE_CHECKING:
-    from orchestrator.run.job import ProgressWriter
-    from orchestrator.run.rank_main import StartupClock
     from orchestrator.run.trial import TrialRun
 
 
@@ -68,7 +65,6 @@ class ConvergenceItem(WorkItem):
 
 
 ITEM = ConvergenceItem
-REPORT = ConvergenceReport
 
 
 def describe(record: Record) -> str:
@@ -86,12 +82,3 @@ def _section(ctx: SweepContext) -> Any:
     if ctx.spec.convergence is None:
         raise ValueError("a convergence run was planned but the spec has no convergence section")
     return ctx.spec.convergence
-
-
-def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
-    from orchestrator.run import protocol
-    from orchestrator.run.rank_session import train
-
-    lr = job.convergence_settings().schedule.at(0.0)
-    return train(job, progress, clock, lambda s: {"report": protocol.train_to_target(job, s.trainer, s.module,
-                                                                                          progress)}, lr=lr)

@@ -1,12 +1,11 @@
 """GEMM peaks and compute roofs: one per distinct layout (ranks × threads per rank), every rank of the layout
-multiplying at once, pinned as in its trials (run.protocol.gemm_peak, then run.roof.compute_roof). A layout's
+multiplying at once, pinned as in its trials (run.rank.protocol.gemm_peak, then run.rank.roof.compute_roof). A layout's
 peak does not depend on the local batch, so it is measured once, on the layout's first planned placement."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.eta import PEAK_S, ROOF_S, STARTUP_S
 from orchestrator.core.grid import Trial
@@ -14,11 +13,8 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record, peak_key
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
-from orchestrator.run.reports import PeakReport
 
 if TYPE_CHECKING:
-    from orchestrator.run.job import ProgressWriter
-    from orchestrator.run.rank_main import StartupClock
     from orchestrator.run.trial import TrialRun
 
 
@@ -51,7 +47,6 @@ class PeakItem(WorkItem):
 
 
 ITEM = PeakItem
-REPORT = PeakReport
 
 
 def describe(record: Record) -> str:
@@ -60,44 +55,3 @@ def describe(record: Record) -> str:
         return ""
     roof = f", roof {record.peak.roof_gflops:,.1f}" if record.peak.roof_gflops else ""
     return f"{record.peak.gflops:,.1f} GFLOP/s ({record.peak.precision}){roof}"
-
-
-def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
-    """The GEMM on every rank of the layout at once, synchronized by barriers. Each matmul is a step of the
-    progress file: a slow CPU's peak is progress, not a hang. No communication section: the barriers are
-    gloo's whatever the trial's backend (they carry no data, and gloo is always there)."""
-    import torch.distributed as dist
-
-    from orchestrator.run.job import Phase
-    from orchestrator.run.rank_session import init_process_group
-
-    def heartbeat() -> None:
-        progress.step(phase=Phase.TIMING)
-
-    if int(os.environ.get("WORLD_SIZE", 1)) == 1:
-        clock.ready("import_protocol")
-        return {"report": _peak_and_roof(job, None, heartbeat)}
-    clock.lap("import_protocol")
-    init_process_group(job, backend="gloo")
-    clock.ready("rendezvous")   # every rank has joined the group: all of them are ready to multiply
-    try:
-        def barrier() -> None:
-            dist.barrier()
-
-        return {"report": _peak_and_roof(job, barrier, heartbeat)}
-    finally:
-        dist.destroy_process_group()
-
-
-def _peak_and_roof(job: RankJob, barrier: Callable[[], None] | None, heartbeat: Callable[[], None]) -> PeakReport:
-    """The 2048² GEMM's peak, then the compute roof (run.roof: more GEMM sizes, convolutions in both memory
-    formats), each primitive's window started by the barrier; the roof's primitives include the peak's GEMM."""
-    from orchestrator.run.protocol import gemm_peak
-    from orchestrator.run.roof import compute_roof
-
-    report = gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
-    rates = {name: r["gflops"] for name, r in
-             compute_roof(job.peak_precision, report["gemm_size"], barrier=barrier, on_call=heartbeat).items()}
-    gemm = f"gemm {report['gemm_size']}"
-    rates[gemm] = max(rates.get(gemm, 0.0), report["gflops"])
-    return PeakReport.from_json({**report, "roof_by_primitive": rates})

@@ -1,10 +1,10 @@
 """Throughput trials: one per feasible point of the grid (ranks × threads per rank × local batch), timed
-repeats of training steps (run.protocol.measure_throughput)."""
+repeats of training steps (run.rank.protocol.measure_throughput)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.eta import throughput_s
 from orchestrator.core.grid import Trial
@@ -12,12 +12,8 @@ from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record
 from orchestrator.run.job import RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
-from orchestrator.run.reports import ThroughputReport
 
 if TYPE_CHECKING:
-    from orchestrator.run.job import ProgressWriter
-    from orchestrator.run.rank_main import StartupClock
-    from orchestrator.run.rank_session import Session
     from orchestrator.run.trial import TrialRun
 
 
@@ -50,24 +46,9 @@ class ThroughputItem(WorkItem):
 
 
 ITEM = ThroughputItem
-REPORT = ThroughputReport
 
 
 def describe(record: Record) -> str:
     """An ok record in one line, for the progress display: '312.4 samples/s (cv 1.2%)'."""
     t = record.throughput
     return f"{t.samples_per_s:,.1f} samples/s (cv {t.cv or 0.0:.1%})" if t is not None else ""
-
-
-def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
-    from orchestrator.run.rank_session import train
-
-    return train(job, progress, clock, lambda session: _measure(job, progress, session))
-
-
-def _measure(job: RankJob, progress: ProgressWriter, session: Session) -> dict[str, Any]:
-    from orchestrator.run import ddp, protocol
-
-    report = protocol.measure_throughput(job, session.trainer, session.module, progress)
-    wire = ddp.wire_sizes(report.to_json(), session.options if session.world > 1 else None)
-    return {"report": report.with_fields(**wire)}

@@ -1,11 +1,11 @@
 """A script's rank: the user's training script run as it is, one process per rank, through the same launcher
 as orch's own ranks (pinned before it starts, the same thread and allocator settings, torchrun's variables).
 
-    python -m orchestrator.run.script_rank JOB_FILE      (the launcher's command for a script: `script_command`)
+    python -m orchestrator.run.rank.script JOB_FILE      (the launcher's command: run.script_job.script_command)
 
-The process sets up what orch's own rank entry point (run.rank_main) does, then runs the script as
+The process sets up what orch's own rank entry point (run.rank.main) does, then runs the script as
 `python SCRIPT ARGS` would (`__main__`, its folder first on sys.path, sys.argv), with the reporter
-(`orch.script`, run.script_reporter) behind the script's `orch.script.step()` calls:
+(`orch.script`, run.rank.script_reporter) behind the script's `orch.script.step()` calls:
 
 - the orphan watch, and every thread's stack on SIGUSR1 (the watchdog's hang report);
 - torch imported and its thread pools sized before the script starts (OMP_NUM_THREADS is already set);
@@ -16,7 +16,7 @@ The process sets up what orch's own rank entry point (run.rank_main) does, then 
 - the script's end read as the trial's: an exception's last line, a non-zero exit, or an end without the
   steps the trial needs becomes the progress file's `error`, the trial's reason.
 
-Driver side: `script_settings` (the job's script section for a trial) and `startup_timeout_reason`.
+Its driver's half is run.script_job.
 """
 
 from __future__ import annotations
@@ -27,83 +27,15 @@ import os
 import signal
 import sys
 import traceback
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from orchestrator.core.records import Kind
 from orchestrator.run.job import Phase, ProgressWriter, RankJob, ScriptSettings
+from orchestrator.run.rank.process import StartupClock, exit_when_orphaned, process_started_at
+from orchestrator.run.rank.script_reporter import fail
 
-if TYPE_CHECKING:
-    from orchestrator.core.grid import Trial
-    from orchestrator.io.sweepfile import Sweep
-    from orchestrator.run.job import RankProgress
-
-ERROR_CHARS = 600            # of a reason kept in the progress file (the log has all of it)
 SPAWNED_FILE = "spawned.json"
-# Stages a script's start-up passes before the script runs (rank_main.StartupClock's laps).
-BEFORE_SCRIPT = ("interpreter", "import_torch", "orch_store")
-
-
-# --- driver side ----------------------------------------------------------------------------------------------
-
-def script_settings(sweep: Sweep, trial: Trial, *, seed: int, kind: Kind) -> ScriptSettings:
-    """The script section of a trial's rank job: the arguments filled in for the trial (core.script)."""
-    from orchestrator.core.lr import scaled_lr
-    from orchestrator.core.script import environment, fill_args, trial_values
-
-    w, conv = sweep.spec.workload, sweep.spec.convergence
-    lr = (scaled_lr(rule=conv.lr_rule, base_lr=conv.base_lr, base_batch=conv.base_batch,
-                    global_batch=trial.global_batch) if conv is not None else None)
-    values = trial_values(ranks=trial.ranks, threads=trial.threads_per_rank, local_batch=trial.local_batch,
-                          seed=seed, lr=lr, max_epochs=conv.max_epochs if conv is not None else None)
-    settings = ScriptSettings(path=str(w.script), args=fill_args(w.arg_texts, values), sha256=str(w.script_sha256),
-                              sources=w.script_sources,
-                              cwd=str(sweep.path.resolve().parent), env=environment(values),
-                              flops_per_sample=w.flops_per_sample, lr=lr)
-    if kind == Kind.CONVERGENCE and conv is not None:
-        settings = replace(settings, metric=conv.metric, target=conv.target, max_epochs=conv.max_epochs)
-    return settings
-
-
-def script_command(job_file: Path) -> list[str]:
-    """The command of a script's rank (after the pinning prefix): this module, which runs the script."""
-    return [sys.executable, "-m", "orchestrator.run.script_rank", str(job_file)]
-
-
-def startup_timeout_reason(timeout_s: float, progress: RankProgress | None, pid: int) -> str:
-    """Why a script's rank timed out in start-up: before the script ran, or a script that never stepped; with
-    the size of its process tree (a script that started workers of its own shows them)."""
-    if progress is None or progress.stage in BEFORE_SCRIPT:
-        where = "before its first progress report" if progress is None else f"after {progress.stage}"
-        return (f"not ready after {timeout_s:g} s of start-up ({where}), before the script started "
-                "(measure.startup_timeout_s)")
-    processes = _tree_size(pid)
-    started = (f"; its process tree holds {processes} processes (did it start workers of its own?)"
-               if processes > 1 else "")
-    return (f"the script did not call orch.script.step() within {timeout_s:g} s of its start "
-            f"(measure.startup_timeout_s): a script without the reporter's line, or one stuck before its first "
-            f"step{started}")
-
-
-def _tree_size(pid: int) -> int:
-    import psutil
-
-    try:
-        return 1 + len(psutil.Process(pid).children(recursive=True))
-    except psutil.Error:
-        return 1
-
-
-# --- rank side ------------------------------------------------------------------------------------------------
-
-def fail(progress: ProgressWriter, message: str) -> None:
-    """End the rank as failed with `message` as its reason (written first: the launcher reads it at the exit)."""
-    progress.update(error=message[:ERROR_CHARS], force=True)
-    print(f"orch: {message}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os._exit(1)
 
 
 def spawned_error(job: RankJob) -> str | None:
@@ -116,10 +48,10 @@ def spawned_error(job: RankJob) -> str | None:
 
 
 def host_store(job: RankJob) -> Any:
-    """The trial's rendezvous store: rank 0 serves it on MASTER_ADDR only (as run.rank_session does for orch's
+    """The trial's rendezvous store: rank 0 serves it on MASTER_ADDR only (as run.rank.session does for orch's
     own ranks), every rank holds a client of it. The script's env:// rendezvous joins it as a client
     (TORCHELASTIC_USE_AGENT_STORE), and the reporter's barriers use it."""
-    from orchestrator.run.rank_session import rendezvous_store
+    from orchestrator.run.rank.session import rendezvous_store
 
     return rendezvous_store(timedelta(seconds=job.init_timeout_s), count_workers=False)
 
@@ -159,11 +91,9 @@ def _run(path: str, source: bytes) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from orchestrator.run.rank_main import StartupClock, _exit_when_orphaned, process_started_at
-
     clock = StartupClock(process_started_at())
     clock.lap("interpreter")
-    _exit_when_orphaned()
+    exit_when_orphaned()
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     job = RankJob.from_json(Path(argv[1]).read_text())
     settings = job.script
@@ -188,7 +118,7 @@ def main(argv: list[str]) -> int:
     clock.lap("orch_store")
 
     import orch.script
-    from orchestrator.run.script_reporter import ScriptReporter
+    from orchestrator.run.rank.script_reporter import ScriptReporter
 
     reporter = ScriptReporter(job, progress, clock, store)
     orch.script._activate(reporter)

@@ -1,6 +1,6 @@
-"""What stands behind `orch.script` in a script's rank (run.script_rank): the throughput and convergence
+"""What stands behind `orch.script` in a script's rank (run.rank.script): the throughput and convergence
 protocols, kept by the script's own calls instead of orch's loop. The timing rules are the built-ins'
-(run.protocol); only what reports a step differs:
+(run.rank.protocol); only what reports a step differs:
 
 - a step is what happens between two `orch.script.step()` calls: everything the script's loop does (loading the
   batch, logging, its own syncs), which is what the script costs per step;
@@ -13,7 +13,7 @@ protocols, kept by the script's own calls instead of orch's loop. The timing rul
 - a convergence trial ends it at the step after rank 0 reports the target metric at or above the target (or
   the epoch cap), every rank at the same step: rank 0 posts that step in the store, the others read it there.
 
-Every check that can fail a trial names its cause and ends the rank (`script_rank.fail`): a script that had not
+Every check that can fail a trial names its cause and ends the rank (`fail`): a script that had not
 joined torch.distributed by its first step with several ranks, or joined it on another backend than the plan's,
 a step with other than the trial's local batch, an end without the steps or the metric the trial needs.
 """
@@ -37,6 +37,15 @@ STOP_KEY = "orch/stop"        # a convergence run's verdict, posted by rank 0: {
 LEFT_KEY = "orch/left"        # how many ranks other than 0 are done with the store
 LEAVE_WAIT_S = 30.0           # rank 0 (the store's host) waits this long at most for the others to be done with it
 LEAVE_POLL_S = 0.01
+ERROR_CHARS = 600             # of a reason kept in the progress file (the log has all of it)
+
+
+def fail(progress: ProgressWriter, message: str) -> None:
+    """End the rank as failed with `message` as its reason (written first: the launcher reads it at the exit)."""
+    progress.update(error=message[:ERROR_CHARS], force=True)
+    print(f"orch: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def cpu_backend(config: str) -> str:
@@ -200,12 +209,13 @@ class ScriptReporter:
         return self.job.kind in (Kind.THROUGHPUT, PROBE)
 
     def _probe_report(self) -> Any:
-        """What the probe needs of a script's rank (run.kinds.probe.ProbeReport): its own peak private memory, its
+        """What the probe needs of a script's rank (run.reports.ProbeReport): its own peak private memory, its
         timed steps' median (from one orch.script.step() to the next: the script's data loading is in it), the
         FLOPs of one step where the script or the sweep file states them, its gradient bytes where the script
         showed orch its model. The epoch size of a script is only ever the sweep file's."""
-        from orchestrator.run.kinds.probe import ProbeReport, own_peak_private_mib
-        from orchestrator.run.protocol import gradient_sizes
+        from orchestrator.run.rank.probe import own_peak_private_mib
+        from orchestrator.run.rank.protocol import gradient_sizes
+        from orchestrator.run.reports import ProbeReport
 
         peak_mib, library_mib = own_peak_private_mib()
         flops = self._flops_per_sample()
@@ -233,7 +243,7 @@ class ScriptReporter:
         self.window_start = self.last_step = time.perf_counter()
 
     def _throughput_report(self) -> ThroughputReport:
-        from orchestrator.run.protocol import gradient_sizes, percentile
+        from orchestrator.run.rank.protocol import gradient_sizes, percentile
 
         sizes = gradient_sizes(self.module) if self.module is not None else {}
         return ThroughputReport(allreduce_check=None, **sizes, repeat_s=self.repeat_s,
@@ -299,7 +309,7 @@ class ScriptReporter:
         from orchestrator.core.records import CommunicationSection
         from orchestrator.io.files import write_atomic
         from orchestrator.run.comm import communication_report
-        from orchestrator.run.rank_main import observed_affinity
+        from orchestrator.run.rank.process import observed_affinity
 
         result = RankResult(rank=self.rank, pid=os.getpid(), threads=torch.get_num_threads(),
                             affinity=observed_affinity(), run_s=time.perf_counter() - self.started,
@@ -346,6 +356,4 @@ class ScriptReporter:
         self.store.wait([f"{key}/open"])
 
     def _fail(self, message: str) -> None:
-        from orchestrator.run.script_rank import fail
-
         fail(self.progress, message)

@@ -1,7 +1,7 @@
-"""Rank-side pieces every kind's `run_rank` shares (orchestrator.run.kinds): torch.distributed's rendezvous,
-and a training session (the workload built in a process group, wrapped in DDP) for the kinds that train.
+"""Rank-side pieces every kind's `run_rank` shares (run.rank's table): torch.distributed's rendezvous, and a
+training session (the workload built in a process group, wrapped in DDP) for the kinds that train.
 
-Runs inside the rank process: torch is imported on use, after rank_main has sized its thread pools.
+Runs inside the rank process: torch is imported on use, after run.rank.main has sized its thread pools.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     import torch
 
     from orch.workload import DdpOptions, Trainer
-    from orchestrator.run.job import ProgressWriter, RankJob
-    from orchestrator.run.rank_main import StartupClock
+    from orchestrator.core.jsonobject import JsonObject
+    from orchestrator.core.records import CommunicationSection
+    from orchestrator.run.job import ProgressWriter, RankJob, RankOutput
+    from orchestrator.run.rank.process import StartupClock
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,23 +75,25 @@ def init_process_group(job: RankJob, backend: str | None = None) -> None:
                             world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
 
 
-def communication(job: RankJob) -> dict[str, Any]:
+def communication(job: RankJob) -> CommunicationSection:
     """The result's communication section: backend, version, CCL settings (run.comm)."""
     from orchestrator.core.records import CommunicationSection
     from orchestrator.run.comm import communication_report
 
-    return {"communication": CommunicationSection.from_json(communication_report(job.backend))}
+    return CommunicationSection.from_json(communication_report(job.backend))
 
 
 def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
-          steps: Callable[[Session], dict[str, Any]], lr: float | None = None) -> dict[str, Any]:
-    """Build the workload in a process group and run `steps` on it (the kind's protocol, returning its result
-    sections): the result's training sections, its communication section included."""
+          steps: Callable[[Session], JsonObject], lr: float | None = None) -> RankOutput:
+    """Build the workload in a process group and run `steps` on it (the kind's protocol, returning its report):
+    the report with the result's training sections, its communication section included."""
     import torch.distributed as dist
 
     from orch.workload import RankContext, ddp_options_of
     from orchestrator.io.workload_finder import find_workload, parse_params
-    from orchestrator.run import ddp, protocol
+    from orchestrator.run import ddp
+    from orchestrator.run.job import RankOutput
+    from orchestrator.run.rank import protocol
 
     clock.lap("import_protocol")
     init_process_group(job)
@@ -112,12 +116,12 @@ def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
         if world > 1:
             module = protocol.wrap_ddp(module, options, noise_scale=job.kind == "convergence")
             clock.lap("ddp")
-        out = {"build_s": time.perf_counter() - built,
-               "applied": {**trainer.applied(), **ddp.applied(options, world_size=world)}}
+        build_s = time.perf_counter() - built
+        applied = {**trainer.applied(), **ddp.applied(options, world_size=world)}
         dist.barrier()  # start-up ends when every rank has its model
         clock.ready("barrier")
-        out.update(steps(Session(trainer, module, options, world)))
+        report = steps(Session(trainer, module, options, world))
         dist.barrier()  # leave together: a rank tearing down gloo while its peer still talks to it aborts
     finally:
         dist.destroy_process_group()
-    return {**out, **communication(job)}
+    return RankOutput(report=report, communication=communication(job), build_s=build_s, applied=applied)

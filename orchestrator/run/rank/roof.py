@@ -5,7 +5,7 @@ reached 94.5 GFLOP/s (as torch's FLOP counter counts it) against a 90.3 GFLOP/s 
 takes, in the run's precision:
 
 - GEMMs of several square sizes (a small one stays in cache and can outrun a large one; the caller adds the
-  2048² GEMM of the GEMM peak, run.protocol.gemm_peak);
+  2048² GEMM of the GEMM peak, run.rank.protocol.gemm_peak);
 - forward convolutions of the shapes a ResNet-style trunk runs (3×3 at 64, 128 and 256 channels, a 1×1), in
   both memory formats (channels-last and contiguous pick different oneDNN kernels), and the backward pass of
   the largest one in each format.
@@ -147,7 +147,7 @@ def compute_peak(threads: int, precision: str, seconds: float = 1.5,
     2048² matmul and every primitive of `compute_roof` by its fastest call (a roof must not be beaten by any
     call's mean), the best of them; the GEMM's own spread (best ÷ median) is the roof's noise
     (profile.checks)."""
-    from orchestrator.run.protocol import gemm_peak
+    from orchestrator.run.rank.protocol import gemm_peak
 
     peak = gemm_peak(threads, precision, seconds=seconds, barrier=barrier)
     rates = compute_roof(precision, peak["gemm_size"], barrier=barrier)

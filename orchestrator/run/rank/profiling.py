@@ -55,8 +55,8 @@ from orchestrator.run.profile_replay import (
     stdout_to,
     stream_triad_gbs,
 )
-from orchestrator.run.protocol import make_step
-from orchestrator.run.roof import compute_peak
+from orchestrator.run.rank.protocol import make_step
+from orchestrator.run.rank.roof import compute_peak
 
 if TYPE_CHECKING:
     from torch.autograd.profiler import record_function

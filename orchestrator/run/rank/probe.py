@@ -10,42 +10,22 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.flop_count import FLOPS_RULE
-from orchestrator.core.jsonobject import JsonObject, optional
 from orchestrator.core.probe import PROBE_STEPS, held_batches
 from orchestrator.run.procmem import read_memory
+from orchestrator.run.reports import ProbeReport
 
 if TYPE_CHECKING:
-    from orchestrator.run.job import ProgressWriter, RankJob
-    from orchestrator.run.rank_main import StartupClock
-    from orchestrator.run.rank_session import Session
+    from orchestrator.run.job import ProgressWriter, RankJob, RankOutput
+    from orchestrator.run.rank.process import StartupClock
+    from orchestrator.run.rank.session import Session
 
 FLOPS_ERROR_CHARS = 300   # of the counter's exception, for the probe's source text (the log has all of it)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ProbeReport(JsonObject):
-    """What a probe rank measured (one local batch)."""
-
-    local_batch: int
-    steps: int                          # training steps before the peak was read
-    held_batches: int                   # distinct batches held in memory through them
-    rank_peak_private_mib: float | None  # `own_peak_private_mib`; None without /proc
-    library_mib: float = 0.0            # its file-backed pages (torch's libraries, ...): once per node, apart
-    flops_per_step: float | None        # orch's FLOP counter on one training step
-    flops_error: str | None = optional()
-    flops_rule: str | None = optional()  # how they were counted (core.flop_count); None: not counted
-    samples_per_epoch: int | None = None
-    gradient_bytes: int = 0
-    gradient_dtype: str | None = None
-    step_s: float | None = optional()   # the median of the training steps after the first, seconds
-
-
-REPORT = ProbeReport
 
 
 def own_peak_private_mib(proc: Path = Path("/proc/self")) -> tuple[float | None, float]:
@@ -83,7 +63,7 @@ def _held(job: RankJob, trainer: Any) -> list[tuple[Any, ...]]:
 
 def probe(job: RankJob, session: Session, progress: ProgressWriter) -> ProbeReport:
     from orchestrator.run.job import Phase
-    from orchestrator.run.protocol import gradient_sizes, make_step
+    from orchestrator.run.rank.protocol import gradient_sizes, make_step
 
     trainer = session.trainer
     step = make_step(session.module, trainer.optimizer)
@@ -108,7 +88,7 @@ def probe(job: RankJob, session: Session, progress: ProgressWriter) -> ProbeRepo
                        step_s=statistics.median(steady_s) if steady_s else None)
 
 
-def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> dict[str, Any]:
-    from orchestrator.run.rank_session import train
+def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> RankOutput:
+    from orchestrator.run.rank.session import train
 
-    return train(job, progress, clock, lambda session: {"report": probe(job, session, progress)})
+    return train(job, progress, clock, lambda session: probe(job, session, progress))
