@@ -25,10 +25,10 @@ from orchestrator.io.sweepfile import Sweep, load_sweep
 if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for it
     from orchestrator.app.session import RaySession
     from orchestrator.core.adaptive.answer import AdaptiveOptions
+    from orchestrator.core.adaptive.outcome import AdaptiveOutcome
     from orchestrator.core.eta import Eta
     from orchestrator.core.topology import Topology
     from orchestrator.io.tracking import Tracking
-    from orchestrator.run.adaptive import AdaptiveOutcome
     from orchestrator.run.kinds.base import WorkItem
     from orchestrator.run.probe import ProbeSetup
     from orchestrator.run.sweep import SweepRunner

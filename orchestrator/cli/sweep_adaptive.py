@@ -13,7 +13,7 @@ from orchestrator.core.adaptive.outcome import outcome_lines
 
 if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for it
     from orchestrator.app.adaptive import Replayed
-    from orchestrator.run.adaptive import AdaptiveOutcome
+    from orchestrator.core.adaptive.outcome import AdaptiveOutcome
 
 
 def print_outcome(outcome: AdaptiveOutcome, json_mode: bool) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from orchestrator.core import records as rec
-from orchestrator.core.adaptive.answer import FASTEST, AdaptiveOptions, Answer, Known, Question
-from orchestrator.core.adaptive.outcome import Measured
+from orchestrator.core.adaptive.answer import FASTEST, AdaptiveOptions, Known, Question
+from orchestrator.core.adaptive.outcome import AdaptiveOutcome, Measured
 from orchestrator.core.adaptive.policy import Candidate, Choice, decide
 from orchestrator.core.eta import Eta
 from orchestrator.core.plan import PlannedTrial
@@ -27,14 +27,6 @@ from orchestrator.run.trial import TrialRun
 
 CHOSEN_KINDS = (rec.Kind.THROUGHPUT, rec.Kind.CONVERGENCE)   # the rest run up front, as in a full sweep
 TIMING_KINDS = (rec.Kind.THROUGHPUT, rec.Kind.PEAK, rec.Kind.ALLREDUCE)
-
-
-@dataclass(slots=True)
-class AdaptiveOutcome:
-    answer: Answer
-    stop: str
-    measured: list[Measured] = field(default_factory=list)
-    skipped: list[Candidate] = field(default_factory=list)
 
 
 class AdaptiveRunner(SweepRunner):

@@ -99,7 +99,8 @@ def common_fields(p: PlannedTrial, topology: Topology, run: TrialRun, backend: s
     """The fields every trial's record has (a training trial's: layout, status, placement, memory, ...); the
     kind adds its key and section."""
     failing = run.outcomes[run.failing_rank] if run.failing_rank is not None else None
-    applied = next((o.result.applied for o in run.outcomes if o and o.result), None)
+    applied_by_rank = next((o.result.applied for o in run.outcomes if o and o.result), None)
+    applied: JsonDict | None = None if applied_by_rank is None else {**applied_by_rank}
     t = p.trial
     memory = rec.MemorySection(peak_private_mib=[o.peak_private_mib if o else None for o in run.outcomes],
                                shared_mib=[o.shared_mib if o else None for o in run.outcomes],

@@ -51,7 +51,7 @@ from orchestrator.run.recording import infeasible_record
 from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
 if TYPE_CHECKING:
-    from orchestrator.run.adaptive import AdaptiveOutcome  # (it imports this module)
+    from orchestrator.core.adaptive.outcome import AdaptiveOutcome
 
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
 MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict up to this many (topology.json has all)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchestrator.core.adaptive.answer import FASTEST, Answer, relative_text
 from orchestrator.core.adaptive.policy import Candidate
@@ -74,3 +74,13 @@ def outcome_lines(answer: Answer, stop: str, measured: Sequence[Measured], skipp
                  f"({core_s:,.0f} core-s) more:")
     lines += [f"  {c.label}: about {duration_text(c.expected_s)} ({c.core_s:,.0f} core-s)" for c in skipped]
     return lines
+
+
+@dataclass(slots=True)
+class AdaptiveOutcome:
+    """An adaptive sweep's end: its answer, why it stopped, the trials it measured and the candidates it skipped."""
+
+    answer: Answer
+    stop: str
+    measured: list[Measured] = field(default_factory=list)
+    skipped: list[Candidate] = field(default_factory=list)
