@@ -12,13 +12,16 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from orchestrator.core.jsonobject import JsonObject
 from orchestrator.core.lr import LrSchedule
 from orchestrator.core.records import CommunicationSection, Kind
 from orchestrator.io.files import read_nofollow, write_atomic
 from orchestrator.run.reports import REPORTS, AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
+
+if TYPE_CHECKING:
+    from orchestrator.core.spec import ConvergenceSpec
 
 R = TypeVar("R", bound=JsonObject)
 
@@ -85,7 +88,7 @@ class ConvergenceSettings:
     global_batch: int
 
     @staticmethod
-    def of(section: Any, global_batch: int) -> ConvergenceSettings:
+    def of(section: ConvergenceSpec, global_batch: int) -> ConvergenceSettings:
         """From the spec's convergence section (core.spec.ConvergenceSpec) for one global batch."""
         return ConvergenceSettings(**{f.name: getattr(section, f.name) for f in fields(ConvergenceSettings)
                                       if f.name != "global_batch"}, global_batch=global_batch)
@@ -131,7 +134,7 @@ class RankJob:
 
     kind: JobKind                  # the record kind this job feeds, or a profile or probe; names its rank-side
                                    # entry (run.rank's table)
-    workload: str
+    workload: str | None           # the installed workload, by name; None: a script's trial (its script runs)
     params: dict[str, Any]
     backend: str                   # gloo | ccl
     local_batch: int

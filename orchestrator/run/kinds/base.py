@@ -22,6 +22,7 @@ from orchestrator.core.schema import to_plain
 from orchestrator.run.job import RankJob, init_timeout_s
 
 if TYPE_CHECKING:
+    from orchestrator.core.spec import SweepSpec
     from orchestrator.io.sweepfile import Sweep
     from orchestrator.run.trial import TrialRun
 
@@ -37,7 +38,7 @@ class SweepContext:
     convergence: bool = True   # convergence runs were asked for (orch sweep --no-convergence: not)
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> SweepSpec:
         return self.sweep.spec
 
     @property

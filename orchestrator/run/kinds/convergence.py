@@ -5,7 +5,7 @@ than keep whole nodes (core.schedule.admit_convergence)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.core.eta import convergence_s
 from orchestrator.core.grid import Trial
@@ -16,6 +16,7 @@ from orchestrator.run.job import ConvergenceSettings, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
+    from orchestrator.core.spec import ConvergenceSpec
     from orchestrator.run.trial import TrialRun
 
 
@@ -77,7 +78,7 @@ def describe(record: Record) -> str:
     return f"did not reach {c.metric} {c.target:g} in {c.epochs_run:.2f} epochs"
 
 
-def _section(ctx: SweepContext) -> Any:
+def _section(ctx: SweepContext) -> ConvergenceSpec:
     """The spec's convergence section (a convergence run is planned only with one)."""
     if ctx.spec.convergence is None:
         raise ValueError("a convergence run was planned but the spec has no convergence section")

@@ -29,9 +29,9 @@ import time
 from typing import Any
 
 from orchestrator.core.flop_count import STATED
-from orchestrator.core.records import Kind
+from orchestrator.core.records import Kind, NoiseScaleSection
 from orchestrator.run.job import PROBE, Phase, ProgressWriter, RankJob, RankResult
-from orchestrator.run.reports import ConvergenceReport, Report, ThroughputReport
+from orchestrator.run.reports import ConvergenceReport, ProbeReport, Report, ThroughputReport
 
 STOP_KEY = "orch/stop"        # a convergence run's verdict, posted by rank 0: {"step", "converged", "epoch"}
 LEFT_KEY = "orch/left"        # how many ranks other than 0 are done with the store
@@ -208,14 +208,13 @@ class ScriptReporter:
         """A throughput trial, or the memory probe (one rank at a small batch, run as a short throughput trial)."""
         return self.job.kind in (Kind.THROUGHPUT, PROBE)
 
-    def _probe_report(self) -> Any:
+    def _probe_report(self) -> ProbeReport:
         """What the probe needs of a script's rank (run.reports.ProbeReport): its own peak private memory, its
         timed steps' median (from one orch.script.step() to the next: the script's data loading is in it), the
         FLOPs of one step where the script or the sweep file states them, its gradient bytes where the script
         showed orch its model. The epoch size of a script is only ever the sweep file's."""
         from orchestrator.run.rank.probe import own_peak_private_mib
         from orchestrator.run.rank.protocol import gradient_sizes
-        from orchestrator.run.reports import ProbeReport
 
         peak_mib, library_mib = own_peak_private_mib()
         flops = self._flops_per_sample()
@@ -273,7 +272,7 @@ class ScriptReporter:
                                  lr=self.settings.lr, train_s=time.perf_counter() - self.first_step_at,
                                  noise_scale=self._noise_scale(epochs_run))
 
-    def _noise_scale(self, epochs_run: float) -> Any:
+    def _noise_scale(self, epochs_run: float) -> NoiseScaleSection:
         """B_simple where the script handed orch its DDP model (orch.script.model), else why not."""
         from orchestrator.core.noise_scale import not_measured
 

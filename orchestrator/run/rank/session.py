@@ -100,6 +100,8 @@ def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
     clock.lap("rendezvous")
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
+        if job.workload is None:
+            raise ValueError(f"a {job.kind} job names no workload: only a script's trial has none")
         workload = find_workload(job.workload).workload
         params, problems = parse_params(workload, job.params)
         if problems:
