@@ -51,15 +51,15 @@ def sweep_params(sweep: str) -> tuple[str, dict]:
 def _build(name: str, params_json: str, rank: int, world: int, local_batch: int):
     import torch
 
+    from orch import decide_precision
     from orch.workload import RankContext, ddp_options_of
-    from orchestrator.io.isa import decided_here
     from orchestrator.io.workload_finder import find_workload, parse_params
 
     workload = find_workload(name).workload
     params, problems = parse_params(workload, json.loads(params_json))
     if problems:
         raise ValueError("; ".join(map(str, problems)))
-    params = decided_here(params) if hasattr(params, "precision") else params
+    params = decide_precision(params)   # a sweep's plan decides `auto`; without one, this CPU does
     ctx = RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0, threads=torch.get_num_threads())
     return workload.build(params, ctx), ddp_options_of(params)
 

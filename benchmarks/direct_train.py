@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from orch import decide_precision
 from orch.workload import RankContext
 from orchestrator.io.workload_finder import find_workload, parse_params
 
@@ -30,6 +31,7 @@ def main(workload_name: str, params_json: str, local_batch: int, warmup: int, st
     workload = find_workload(workload_name).workload
     params, problems = parse_params(workload, json.loads(params_json))
     assert not problems, problems
+    params = decide_precision(params)   # `auto` decided on this CPU, as orch's plan decides it for its ranks
     trainer = workload.build(params, RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0,
                                                  threads=torch.get_num_threads()))
     model = DistributedDataParallel(trainer.module) if world > 1 else trainer.module

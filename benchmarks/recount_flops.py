@@ -23,6 +23,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from orch import decide_precision
     from orch.workload import RankContext
     from orchestrator.io.workload_finder import find_workload, parse_params
     from orchestrator.run.flops import flop_counter
@@ -33,6 +34,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
     p, problems = parse_params(workload, given)
     if problems:
         raise SystemExit("\n".join(map(str, problems)))
+    p = decide_precision(p)   # a workload whose params leave precision at `auto` (a sweep's plan decided it)
     torch.manual_seed(0)
     trainer = workload.build(p, RankContext(rank=0, world_size=1, local_batch=local_batch, seed=0, threads=1))
     step = make_step(trainer.module, trainer.optimizer)

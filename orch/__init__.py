@@ -14,6 +14,8 @@ may change without notice.
   returning typed results (`orch.results`: `Plan`, `Results`, `Prediction`) with `.to_frame()` for pandas;
   a folder's sweep and machine read back typed (`Results.spec`: a `SweepSpec`; `Results.topology`: a `Topology`).
   docs/python-api.md walks through them.
+- `orch.decide_precision` (from `orch.precision`): a workload's `precision: auto` decided on this machine's CPU,
+  for a trainer built outside a sweep (a sweep's plan decides it for its ranks; a trainer refuses `auto`).
 - Errors: every error orch raises on purpose is an `OrchError`: bad input an `InputError` (a ValueError; the
   command exits with status 2), a run that could not finish a `RunFailed` (a RuntimeError; status 1). The
   specific ones a caller may want by name are exported too (`InvalidInput`: a file's problems, all at once;
@@ -37,6 +39,7 @@ from orchestrator.errors import InputError, OrchError, RunFailed
 
 if TYPE_CHECKING:
     from orch.api import Notice, load, plan, predict, results_folder, sweep, track
+    from orch.precision import decide_precision
     from orch.results import Plan, Prediction, Results, SweepSummary
     from orchestrator.app.sweep import ReportNotWritten
     from orchestrator.core.options import PlanOptions, PredictOptions, ReportOptions, SweepOptions, TrackOptions
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_folder", "Notice"), "orch.api"),
          **dict.fromkeys(("Plan", "Results", "Prediction", "SweepSummary"), "orch.results"),
+         "decide_precision": "orch.precision",
          **dict.fromkeys(("PlanOptions", "SweepOptions", "ReportOptions", "PredictOptions", "TrackOptions"),
                          "orchestrator.core.options"),
          "InvalidInput": "orchestrator.core.schema", "PlanTooLarge": "orchestrator.core.plan",
@@ -67,6 +71,7 @@ _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_
          "SweepSpec": "orchestrator.core.spec", "Topology": "orchestrator.core.topology"}
 
 __all__ = ["__version__", "load", "plan", "predict", "results_folder", "sweep", "track", "Notice",
+           "decide_precision",
            "Plan", "Prediction", "Results", "SweepSummary", "SweepSpec", "Topology",
            "PlanOptions", "PredictOptions", "ReportOptions", "SweepOptions", "TrackOptions",
            "OrchError", "InputError", "RunFailed", "InvalidInput", "PlanTooLarge", "UnreadableFile", "FolderInUse",

@@ -173,12 +173,14 @@ class ModelTrainer(Trainer):
     """One rank of a `model_workload`."""
 
     def __init__(self, workload: ModelWorkload[MP], params: MP, ctx: RankContext):
-        from orchestrator.io.isa import decided_here
-
-        p = decided_here(params)   # a sweep has decided `auto` already; a trainer built outside one decides here
-        self.workload, self.p, self.ctx = workload, p, ctx
+        # Deciding `auto` probes the CPU (orch.precision): a side effect the workload door does not have.
+        if params.precision == "auto":
+            raise WorkloadError(f"workload {workload.name!r}: precision 'auto' reached the trainer undecided. A sweep "
+                                "decides it in its plan; outside a sweep, decide it on this machine before building "
+                                "the trainer: params = orch.decide_precision(params)")
+        self.workload, self.p, self.ctx = workload, params, ctx
         torch.manual_seed(ctx.seed)
-        model = _call(workload.model, p, what="the model factory")
+        model = _call(workload.model, params, what="the model factory")
         if not isinstance(model, nn.Module):
             raise WorkloadError(f"the model factory returned a {type(model).__name__}, not a torch.nn.Module")
         self.train = self._split(workload.train_data, workload.train_batches, "train")
@@ -187,11 +189,11 @@ class ModelTrainer(Trainer):
             raise WorkloadError(f"the train split has {self.train.samples} samples: fewer than one batch per rank "
                                 f"({ctx.world_size} rank(s) × local batch {ctx.local_batch} = "
                                 f"{ctx.world_size * ctx.local_batch})")
-        self.module: LossModule = LossModule(model, workload.loss, bf16=p.precision == "bf16")
+        self.module: LossModule = LossModule(model, workload.loss, bf16=params.precision == "bf16")
         trained = [q for q in model.parameters() if q.requires_grad]
-        lr = ctx.lr or p.lr
-        self.optimizer = (_call(workload.optimizer, trained, p, lr, what="the optimizer factory")
-                          if workload.optimizer is not None else make_optimizer(trained, p, lr))
+        lr = ctx.lr or params.lr
+        self.optimizer = (_call(workload.optimizer, trained, params, lr, what="the optimizer factory")
+                          if workload.optimizer is not None else make_optimizer(trained, params, lr))
 
     def _split(self, dataset: DatasetFactory[MP] | None, generator: BatchFactory[MP] | None,
                split: str) -> _Split | None:

@@ -102,6 +102,30 @@ def _trainer(name="workload", world=1, rank=0, local_batch=16, **params):
     return w.build(p, RankContext(rank=rank, world_size=world, local_batch=local_batch, seed=0, threads=1))
 
 
+def test_a_trainer_built_outside_a_sweep_refuses_precision_auto_and_says_how_to_decide_it():
+    # Deciding `auto` probes the CPU, which the public door may not: a sweep's plan decides it, or the caller.
+    with pytest.raises(WorkloadError, match=r"workload 'tinynet': precision 'auto' reached the trainer undecided\. "
+                                            r"A sweep decides it in its plan; .*orch\.decide_precision\(params\)"):
+        _trainer(precision="auto")
+
+
+@pytest.mark.isa
+def test_decide_precision_decides_auto_on_this_cpu_as_the_isa_probe_does():
+    import orch
+    from orchestrator.io import isa
+
+    w = find_workload(f"{TINYNET}:workload").workload
+    auto, problems = parse_params(w, {"precision": "auto"})
+    assert problems == [] and auto.precision == "auto"
+    decided = orch.decide_precision(auto)
+    assert decided.precision == ("bf16" if isa.probe().bf16_native else "fp32")
+    assert orch.decide_precision(decided) is decided                  # explicit precision: unchanged
+    other = object()
+    assert orch.decide_precision(other) is other                      # no precision field: unchanged
+    trainer = w.build(decided, RankContext(rank=0, world_size=1, local_batch=16, seed=0, threads=1))
+    assert trainer.applied()["precision"] == decided.precision
+
+
 def test_the_adapter_shards_steps_and_evaluates_an_unmodified_module():
     import torch
 

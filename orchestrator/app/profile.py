@@ -90,10 +90,30 @@ def _profiled(options: ProfileOptions, sweep: Sweep, spec: ProfileSpec, out: Pat
                                      lambda s: plan_for(s, session.topology, ccl_available=session.ccl_available))
         if plan.backend.error:
             raise InputError(plan.backend.error)
+        targets = _precision_decided(targets, sweep, plan.topology)
         run = _Runs(sweep, plan, session.cluster, out, steps, spec, replay, options.max_passes, notify)
         results = run.all(targets)
     _report(results, sweep, plan, out, steps, spec)
     return results
+
+
+def _precision_decided(targets: list[ProfileTarget], sweep: Sweep, topology: Topology) -> list[ProfileTarget]:
+    """The targets with `precision: auto` decided for `topology` as a sweep decides it (`Sweep.resolve_precision`:
+    bf16 where every node computes it natively, fp32 where a variant's parameters rule bf16 out): a profile's
+    ranks, like a sweep's, never see `auto`, which a `model_workload`'s trainer refuses."""
+    from orchestrator.core.schema import to_plain
+    from orchestrator.io.workload_finder import parse_params
+
+    decided = []
+    for target in targets:
+        if target.params.get("precision") != "auto":
+            decided.append(target)
+            continue
+        params, problems = parse_params(sweep.workload, target.params)
+        assert params is not None and not problems, problems   # variant_params parsed these very parameters
+        resolved, _ = dataclasses.replace(sweep, params=params).resolve_precision(topology)
+        decided.append(dataclasses.replace(target, params=to_plain(resolved.params)))
+    return decided
 
 
 def _chosen(options: ProfileOptions, profile: ProfileSpec) -> tuple[list[Trial], int]:

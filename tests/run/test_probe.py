@@ -4,6 +4,7 @@ the failures a probe must turn into one clear line (exit 2, no traceback)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import write_sweep
 
+from orch import decide_precision
 from orchestrator.cli import main
 from orchestrator.core.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
 from orchestrator.io.isa import from_flags
@@ -222,6 +224,7 @@ def test_the_probe_counts_a_convolutions_taps_inside_the_input_and_says_so(tmp_p
     """tests/data/own_model/convnet.py: a 3×3 pad-1 convolution on 4×4 images and a linear layer, 3,840 FLOPs per
     image as orch counts them (torch's own formula, which counts the border taps in the padding: 4,896)."""
     sweep = load_sweep(sweep_of(tmp_path, "conv", f"{OWN_MODEL / 'convnet.py'}:workload"))
+    sweep = dataclasses.replace(sweep, params=decide_precision(sweep.params))   # as `orch probe` decides `auto`
     result = run_probe(sweep, "gloo", ProbeSetup((0,), (0,), 4000.0, "the test's"))
     assert result.flops_per_sample == 3_840.0
     assert result.flops_rule == "valid-taps" and {p.flops_rule for p in result.points} == {"valid-taps"}

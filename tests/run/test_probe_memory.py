@@ -4,6 +4,7 @@ beside another torch process, whose presence must not move the figure that the p
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import write_sweep
 
+from orch import decide_precision
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.run.probe import ProbeSetup, run_probe
 from orchestrator.run.procmem import ProcMemory, parse_status, read_memory
@@ -70,6 +72,7 @@ def _probe(tmp_path: Path, name: str):
         grid: {{ranks: [1], threads_per_rank: [1], local_batch: [16]}}
         measure: {{warmup_steps: 2, timed_steps: 5, repeats: 1, peak: false, allreduce: false}}
         """))
+    sweep = dataclasses.replace(sweep, params=decide_precision(sweep.params))   # as `orch probe` decides `auto`
     return run_probe(sweep, "gloo", ProbeSetup((0,), (0,), 4000.0, "the test's"))
 
 

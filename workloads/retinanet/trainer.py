@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import torch
 
+from orch.precision import decide_precision
 from orch.workload import RankContext, Trainer, batches_per_epoch, shard_indices
-from orchestrator.io.isa import decided_here
 from workloads.ipex import apply_ipex
 from workloads.optim import OPTIMIZER_IMPL_KWARGS
 from workloads.retinanet.data import collate, make_dataset
@@ -39,7 +39,7 @@ def make_optimizer(parameters: list[torch.nn.Parameter], p: RetinaNetParams,
 
 class RetinaNetTrainer(Trainer):
     def __init__(self, p: RetinaNetParams, ctx: RankContext):
-        p = decided_here(p)   # a sweep decides `auto` for all its ranks; a trainer built without one, here
+        p = decide_precision(p)   # a sweep decides `auto` for all its ranks; a trainer built without one, here
         self.p, self.ctx = p, ctx
         self._applied: dict[str, str] = {"focal_loss": p.focal_loss, "precision": p.precision}
         torch.manual_seed(ctx.seed)
