@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def kind_module(kind: str) -> ModuleType:
-    """The module of the kind (or job kind: `profile`) named `kind`."""
+    """The driver module of the record kind named `kind`."""
     return importlib.import_module(f"{__name__}.{kind}")
 
 
