@@ -21,7 +21,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.constants import (
     CACHE_DIR_ENV_VAR,
@@ -36,8 +36,8 @@ from orchestrator.core.schema import to_plain
 from orchestrator.io.files import write_atomic
 from orchestrator.io.workload_finder import ENTRY_POINT_GROUP, is_reference
 
-if TYPE_CHECKING:   # the sweep file's module reads this cache: imported for the annotation only
-    from orchestrator.io.sweepfile import Sweep
+if TYPE_CHECKING:
+    from orchestrator.core.spec import SweepSpec
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,19 @@ def code_fingerprint(ref: str) -> str:
         return "unknown"
 
 
-def probe_key_fields(sweep: Sweep, backend: str) -> JsonDict:
+class ProbedSweep(Protocol):
+    """What the probe's key reads of a sweep (io.sweepfile.Sweep is one; that module reads this cache, so it is
+    named by its shape, not imported)."""
+
+    @property
+    def spec(self) -> SweepSpec: ...
+    @property
+    def params(self) -> object: ...
+    @property
+    def requested_precision(self) -> str | None: ...
+
+
+def probe_key_fields(sweep: ProbedSweep, backend: str) -> JsonDict:
     """What a probe of `sweep` (its precision chosen) on `backend` depends on: `core.probe.probe_key` hashes it."""
     m, w = sweep.spec.measure, sweep.spec.workload
     ref = w.name or ""   # never None here: a sweep finds its workload by this name (io.sweepfile)
