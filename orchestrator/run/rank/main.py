@@ -16,10 +16,16 @@ import time
 from pathlib import Path
 
 from orchestrator.io.files import write_atomic
+from orchestrator.run.job import Phase, ProgressWriter, RankJob, RankResult
 from orchestrator.run.rank import rank_entry
-from orchestrator.run.rank.process import StartupClock, exit_when_orphaned, observed_affinity, process_started_at
-
-ERROR_CHARS = 600   # of an exception's message kept for the record's reason (the log has all of it)
+from orchestrator.run.rank.process import (
+    ERROR_CHARS,
+    StartupClock,
+    exit_when_orphaned,
+    observed_affinity,
+    process_started_at,
+    size_torch_threads,
+)
 
 
 def main(argv: list[str]) -> int:
@@ -29,20 +35,14 @@ def main(argv: list[str]) -> int:
     # The launcher sends SIGUSR1 before killing a rank that stopped making progress: every thread's stack
     # goes to the log, so a hang's record says where it hung.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    from orchestrator.run.job import Phase, ProgressWriter, RankJob, RankResult
-
     job = RankJob.from_json(Path(argv[1]).read_text())
     progress = ProgressWriter(job.progress_path)
     progress.update(phase=Phase.BUILDING, stage="interpreter", force=True)
     clock.on_lap = lambda stage: progress.update(stage=stage, force=True)
 
-    import torch
+    size_torch_threads(job.threads)
+    import torch  # imported by the line above: no cost here
 
-    torch.set_num_threads(job.threads)
-    try:
-        torch.set_num_interop_threads(1)  # inter-op parallelism would add threads beyond one per core
-    except RuntimeError:
-        pass
     clock.lap("import_torch")
     started = time.perf_counter()
     try:

@@ -15,6 +15,8 @@ from pathlib import Path
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
 from orchestrator.core.rank_end import EXIT_ORPHANED
 
+ERROR_CHARS = 600   # of a rank's error kept in its progress file, the trial's reason (the log has all of it)
+
 
 def exit_when_orphaned(poll_s: float = 0.5) -> None:
     """If the launcher that started us dies (actor killed, driver killed, node lost), stop at once
@@ -79,3 +81,15 @@ class StartupClock:
         """End `phase`: from now on the rank is stepping (or timing), which is no longer start-up."""
         self.lap(phase)
         self.ready_at = self._last
+
+
+def size_torch_threads(threads: int) -> None:
+    """torch's intra-op pool sized to the rank's cores (OMP_NUM_THREADS is set already), and one inter-op
+    thread: inter-op parallelism would add threads beyond one per core. Before any kernel runs."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:   # the pool exists already (torch was used in this process): it keeps its size
+        pass

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.run.job import Phase, ProgressWriter, RankJob, ScriptSettings
-from orchestrator.run.rank.process import StartupClock, exit_when_orphaned, process_started_at
+from orchestrator.run.rank.process import StartupClock, exit_when_orphaned, process_started_at, size_torch_threads
 from orchestrator.run.rank.script_reporter import fail
 
 SPAWNED_FILE = "spawned.json"
@@ -106,13 +106,7 @@ def main(argv: list[str]) -> int:
     if problem is not None or source is None:
         fail(progress, problem or f"the script {settings.path} cannot be read on this node")
         return 1
-    import torch
-
-    torch.set_num_threads(job.threads)
-    try:
-        torch.set_num_interop_threads(1)  # as orch's ranks: inter-op parallelism would add threads beyond one per core
-    except RuntimeError:
-        pass
+    size_torch_threads(job.threads)   # as orch's own ranks
     clock.lap("import_torch")
     store = host_store(job)
     clock.lap("orch_store")

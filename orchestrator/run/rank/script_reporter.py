@@ -31,13 +31,13 @@ from typing import Any
 from orchestrator.core.flop_count import STATED
 from orchestrator.core.records import Kind, NoiseScaleSection
 from orchestrator.run.job import PROBE, Phase, ProgressWriter, RankJob, RankResult
+from orchestrator.run.rank.process import ERROR_CHARS
 from orchestrator.run.reports import ConvergenceReport, ProbeReport, Report, ThroughputReport
 
 STOP_KEY = "orch/stop"        # a convergence run's verdict, posted by rank 0: {"step", "converged", "epoch"}
 LEFT_KEY = "orch/left"        # how many ranks other than 0 are done with the store
 LEAVE_WAIT_S = 30.0           # rank 0 (the store's host) waits this long at most for the others to be done with it
 LEAVE_POLL_S = 0.01
-ERROR_CHARS = 600             # of a reason kept in the progress file (the log has all of it)
 
 
 def fail(progress: ProgressWriter, message: str) -> None:
