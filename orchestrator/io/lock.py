@@ -33,6 +33,7 @@ from orchestrator.errors import InputError
 
 LOCK_FILE = "sweep.lock"
 _HOLDER_MAX_BYTES = 4096
+HOLDER_WAIT_S = 2.0     # how long a refused process waits for the holder's line (the holder writes it at once)
 
 
 class FolderInUse(InputError):
@@ -108,10 +109,11 @@ class FolderLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:
-                text = _read(fd)
-                os.close(fd)
                 if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    os.close(fd)
                     raise
+                text = _holder_line(fd)
+                os.close(fd)
                 raise FolderInUse(f"results folder {self.folder} is in use by another orch sweep: {_describe(text)}; "
                                   "wait for it to end, or give this sweep another --results folder") from None
             if _same_file(fd, self.path):
@@ -119,8 +121,9 @@ class FolderLock:
             os.close(fd)   # the holder released (and removed) it between our open and our lock: again
         self._fd = fd
         left = _read(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(Holder.now())) + "\n").encode(), 0)
+        line = (json.dumps(asdict(Holder.now())) + "\n").encode()
+        os.pwrite(fd, line, 0)           # written, then cut to length: the file is never empty between
+        os.ftruncate(fd, len(line))
         os.fsync(fd)
         if not left.strip():
             return None
@@ -137,6 +140,18 @@ class FolderLock:
         if self.created_folder:
             with contextlib.suppress(OSError):   # only if empty: a sweep that wrote nothing leaves nothing
                 self.folder.rmdir()
+
+
+def _holder_line(fd: int, wait_s: float = HOLDER_WAIT_S) -> str:
+    """The holder's line, read by a refused process. The holder writes it just after taking the lock, so a
+    process refused in that gap finds the file still empty (a new lock file) or unreadable: it looks again for a
+    moment rather than name "an unknown holder" for a live sweep."""
+    deadline = time.monotonic() + wait_s
+    text = _read(fd)
+    while Holder.parse(text) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+        text = _read(fd)
+    return text
 
 
 def _read(fd: int) -> str:

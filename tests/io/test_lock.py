@@ -47,6 +47,32 @@ def test_a_second_holder_is_refused_at_once_naming_the_first(tmp_path):
         holder.wait()
 
 
+def test_a_process_refused_before_the_holder_wrote_its_line_still_names_it(tmp_path):
+    """The gap between the holder's flock and its line (CI once named "an unknown holder" for a live sweep):
+    here a lock is held on an empty file and the line comes 0.3 s later; the refused process waits for it."""
+    import fcntl
+    import threading
+
+    path = tmp_path / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)      # its own open file description: a second holder
+    line = json.dumps({"host": "h1", "pid": 4242, "started_at": "2026-11-28T00:00:00Z"}) + "\n"
+    writer = threading.Timer(0.3, lambda: os.pwrite(fd, line.encode(), 0))
+    writer.start()
+    try:
+        with pytest.raises(FolderInUse) as err:
+            FolderLock(tmp_path).acquire()
+        assert "pid 4242 on host h1" in str(err.value)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"not a holder line\n", 0)        # a line that never parses: named as it is, after the wait
+        with pytest.raises(FolderInUse) as err:
+            FolderLock(tmp_path).acquire()
+        assert "an unknown holder (the lock file says 'not a holder line')" in str(err.value)
+    finally:
+        writer.join()
+        os.close(fd)
+
+
 def test_a_lock_left_by_a_killed_process_is_taken_over_and_said(tmp_path):
     holder = hold_in_a_process(tmp_path)
     os.kill(holder.pid, signal.SIGKILL)
