@@ -20,6 +20,8 @@ driver's Ray calls of a trial on its own pool (run_ranks' own pieces; the ranks 
 
 With `--baseline REF` the same trials also run with the rank code (orchestrator/, workloads/) of git REF,
 interleaved with the working tree's in every round (order alternating), so both see the same machine load.
+REF's ranks read the working tree's job files, so REF must share their format (run/job.py; tasks tagged by
+kind since issue 41's last change): for an older REF compare whole sweeps with benchmarks/sweep_ab.py.
 
     python benchmarks/bench_startup.py --rounds 3 --baseline <commit>
     python benchmarks/bench_startup.py --rounds 1 --kinds peak --driver-probe 5
@@ -62,18 +64,32 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
     for kind in item_types():
         for item in kind.plan_items(ctx):
             job = item.job(ctx, item.planned)
-            job = replace(job, warmup_steps=1, timed_steps=1, repeats=1, init_timeout_s=120.0,
-                          message_bytes=job.message_bytes[:1])
+            job = replace(job, task=_fewest_steps(job.task, sweep), init_timeout_s=120.0)
             if item.KIND == rec.Kind.CONVERGENCE:
                 if item.planned.trial.key in trained:   # one per layout: start-up does not depend on the seed
                     continue
                 trained.add(item.planned.trial.key)
-                # one training step, then one evaluation: the start-up is the throughput trial's, plus the lr schedule
-                conv = job.convergence_settings()
-                steps_per_epoch = (sweep.facts.samples.value or 0) // conv.global_batch
-                job = replace(job, convergence=replace(conv, max_epochs=1 / steps_per_epoch, warmup_epochs=0.0))
             cases.append((item.key, item.planned, job))
     return cases
+
+
+def _fewest_steps(task: Any, sweep: Any) -> Any:
+    """The task with the fewest steps its protocol allows: one warm-up and one timed step; one allreduce size;
+    a convergence run of one training step, then one evaluation (its start-up is the throughput trial's, plus
+    the lr schedule)."""
+    from dataclasses import replace
+
+    from orchestrator.run.job import AllreduceTask, ConvergenceTask, ProbeTask, ThroughputTask
+
+    if isinstance(task, ThroughputTask | ProbeTask):
+        return replace(task, steps=replace(task.steps, warmup=1, timed=1, repeats=1))
+    if isinstance(task, AllreduceTask):
+        return replace(task, message_bytes=task.message_bytes[:1])
+    if isinstance(task, ConvergenceTask):
+        conv = task.settings
+        steps_per_epoch = (sweep.facts.samples.value or 0) // conv.global_batch
+        return replace(task, settings=replace(conv, max_epochs=1 / steps_per_epoch, warmup_epochs=0.0))
+    return task
 
 
 def run_case(cluster: Any, p: Any, job: Any, workdir: str, pool: Any) -> dict[str, float]:

@@ -74,6 +74,25 @@ def init_timeout_s(step_timeout_s: float, startup_timeout_s: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Steps:
+    """The timed protocol's steps (run.rank.protocol.measure_throughput), from the spec's measure section:
+    `warmup` untimed steps, then `repeats` windows of `timed` steps, on batches held in memory or streamed."""
+
+    warmup: int
+    timed: int
+    repeats: int
+    data: str = "memory"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThroughputTask:
+    """Kind throughput: time the training step."""
+
+    kind: Literal[Kind.THROUGHPUT] = Kind.THROUGHPUT
+    steps: Steps
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConvergenceSettings:
     """What a convergence run's ranks need of the spec's convergence section, plus the run's global batch."""
 
@@ -100,14 +119,74 @@ class ConvergenceSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ProfileSettings:
-    """What a profile job's ranks do (run.rank.profiling): `steps` profiled per pass, where they write, and whether
-    each primitive is replayed alone."""
+class ConvergenceTask:
+    """Kind convergence: train from scratch to the target (run.rank.protocol.train_to_target)."""
 
+    kind: Literal[Kind.CONVERGENCE] = Kind.CONVERGENCE
+    settings: ConvergenceSettings
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeakTask:
+    """Kind peak: the GEMM and memory roofs (run.rank.peak) in the sweep's precision."""
+
+    kind: Literal[Kind.PEAK] = Kind.PEAK
+    precision: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllreduceTask:
+    """Kind allreduce: time an allreduce of each message size, in the gradients' dtype (run.rank.allreduce)."""
+
+    kind: Literal[Kind.ALLREDUCE] = Kind.ALLREDUCE
+    message_bytes: list[int]
+    precision: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProfileTask:
+    """A profile (`orch profile`, run.rank.profiling): `warmup_steps`, then `steps` profiled per pass, written to
+    `out_dir`, and whether each primitive is replayed alone."""
+
+    kind: Literal["profile"] = PROFILE
+    warmup_steps: int
     steps: int
     out_dir: str
     replay: bool = True
     replay_budget_s: float = 60.0   # the replay of every distinct primitive stops after this long
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeTask:
+    """The probe (`orch probe`, run.rank.probe): one rank's memory, FLOPs and step, over a short timed run."""
+
+    kind: Literal["probe"] = PROBE
+    steps: Steps
+
+
+# What a rank is asked to do: a union tagged by its `kind` (a record kind, a profile or a probe). Each kind's
+# rank entry (run.rank's table) asks for its own member (RankJob.task_as); the file says which one it is.
+Task = ThroughputTask | ConvergenceTask | PeakTask | AllreduceTask | ProfileTask | ProbeTask
+T = TypeVar("T", ThroughputTask, ConvergenceTask, PeakTask, AllreduceTask, ProfileTask, ProbeTask)
+
+
+def task_from_json(data: dict[str, Any]) -> Task:
+    """The task written as `data` (RankJob.to_json), read back as its kind's member."""
+    rest = {k: v for k, v in data.items() if k != "kind"}
+    match job_kind(data["kind"]):
+        case Kind.THROUGHPUT:
+            return ThroughputTask(steps=Steps(**rest["steps"]))
+        case Kind.CONVERGENCE:
+            return ConvergenceTask(settings=ConvergenceSettings(**rest["settings"]))
+        case Kind.PEAK:
+            return PeakTask(**rest)
+        case Kind.ALLREDUCE:
+            return AllreduceTask(**rest)
+        case "profile":
+            return ProfileTask(**rest)
+        case "probe":
+            return ProbeTask(steps=Steps(**rest["steps"]))
+    raise ValueError(f"a job of an unknown kind {data['kind']!r}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -130,51 +209,47 @@ class ScriptSettings:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankJob:
-    """Everything one rank process needs, written as JSON next to its log."""
+    """Everything one rank process needs, written as JSON next to its log: what every rank has (the workload,
+    its place in the trial) and its kind's task. A script's trial (`script`) is a throughput, convergence or
+    probe task run by the script rather than by the kind's own loop: the program is orthogonal to the task."""
 
-    kind: JobKind                  # the record kind this job feeds, or a profile or probe; names its rank-side
-                                   # entry (run.rank's table)
+    task: Task
     workload: str | None           # the installed workload, by name; None: a script's trial (its script runs)
     params: dict[str, Any]
     backend: str                   # gloo | ccl
     local_batch: int
     seed: int = 0
     threads: int = 1
-    warmup_steps: int = 0
-    timed_steps: int = 0
-    repeats: int = 0
-    data: str = "memory"
-    convergence: ConvergenceSettings | None = None   # kind convergence
-    peak_precision: str = "fp32"
-    message_bytes: list[int] = field(default_factory=list)   # allreduce calibration sizes
     progress_path: str = ""
     result_path: str = ""
     init_timeout_s: float = 300.0
-    profile: ProfileSettings | None = None          # kind profile (orchestrator.run.rank.profiling)
     script: ScriptSettings | None = None         # a script's trial: its ranks run the script, not a kind's run_rank
+
+    @property
+    def kind(self) -> JobKind:
+        """The task's kind: names its rank-side entry (run.rank's table) and its report (run.reports)."""
+        return self.task.kind
+
+    def task_as(self, member: type[T]) -> T:
+        """The task, as the member its kind's rank entry expects; any other is a programming error."""
+        if not isinstance(self.task, member):
+            raise ValueError(f"a {self.kind} job is not a {member.__name__}")
+        return self.task
+
+    def steps(self) -> Steps:
+        """The timed steps of a throughput or probe job (a script's reporter times both alike)."""
+        if not isinstance(self.task, ThroughputTask | ProbeTask):
+            raise ValueError(f"a {self.kind} job has no timed steps")
+        return self.task.steps
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
-    def convergence_settings(self) -> ConvergenceSettings:
-        """The settings of a convergence job; any other kind has none (a programming error)."""
-        if self.convergence is None:
-            raise ValueError(f"a {self.kind} job has no convergence settings")
-        return self.convergence
-
-    def profile_settings(self) -> ProfileSettings:
-        """The settings of a profile job; any other kind has none (a programming error)."""
-        if self.profile is None:
-            raise ValueError(f"a {self.kind} job has no profile settings")
-        return self.profile
-
     @staticmethod
     def from_json(text: str) -> RankJob:
         data = json.loads(text)
-        conv, profile, script = data.pop("convergence", None), data.pop("profile", None), data.pop("script", None)
-        return RankJob(**{**data, "kind": job_kind(data["kind"])},
-                       convergence=ConvergenceSettings(**conv) if conv is not None else None,
-                       profile=ProfileSettings(**profile) if profile is not None else None,
+        script = data.pop("script", None)
+        return RankJob(**{**data, "task": task_from_json(data["task"])},
                        script=ScriptSettings(**script) if script is not None else None)
 
 

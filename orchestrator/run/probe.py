@@ -42,7 +42,7 @@ from orchestrator.errors import InputError
 from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
 from orchestrator.io.isa import from_flags
 from orchestrator.io.probe_cache import probe_key_fields
-from orchestrator.run.job import PROBE, RankJob, init_timeout_s
+from orchestrator.run.job import ProbeTask, RankJob, Steps, init_timeout_s
 from orchestrator.run.launcher import (
     Outcome,
     RankLauncher,
@@ -103,9 +103,10 @@ def _base_env() -> dict[str, str]:
 def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
     m = sweep.spec.measure
     name = sweep.spec.workload.name or ""   # set on every loaded sweep (io.sweepfile)
-    job = RankJob(kind=PROBE, workload=name, params=to_plain(sweep.params), backend=backend,
-                  local_batch=local_batch, threads=threads, warmup_steps=m.warmup_steps, timed_steps=m.timed_steps,
-                  data=m.data, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
+    steps = Steps(warmup=m.warmup_steps, timed=m.timed_steps, repeats=1, data=m.data)
+    job = RankJob(task=ProbeTask(steps=steps), workload=name, params=to_plain(sweep.params), backend=backend,
+                  local_batch=local_batch, threads=threads,
+                  init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
     if sweep.spec.workload.script is None:
         return job
     # A training script is probed as it runs in a trial: itself, as one rank, its arguments filled for a 1-rank
@@ -115,7 +116,7 @@ def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
     from orchestrator.run.script_job import script_settings
 
     settings = script_settings(sweep, Trial(1, threads, local_batch), seed=0, kind=Kind.THROUGHPUT)
-    return replace(job, warmup_steps=1, timed_steps=PROBE_STEPS, repeats=1, script=settings)
+    return replace(job, task=ProbeTask(steps=replace(steps, warmup=1, timed=PROBE_STEPS)), script=settings)
 
 
 def _run_rank(sweep: Sweep, backend: str, local_batch: int, setup: ProbeSetup, workdir: Path) -> Outcome:

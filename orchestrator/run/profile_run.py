@@ -27,7 +27,7 @@ from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params
 from orchestrator.run.cluster import Cluster
-from orchestrator.run.job import PROFILE, ProfileSettings, RankJob, RankProgress, init_timeout_s
+from orchestrator.run.job import ProfileTask, RankJob, RankProgress, init_timeout_s
 from orchestrator.run.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.trial import run_ranks
 
@@ -104,10 +104,10 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Cluster
     folder.mkdir(parents=True, exist_ok=True)
     m = sweep.spec.measure
     backend = plan.backend.chosen
-    job = RankJob(kind=PROFILE, workload=sweep.spec.workload.name or "", params=target.params, backend=backend,
+    task = ProfileTask(warmup_steps=warmup_steps, steps=steps, out_dir=str(folder.resolve()), replay=replay)
+    job = RankJob(task=task, workload=sweep.spec.workload.name or "", params=target.params, backend=backend,
                   local_batch=target.trial.local_batch, threads=target.trial.threads_per_rank,
-                  warmup_steps=warmup_steps, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s),
-                  profile=ProfileSettings(steps=steps, out_dir=str(folder.resolve()), replay=replay))
+                  init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
     workers = plan.ccl_workers
     started = time.time()
     workdir = f"{WORK_ROOT}/{sweep.spec.name}/profile-{target.label}-{int(started * 1000)}"

@@ -16,7 +16,7 @@ from orchestrator.core.predict.data import gradient_buckets
 from orchestrator.core.records import Kind, Record, Status, ThroughputSection
 from orchestrator.io.workload_finder import find_workload, parse_params
 from orchestrator.run import ddp
-from orchestrator.run.job import ConvergenceSettings, RankJob
+from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob, Steps, ThroughputTask
 
 CPUS = sorted(os.sched_getaffinity(0))
 SWITCHES = {"ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True, "ddp_bucket_mb": 0.05}
@@ -67,8 +67,8 @@ def test_predictor_costs_the_bytes_on_the_wire():
 
 
 def _job(**over) -> RankJob:
-    base = dict(kind="throughput", workload="classifier", params=SWITCHES, backend="gloo", local_batch=32, threads=1,
-                warmup_steps=2, timed_steps=5, repeats=1)
+    base = dict(task=ThroughputTask(steps=Steps(warmup=2, timed=5, repeats=1)), workload="classifier",
+                params=SWITCHES, backend="gloo", local_batch=32, threads=1)
     return RankJob(**{**base, **over})
 
 
@@ -103,7 +103,7 @@ def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
 def test_training_with_the_bf16_hook_still_converges(tmp_path):
     convergence = ConvergenceSettings(metric="accuracy", target=0.85, max_epochs=3, eval_every_epochs=0.5,
                                       lr_rule="sqrt", base_lr=0.05, base_batch=32, warmup_epochs=0.0, global_batch=64)
-    outcomes = _run_two_ranks(tmp_path, _job(kind="convergence", convergence=convergence))
+    outcomes = _run_two_ranks(tmp_path, _job(task=ConvergenceTask(settings=convergence)))
     report = outcomes[0].result.convergence
     assert report.converged, report.curve
     assert outcomes[0].result.applied["ddp_comm_hook"].startswith("bf16")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import run_launchers
 
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import RankJob, Steps, ThroughputTask
 from orchestrator.run.launcher import ccl_environment, pin_prefix, rank_environment
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
@@ -21,8 +21,8 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 
 def _job(**over) -> RankJob:
-    base = dict(kind="throughput", workload="classifier", params={}, backend="gloo", local_batch=32, threads=1,
-                warmup_steps=2, timed_steps=5, repeats=2)
+    base = dict(task=ThroughputTask(steps=Steps(warmup=2, timed=5, repeats=2)), workload="classifier", params={},
+                backend="gloo", local_batch=32, threads=1)
     base.update(over)
     return RankJob(**base)
 
@@ -98,7 +98,8 @@ def test_crash_is_failed_with_the_traceback_in_the_log(tmp_path):
 
 
 def test_memory_watchdog_stops_a_runaway_rank_before_the_kernel_does(tmp_path):
-    job = _job(workload="chaos", params={"fault": "oom", "oom_step_mib": 32}, warmup_steps=5)
+    job = _job(workload="chaos", params={"fault": "oom", "oom_step_mib": 32},
+               task=ThroughputTask(steps=Steps(warmup=5, timed=5, repeats=2)))
     started = time.monotonic()
     (outcome,) = run_launchers(tmp_path, [(job, [CPUS[0]])], budget_mib=900)
     assert outcome.status == "oom", outcome.log_tail
@@ -156,10 +157,10 @@ def test_orphaned_rank_exits_when_its_launcher_dies(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import os, sys, time\n"
-        "from orchestrator.run.job import RankJob\n"
+        "from orchestrator.run.job import RankJob, Steps, ThroughputTask\n"
         "from orchestrator.run.launcher import RankLauncher, rank_environment, free_port\n"
-        f"job = RankJob(kind='throughput', workload='chaos', params={{'fault': 'hang', 'fault_at_step': 1}},"
-        " backend='gloo', local_batch=8, threads=1, warmup_steps=2, timed_steps=2, repeats=1)\n"
+        "job = RankJob(task=ThroughputTask(steps=Steps(warmup=2, timed=2, repeats=1)), workload='chaos',"
+        " params={'fault': 'hang', 'fault_at_step': 1}, backend='gloo', local_batch=8, threads=1)\n"
         f"l = RankLauncher({str(tmp_path / 'w')!r})\n"
         "env = rank_environment(dict(os.environ), cpus=[0], ccl_cpus_on_node=[], backend='gloo', rank=0, local_rank=0,"
         " world_size=1, local_world_size=1, master_addr='127.0.0.1', master_port=free_port())\n"

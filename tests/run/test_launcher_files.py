@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from orchestrator.run import launcher as launcher_module
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import AllreduceTask, RankJob
 from orchestrator.run.launcher import NodeLaunchers, RankLauncher, RankLimits, rank_environment
 from orchestrator.run.supervision import Limits, LocalRanks, supervise
 
@@ -27,8 +27,8 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 
 def _job(**over) -> RankJob:
-    base = dict(kind="allreduce", workload="classifier", params={}, backend="gloo", local_batch=8, threads=1,
-                message_bytes=[4096])
+    base = dict(task=AllreduceTask(message_bytes=[4096], precision="fp32"), workload="classifier", params={},
+                backend="gloo", local_batch=8, threads=1)
     base.update(over)
     return RankJob(**base)
 

@@ -16,7 +16,7 @@ from conftest import run_launchers
 
 from orchestrator.core.records import ConvergenceSection, NoiseScaleSection
 from orchestrator.run import noise_scale
-from orchestrator.run.job import ConvergenceSettings, RankJob
+from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
 
 CPUS = sorted(os.sched_getaffinity(0))
 CONVERGENCE = dict(metric="accuracy", target=0.85, max_epochs=3, eval_every_epochs=0.5, lr_rule="sqrt",
@@ -104,8 +104,8 @@ def test_the_hook_measures_the_local_and_the_averaged_gradient(tmp_path, hook):
 
 
 def _job(**over) -> RankJob:
-    base = dict(kind="convergence", workload="classifier", params={"ddp_comm_hook": "bf16", "hidden": 64},
-                backend="gloo", local_batch=32, threads=1, warmup_steps=0, timed_steps=1, repeats=1)
+    base = dict(workload="classifier", params={"ddp_comm_hook": "bf16", "hidden": 64}, backend="gloo",
+                local_batch=32, threads=1)
     return RankJob(**{**base, **over})
 
 
@@ -123,7 +123,7 @@ def _check_section(section: NoiseScaleSection, *, method: str, small: int, big: 
 
 @pytest.mark.needs_cpus(2)
 def test_a_two_rank_convergence_run_records_b_simple(tmp_path):
-    job = _job(convergence=ConvergenceSettings(**CONVERGENCE, global_batch=64))
+    job = _job(task=ConvergenceTask(settings=ConvergenceSettings(**CONVERGENCE, global_batch=64)))
     outcomes = run_launchers(tmp_path, [(job, [CPUS[0]]), (job, [CPUS[1]])])
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.log_tail for o in outcomes]
     reports = [o.result.convergence for o in outcomes]
@@ -135,7 +135,7 @@ def test_a_two_rank_convergence_run_records_b_simple(tmp_path):
 def test_a_one_rank_convergence_run_records_b_simple_from_micro_batches(tmp_path):
     # three epochs of 128 steps (the target is out of reach), every tenth step split: 38 steps measured
     settings = {**CONVERGENCE, "target": 0.999, "max_epochs": 3.0}
-    job = _job(local_batch=64, convergence=ConvergenceSettings(**settings, global_batch=64))
+    job = _job(local_batch=64, task=ConvergenceTask(settings=ConvergenceSettings(**settings, global_batch=64)))
     outcomes = run_launchers(tmp_path, [(job, [CPUS[0]])])
     assert outcomes[0].status == "ok", outcomes[0].log_tail
     report = outcomes[0].result.convergence

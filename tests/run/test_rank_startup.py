@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.run.job import RankJob, RankResult
+from orchestrator.run.job import AllreduceTask, PeakTask, RankJob, RankResult, Steps, ThroughputTask
 from orchestrator.run.launcher import free_port
 from orchestrator.run.rank.process import StartupClock, process_started_at
 
@@ -65,23 +65,23 @@ def _assert_breakdown(result: RankResult, phases: list[str]) -> None:
 
 def test_peak_rank_imports_neither_torchvision_nor_a_workload(tmp_path):
     # fp32 and a small GEMM would do; the protocol's size is fixed, fp32 keeps it quick on any CPU
-    report, result = _run_rank(tmp_path, kind="peak", peak_precision="fp32")
+    report, result = _run_rank(tmp_path, task=PeakTask(precision="fp32"))
     assert report["modules"] == []
     assert result.peak is not None and result.peak.gflops > 0
     _assert_breakdown(result, ["interpreter", "import_torch", "import_protocol"])
 
 
 def test_allreduce_rank_imports_neither_torchvision_nor_a_workload(tmp_path):
-    report, result = _run_rank(tmp_path, kind="allreduce", message_bytes=[4096])
+    report, result = _run_rank(tmp_path, task=AllreduceTask(message_bytes=[4096], precision="fp32"))
     assert report["modules"] == []
     assert result.allreduce is not None and len(result.allreduce.time_s) == 1
     _assert_breakdown(result, ["interpreter", "import_torch", "import_protocol", "rendezvous", "barrier"])
 
 
 def test_training_rank_times_its_workload_imports_apart_from_building(tmp_path):
-    report, result = _run_rank(tmp_path, kind="throughput", workload="classifier",
-                               params={"hidden": 16, "train_samples": 64, "test_samples": 16}, local_batch=8,
-                               warmup_steps=1, timed_steps=1, repeats=1)
+    report, result = _run_rank(tmp_path, task=ThroughputTask(steps=Steps(warmup=1, timed=1, repeats=1)),
+                               workload="classifier",
+                               params={"hidden": 16, "train_samples": 64, "test_samples": 16}, local_batch=8)
     assert "workloads.classifier.trainer" in report["modules"] and "torchvision" not in report["modules"]
     _assert_breakdown(result, ["interpreter", "import_torch", "import_protocol", "rendezvous", "import_workload",
                                "build", "barrier"])   # one rank: no DDP

@@ -23,7 +23,15 @@ from conftest import CPUS, run_launchers
 
 from orchestrator.core.rank_end import RankStatus
 from orchestrator.core.records import Kind
-from orchestrator.run.job import RankJob, RankProgress, ScriptSettings
+from orchestrator.run.job import (
+    ConvergenceSettings,
+    ConvergenceTask,
+    RankJob,
+    RankProgress,
+    ScriptSettings,
+    Steps,
+    ThroughputTask,
+)
 from orchestrator.run.rank.script_reporter import cpu_backend
 from orchestrator.run.script_job import startup_timeout_reason
 
@@ -65,11 +73,18 @@ def _script(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def _job(script: Path, *, kind: Kind = Kind.THROUGHPUT, backend: str = "gloo", **settings) -> RankJob:
+def _job(script: Path, *, kind: Kind = Kind.THROUGHPUT, backend: str = "gloo", warmup: int = 1,
+         **settings) -> RankJob:
     base = ScriptSettings(path=str(script), args=["--flag", "x"], sha256=hashlib.sha256(script.read_bytes()).hexdigest(),
                           cwd=str(script.parent), env={"ORCH_LOCAL_BATCH": "4"})
-    return RankJob(kind=kind, workload="script", params={}, backend=backend, local_batch=4, threads=1, warmup_steps=1,
-                   timed_steps=2, repeats=2, init_timeout_s=120, script=replace(base, **settings))
+    script_settings = replace(base, **settings)
+    task = ThroughputTask(steps=Steps(warmup=warmup, timed=2, repeats=2)) if kind == Kind.THROUGHPUT else \
+        ConvergenceTask(settings=ConvergenceSettings(
+            metric=script_settings.metric or "", target=script_settings.target or 0.0,
+            max_epochs=script_settings.max_epochs or 1.0, eval_every_epochs=1.0, lr_rule="none",
+            base_lr=script_settings.lr or 0.0, base_batch=4, warmup_epochs=0.0, global_batch=4))
+    return RankJob(task=task, workload="script", params={}, backend=backend, local_batch=4, threads=1,
+                   init_timeout_s=120, script=script_settings)
 
 
 def _run(tmp_path: Path, cases: dict[str, tuple[RankJob, int, float]]) -> dict:
@@ -150,7 +165,7 @@ def test_scripts_are_timed_and_stopped_by_the_trial(tmp_path):
     reaching = _script(tmp_path, "reaching", CONVERGING.replace("ACCURACY(epoch)", "0.5 + 0.2 * epoch"))
     capped = _script(tmp_path, "capped", CONVERGING.replace("ACCURACY(epoch)", "0.1"))
     # warmup_steps 0 (a job made outside a sweep file) still excludes one: the first step's start is not seen
-    cases = {"timed": (replace(_job(_script(tmp_path, "timed", TIMED)), warmup_steps=0), 2, 240),
+    cases = {"timed": (_job(_script(tmp_path, "timed", TIMED), warmup=0), 2, 240),
              "reaching": (_job(reaching, **conv), 2, 240),
              "capped": (_job(capped, **{**conv, "max_epochs": 2.0}), 1, 240)}
     runs = _run(tmp_path, cases)

@@ -11,7 +11,7 @@ from orchestrator.core.eta import ALLREDUCE_S, STARTUP_S
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import AllreduceTask, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class AllreduceItem(WorkItem):
                 f"{MESSAGE_BYTES[0] // 1024} KiB to {MESSAGE_BYTES[-1] // 2**20} MiB{ctx.where(p)})")
 
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
-        return ctx.job(self.KIND, p, peak_precision=GRADIENT_DTYPE, message_bytes=list(MESSAGE_BYTES))
+        return ctx.job(AllreduceTask(message_bytes=list(MESSAGE_BYTES), precision=GRADIENT_DTYPE), p)
 
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         return STARTUP_S + ALLREDUCE_S

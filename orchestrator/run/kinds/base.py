@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from orchestrator.core.grid import Trial
 from orchestrator.core.placement import Placement
@@ -19,7 +19,7 @@ from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.records import Kind, Record
 from orchestrator.core.schedule import Admission, Region, admit_timing
 from orchestrator.core.schema import to_plain
-from orchestrator.run.job import RankJob, init_timeout_s
+from orchestrator.run.job import RankJob, Steps, Task, init_timeout_s
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import SweepSpec
@@ -53,17 +53,22 @@ class SweepContext:
     def precision(self) -> str:
         return str(getattr(self.sweep.params, "precision", "fp32"))
 
-    def job(self, kind: Kind, p: PlannedTrial, **extra: Any) -> RankJob:
-        """The job of a trial of `kind` on `p`, with the sweep's workload and measurement settings."""
+    @property
+    def steps(self) -> Steps:
+        """The timed steps the spec's measure section asks for."""
         m = self.spec.measure
-        job = RankJob(kind=kind, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
+        return Steps(warmup=m.warmup_steps, timed=m.timed_steps, repeats=m.repeats, data=m.data)
+
+    def job(self, task: Task, p: PlannedTrial, *, seed: int = 0) -> RankJob:
+        """The job of a trial doing `task` on `p`, with the sweep's workload and its time limits."""
+        m = self.spec.measure
+        job = RankJob(task=task, workload=self.spec.workload.name, params=to_plain(self.sweep.params),
                       backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
-                      warmup_steps=m.warmup_steps, timed_steps=m.timed_steps, repeats=m.repeats, data=m.data,
-                      init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s), **extra)
-        if self.spec.workload.script is not None and kind in (Kind.THROUGHPUT, Kind.CONVERGENCE):
+                      seed=seed, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
+        if self.spec.workload.script is not None and task.kind in (Kind.THROUGHPUT, Kind.CONVERGENCE):
             from orchestrator.run.script_job import script_settings
 
-            job = replace(job, script=script_settings(self.sweep, p.trial, seed=job.seed, kind=kind))
+            job = replace(job, script=script_settings(self.sweep, p.trial, seed=seed, kind=Kind(task.kind)))
         return job
 
     def where(self, p: PlannedTrial) -> str:

@@ -12,7 +12,7 @@ from orchestrator.core.grid import Trial
 from orchestrator.core.plan import ConvergenceRun, PlannedTrial
 from orchestrator.core.records import Kind, Record, convergence_key
 from orchestrator.core.schedule import Admission, Region, admit_convergence
-from orchestrator.run.job import ConvergenceSettings, RankJob
+from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ class ConvergenceItem(WorkItem):
                 f"{ctx.where(p)})")
 
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
-        return ctx.job(self.KIND, p, seed=self.seed,
-                       convergence=ConvergenceSettings.of(_section(ctx), self.global_batch))
+        return ctx.job(ConvergenceTask(settings=ConvergenceSettings.of(_section(ctx), self.global_batch)), p,
+                       seed=self.seed)
 
     def timeout_s(self, ctx: SweepContext) -> float:
         return float(_section(ctx).timeout_s)

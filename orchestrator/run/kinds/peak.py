@@ -11,7 +11,7 @@ from orchestrator.core.eta import PEAK_S, ROOF_S, STARTUP_S
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record, peak_key
-from orchestrator.run.job import RankJob
+from orchestrator.run.job import PeakTask, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class PeakItem(WorkItem):
                f"{ctx.where(p)})"
 
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
-        return ctx.job(self.KIND, p, peak_precision=ctx.precision)
+        return ctx.job(PeakTask(precision=ctx.precision), p)
 
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         return STARTUP_S + PEAK_S + ROOF_S

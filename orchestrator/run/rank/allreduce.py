@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.run.job import RankOutput
+from orchestrator.run.job import AllreduceTask, RankOutput
 from orchestrator.run.reports import AllreduceReport
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> Ran
     from orchestrator.run.rank.protocol import allreduce_timing
     from orchestrator.run.rank.session import communication, init_process_group
 
+    task = job.task_as(AllreduceTask)
     clock.lap("import_protocol")
     init_process_group(job)
     clock.lap("rendezvous")
@@ -28,7 +29,7 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> Ran
         dist.barrier()
         clock.ready("barrier")
         progress.update(phase=Phase.TIMING, force=True)
-        out = AllreduceReport.from_json(allreduce_timing(job.message_bytes, job.peak_precision,
+        out = AllreduceReport.from_json(allreduce_timing(task.message_bytes, task.precision,
                                                          on_block=lambda: progress.step()))
         dist.barrier()  # leave together (see session.train)
     finally:

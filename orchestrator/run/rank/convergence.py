@@ -11,8 +11,9 @@ if TYPE_CHECKING:
 
 
 def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> RankOutput:
+    from orchestrator.run.job import ConvergenceTask
     from orchestrator.run.rank import protocol
     from orchestrator.run.rank.session import train
 
-    lr = job.convergence_settings().schedule.at(0.0)
+    lr = job.task_as(ConvergenceTask).settings.schedule.at(0.0)
     return train(job, progress, clock, lambda s: protocol.train_to_target(job, s.trainer, s.module, progress), lr=lr)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.run.job import RankOutput
+from orchestrator.run.job import PeakTask, RankOutput
 from orchestrator.run.reports import PeakReport
 
 if TYPE_CHECKING:
@@ -48,9 +48,10 @@ def _peak_and_roof(job: RankJob, barrier: Callable[[], None] | None, heartbeat: 
     from orchestrator.run.rank.protocol import gemm_peak
     from orchestrator.run.rank.roof import compute_roof
 
-    report = gemm_peak(job.threads, job.peak_precision, barrier=barrier, on_matmul=heartbeat)
+    precision = job.task_as(PeakTask).precision
+    report = gemm_peak(job.threads, precision, barrier=barrier, on_matmul=heartbeat)
     rates = {name: r["gflops"] for name, r in
-             compute_roof(job.peak_precision, report["gemm_size"], barrier=barrier, on_call=heartbeat).items()}
+             compute_roof(precision, report["gemm_size"], barrier=barrier, on_call=heartbeat).items()}
     gemm = f"gemm {report['gemm_size']}"
     rates[gemm] = max(rates.get(gemm, 0.0), report["gflops"])
     return PeakReport.from_json({**report, "roof_by_primitive": rates})

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.flop_count import FLOPS_RULE
 from orchestrator.core.probe import PROBE_STEPS, held_batches
+from orchestrator.run.job import ProbeTask
 from orchestrator.run.procmem import read_memory
 from orchestrator.run.reports import ProbeReport
 
@@ -53,7 +54,8 @@ def _held(job: RankJob, trainer: Any) -> list[tuple[Any, ...]]:
     """The batches a throughput trial of this job would hold (at least one), from the first epochs."""
     from orch.workload import WorkloadError
 
-    wanted = max(1, held_batches(job.data, job.warmup_steps, job.timed_steps))
+    steps = job.task_as(ProbeTask).steps
+    wanted = max(1, held_batches(steps.data, steps.warmup, steps.timed))
     epochs = itertools.chain.from_iterable(trainer.batches(epoch) for epoch in range(wanted))
     batches = list(itertools.islice(epochs, wanted))
     if not batches:

@@ -47,7 +47,7 @@ from orchestrator.core.profile.result import (
     ReplayRow,
     ReplaySetting,
 )
-from orchestrator.run.job import Phase, ProfileSettings, ProgressWriter, RankJob
+from orchestrator.run.job import Phase, ProfileTask, ProgressWriter, RankJob
 from orchestrator.run.profile_replay import (
     level_roofs,
     replay_setting,
@@ -203,16 +203,16 @@ def _share(usage: dict[str, float], threads: int) -> float | None:
 
 
 def profile_rank(job: RankJob, trainer: Trainer, module: torch.nn.Module, status: ProgressWriter) -> RankProfile:
-    cfg = job.profile_settings()
+    cfg = job.task_as(ProfileTask)
     steps = cfg.steps
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rank = dist.get_rank()
     step = make_step(module, trainer.optimizer)
-    batches = _batches(trainer, job.warmup_steps + steps)
+    batches = _batches(trainer, cfg.warmup_steps + steps)
 
     status.update(phase=Phase.WARMUP, of=4)   # timing repeats: plain, verbose, profiler, plain
-    for _ in range(job.warmup_steps):
+    for _ in range(cfg.warmup_steps):
         step(next(batches))
         status.step()
     status.update(phase=Phase.TIMING, repeat=1, force=True)
@@ -249,7 +249,7 @@ def profile_rank(job: RankJob, trainer: Trainer, module: torch.nn.Module, status
 Alone = tuple[Peak, float, tuple[CacheRoof, ...], tuple[ReplayRow, ...], ReplaySetting | None]
 
 
-def _alone(job: RankJob, cfg: ProfileSettings, executions: list[ov.Execution], status: ProgressWriter) -> Alone:
+def _alone(job: RankJob, cfg: ProfileTask, executions: list[ov.Execution], status: ProgressWriter) -> Alone:
     """Alone on the pinned cores, after training: the compute roof, the bandwidth roof of every cache level
     and DRAM, the isolated primitives. The ranks measure in step (gemm_peak's barrier starts and ends its window
     on every rank at once, and one starts each of the roof's primitives), so the ranks of one node share caches,

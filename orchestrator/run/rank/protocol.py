@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from orchestrator.core.flop_count import FLOPS_RULE
 from orchestrator.core.probe import held_batches
-from orchestrator.run.job import Phase, ProgressWriter, RankJob
+from orchestrator.run.job import ConvergenceTask, Phase, ProgressWriter, RankJob, ThroughputTask
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
@@ -107,24 +107,25 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
                        status: ProgressWriter) -> ThroughputReport:
     step = make_step(module, trainer.optimizer)
     source = _cycle_epochs(trainer.batches)
-    if job.data == "memory":
+    steps = job.task_as(ThroughputTask).steps
+    if steps.data == "memory":
         # Enough distinct batches that the step does not see the same tensors every time, few enough to
         # keep memory small; prepared before any timing (core.probe.held_batches: the memory probe holds as
         # many, since they are part of the trial's peak).
-        distinct = list(itertools.islice(source, held_batches(job.data, job.warmup_steps, job.timed_steps)))
+        distinct = list(itertools.islice(source, held_batches(steps.data, steps.warmup, steps.timed)))
         source = itertools.cycle(distinct)
 
-    status.update(phase=Phase.WARMUP, of=job.repeats)
-    for _ in range(job.warmup_steps):
+    status.update(phase=Phase.WARMUP, of=steps.repeats)
+    for _ in range(steps.warmup):
         step(next(source))
         status.step()
 
     repeat_s, step_ms, wait_s = [], [], 0.0
-    for repeat in range(1, job.repeats + 1):
+    for repeat in range(1, steps.repeats + 1):
         status.update(phase=Phase.TIMING, repeat=repeat, force=True)
         dist.barrier()
         start = time.perf_counter()
-        for _ in range(job.timed_steps):
+        for _ in range(steps.timed):
             t0 = time.perf_counter()
             batch = next(source)
             t1 = time.perf_counter()
@@ -250,7 +251,7 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     from orchestrator.core.noise_scale import every_steps
     from orchestrator.run.noise_scale import NoiseScale
 
-    conv = job.convergence_settings()
+    conv = job.task_as(ConvergenceTask).settings
     steps_per_epoch = trainer.steps_per_epoch()
     if steps_per_epoch == 0:
         raise ValueError(f"an epoch has no full batch: global batch {conv.global_batch} exceeds the data")

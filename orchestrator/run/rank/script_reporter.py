@@ -143,7 +143,7 @@ class ScriptReporter:
         if problem is not None:
             self._fail(problem)
         if self._timed():
-            self.progress.update(phase=Phase.WARMUP, of=self.job.repeats, force=True)
+            self.progress.update(phase=Phase.WARMUP, of=self.job.steps().repeats, force=True)
         else:
             self.progress.update(phase=Phase.TRAINING, of=math.ceil(self.settings.max_epochs or 0), force=True)
 
@@ -184,7 +184,8 @@ class ScriptReporter:
 
     # --- throughput -------------------------------------------------------------------------------------------
     def _timing(self, now: float) -> None:
-        warmup, timed, repeats = self._warmup_steps(), self.job.timed_steps, self.job.repeats
+        steps = self.job.steps()
+        warmup, timed, repeats = self._warmup_steps(), steps.timed, steps.repeats
         if self.steps <= warmup:
             self.progress.step()
             if self.steps == warmup:
@@ -233,7 +234,7 @@ class ScriptReporter:
     def _warmup_steps(self) -> int:
         """At least one: a step's start is seen only as the previous step's end, so the window opens at the end
         of a step (the spec asks for one at least; a job made elsewhere may not)."""
-        return max(1, self.job.warmup_steps)
+        return max(1, self.job.steps().warmup)
 
     def _open_window(self, repeat: int) -> None:
         """A barrier, then repeat `repeat`'s clock starts: every rank's window covers the same steps."""
@@ -291,9 +292,10 @@ class ScriptReporter:
                        "after each optimizer step (docs/own-script.md)")
         if self._timed():
             warmup = self._warmup_steps()
-            needed = warmup + job.repeats * job.timed_steps
+            steps = job.steps()
+            needed = warmup + steps.repeats * steps.timed
             self._fail(f"the script ended after {self.steps} step(s), before the trial's {needed} "
-                       f"({warmup} warm-up, {job.repeats} × {job.timed_steps} timed): let it train longer "
+                       f"({warmup} warm-up, {steps.repeats} × {steps.timed} timed): let it train longer "
                        "(more epochs, or more data)")
         if self.rank == 0 and settings.metric not in self.metrics_seen:
             seen = ", ".join(sorted(self.metrics_seen))
