@@ -21,7 +21,7 @@ from orchestrator.io.files import read_nofollow, write_atomic
 from orchestrator.run.reports import REPORTS, AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import ConvergenceSpec
+    from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 
 R = TypeVar("R", bound=JsonObject)
 
@@ -82,6 +82,12 @@ class Steps:
     timed: int
     repeats: int
     data: str = "memory"
+
+    @staticmethod
+    def of(measure: MeasureSpec) -> Steps:
+        """The steps the spec's measure section (core.spec.MeasureSpec) asks for."""
+        return Steps(warmup=measure.warmup_steps, timed=measure.timed_steps, repeats=measure.repeats,
+                     data=measure.data)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

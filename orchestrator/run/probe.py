@@ -103,7 +103,7 @@ def _base_env() -> dict[str, str]:
 def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
     m = sweep.spec.measure
     name = sweep.spec.workload.name or ""   # set on every loaded sweep (io.sweepfile)
-    steps = Steps(warmup=m.warmup_steps, timed=m.timed_steps, repeats=1, data=m.data)
+    steps = replace(Steps.of(m), repeats=1)   # the probe times one window
     job = RankJob(task=ProbeTask(steps=steps), workload=name, params=to_plain(sweep.params), backend=backend,
                   local_batch=local_batch, threads=threads,
                   init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))

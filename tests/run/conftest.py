@@ -47,6 +47,21 @@ def ray_local():
     ray.shutdown()
 
 
+def two_core_avx2_machine(**isa: object):
+    """A stand-in machine for planning without probing this one: one node, one socket of 2 cores, 16 GiB, an
+    AVX2-only CPU at 50 fp32 GFLOP/s (bf16 emulated, 2 GFLOP/s). `isa` overrides the CPU's fields. Returns the
+    topology and its CPU."""
+    from dataclasses import replace
+
+    from orchestrator.core.isa import PROBE, CpuIsa
+    from orchestrator.core.topology import CompactTopology, build_compact
+
+    topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
+                                             memory_gib=16))
+    cpu = CpuIsa(**{"features": ("avx2",), "fp32_gflops": 50.0, "bf16_gflops": 2.0, "source": PROBE, **isa})
+    return replace(topology, nodes=tuple(replace(n, isa=cpu) for n in topology.nodes)), cpu
+
+
 def write_sweep(folder: Path, name: str, body: str) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(f"name: {name}\n" + textwrap.dedent(body))

@@ -4,15 +4,13 @@ the measured terms will refine (each training trial's layout and step)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import two_core_avx2_machine
 
 from orchestrator.app.plan import plan_for
 from orchestrator.core import eta
-from orchestrator.core.isa import PROBE, CpuIsa
-from orchestrator.core.topology import CompactTopology, build_compact
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.run.estimate import sweep_estimate
 from orchestrator.run.kinds import item_types
@@ -23,10 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_convergence_runs_are_costed_by_their_steps_and_evaluations():
     sweep = load_sweep(REPO / "sweeps" / "classifier.yaml")
-    topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
-                                             memory_gib=16))
-    isa = CpuIsa(features=("avx2",), fp32_gflops=50.0, bf16_gflops=2.0, source=PROBE)
-    topology = replace(topology, nodes=tuple(replace(n, isa=isa) for n in topology.nodes))
+    topology, _ = two_core_avx2_machine()
     ctx = SweepContext(sweep, plan_for(sweep, topology, ccl_available=False), nodes=1)
     items = [item for kind in item_types() for item in kind.plan_items(ctx)]
     estimate, basis = sweep_estimate(ctx, items)
@@ -56,10 +51,7 @@ def probed_on(cpu: str, sweep):
 
 def test_a_probe_that_timed_steps_on_the_plans_cpu_costs_the_steps_and_start_ups_not_the_flops():
     sweep = load_sweep(REPO / "sweeps" / "classifier.yaml")
-    topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
-                                             memory_gib=16))
-    isa = CpuIsa(features=("avx2",), fp32_gflops=50.0, bf16_gflops=2.0, source=PROBE, cpu_model="cpu A")
-    topology = replace(topology, nodes=tuple(replace(n, isa=isa) for n in topology.nodes))
+    topology, isa = two_core_avx2_machine(cpu_model="cpu A")
     plan = plan_for(sweep, topology, ccl_available=False)
 
     def estimate_with(probe):

@@ -77,20 +77,15 @@ def test_a_file_of_an_unknown_kind_is_refused():
 def test_the_sweep_s_items_build_each_kind_s_task_from_the_spec():
     """A sweep's work items, planned for a compact 2-core machine: each kind's job carries its own task, with the
     spec's measure section where the kind times steps and the spec's convergence section where it trains."""
-    from dataclasses import replace
+    from conftest import two_core_avx2_machine
 
     from orchestrator.app.plan import plan_for
-    from orchestrator.core.isa import PROBE, CpuIsa
-    from orchestrator.core.topology import CompactTopology, build_compact
     from orchestrator.io.sweepfile import load_sweep
     from orchestrator.run.kinds import item_types
     from orchestrator.run.kinds.base import SweepContext
 
     sweep = load_sweep(REPO / "sweeps" / "classifier.yaml")
-    topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
-                                             memory_gib=16))
-    isa = CpuIsa(features=("avx2",), fp32_gflops=50.0, bf16_gflops=2.0, source=PROBE)
-    topology = replace(topology, nodes=tuple(replace(n, isa=isa) for n in topology.nodes))
+    topology, _ = two_core_avx2_machine()
     ctx = SweepContext(sweep, plan_for(sweep, topology, ccl_available=False), nodes=1)
     m, conv = sweep.spec.measure, sweep.spec.convergence
     members = {Kind.THROUGHPUT: ThroughputTask, Kind.CONVERGENCE: ConvergenceTask, Kind.PEAK: PeakTask,

@@ -19,7 +19,7 @@ from orchestrator.core.plan import Plan, PlannedTrial
 from orchestrator.core.records import Kind, Record
 from orchestrator.core.schedule import Admission, Region, admit_timing
 from orchestrator.core.schema import to_plain
-from orchestrator.run.job import RankJob, Steps, Task, init_timeout_s
+from orchestrator.run.job import RankJob, Task, init_timeout_s
 
 if TYPE_CHECKING:
     from orchestrator.core.spec import SweepSpec
@@ -52,12 +52,6 @@ class SweepContext:
     @property
     def precision(self) -> str:
         return str(getattr(self.sweep.params, "precision", "fp32"))
-
-    @property
-    def steps(self) -> Steps:
-        """The timed steps the spec's measure section asks for."""
-        m = self.spec.measure
-        return Steps(warmup=m.warmup_steps, timed=m.timed_steps, repeats=m.repeats, data=m.data)
 
     def job(self, task: Task, p: PlannedTrial, *, seed: int = 0) -> RankJob:
         """The job of a trial doing `task` on `p`, with the sweep's workload and its time limits."""

@@ -10,7 +10,7 @@ from orchestrator.core.eta import throughput_s
 from orchestrator.core.grid import Trial
 from orchestrator.core.plan import PlannedTrial
 from orchestrator.core.records import Kind, Record
-from orchestrator.run.job import RankJob, ThroughputTask
+from orchestrator.run.job import RankJob, Steps, ThroughputTask
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class ThroughputItem(WorkItem):
                f"{ctx.where(p)})"
 
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
-        return ctx.job(ThroughputTask(steps=ctx.steps), p)
+        return ctx.job(ThroughputTask(steps=Steps.of(ctx.spec.measure)), p)
 
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         m = ctx.spec.measure
