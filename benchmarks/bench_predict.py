@@ -12,7 +12,7 @@ with MLPerf's RetinaNet RCP file. Per target:
   refits made (the bootstrap waits for a layout predicted by orch's model beyond the data), all
   least-squares solves (`core.predict.lsq`: step model, links, epochs);
 - in process, the median of several runs: reading the records and fitting every model with its hold-out
-  validation (`load_inputs` → `fit_all`), then predicting every feasible layout (`prediction_report`);
+  validation (`read_inputs` then `app.predict.fit`), then predicting every feasible layout (`app.predict.predicted`);
 - end to end, in a fresh process each run (interpreter start-up, imports, fit, predict, output):
   `orch predict ... --json` (prints everything, writes nothing): the figure issue 34's target (< 2 s on the
   slowest CPU at hand) is about; and `orch predict ... --validate --json` (the nested validation with printed
@@ -76,9 +76,9 @@ def end_to_end(argv: list[str], runs: int) -> tuple[list[float], str]:
 
 def counts(options: SimpleNamespace) -> str:
     """Fits, bootstrap refits and least-squares solves of one prediction, counted (deterministic)."""
+    from orchestrator.app.predict import fit, predicted
     from orchestrator.core.predict import comm, epochs, lsq, step
-    from orchestrator.io.predict_inputs import load_inputs
-    from orchestrator.report.prediction import prediction_report
+    from orchestrator.io.predict_inputs import read_inputs
 
     solves, calls = [], []
     solve, lsq_solve = step._solve, lsq.solve
@@ -89,19 +89,20 @@ def counts(options: SimpleNamespace) -> str:
     step._solve = lambda *a, **k: solves.append(1) or solve(*a, **k)
     comm.solve = epochs.solve = step.solve = counting
     try:
-        inputs = load_inputs(options)
-        prediction_report(inputs)
+        inputs = read_inputs(options)
+        fitted = fit(inputs)
+        predicted(inputs, fitted)
     finally:
         step._solve, comm.solve, epochs.solve, step.solve = solve, lsq_solve, lsq_solve, lsq_solve
-    boot = inputs.fitted.basis.boot
+    boot = fitted.basis.boot
     refits = len(boot.models()) if boot.computed else 0
     return (f"{len(solves)} step-model fits (least-squares runs), {refits} bootstrap refits among them, "
             f"{len(calls)} least-squares solves in all")
 
 
 def bench(target: str, results: Path, runs: int) -> None:
-    from orchestrator.io.predict_inputs import load_inputs
-    from orchestrator.report.prediction import prediction_report
+    from orchestrator.app.predict import fit, predicted
+    from orchestrator.io.predict_inputs import read_inputs
 
     topology, rcp = TARGETS[target]
     options = SimpleNamespace(results=str(results), topology=str(topology), nodes=None, local_batch=None,
@@ -109,10 +110,11 @@ def bench(target: str, results: Path, runs: int) -> None:
                               budget_node_h=None, validate=False)
     print(f"target: {topology.name}, RCP {rcp.relative_to(REPO)}")
     print(f"  counted: {counts(options)}")
-    fit_s, inputs = timed(lambda: load_inputs(options), runs)
-    predict_s, report = timed(lambda: prediction_report(inputs), runs)
+    inputs = read_inputs(options)
+    fit_s, fitted = timed(lambda: fit(inputs), runs)
+    predict_s, report = timed(lambda: predicted(inputs, fitted), runs)
     nodes = max(p.layout.nodes for p in report.predictions)
-    print(f"  fit + validation ({len(inputs.fitted.cells)} cells): median {fit_s * 1e3:8.1f} ms")
+    print(f"  read, fit + validation ({len(fitted.cells)} cells): median {fit_s * 1e3:8.1f} ms")
     print(f"  predict {len(report.predictions)} layouts on 1..{nodes} nodes: median {predict_s * 1e3:8.1f} ms")
     argv = ["predict", str(results), "--topology", str(topology), "--rcp", str(rcp), "--json"]
     for what, extra in (("--json", []), ("--validate --json", ["--validate"])):

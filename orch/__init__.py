@@ -8,10 +8,11 @@ may change without notice.
 - `orch.script`: bring your own training script. A script that `torchrun` launches runs under `orch sweep` as it
   is, one process per rank; its calls to `orch.script.step()` and `orch.script.metric()` keep orch's timing
   rules, and do nothing outside orch. docs/own-script.md walks through it.
-- `orch.plan`, `orch.sweep`, `orch.load`, `orch.predict`, `orch.track` (from `orch.api`): the commands as
+- `orch.plan`, `orch.sweep`, `orch.load`, `orch.predict`, `orch.score`, `orch.track` (from `orch.api`): the commands as
   functions for notebooks and scripts, each taking its command's options object (`PlanOptions`, `SweepOptions`,
-  `PredictOptions`, `TrackOptions`; `ReportOptions` is `orch report`'s) or keyword arguments that build one, and
-  returning typed results (`orch.results`: `Plan`, `Results`, `Prediction`) with `.to_frame()` for pandas;
+  `PredictOptions`, `ScoreOptions`, `TrackOptions`; `ReportOptions` is `orch report`'s) or keyword arguments that
+  build one, and returning typed results (`orch.results`: `Plan`, `Results`, `Prediction`, `Score`) with
+  `.to_frame()` for pandas;
   a folder's sweep and machine read back typed (`Results.spec`: a `SweepSpec`; `Results.topology`: a `Topology`).
   docs/python-api.md walks through them.
 - `orch.decide_precision` (from `orch.precision`): a workload's `precision: auto` decided on this machine's CPU,
@@ -38,12 +39,22 @@ from orchestrator import __version__
 from orchestrator.errors import InputError, OrchError, RunFailed
 
 if TYPE_CHECKING:
-    from orch.api import Notice, load, plan, predict, results_folder, sweep, track
+    from orch.api import Notice, load, plan, predict, results_folder, score, sweep, track
     from orch.precision import decide_precision
-    from orch.results import Plan, Prediction, Results, SweepSummary
+    from orch.results import Plan, Prediction, Results, Score, SweepSummary
+    from orchestrator.app.score import ScoreInputError
     from orchestrator.app.sweep import ReportNotWritten
-    from orchestrator.core.options import PlanOptions, PredictOptions, ReportOptions, SweepOptions, TrackOptions
+    from orchestrator.core.options import (
+        PlanOptions,
+        PredictOptions,
+        ReportOptions,
+        ScoreOptions,
+        SweepOptions,
+        TrackOptions,
+    )
     from orchestrator.core.plan import PlanTooLarge
+    from orchestrator.core.predict.capacity import NoFeasibleLayout
+    from orchestrator.core.predict.saved import SavedPredictionError
     from orchestrator.core.schema import InvalidInput
     from orchestrator.core.spec import SweepSpec
     from orchestrator.core.topology import Topology
@@ -53,30 +64,31 @@ if TYPE_CHECKING:
     from orchestrator.io.store import NotAResultsFolder, ResultsNotWritten
     from orchestrator.io.tracking import TrackingUnavailable
     from orchestrator.io.workload_finder import UnknownWorkload
-    from orchestrator.report.prediction import NoFeasibleLayout
     from orchestrator.run.probe import ProbeFailed
 
 # name -> the module that defines it, imported when the name is first used
-_LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_folder", "Notice"), "orch.api"),
-         **dict.fromkeys(("Plan", "Results", "Prediction", "SweepSummary"), "orch.results"),
+_LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "score", "track", "results_folder", "Notice"),
+                         "orch.api"),
+         **dict.fromkeys(("Plan", "Results", "Prediction", "Score", "SweepSummary"), "orch.results"),
          "decide_precision": "orch.precision",
-         **dict.fromkeys(("PlanOptions", "SweepOptions", "ReportOptions", "PredictOptions", "TrackOptions"),
-                         "orchestrator.core.options"),
+         **dict.fromkeys(("PlanOptions", "SweepOptions", "ReportOptions", "PredictOptions", "ScoreOptions",
+                          "TrackOptions"), "orchestrator.core.options"),
+         "ScoreInputError": "orchestrator.app.score", "SavedPredictionError": "orchestrator.core.predict.saved",
          "InvalidInput": "orchestrator.core.schema", "PlanTooLarge": "orchestrator.core.plan",
          "UnreadableFile": "orchestrator.io.files", "FolderInUse": "orchestrator.io.lock",
          "NotAResultsFolder": "orchestrator.io.store", "ResultsNotWritten": "orchestrator.io.store",
          "PredictInputError": "orchestrator.io.predict_inputs", "TrackingUnavailable": "orchestrator.io.tracking",
-         "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.report.prediction",
+         "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.core.predict.capacity",
          "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe",
          "SweepSpec": "orchestrator.core.spec", "Topology": "orchestrator.core.topology"}
 
-__all__ = ["__version__", "load", "plan", "predict", "results_folder", "sweep", "track", "Notice",
+__all__ = ["__version__", "load", "plan", "predict", "results_folder", "score", "sweep", "track", "Notice",
            "decide_precision",
-           "Plan", "Prediction", "Results", "SweepSummary", "SweepSpec", "Topology",
-           "PlanOptions", "PredictOptions", "ReportOptions", "SweepOptions", "TrackOptions",
+           "Plan", "Prediction", "Results", "Score", "SweepSummary", "SweepSpec", "Topology",
+           "PlanOptions", "PredictOptions", "ReportOptions", "ScoreOptions", "SweepOptions", "TrackOptions",
            "OrchError", "InputError", "RunFailed", "InvalidInput", "PlanTooLarge", "UnreadableFile", "FolderInUse",
            "NotAResultsFolder", "ResultsNotWritten", "PredictInputError", "TrackingUnavailable", "UnknownWorkload",
-           "NoFeasibleLayout", "ReportNotWritten", "ProbeFailed"]
+           "NoFeasibleLayout", "ReportNotWritten", "ProbeFailed", "ScoreInputError", "SavedPredictionError"]
 
 
 def __getattr__(name: str) -> object:

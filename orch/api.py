@@ -13,6 +13,7 @@ doors over the same layer (`orchestrator.app`), taking the same options objects,
     df[df.kind == "throughput"].pivot_table(index="threads_per_rank", columns="ranks", values="samples_per_s")
     results.tables()["scalability-b32"]                    # the report's tables, as DataFrames
     orch.predict("results/classifier", nodes=[1, 2, 4]).to_frame()                   # orch predict
+    orch.score("plans/cluster/prediction.json", "results/on-the-cluster").axes()      # orch score
 
 Each function takes its command's options object (`orch.PlanOptions`, `orch.SweepOptions`,
 `orch.PredictOptions`, `orch.TrackOptions`: every field documented there, with the flag that gives it on the
@@ -36,13 +37,20 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from orch.results import Plan, Prediction, Results
+from orch.results import Plan, Prediction, Results, Score
 from orchestrator.app.notices import Notice, Notify, to_log
-from orchestrator.core.options import PlanOptions, PredictOptions, SweepOptions, TrackOptions, options_of
+from orchestrator.core.options import (
+    PlanOptions,
+    PredictOptions,
+    ScoreOptions,
+    SweepOptions,
+    TrackOptions,
+    options_of,
+)
 from orchestrator.errors import InputError, OrchError, RunFailed
 
-__all__ = ["InputError", "Notice", "OrchError", "RunFailed", "load", "plan", "predict", "results_folder", "sweep",
-           "track"]
+__all__ = ["InputError", "Notice", "OrchError", "RunFailed", "load", "plan", "predict", "results_folder", "score",
+           "sweep", "track"]
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -127,3 +135,18 @@ def predict(folder: PathLike | PredictOptions, **options: object) -> Prediction:
     from orchestrator.app.predict import predict as predict_from
 
     return Prediction(predict_from(_options(PredictOptions, "results", folder, options)))
+
+
+def score(prediction: PathLike | ScoreOptions, *results: PathLike) -> Score:
+    """`orch score`: a saved prediction (the prediction.json `orch predict --out DIR` or `Prediction.write(DIR)`
+    wrote, or DIR) scored against results folders measured later: per row measured, predicted, interval, error,
+    inside; per axis the error, coverage and width beside the naive baselines. A folder that measured another
+    workload, parameters, precision or machine is an InputError naming every difference. Options:
+    `orch.ScoreOptions`. Imports neither torch nor Ray."""
+    from orchestrator.app.score import score_prediction
+
+    if isinstance(prediction, ScoreOptions):
+        if results:
+            raise TypeError("give the results folders in the ScoreOptions, or a prediction path and folders")
+        return Score(score_prediction(prediction))
+    return Score(score_prediction(ScoreOptions(prediction=str(prediction), results=tuple(str(r) for r in results))))

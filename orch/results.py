@@ -30,6 +30,7 @@ if TYPE_CHECKING:   # pandas is imported by the methods that need it: an optiona
     import pandas as pd
 
     from orchestrator.core.plan import Plan as CorePlan
+    from orchestrator.core.predict.score import ScoreReport
     from orchestrator.io.store import Results as StoredResults
     from orchestrator.report.prediction import PredictionReport
 
@@ -302,3 +303,49 @@ class Prediction:
         from orchestrator.report.prediction import write_prediction
 
         return write_prediction(self.report, Path(out_dir))
+
+
+# --- a score -----------------------------------------------------------------------------------------------
+
+SCORE_COLUMNS = tuple(
+    [(n, ValueType.STR) for n in ("what", "label", "axes")]
+    + [(n, ValueType.FLOAT) for n in ("doublings", "measured", "predicted", "low", "high", "error_pct")]
+    + [("inside", ValueType.BOOL), ("width", ValueType.FLOAT), ("note", ValueType.STR)])
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """What `orch score` shows: a saved prediction against results folders measured later."""
+
+    report: ScoreReport = field(repr=False)   # the score (internal)
+
+    def to_dict(self) -> dict[str, object]:
+        """Exactly what `orch score --json` prints."""
+        from orchestrator.report.score import score_dict
+
+        return dict(score_dict(self.report))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per scored prediction: what (samples/s, epochs, P(converge)), the layout or batch, the axes it
+        lies beyond, measured, predicted, the interval, the error and whether it fell inside; a column per
+        baseline (`baseline_<id>`) with its value."""
+        rows: list[dict[str, Value]] = []
+        for r in self.report.card.rows:
+            rows.append({"what": r.what, "label": r.label, "axes": ",".join(r.axes), "doublings": r.doublings,
+                         "measured": r.measured, "predicted": r.predicted, "low": r.low, "high": r.high,
+                         "error_pct": r.error_pct, "inside": r.inside, "width": r.width, "note": r.note or None})
+        return frame(SCORE_COLUMNS, rows)
+
+    def axes(self) -> pd.DataFrame:
+        """One row per axis: rows, the model's median and largest |error|, coverage, median width, and each
+        baseline's median |error| (`<id>_median_abs_pct`)."""
+        import pandas as pd
+
+        out = []
+        for a in self.report.card.axes:
+            row: dict[str, object] = {"axis": a.axis, "rows": a.rows, "median_abs_pct": a.median_abs_pct,
+                                      "max_abs_pct": a.max_abs_pct, "coverage": a.coverage,
+                                      "median_width": a.median_width}
+            row.update({f"{k}_median_abs_pct": m for k, (m, _) in a.baselines.items()})
+            out.append(row)
+        return pd.DataFrame(out)

@@ -21,6 +21,7 @@ from orchestrator.cli import (
     probe_cmd,
     profile_cmd,
     report_cmd,
+    score_cmd,
     sweep_cmd,
     topology_cmd,
     workloads_cmd,
@@ -29,8 +30,8 @@ from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, E
 from orchestrator.cli.logs import LogSetupError, add_options, configure
 from orchestrator.errors import InputError, OrchError
 
-COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd,
-            cluster_cmd)
+COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, score_cmd,
+            workloads_cmd, cluster_cmd)
 log = logging.getLogger(__name__)
 
 

@@ -53,6 +53,8 @@ def _positional(flag: Flag) -> _Argument:
     kwargs: _Argument = {"help": _escaped(flag.help)}
     if flag.remainder:
         kwargs["nargs"] = argparse.REMAINDER
+    elif flag.repeat:            # a positional given one or more times: `orch score PREDICTION DIR [DIR ...]`
+        kwargs["nargs"] = "+"
     if flag.metavar and not flag.remainder:
         kwargs["metavar"] = flag.metavar
     return kwargs

@@ -399,6 +399,20 @@ class PredictOptions:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ScoreOptions:
+    """`orch score` / `orch.score`: a saved prediction scored against results folders measured later."""
+
+    prediction: str = option(None, "a saved prediction: the prediction.json `orch predict --out DIR` wrote (or DIR)",
+                             flag=None, metavar="PREDICTION", required=True)
+    results: tuple[str, ...] = option((), "results folder(s) measured later, e.g. the sweep run on the real cluster",
+                                      flag=None, metavar="RESULTS_DIR", repeat=True)
+
+    def __post_init__(self) -> None:
+        if not self.results:
+            raise InputError("give at least one results folder to score the prediction against")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ProfileOptions:
     """`orch profile`: where a training step's time goes, for one or more layouts side by side."""
 

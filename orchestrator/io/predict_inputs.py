@@ -18,7 +18,6 @@ from orchestrator.core.options import PredictOptions
 from orchestrator.core.peaks import peak_index
 from orchestrator.core.predict import rcp
 from orchestrator.core.predict.epochs import BatchPoint
-from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
 from orchestrator.core.schema import InvalidInput
 from orchestrator.core.spec import SweepSpec
@@ -43,7 +42,8 @@ class PredictInputs:
     node_counts: tuple[int, ...]
     local_batches: tuple[int, ...]
     samples_per_epoch: int | None
-    fitted: Fitted
+    calibration: tuple[rec.Record, ...]   # all-reduce records of other folders (--calibration)
+    rcp: RcpInput | None                  # the RCP file's epochs, instead of the sweep's convergence runs
     ccl_available: bool
     deadline_h: float | None
     budget_node_h: float | None
@@ -51,6 +51,7 @@ class PredictInputs:
     machine: MachineWhatIf = SAME_MACHINE
     sources: tuple[str, ...] = ()     # where epochs, samples per epoch and samples/s come from (with an RCP file)
     rcp_mismatch: str = ""            # the RCP file describes another workload: in short, for the recommendation
+    source_cpu: SourceCpu | None = None   # the measured CPU: its name, precision and figures
 
 
 def _results(path: str) -> Results:
@@ -145,7 +146,7 @@ def _target(path: str | None, results: Results) -> Topology:
     return topology
 
 
-def _source_cpu(results: Results) -> SourceCpu:
+def source_cpu(results: Results) -> SourceCpu:
     """The measured CPU as the results keep it: its name, the precision trained in, its 1-rank 1-thread GEMM
     peak record, and its ISA figures (environment.json's probe, or topology.json's where a file stated them)."""
     env = results.environment
@@ -182,8 +183,9 @@ def _memory(results: Results) -> MemoryFact:
     return recorded_memory(planned, f"the memory {results.path.name}'s records were planned with", libraries)
 
 
-def load_inputs(options: PredictOptions) -> PredictInputs:
-    """Everything `options` name, read and checked (PredictInputError, with the option and the reason)."""
+def read_inputs(options: PredictOptions) -> PredictInputs:
+    """Everything `options` name, read and checked (PredictInputError, with the option and the reason); nothing
+    is fitted here (`app.predict` fits)."""
     results = _results(options.results)
     spec = _spec(results)
     workload = results.derived.workload or spec.workload.name or "workload"
@@ -203,14 +205,6 @@ def load_inputs(options: PredictOptions) -> PredictInputs:
         extra += _results(folder).records.of_kind(rec.Kind.ALLREDUCE)
     samples = options.samples_per_epoch or derived.samples_per_epoch
     rcp_in = (_rcp(options.rcp, samples, bool(options.samples_per_epoch), workload) if options.rcp else None)
-    try:
-        fitted = fit_all(results.records, extra_calibration=extra,
-                         rcp_points=None if rcp_in is None else rcp_in.points,
-                         rcp_source="" if rcp_in is None else rcp_in.source,
-                         rcp_pruned=() if rcp_in is None else rcp_in.pruned,
-                         coverage=False)   # see the next commit: --validate asks for it
-    except NotFittable as err:
-        raise PredictInputError(f"{results.path}: {err}") from None
     warnings = list(results.errors) + list(rcp_in.notes if rcp_in else ())
     sources: tuple[str, ...] = ()
     short = ""
@@ -222,8 +216,9 @@ def load_inputs(options: PredictOptions) -> PredictInputs:
     if options.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(options.calibration)}")
     backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
-    machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if options.topology else SAME_MACHINE
+    source = source_cpu(results)
+    machine = what_if(source, [n.isa for n in topology.nodes]) if options.topology else SAME_MACHINE
     machine = replace(machine, node_link=topology.link)
     return PredictInputs(results, spec, _memory(results), workload, topology, not options.topology, node_counts,
-                         local_batches, samples, fitted, backend == "ccl", options.deadline_h, options.budget_node_h,
-                         tuple(warnings), machine, sources, short)
+                         local_batches, samples, tuple(extra), rcp_in, backend == "ccl", options.deadline_h,
+                         options.budget_node_h, tuple(warnings), machine, sources, short, source)

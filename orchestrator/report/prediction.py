@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 from orchestrator.core.json_types import JsonReadable
 from orchestrator.core.predict import tables as ptab
-from orchestrator.core.predict.capacity import (
-    Prediction,
-    Recommendation,
-    Target,
-    predict_layouts,
-    recommend,
-    why_nothing_fits,
-)
+from orchestrator.core.predict.capacity import Prediction, Recommendation, Target
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.predict.saved import SavedPrediction
+from orchestrator.core.predict.saved import to_json as saved_to_json
 from orchestrator.core.table import Table
-from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.report.plots import _figure, save
 from orchestrator.report.prediction_plots import epochs_figure, throughput_figure
@@ -34,13 +28,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import RenderableType
 
-    from orchestrator.io.predict_inputs import PredictInputs
-
 MD_FILE = "prediction.md"
-
-
-class NoFeasibleLayout(InputError):
-    pass
 
 
 class EpochsModelFigures(TypedDict):
@@ -108,8 +96,17 @@ class RecommendationFigures(TypedDict):
 
 
 class PredictionFigures(TypedDict):
-    """Exactly what `orch predict --json` prints."""
+    """Exactly what `orch predict --json` prints: the saved part first (`saved.SAVED_KEYS`, the contract `orch score`
+    reads; docs/validation.md#the-saved-prediction), then the display part."""
 
+    format: NotRequired[str]
+    format_version: NotRequired[int]
+    provenance: NotRequired[JsonReadable]
+    inputs: NotRequired[JsonReadable]
+    subject: NotRequired[JsonReadable]
+    target_machine: NotRequired[JsonReadable]
+    cells: NotRequired[JsonReadable]
+    epochs_by_batch: NotRequired[JsonReadable]
     target: str
     node_counts: list[int]
     samples_per_epoch: int | None
@@ -132,6 +129,7 @@ class PredictionReport:
     warnings: tuple[str, ...] = ()           # every warning: the inputs' and the fit's
     deadline_h: float | None = None
     sources: tuple[str, ...] = ()            # where each figure of time-to-train came from
+    saved: SavedPrediction | None = None     # the scored part, written into prediction.json (`orch score`)
 
     def risk(self, p: Prediction) -> DeadlineRisk | None:
         """P(missing the deadline) of one layout, its epochs counted at the runs' evaluations (None: no deadline,
@@ -166,16 +164,21 @@ class PredictionReport:
         return out
 
     def to_dict(self) -> PredictionFigures:
+        """The display part (`PredictionFigures`) after the saved part (`saved.SAVED_KEYS`), when there is one."""
         rec = self.recommendation
-        return {"target": self.target_words, "node_counts": list(self.target.node_counts),
-                "samples_per_epoch": self.target.samples_per_epoch, "deadline_h": self.deadline_h,
-                "epochs_model": _epochs_model_dict(self.fitted), "sources": list(self.sources),
-                "recommendation": None if rec is None else {
-                    "rule": rec.rule, "answer": rec.why,
-                    "layout": None if rec.prediction is None else rec.prediction.layout.label},
-                "warnings": list(self.warnings),
-                "layouts": [_layout_dict(p, self.risk(p)) for p in self.predictions],
-                "tables": [t.to_dict() for t in self.tables()]}
+        shown: PredictionFigures = {
+            "target": self.target_words, "node_counts": list(self.target.node_counts),
+            "samples_per_epoch": self.target.samples_per_epoch, "deadline_h": self.deadline_h,
+            "epochs_model": _epochs_model_dict(self.fitted), "sources": list(self.sources),
+            "recommendation": None if rec is None else {
+                "rule": rec.rule, "answer": rec.why,
+                "layout": None if rec.prediction is None else rec.prediction.layout.label},
+            "warnings": list(self.warnings),
+            "layouts": [_layout_dict(p, self.risk(p)) for p in self.predictions],
+            "tables": [t.to_dict() for t in self.tables()]}
+        if self.saved is None:
+            return shown
+        return cast(PredictionFigures, {**saved_to_json(self.saved), **shown})
 
 
 def _epochs_model_dict(f: Fitted) -> EpochsModelFigures | None:
@@ -217,25 +220,6 @@ def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> LayoutFigur
             "p_over_deadline": None if risk is None else risk.p_miss,
             "p_over_deadline_fast": None if risk is None else risk.p_miss_fast,
             "p_over_deadline_slow": None if risk is None else risk.p_miss_slow}
-
-
-def prediction_report(inputs: PredictInputs) -> PredictionReport:
-    """Predict every feasible layout of the target; NoFeasibleLayout when the workload fits nowhere on it."""
-    f = inputs.fitted
-    target = Target(inputs.topology, inputs.node_counts, inputs.local_batches, inputs.samples_per_epoch,
-                    inputs.same_machine, inputs.machine)
-    memory = inputs.memory          # the folder's recorded figures; unknown: no memory rule
-    memory_mib = memory.need_mib
-    predictions = predict_layouts(target, inputs.spec, f.basis, f.epochs_model, memory_mib,
-                                  inputs.ccl_available, memory.library_mib)
-    if not predictions:
-        raise NoFeasibleLayout(why_nothing_fits(target, inputs.spec, memory_mib, memory.library_mib))
-    rec = recommend(predictions, deadline_h=inputs.deadline_h, budget_node_h=inputs.budget_node_h)
-    if rec is not None and inputs.rcp_mismatch:   # said in the answer itself, not only in a warning above it
-        rec = replace(rec, why=f"{rec.why}; and {inputs.rcp_mismatch}")
-    return PredictionReport(f, target, tuple(predictions), rec, inputs.topology.describe(),
-                            tuple(dict.fromkeys([*inputs.warnings, *f.warnings])), inputs.deadline_h,
-                            inputs.sources)
 
 
 def _summary_table(report: PredictionReport) -> Table:

@@ -19,10 +19,13 @@ Driven in-process through orchestrator.cli.main(argv). The module prints its cou
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
 import shutil
 import stat
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +120,30 @@ def _profile_header(case: Path):
     return ["profile", str(c / "sweep.yaml"), "--report-only", "--out", str(out)], out / "profile-header.json", out
 
 
+@functools.cache
+def _saved_prediction() -> bytes:
+    """A prediction saved from RESULTS without its two largest local batches, which the folder measured: what
+    `orch score` reads, made once."""
+    base = Path(tempfile.mkdtemp(prefix="battery-score-"))
+    kept = _results(base)
+    lines = [line for line in (kept / "trials.jsonl").read_text().splitlines()
+             if not (json.loads(line).get("kind") == "throughput" and json.loads(line).get("local_batch") in (128, 256))]
+    (kept / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["predict", str(kept), "--local-batch", "64,128,256", "--out", str(base / "plan")]) == 0
+    data = (base / "plan" / "prediction.json").read_bytes()
+    shutil.rmtree(base)
+    return data
+
+
+def _score(target: str):
+    def setup(case: Path):
+        c, results = _inputs_folder(case), _results(case)
+        (c / "prediction.json").write_bytes(_saved_prediction())
+        argv = ["score", str(c / "prediction.json"), str(results)]
+        return argv, (results / target if target == "spec.json" else c / target), results
+    return setup
+
+
 def _topology(case: Path):
     c = _inputs_folder(case)
     return ["topology", "--topology", str(c / "topo.yaml")], c / "topo.yaml", c
@@ -140,6 +167,8 @@ INPUTS = [
                                                                "{case}/topo.yaml")),
     Input("profile", "sweep file", "yaml", _profile_sweep, baseline="ray"),
     Input("profile", "profile-header.json", "json", _profile_header, baseline="failed"),
+    Input("score", "saved prediction", "json", _score("prediction.json")),
+    Input("score", "spec.json of the later folder", "json", _score("spec.json")),
     Input("topology", "topology file", "yaml", _topology),
 ]
 

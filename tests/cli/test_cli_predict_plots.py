@@ -8,9 +8,8 @@ from types import SimpleNamespace
 import pytest
 from predict_results import write_results
 
+from orchestrator.app.predict import predict as app_predict
 from orchestrator.cli import main
-from orchestrator.io.predict_inputs import load_inputs
-from orchestrator.report.prediction import prediction_report
 from orchestrator.report.prediction_plots import epochs_figure, plotted_batch, throughput_figure
 
 FULL = [(r, t, b) for r, t in ((1, 1), (1, 2), (2, 1), (2, 2)) for b in (8, 16, 32, 64, 128)]
@@ -46,7 +45,7 @@ def _by_gid(ax, gid):
 
 
 def test_throughput_lines_bands_and_points_are_the_tables_figures(results, tmp_path, capsys):
-    report = prediction_report(load_inputs(options(results)))
+    report = app_predict(options(results))
     assert main(["predict", str(results), "--out", str(tmp_path / "o")]) == 0
     capsys.readouterr()
     rows = json.loads((tmp_path / "o" / "prediction.json").read_text())["layouts"]
@@ -78,7 +77,7 @@ def test_throughput_lines_bands_and_points_are_the_tables_figures(results, tmp_p
 
 
 def test_epochs_curve_and_points_are_the_epochs_tables(results, tmp_path, capsys):
-    report = prediction_report(load_inputs(options(results)))
+    report = app_predict(options(results))
     assert main(["predict", str(results), "--out", str(tmp_path / "o")]) == 0
     capsys.readouterr()
     table = json.loads((tmp_path / "o" / "prediction-epochs.json").read_text())["rows"]
@@ -95,7 +94,7 @@ def test_epochs_curve_and_points_are_the_epochs_tables(results, tmp_path, capsys
 
 def test_no_convergence_data_draws_no_epochs_plot(tmp_path, capsys):
     results = write_results(tmp_path, layouts=FULL, convergence=False)
-    report = prediction_report(load_inputs(options(results)))
+    report = app_predict(options(results))
     assert epochs_figure(report) is None and throughput_figure(report) is not None
     assert main(["predict", str(results), "--out", str(tmp_path / "o")]) == 0
     capsys.readouterr()

@@ -89,8 +89,8 @@ def test_the_api_takes_an_options_object_or_keywords_and_names_every_option_when
 
 
 def test_predict_options_reach_the_inputs_typed():
-    from orchestrator.io.predict_inputs import load_inputs
+    from orchestrator.io.predict_inputs import read_inputs
 
-    inputs = load_inputs(o.PredictOptions(results=str(REPO / "results" / "example-predict"), nodes=(1,),
+    inputs = read_inputs(o.PredictOptions(results=str(REPO / "results" / "example-predict"), nodes=(1,),
                                           local_batch=(16,)))
     assert inputs.node_counts == (1,) and inputs.local_batches == (16,) and inputs.same_machine

@@ -38,8 +38,13 @@ from orchestrator.core.predict.step import Layout
 from orchestrator.core.predict.validate import MODEL
 from orchestrator.core.spec import GridSpec, SweepSpec
 from orchestrator.core.topology import Topology
+from orchestrator.errors import InputError
 
 HOURS_PER_DAY = 24.0
+
+
+class NoFeasibleLayout(InputError):
+    """The workload fits no layout of the target (the planner's own reasons say why)."""
 
 
 def layout_from_placement(ranks: int, threads: int, local_batch: int, placement: Placement) -> Layout:

@@ -126,6 +126,7 @@ class EpochsPrediction:
     status: str                # MEASURED, INTERPOLATED, EXTRAPOLATED or NOT_CONVERGED
     note: str = ""
     no_interval: str = ""      # why low and high are None although epochs is not
+    p_converge: float | None = None   # P(a seed converges within the runs' max epochs); None: not predicted
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ class MachineWhatIf:
     other_end_scale: float = 1.0         # the scale at the interval's other end (memory-bandwidth ratio or 1)
     note: str = ""                       # said on every row of another machine
     node_link: NodeLink | None = None    # the target's stated link between nodes
+    precision: str = ""                  # what the target computes in ("": as the cells were measured)
 
 
 SAME_MACHINE = MachineWhatIf()     # the target is the measured machine: nothing to scale, nothing to say
