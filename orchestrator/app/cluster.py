@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.core.emulation import ClusterRequest, LinkMeasure
+from orchestrator.core.emulation import ClusterRequest, CommandEnd, LinkMeasure
 from orchestrator.core.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
 from orchestrator.errors import InputError, RunFailed
 
 if TYPE_CHECKING:   # the run layer: imported when a cluster is made
-    from orchestrator.run.emulated import Running
+    from orchestrator.run.emulated import Running, Teardown
 
 
 def check_requirements() -> None:
@@ -55,21 +55,24 @@ def up(options: ClusterUpOptions) -> Iterator[Running]:
         yield running
 
 
-def run_or_wait(running: Running, command: tuple[str, ...]) -> int:
-    """Run `command` in the head's namespace (its exit status), or, with none, keep the cluster until a signal."""
+def run_or_wait(running: Running, command: tuple[str, ...]) -> CommandEnd:
+    """Run `command` in the head's namespace (how it ended), or, with none, keep the cluster until a signal."""
     from orchestrator.run import emulated
 
     if command:
         return emulated.run_in_head(running, list(command))
     emulated.wait_for_signal()
-    return 0
+    return CommandEnd(0)
 
 
-def down(options: ClusterDownOptions) -> list[str]:
-    """What was removed, in words (empty: no emulated cluster, or none of that name)."""
+def down(options: ClusterDownOptions) -> Teardown:
+    """What was removed and what was left alone, in words: bare, the clusters whose owner is gone; by name, that
+    one; with `all_clusters`, every one."""
     from orchestrator.run import emulated
 
-    return emulated.down(name=options.name)
+    if options.name is not None and options.all_clusters:
+        raise InputError("orch cluster down: --name or --all, not both")
+    return emulated.down(name=options.name, every=options.all_clusters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +114,8 @@ def status() -> tuple[tuple[ClusterStatus, ...], tuple[str, ...]]:
     return tuple(rows), stray
 
 
-def exec_in_head(options: ClusterExecOptions) -> int:
-    """`options.command` run in the head's namespace of a cluster that is up: its exit status."""
+def exec_in_head(options: ClusterExecOptions) -> CommandEnd:
+    """`options.command` run in the head's namespace of a cluster that is up: how it ended."""
     from orchestrator.io import netns
     from orchestrator.run import emulated
 

@@ -16,6 +16,7 @@ from orchestrator.core.emulation import rate_words
 from orchestrator.core.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
 
 if TYPE_CHECKING:
+    from orchestrator.core.emulation import CommandEnd
     from orchestrator.run.emulated import Running
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "up", help="make the nodes and links, start Ray, measure each link",
         description="Make the cluster and keep it until Ctrl-C (or SIGTERM), or, with a command after --, run the "
                     "command in the head's namespace and remove the cluster when it ends (its exit status is "
-                    "orch's). Prints each node, the link as shaped and as measured (a bulk transfer per link and "
-                    "direction), and the address for `orch sweep --address`.")
+                    "orch's; 128 + N, and said, when signal N killed it). Prints each node, the link as shaped "
+                    "and as measured (a bulk transfer per link and direction), and the address for `orch sweep "
+                    "--address`.")
     add_options(up, ClusterUpOptions)
     up.add_argument("--json", action="store_true", help="print the cluster (nodes, link, measures) as JSON")
-    down = actions.add_parser("down", help="remove an emulated cluster, or every one (leftovers of a killed owner too)")
+    down = actions.add_parser(
+        "down", help="remove the emulated clusters whose owner is gone; a live one by --name or --all",
+        description="Remove what a killed `orch cluster up` left (its processes, namespaces, temp dir and state "
+                    "file), and namespaces no state file lists and no live owner marked. A cluster whose owner "
+                    "lives, or that was detached, is left and said, with its owner's pid, unless named with "
+                    "--name or with --all.")
     add_options(down, ClusterDownOptions)
     status = actions.add_parser("status", help="the emulated clusters: nodes, links, owner, leftovers")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -60,7 +67,14 @@ def _up(args: argparse.Namespace) -> int:
         _print_up(running, args.json, command)
         if options.detach:
             return EXIT_OK
-        return app_cluster.run_or_wait(running, command)
+        return _ended("orch cluster up", app_cluster.run_or_wait(running, command))
+
+
+def _ended(who: str, end: CommandEnd) -> int:
+    """The command's exit status as orch's; a signal that killed it said (128 + N alone says nothing)."""
+    if (words := end.words()) is not None:
+        log.error("%s: %s", who, words)
+    return end.exit_status
 
 
 def _print_up(running: Running, as_json: bool, command: tuple[str, ...]) -> None:
@@ -90,10 +104,13 @@ def _print_up(running: Running, as_json: bool, command: tuple[str, ...]) -> None
 
 def _down(args: argparse.Namespace) -> int:
     options = options_from(ClusterDownOptions, args)
-    removed = app_cluster.down(options)
+    done = app_cluster.down(options)
     out = _Plain()
-    out.print("\n".join(removed) if removed else "nothing to remove: no emulated cluster" +
-              (f" named {options.name!r}" if options.name else ""))
+    if not done.removed:
+        out.print("nothing to remove" + ("" if done.kept else ": no emulated cluster" +
+                                         (f" named {options.name!r}" if options.name else "")))
+    for line in (*done.removed, *done.kept):
+        out.print(line)
     return EXIT_OK
 
 
@@ -112,12 +129,13 @@ def _status(args: argparse.Namespace) -> int:
             out.print(f"  n{n.index}  {n.namespace:<12} {n.address:<15} cpus "
                       f"{','.join(map(str, n.cpus))}  {n.processes} process(es)")
     if stray:
-        out.print(f"namespaces no state file lists (`orch cluster down` removes them): {', '.join(stray)}")
+        out.print(f"namespaces no state file lists (`orch cluster down` removes those no live owner marked): "
+                  f"{', '.join(stray)}")
     return EXIT_OK
 
 
 def _exec(args: argparse.Namespace) -> int:
-    return app_cluster.exec_in_head(options_from(ClusterExecOptions, args))
+    return _ended("orch cluster exec", app_cluster.exec_in_head(options_from(ClusterExecOptions, args)))
 
 
 __all__ = ["add_parser", "run"]

@@ -27,9 +27,11 @@ netem, is half on each end: one-way node-to-node latency is the stated one.
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import math
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -193,9 +195,18 @@ def is_cluster_namespace(namespace: str, name: str | None = None) -> bool:
     >>> is_cluster_namespace("orch-c-n3"), is_cluster_namespace("orch-c-sw", "c"), is_cluster_namespace("orch-x")
     (True, True, False)
     """
-    pattern = rf"{NAMESPACE_PREFIX}({NAME_PATTERN.pattern})-(?:{SWITCH}|n[0-9]+)"
-    match = re.fullmatch(pattern, namespace)
-    return match is not None and (name is None or match[1] == name)
+    found = cluster_of(namespace)
+    return found is not None and (name is None or found == name)
+
+
+def cluster_of(namespace: str) -> str | None:
+    """The name of the cluster a namespace of orch's emulation belongs to; None for any other namespace.
+
+    >>> cluster_of("orch-ci-n1"), cluster_of("orch-ci-sw"), cluster_of("orch-ci-x"), cluster_of("netns1")
+    ('ci', 'ci', None, None)
+    """
+    match = re.fullmatch(rf"{NAMESPACE_PREFIX}({NAME_PATTERN.pattern})-(?:{SWITCH}|n[0-9]+)", namespace)
+    return match[1] if match else None
 
 
 def plan_cluster(request: ClusterRequest, cores: Sequence[tuple[int, ...]]) -> ClusterPlan:
@@ -315,3 +326,128 @@ def transfer_bytes(rate_bits_per_s: float | None, seconds: float = 1.0) -> int:
     """
     wanted = 256 * 2**20 if rate_bits_per_s is None else int(rate_bits_per_s / 8 * seconds)
     return min(max(wanted, 4 * 2**20), 2**30)
+
+
+# --- owners, and what `orch cluster down` may remove ---------------------------------------------------------
+
+OWNER_MARK_PREFIX = "orch-owner"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerMark:
+    """Who made a namespace, written on the namespace itself (its loopback's alias) as it is made. Namespace names
+    are the machine's, state files are per folder (`ORCH_CLUSTER_STATE_DIR`): the mark lets any `orch cluster
+    down` tell a live owner's namespace from a leftover, whichever folder holds its state file.
+
+    >>> OwnerMark(4242, 1700000000.25, detached=False).words()
+    'orch-owner pid=4242 started=1700000000.25 detached=0'
+    >>> OwnerMark.parse("orch-owner pid=4242 started=1700000000.25 detached=1")
+    OwnerMark(pid=4242, started=1700000000.25, detached=True)
+    >>> OwnerMark.parse("uplink to rack 3") is None
+    True
+    """
+
+    pid: int
+    started: float      # the owner's process creation time (psutil's): a reused pid is not the owner
+    detached: bool      # made by `up --detach`: its owner returned on purpose, the cluster is in use
+
+    def words(self) -> str:
+        return f"{OWNER_MARK_PREFIX} pid={self.pid} started={self.started!r} detached={int(self.detached)}"
+
+    @staticmethod
+    def parse(text: str) -> OwnerMark | None:
+        match = re.fullmatch(rf"{OWNER_MARK_PREFIX} pid=([0-9]+) started=([0-9.e+]+) detached=([01])", text.strip())
+        return OwnerMark(int(match[1]), float(match[2]), match[3] == "1") if match else None
+
+
+class OwnerState(enum.Enum):
+    ALIVE = "alive"
+    DETACHED = "detached"
+    GONE = "gone"
+    UNKNOWN = "unknown"   # no state file in this folder lists the cluster and no namespace of it carries a mark
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The process that made a cluster, as its state file or a mark names it, judged alive or not."""
+
+    state: OwnerState
+    pid: int | None = None
+
+    def words(self) -> str:
+        """
+        >>> Owner(OwnerState.ALIVE, 4242).words(), Owner(OwnerState.GONE, 7).words()
+        ('its owner, pid 4242, is alive', 'its owner, pid 7, is gone')
+        """
+        return {
+            OwnerState.ALIVE: f"its owner, pid {self.pid}, is alive",
+            OwnerState.DETACHED: f"detached (made by `orch cluster up --detach`, pid {self.pid}, which returned)",
+            OwnerState.GONE: f"its owner, pid {self.pid}, is gone",
+            OwnerState.UNKNOWN: "its owner is unknown: no state file in this folder lists it and its namespaces carry "
+                                "no owner mark (made by an older orch, or with another ORCH_CLUSTER_STATE_DIR)",
+        }[self.state]
+
+
+def owner_of(claims: Sequence[Owner]) -> Owner:
+    """A cluster's owner from what its state file and its namespaces' marks say: a live owner first, then a
+    detached cluster (removing either ends someone's work: a namespace another folder's owner made again under
+    the same name, say), then a gone one; with no claim, unknown.
+
+    >>> owner_of([Owner(OwnerState.GONE, 7), Owner(OwnerState.ALIVE, 9)])
+    Owner(state=<OwnerState.ALIVE: 'alive'>, pid=9)
+    >>> owner_of([]).state
+    <OwnerState.UNKNOWN: 'unknown'>
+    """
+    for state in (OwnerState.ALIVE, OwnerState.DETACHED, OwnerState.GONE):
+        for claim in claims:
+            if claim.state is state:
+                return claim
+    return Owner(OwnerState.UNKNOWN)
+
+
+def kept_by_down(name: str, owner: Owner, *, by_name: bool, every: bool) -> str | None:
+    """Why `orch cluster down` leaves cluster `name` alone, in words; None when it removes it. Asked by name, or
+    for every cluster (`--all`), it removes any; bare, only one whose owner is gone (leftovers).
+
+    >>> kept_by_down("ci", Owner(OwnerState.GONE, 7), by_name=False, every=False) is None
+    True
+    >>> kept_by_down("ci", Owner(OwnerState.ALIVE, 4242), by_name=False, every=False)
+    'kept cluster ci: its owner, pid 4242, is alive; `orch cluster down --name ci` removes it, `--all` every cluster'
+    """
+    if by_name or every or owner.state is OwnerState.GONE:
+        return None
+    return f"kept cluster {name}: {owner.words()}; `orch cluster down --name {name}` removes it, `--all` every cluster"
+
+
+# --- the end of a command run in the head's namespace ---------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class CommandEnd:
+    """How a command run in the head's namespace (`up -- CMD`, `exec -- CMD`) ended, and what orch exits with: its
+    status, or 128 + N when signal N killed it, as a shell reports it.
+
+    >>> CommandEnd(3).exit_status, CommandEnd(3).words()
+    (3, None)
+    >>> CommandEnd(-9).exit_status, CommandEnd(-9).words()
+    (137, 'the command was killed by SIGKILL (signal 9): exit status 137')
+    >>> CommandEnd(-15, forwarded=(15,)).words()
+    'the command was killed by SIGTERM (signal 15), which orch got and passed on to it: exit status 143'
+    """
+
+    returncode: int                    # as subprocess gives it: -N when signal N ended the command
+    forwarded: tuple[int, ...] = ()    # the signals orch got and passed on to the command
+
+    @property
+    def exit_status(self) -> int:
+        return 128 - self.returncode if self.returncode < 0 else self.returncode
+
+    def words(self) -> str | None:
+        if self.returncode >= 0:
+            return None
+        number = -self.returncode
+        try:
+            which = f"{signal.Signals(number).name} (signal {number})"
+        except ValueError:   # most real-time signals have no name of their own
+            which = f"signal {number}"
+        passed = ", which orch got and passed on to it" if number in self.forwarded else ""
+        return f"the command was killed by {which}{passed}: exit status {self.exit_status}"

@@ -495,16 +495,21 @@ class ClusterUpOptions:
                            parse=positive_int)
     share_cores: bool = option(False, "let nodes share cores when there are too few (an all-reduce calibration on "
                                       "a slow link; never for throughput)", switch=True)
-    detach: bool = option(False, "leave the cluster up and return; `orch cluster down` removes it", switch=True)
+    detach: bool = option(False, "leave the cluster up and return; `orch cluster down --name NAME` removes it",
+                          switch=True)
     command: tuple[str, ...] = option((), "-- CMD...: run in the head's namespace, then tear down", flag=None,
                                       metavar="command", remainder=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ClusterDownOptions:
-    """`orch cluster down`: an emulated cluster removed, or every one (leftovers of a killed owner too)."""
+    """`orch cluster down`: the emulated clusters whose owner is gone removed (a killed owner's leftovers); a live
+    owner's cluster only by name or with `--all`."""
 
-    name: str | None = option(None, "only this cluster (default: every cluster orch emulated)")
+    name: str | None = option(None, "this cluster, whatever its owner (default: every cluster whose owner is gone)",
+                              exclusive="which")
+    all_clusters: bool = option(False, "every emulated cluster on this machine, live owners' and detached ones too",
+                                flag="--all", switch=True, exclusive="which")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import psutil
 
 from orchestrator.constants import CLUSTER_STATE_DIR_ENV_VAR, DEFAULT_CLUSTER_STATE_DIR
-from orchestrator.core.emulation import is_cluster_namespace
+from orchestrator.core.emulation import OwnerMark, is_cluster_namespace
 from orchestrator.errors import RunFailed
 from orchestrator.io.files import private_folder, write_atomic
 
@@ -72,9 +72,28 @@ def cluster_namespaces(name: str | None = None) -> list[str]:
     return [ns for ns in namespaces() if is_cluster_namespace(ns, name)]
 
 
-def add_namespace(namespace: str) -> None:
+def add_namespace(namespace: str, mark: OwnerMark) -> None:
+    """A namespace with its loopback up, marked with its owner (`OwnerMark`: the loopback's alias)."""
     run(["ip", "netns", "add", namespace])
     run(["ip", "-n", namespace, "link", "set", "lo", "up"])
+    run(["ip", "-n", namespace, "link", "set", "lo", "alias", mark.words()])
+
+
+def owner_mark(namespace: str) -> OwnerMark | None:
+    """The owner a namespace was marked with when it was made; None when it has no mark or is gone."""
+    try:
+        links = json.loads(run(["ip", "-n", namespace, "-j", "link", "show", "dev", "lo"]) or "[]")
+    except (NetnsError, ValueError):
+        return None
+    return OwnerMark.parse(links[0].get("ifalias", "")) if links else None
+
+
+def process_alive(pid: int, started: float) -> bool:
+    """Whether process `pid` lives and is the one created at `started` (not another that reused its pid)."""
+    try:
+        return bool(psutil.Process(pid).create_time() == started)
+    except psutil.Error:
+        return False
 
 
 def namespace_pids(namespace: str) -> list[int]:
@@ -262,10 +281,11 @@ class ClusterState:
         os.chmod(self.path, 0o600)
 
     def owner_alive(self) -> bool:
-        try:
-            return bool(psutil.Process(self.owner_pid).create_time() == self.owner_started)
-        except psutil.Error:
-            return False
+        return process_alive(self.owner_pid, self.owner_started)
+
+    def mark(self) -> OwnerMark:
+        """What each of its namespaces is marked with."""
+        return OwnerMark(self.owner_pid, self.owner_started, self.detached)
 
     @staticmethod
     def load(path: Path) -> ClusterState:

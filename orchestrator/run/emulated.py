@@ -3,8 +3,9 @@
 a bulk transfer, and everything removed again. `orch cluster` is a thin layer over this.
 
 One owner: the process that brings a cluster up records everything in the cluster's state file before it makes
-it, and removes it on the way out (its end, Ctrl-C, SIGTERM); after a SIGKILL, `down` removes what the file
-lists, and any namespace named like the cluster's that no file lists.
+it, marks each namespace with itself (`OwnerMark`), and removes it all on the way out (its end, Ctrl-C,
+SIGTERM). After a SIGKILL, `down` removes what the file lists, and any namespace named like the cluster's that no
+file lists; a cluster whose owner lives (or that was detached) it leaves, unless asked by name or for all.
 """
 
 from __future__ import annotations
@@ -28,8 +29,15 @@ from orchestrator.core.emulation import (
     NODE_IFNAME,
     ClusterPlan,
     ClusterRequest,
+    CommandEnd,
     LinkMeasure,
+    Owner,
+    OwnerMark,
+    OwnerState,
+    cluster_of,
+    kept_by_down,
     link_words,
+    owner_of,
     plan_cluster,
     shapers,
     transfer_bytes,
@@ -97,25 +105,19 @@ def up(request: ClusterRequest, *, detached: bool = False) -> Running:
         state.save()
         return Running(plan, state, measured, latency_applied)
     except BaseException:
-        down(state)
+        remove(state)
         raise
 
 
 def _claim(name: str, detached: bool) -> netns.ClusterState:
-    """The state file of a new cluster `name`; leftovers of a dead owner of the same name are removed first, and a
-    live one is refused."""
-    for old in netns.saved_states():
-        if old.name == name and (old.owner_alive() or old.detached):
-            how = "detached" if old.detached else f"owner pid {old.owner_pid}"
-            raise ClusterError(f"cluster {name!r} is up already ({how}): `orch cluster down --name {name}` first, "
-                               "or choose another --name")
-        if old.name == name:
-            log.warning("cluster %r: removing what an earlier run left (its owner, pid %d, is gone)", name,
-                        old.owner_pid)
-            down(old)
-    for namespace in netns.cluster_namespaces(name):
-        netns.stop_processes(namespace)
-        netns.delete_namespace(namespace)
+    """The state file of a new cluster `name`; leftovers of a gone owner of the same name are removed first, and a
+    cluster of that name with a live, detached or unknown owner is refused."""
+    for old in survey(name):
+        if old.owner.state is not OwnerState.GONE:
+            raise ClusterError(f"cluster {name!r} is up already ({old.owner.words()}): `orch cluster down --name "
+                               f"{name}` first, or choose another --name")
+        log.warning("cluster %r: removing what an earlier run left (%s)", name, old.owner.words())
+        _remove_found(old)
     pid, started = netns.owner_identity()
     state = netns.ClusterState(name, pid, started, token=secrets.token_hex(32), detached=detached,
                                temp_dir=str(TEMP_ROOT / f"orch-cluster-{name}"))
@@ -131,7 +133,7 @@ def _make_network(plan: ClusterPlan, state: netns.ClusterState) -> bool:
     for namespace in (plan.switch_namespace, *(n.namespace for n in plan.nodes)):
         state.namespaces.append(namespace)
         state.save()
-        netns.add_namespace(namespace)
+        netns.add_namespace(namespace, state.mark())
     netns.add_bridge(plan.switch_namespace, BRIDGE)
     for node in plan.nodes:
         state.links.append(f"{plan.switch_namespace}:{node.switch_ifname}={node.namespace}:{NODE_IFNAME}")
@@ -211,29 +213,91 @@ def measure_links(plan: ClusterPlan) -> Iterator[LinkMeasure]:
         yield LinkMeasure(sender, receiver, nbytes, seconds)
 
 
-def down(state: netns.ClusterState | None = None, *, name: str | None = None) -> list[str]:
-    """Remove one cluster (its state, or every leftover named `name`, or every emulated cluster when both are
-    None): its nodes' processes, namespaces, temp dir and state file. What was removed, in words."""
-    states = [state] if state is not None else [s for s in netns.saved_states() if name is None or s.name == name]
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One emulated cluster on this machine: its state file in this folder (if any), its namespaces that exist
+    now, and its owner as the file and the namespaces' marks say."""
+
+    name: str
+    state: netns.ClusterState | None
+    namespaces: tuple[str, ...]     # those that exist, whether a state file lists them or not
+    owner: Owner
+
+
+def survey(name: str | None = None) -> list[Found]:
+    """Every emulated cluster (or the one named) that has a state file here or a namespace on this machine."""
+    states = {s.name: s for s in netns.saved_states() if name is None or s.name == name}
+    existing: dict[str, list[str]] = {}
+    for namespace in netns.cluster_namespaces(name):
+        existing.setdefault(cluster_of(namespace) or "", []).append(namespace)
+    found = []
+    for cluster in sorted(set(states) | set(existing)):
+        state, namespaces = states.get(cluster), tuple(existing.get(cluster, ()))
+        marks = [m for ns in namespaces if (m := netns.owner_mark(ns)) is not None]
+        claims = [_judged(m) for m in ([state.mark()] if state else []) + marks]
+        found.append(Found(cluster, state, namespaces, owner_of(claims)))
+    return found
+
+
+def _judged(mark: OwnerMark) -> Owner:
+    if mark.detached:
+        return Owner(OwnerState.DETACHED, mark.pid)
+    alive = netns.process_alive(mark.pid, mark.started)
+    return Owner(OwnerState.ALIVE if alive else OwnerState.GONE, mark.pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Teardown:
+    """What `down` removed and what it left alone, each in words."""
+
+    removed: tuple[str, ...]
+    kept: tuple[str, ...]
+
+
+def down(*, name: str | None = None, every: bool = False) -> Teardown:
+    """Remove the emulated clusters whose owner is gone (a killed `up`'s leftovers, namespaces no state file lists
+    and no live owner marked); with `name`, that cluster whatever its owner; with `every`, all of them. A
+    cluster left alone is said, with its owner."""
+    removed: list[str] = []
+    kept: list[str] = []
+    for found in survey(name):
+        reason = kept_by_down(found.name, found.owner, by_name=name is not None, every=every)
+        if reason is None:
+            removed += _remove_found(found)
+        else:
+            kept.append(reason)
+    return Teardown(tuple(removed), tuple(kept))
+
+
+def remove(state: netns.ClusterState) -> list[str]:
+    """Remove one cluster as its state lists it: its nodes' processes, namespaces, temp dir and state file. What
+    was removed, in words."""
+    existing = set(netns.namespaces())
+    return _remove(state, [ns for ns in reversed(state.namespaces) if ns in existing])
+
+
+def _remove_found(found: Found) -> list[str]:
+    listed = list(reversed(found.state.namespaces)) if found.state else []
+    return _remove(found.state, [ns for ns in listed if ns in found.namespaces]
+                   + [ns for ns in found.namespaces if ns not in listed])
+
+
+def _remove(state: netns.ClusterState | None, namespaces: list[str]) -> list[str]:
+    """The processes in each namespace stopped (all of them first), then the namespaces deleted, then the state's
+    temp dir and file."""
     removed = []
-    for s in states:
-        for namespace in s.namespaces:
-            if (count := netns.stop_processes(namespace)) > 0:
-                removed.append(f"{count} process(es) in {namespace}")
-        for namespace in reversed(s.namespaces):
-            if namespace in netns.namespaces():
-                netns.delete_namespace(namespace)
-                removed.append(f"namespace {namespace}")
-        if s.temp_dir and Path(s.temp_dir).is_dir():
-            shutil.rmtree(s.temp_dir, ignore_errors=True)
-            removed.append(f"temp dir {s.temp_dir}")
-        s.path.unlink(missing_ok=True)
-    if state is None:   # namespaces no state file lists (a SIGKILL before the first save, a lost file)
-        for namespace in netns.cluster_namespaces(name):
-            if (count := netns.stop_processes(namespace)) > 0:
-                removed.append(f"{count} process(es) in {namespace}")
-            netns.delete_namespace(namespace)
-            removed.append(f"namespace {namespace} (listed in no state file)")
+    for namespace in namespaces:
+        if (count := netns.stop_processes(namespace)) > 0:
+            removed.append(f"{count} process(es) in {namespace}")
+    for namespace in namespaces:
+        netns.delete_namespace(namespace)
+        unlisted = state is None or namespace not in state.namespaces
+        removed.append(f"namespace {namespace}" + (" (listed in no state file)" if unlisted else ""))
+    if state is not None:
+        if state.temp_dir and Path(state.temp_dir).is_dir():
+            shutil.rmtree(state.temp_dir, ignore_errors=True)
+            removed.append(f"temp dir {state.temp_dir}")
+        state.path.unlink(missing_ok=True)
     return removed
 
 
@@ -250,18 +314,20 @@ def torn_down_on_signals(running: Running) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        down(running.state)
+        remove(running.state)
 
 
-def run_in_head(running: Running | netns.ClusterState, argv: Sequence[str]) -> int:
-    """Run a command in the head's namespace with the cluster's token, to its end; its exit status. SIGTERM to
-    the owner is passed on to it (orch sweep stops as on Ctrl-C); Ctrl-C reaches it from the terminal."""
+def run_in_head(running: Running | netns.ClusterState, argv: Sequence[str]) -> CommandEnd:
+    """Run a command in the head's namespace with the cluster's token, to its end; how it ended. SIGTERM to the
+    owner is passed on to it (orch sweep stops as on Ctrl-C); Ctrl-C reaches it from the terminal."""
     state = running.state if isinstance(running, Running) else running
     head = state.nodes[0]["namespace"]
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **ray_auth_env(state.token)}
     proc = subprocess.Popen(netns.in_namespace(head, list(argv)), env=env)
+    forwarded: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
+        forwarded.append(signum)
         proc.send_signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -269,7 +335,7 @@ def run_in_head(running: Running | netns.ClusterState, argv: Sequence[str]) -> i
     try:
         while True:
             try:
-                return proc.wait()
+                return CommandEnd(proc.wait(), tuple(forwarded))
             except InterruptedError:
                 continue
     finally:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from orchestrator.core.emulation import (
     ClusterRequest,
+    CommandEnd,
+    Owner,
+    OwnerMark,
+    OwnerState,
+    cluster_of,
     is_cluster_namespace,
+    kept_by_down,
+    owner_of,
     parse_duration,
     parse_rate,
     plan_cluster,
@@ -77,3 +86,50 @@ def test_each_link_is_shaped_both_ways_and_latency_only_with_netem():
     assert delayed[1][:4] == ("parent", "1:1", "handle", "10:")
     unshaped = plan_cluster(ClusterRequest(nodes=2, cores_per_node=1), CORES_4)
     assert shapers(unshaped, with_netem=True) == []
+
+
+ALIVE, DETACHED, GONE, UNKNOWN = OwnerState.ALIVE, OwnerState.DETACHED, OwnerState.GONE, OwnerState.UNKNOWN
+
+
+def test_an_owner_mark_reads_back_as_written_and_anything_else_is_no_mark():
+    mark = OwnerMark(123456, 1712345678.87, detached=True)   # psutil's create_time: a float kept exactly
+    assert OwnerMark.parse(mark.words()) == mark and len(mark.words()) < 256   # the kernel's IFALIASZ
+    assert [OwnerMark.parse(t) for t in ("", "orch-owner pid=12", "orch-owner pid=x started=1 detached=0")] == [None] * 3
+    assert [cluster_of(ns) for ns in ("orch-ab12-n10", "orch-c-sw", "orch-c-n", "orch-Ab-n0")] == ["ab12", "c", None, None]
+
+
+@pytest.mark.parametrize("claims, expected", [
+    ([], Owner(UNKNOWN)),
+    ([Owner(GONE, 7)], Owner(GONE, 7)),
+    # a state file here whose owner is gone, a namespace another folder's live owner made again: that one's
+    ([Owner(GONE, 7), Owner(ALIVE, 9), Owner(GONE, 7)], Owner(ALIVE, 9)),
+    ([Owner(GONE, 7), Owner(DETACHED, 8)], Owner(DETACHED, 8)),
+    ([Owner(DETACHED, 8), Owner(ALIVE, 9)], Owner(ALIVE, 9)),
+])
+def test_a_live_or_detached_owner_wins_over_a_gone_one(claims, expected):
+    assert owner_of(claims) == expected
+
+
+@pytest.mark.parametrize("owner", [Owner(ALIVE, 41), Owner(DETACHED, 42), Owner(GONE, 43), Owner(UNKNOWN)])
+def test_bare_down_removes_only_a_gone_owners_cluster_by_name_or_all_any(owner):
+    kept = kept_by_down("ci", owner, by_name=False, every=False)
+    assert (kept is None) == (owner.state is GONE)
+    if kept is not None:
+        assert kept.startswith("kept cluster ci: ") and "`orch cluster down --name ci`" in kept and "`--all`" in kept
+        assert owner.pid is None or f"pid {owner.pid}" in kept
+    assert kept_by_down("ci", owner, by_name=True, every=False) is None
+    assert kept_by_down("ci", owner, by_name=False, every=True) is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGSEGV, signal.SIGHUP])
+def test_a_command_killed_by_a_signal_exits_as_a_shell_says_with_the_signal_named(sig):
+    end = CommandEnd(-sig)
+    assert end.exit_status == 128 + sig
+    assert end.words() == f"the command was killed by {sig.name} (signal {int(sig)}): exit status {128 + sig}"
+    assert "passed on" in (CommandEnd(-sig, forwarded=(int(sig),)).words() or "")
+
+
+def test_an_exit_status_passes_through_unsaid_and_a_nameless_signal_by_number():
+    assert [(CommandEnd(c).exit_status, CommandEnd(c).words()) for c in (0, 1, 137)] == [(0, None), (1, None),
+                                                                                        (137, None)]
+    assert CommandEnd(-35).exit_status == 163 and "killed by signal 35: exit status 163" in (CommandEnd(-35).words() or "")

@@ -1,6 +1,11 @@
 """`orch cluster`: a 2-node cluster emulated on this machine (network namespaces on a private bridge, a tbf-shaped
 link per node, a real Ray node in each), a sweep across it through `orch sweep --address` unchanged, and nothing
-left behind: no namespace, link, qdisc or process, after a normal end and after a SIGKILL of its owner.
+left behind: no namespace, link, qdisc or process, after a normal end, after a SIGKILL of its owner and after a
+SIGKILL of its command (said, and exit 137).
+
+Each test removes only the cluster it made: `orch cluster down --name`, never a bare `down`, which would judge
+every cluster on the machine (a colleague's, a benchmark's); tests/run/test_cluster_down.py checks the bare one
+in a private /run/netns.
 
 As root only (CI: ORCH_REQUIRE_NETNS=1). The links are 1 Gbit/s: slow enough that the shaper, not the veth,
 sets the rate (an unshaped veth gave 15.5 Gbit/s on a 2-vCPU machine), fast enough that the calibration's
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -136,9 +142,39 @@ def test_after_a_sigkill_of_its_owner_down_removes_every_leftover(tmp_path, stat
                                        check=True, cwd=REPO).stdout)
     (cluster,) = status["clusters"]
     assert cluster["name"] == "ck" and cluster["owner"] == "gone (leftovers)"
-    down = subprocess.run([*ORCH, "cluster", "down"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    down = subprocess.run([*ORCH, "cluster", "down", "--name", "ck"], capture_output=True, text=True, timeout=120,
+                          cwd=REPO)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "namespace orch-ck-n0" in down.stdout and "process(es) in orch-ck-n0" in down.stdout
     assert_nothing_left("ck", inodes, links_before, state_dir)
-    again = subprocess.run([*ORCH, "cluster", "down"], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert again.returncode == 0 and "nothing to remove" in again.stdout
+    again = subprocess.run([*ORCH, "cluster", "down", "--name", "ck"], capture_output=True, text=True, timeout=60,
+                           cwd=REPO)
+    assert again.returncode == 0 and "nothing to remove: no emulated cluster named 'ck'" in again.stdout
+
+
+def test_a_command_killed_by_a_signal_is_said_and_up_exits_128_plus_n(tmp_path, state_dir):
+    """The command's SIGKILL, sent here: `up` says so and exits 137 (it returned 247, -9 as a byte, and said
+    nothing), and removes its cluster as after any end of the command."""
+    name, pid_file, links_before = f"sg{secrets.token_hex(2)}", tmp_path / "pid", host_links()
+    owner = subprocess.Popen([*ORCH, "cluster", "up", "--nodes", "1", "--cores-per-node", "1", "--name", name, "--",
+                              "sh", "-c", f"echo $$ > {pid_file}; exec sleep 600"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 300          # `ray start` on a loaded 2-vCPU machine: 18-27 s
+        while not (pid_file.exists() and pid_file.read_text().strip()) and owner.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pid_file.exists() and pid_file.read_text().strip(), f"the command never ran: exit {owner.poll()}"
+        pid = int(pid_file.read_text())
+        head = os.stat(f"/run/netns/orch-{name}-n0").st_ino
+        assert os.stat(f"/proc/{pid}/ns/net").st_ino == head        # the command runs in the head's namespace
+        inodes = {os.stat(f"/run/netns/{ns}").st_ino for ns in namespaces() if ns.startswith(f"orch-{name}-")}
+        os.kill(pid, signal.SIGKILL)
+        _, err = owner.communicate(timeout=120)
+    finally:
+        if owner.poll() is None:
+            owner.terminate()                      # SIGTERM: the owner tears its cluster down
+            owner.wait(timeout=120)
+    assert owner.returncode == 128 + signal.SIGKILL == 137, err
+    assert "orch cluster up: the command was killed by SIGKILL (signal 9): exit status 137" in err
+    assert_nothing_left(name, inodes, links_before, state_dir)
