@@ -1,0 +1,78 @@
+"""The ledger's rules (benchmarks/ledger/): each prediction was saved, by committed code, before what it predicts was
+measured; its inputs are what it read; nothing measured is among its inputs; and docs/validation.md is what a
+re-score of every case with the current code gives. The commits are read from git, not from the cases' own files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks" / "ledger"))
+
+import ledger  # noqa: E402
+
+from orchestrator.io.provenance import folder_hashes, sha256_of  # noqa: E402
+
+CASES = ledger.cases()
+
+
+def git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def full_history() -> None:
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        pytest.fail("the ledger's order is read from git: this needs a clone with its history (not --depth)")
+
+
+def is_ancestor(older: str, newer: str) -> bool:
+    return git("merge-base", "--is-ancestor", older, newer).returncode == 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_prediction_was_committed_by_committed_code_before_the_measurement(case):
+    saved = json.loads(case.prediction.read_text())
+    made_by = saved["provenance"]
+    predicted = ledger.first_commit(case.prediction)
+    assert predicted, f"{case.id}: its prediction is not committed"
+    assert made_by["commit"] and made_by["commit_dirty"] is False, f"{case.id}: made by uncommitted code"
+    assert is_ancestor(made_by["commit"], predicted), f"{case.id}: the code that predicted comes after the file"
+    if not ledger.measured(case):
+        return                                   # pending: predicted, to be measured
+    for path in ledger._measured_paths(case):
+        measured = ledger.first_commit(case.folder / path)
+        assert measured, f"{case.id}: {path} is not committed"
+        assert measured != predicted and is_ancestor(predicted, measured), (
+            f"{case.id}: {path} was committed in {measured[:9]}, not after the prediction's {predicted[:9]}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_inputs_are_what_the_prediction_read_and_hold_nothing_measured(case):
+    saved = json.loads(case.prediction.read_text())
+    if case.type == "table":
+        (read,) = saved["inputs"]
+        assert sha256_of(case.folder / read["path"]) == read["sha256"]
+        rows = json.loads((case.folder / read["path"]).read_text())["rows"]
+        if ledger.measured(case):
+            held = {r["label"] for r in json.loads((case.folder / str(case.measured)).read_text())["rows"]}
+            assert not held & {r["label"] for r in rows if "ms" in r}, "a measured row is among the inputs"
+        return
+    inputs = [case.folder / i["path"] for i in saved["inputs"] if i["role"] != "rcp"]
+    for read, folder in zip((i for i in saved["inputs"] if i["role"] != "rcp"), inputs):
+        assert folder_hashes(folder, tuple(read["sha256"])) == read["sha256"], f"{folder} changed since"
+    if not ledger.measured(case):
+        return
+    seen = {line for f in inputs for line in (f / "trials.jsonl").read_text().splitlines() if line.strip()}
+    for path in ledger._measured_paths(case):
+        lines = (case.folder / path / "trials.jsonl").read_text().splitlines()
+        assert not seen & set(lines), f"{case.id}: a record of {path} is among the prediction's inputs"
+
+
+def test_the_published_page_is_a_rescore_with_the_current_code():
+    assert ledger.main(["score", "--check"]) == 0
