@@ -246,12 +246,12 @@ PREDICTION_COLUMNS = tuple(
     + [(n, ValueType.STR) for n in ("link", "predictor")]
     + [(n, ValueType.FLOAT) for n in ("samples_per_s", "samples_per_s_low", "samples_per_s_high",
                                        "measured_samples_per_s", "epochs", "epochs_low", "epochs_high")]
-    + [("epochs_status", ValueType.STR)]
+    + [("epochs_status", ValueType.STR), ("p_converge", ValueType.FLOAT)]
     + [(n, ValueType.FLOAT) for n in ("hours", "hours_low", "hours_high", "node_hours", "runs_per_day")]
     + [(n, ValueType.STR) for n in ("marks", "flags", "no_interval", "notes")]
     + [(n, ValueType.FLOAT) for n in ("p_over_deadline", "p_over_deadline_fast", "p_over_deadline_slow",
                                        "b_crit", "b_crit_low", "b_crit_high", "b_simple", "b_simple_low",
-                                       "b_simple_high", "epochs_a", "epochs_k")]
+                                       "b_simple_high", "epochs_a", "epochs_k", "edge_2_eps_max", "edge_b_noise")]
     + [(n, ValueType.STR) for n in ("b_crit_mode", "epochs_form", "epochs_lr_rule", "epochs_k_mode")])
 
 
@@ -285,7 +285,8 @@ class Prediction:
         rows: list[dict[str, Value]] = []
         whole = self.report.to_dict()
         model = {k: v for k, v in _cells(whole["epochs_model"] or {}).items()
-                 if k.startswith(("b_crit", "b_simple", "epochs_")) and k != "epochs_words"}
+                 if k.startswith(("b_crit", "b_simple", "epochs_", "edge_"))
+                 and k not in ("epochs_words", "edge_words")}
         for layout in whole["layouts"]:
             joined = {"marks": ",".join(layout["marks"]) or None, "flags": ",".join(layout["flags"]) or None,
                       "notes": "; ".join(layout["notes"]) or None}

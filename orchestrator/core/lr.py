@@ -74,6 +74,7 @@ class LrScaling:
     rule: str
     base_lr: float
     base_batch: int
+    warmup_epochs: float = 0.0      # the linear warm-up from base_lr to the rule's rate (the epochs model counts it)
 
     def __post_init__(self) -> None:
         if self.rule not in RULE_EXPONENTS:
@@ -89,4 +90,5 @@ class LrScaling:
         return float(self.base_lr * (global_batch / self.base_batch) ** self.exponent)
 
     def words(self) -> str:
-        return f"the {self.rule} rule ({self.base_lr:g} at global batch {self.base_batch})"
+        warmup = f", {self.warmup_epochs:g} epochs of warm-up" if self.warmup_epochs else ""
+        return f"the {self.rule} rule ({self.base_lr:g} at global batch {self.base_batch}{warmup})"

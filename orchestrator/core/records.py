@@ -241,6 +241,31 @@ class NoiseScaleSection(JsonObject):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class EdgeSection(JsonObject):
+    """The stability edge measured in a convergence run (core.predict.edge): a learning-rate range test's rise
+    rate per rank (the rate past which the loss rose; null: it never rose within the ramp, whose top is
+    `rate` × 100) and, mode full with SGD, ε_max and B_noise from Hessian-vector products with their sd in log;
+    `why_not` says why a part was not measured."""
+
+    mode: str | None = None                 # 'auto' (a range test at the local batch) or 'full'
+    at_epoch: float | None = None
+    batch: int | None = None                # the batch the test's steps took
+    optimizer: str | None = None
+    momentum: float | None = None
+    rate: float | None = None               # the run's own rate at the probe (the ramp goes from /10 to ×100)
+    range_steps: int | None = None
+    step_ratio: float | None = None         # one ramp step's factor
+    rise_rates: list[float | None] | None = None   # per rank
+    rise_rate: float | None = None          # their median
+    eps_max: float | None = None
+    eps_max_sd_log: float | None = None
+    b_noise: float | None = None
+    b_noise_sd_log: float | None = None
+    why_not: str | None = optional()
+    probe_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConvergenceSection(JsonObject):
     """The spec's convergence settings (always), then what the run reached (when it ran ok)."""
 
@@ -260,6 +285,7 @@ class ConvergenceSection(JsonObject):
     train_s: float | None = None
     steps_per_epoch: int | None = None
     noise_scale: NoiseScaleSection | None = optional()   # older records: absent
+    edge: EdgeSection | None = optional()                # the stability edge, where the run measured it
 
 
 # The convergence section's keys that come from the spec: all a run that did not end ok writes.

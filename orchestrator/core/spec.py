@@ -20,6 +20,7 @@ Backend = Literal["auto", "ccl", "gloo"]
 # What a timing trial keeps to itself while trials run concurrently (orchestrator.core.schedule).
 Isolation = Literal["node", "socket", "none"]
 LrRule = Literal["none", "linear", "sqrt"]
+EdgeMode = Literal["auto", "full", "none"]
 ProbeWhen = Literal["auto", "always"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -173,6 +174,10 @@ class ConvergenceSpec:
                                minimum=0)
     timeout_s: float = opt(3600.0, "wall-clock limit for one convergence run", exclusive_minimum=0,
                            maximum=MAX_TIMEOUT_S)
+    edge: EdgeMode = opt("auto", "measure the learning rate past which training stops improving (the stability "
+                                 "edge) after warm-up: auto, a short range test on the first seed of each global batch "
+                                 "(a few % of the runs' time); full, on every seed at the global batch, with "
+                                 "Hessian-vector products for SGD; none")
 
     def __post_init__(self) -> None:
         if not self.seeds:

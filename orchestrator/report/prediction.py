@@ -52,6 +52,9 @@ class EpochsModelFigures(TypedDict):
     b_simple_high: float | None
     b_simple_runs: int | None
     eval_every_epochs: float | None
+    edge_2_eps_max: float | None
+    edge_b_noise: float | None
+    edge_words: str | None
 
 
 class LayoutFigures(TypedDict):
@@ -73,6 +76,7 @@ class LayoutFigures(TypedDict):
     epochs_low: float | None
     epochs_high: float | None
     epochs_status: str | None
+    p_converge: float | None
     hours: float | None
     hours_low: float | None
     hours_high: float | None
@@ -202,7 +206,10 @@ def _epochs_model_dict(f: Fitted) -> EpochsModelFigures | None:
             "b_simple_low": None if prior is None else prior.measured_low,
             "b_simple_high": None if prior is None else prior.measured_high,
             "b_simple_runs": None if prior is None else prior.runs,
-            "eval_every_epochs": f.eval_every_epochs}
+            "eval_every_epochs": f.eval_every_epochs,
+            "edge_2_eps_max": None if m.edge is None else m.edge.edge2,
+            "edge_b_noise": None if m.edge is None else m.edge.b_noise,
+            "edge_words": None if m.edge is None else m.edge.agreement()}
 
 
 def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> LayoutFigures:
@@ -214,6 +221,7 @@ def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> LayoutFigur
             "samples_per_s_high": p.samples_per_s_high, "measured_samples_per_s": p.measured_samples_per_s,
             "epochs": None if e is None else e.epochs, "epochs_low": None if e is None else e.low,
             "epochs_high": None if e is None else e.high, "epochs_status": None if e is None else e.status,
+            "p_converge": None if e is None else e.p_converge,
             "hours": p.hours, "hours_low": p.hours_low, "hours_high": p.hours_high, "node_hours": p.node_hours,
             "runs_per_day": p.runs_per_day, "marks": list(p.marks), "flags": list(ptab.flags(p)),
             "no_interval": p.no_interval or None, "notes": list(p.caveats),

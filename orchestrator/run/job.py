@@ -111,12 +111,16 @@ class ConvergenceSettings:
     base_batch: int
     warmup_epochs: float
     global_batch: int
+    edge: str = "none"          # the edge probe this run makes: core.predict.edge.AUTO, FULL or OFF ("none")
 
     @staticmethod
-    def of(section: ConvergenceSpec, global_batch: int) -> ConvergenceSettings:
-        """From the spec's convergence section (core.spec.ConvergenceSpec) for one global batch."""
+    def of(section: ConvergenceSpec, global_batch: int, seed: int | None = None) -> ConvergenceSettings:
+        """From the spec's convergence section (core.spec.ConvergenceSpec) for one global batch and seed: the edge
+        is probed on every seed in mode full, on the first seed in mode auto."""
+        probed = section.edge == "full" or (section.edge == "auto" and (seed is None or seed == section.seeds[0]))
         return ConvergenceSettings(**{f.name: getattr(section, f.name) for f in fields(ConvergenceSettings)
-                                      if f.name != "global_batch"}, global_batch=global_batch)
+                                      if f.name not in ("global_batch", "edge")}, global_batch=global_batch,
+                                   edge=section.edge if probed else "none")
 
     @property
     def schedule(self) -> LrSchedule:

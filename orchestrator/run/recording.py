@@ -164,6 +164,8 @@ def convergence_record(key: str, p: PlannedTrial, seed: int, run: TrialRun, *, t
             curve=report.curve, lr=report.lr, train_s=report.train_s, steps_per_epoch=report.steps_per_epoch)
         if report.noise_scale is not None:
             section = section.with_fields(noise_scale=report.noise_scale)
+        if report.edge is not None:
+            section = section.with_fields(edge=report.edge)
     else:
         section = section.only(*rec.CONVERGENCE_SPEC_KEYS)
     return rec.Record(kind=rec.Kind.CONVERGENCE, key=key, seed=seed, **fields, convergence=section)

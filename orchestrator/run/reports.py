@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from orchestrator.core.jsonobject import JsonObject, optional
 from orchestrator.core.profile.result import RankProfile
-from orchestrator.core.records import Kind, NoiseScaleSection
+from orchestrator.core.records import EdgeSection, Kind, NoiseScaleSection
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,6 +49,7 @@ class ConvergenceReport(Report):
     lr: float | None                      # the last learning rate set
     train_s: float
     noise_scale: NoiseScaleSection | None = optional()   # the gradient noise scale (run.noise_scale)
+    edge: EdgeSection | None = optional()                # the stability edge (run.rank.edge), where probed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

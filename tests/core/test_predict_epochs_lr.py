@@ -101,17 +101,21 @@ def test_the_band_grows_with_distance_from_the_data():
     assert beyond.status == epochs.EXTRAPOLATED and beyond.low < beyond.epochs < beyond.high
 
 
-def test_a_batch_beyond_the_rates_limit_is_predicted_with_k_bounded_there():
-    # the linear rule with D = 0.28 at 256: at 512 the fitted k would put D below 0; predicting 512 assumes the
-    # rule still trains there, so the refit holds D ≥ 1 − U_MAX at 512 too, and every draw is stable there
+def test_a_batch_beyond_the_fitted_limit_gets_no_central_value():
+    # the linear rule with D = 0.28 at 256 (the truth puts D < 0 at 512: it does not train there). The refit that
+    # holds D ≥ 1 − U_MAX at 512 is a fit at its bound: it can only say the epochs are large, so no central value
+    # is printed, only the band's low end and a note that the edge is unplaced
     a, k, b_noise = 2e-4, 8.0, 50.0
+    assert 1 - k * LINEAR.at(512) * (1 + b_noise / 512) < 0          # the truth, by hand: past the edge
     m = epochs.fit_epochs(points((16, 32, 64, 128, 256), lambda b: truth(b, a, k, b_noise, LINEAR), LINEAR),
                           prior(50.0))
     assert m.rule.denominator(512) < 0
     covering = m.rule.covering(512)
     assert covering.denominator(512) >= 1 - epochs_lr.U_MAX - 1e-9 and 512 in covering.span
     far = m.predict(512)
-    assert far.epochs is not None and math.isfinite(far.epochs) and far.epochs > m.predict(256).epochs
+    assert far.epochs is None and far.status == epochs.UNSUPPORTED
+    assert "no central value" in far.note and "edge" in far.note
+    assert m.predict(256).epochs is not None                         # inside the data: its own value
 
 
 def test_the_bounds_the_measured_epochs_give():

@@ -227,8 +227,8 @@ def test_epochs_table_matches_an_independent_fit():
     assert sorted(seeds) == [32, 64, 128] and seeds[128].count(None) == 1
     a = fit_epochs(seeds)
     report = " ".join((GOLDEN / "report.md").read_text().split())
-    assert f"under the sqrt rule (0.02 at global batch 32): A {a:.3g}, k 0 (frozen: the measured epochs do not need k" \
-        in report
+    assert f"under the sqrt rule (0.02 at global batch 32, 0.5 epochs of warm-up): A {a:.3g}, k 0 (frozen: the " \
+        "measured epochs do not need k" in report
     means = {b: olympic(es) for b, es in seeds.items()}
     convergence = {int(row["global batch"]): float(row["epochs to target"])
                    for row in golden_rows("convergence.csv") if not row["global batch"].startswith("#")}

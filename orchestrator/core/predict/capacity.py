@@ -41,6 +41,7 @@ from orchestrator.core.topology import Topology
 from orchestrator.errors import InputError
 
 HOURS_PER_DAY = 24.0
+CONVERGE_SURE = 0.95     # below this P(converge), a row says its chance of not training at all
 
 
 class NoFeasibleLayout(InputError):
@@ -77,6 +78,8 @@ class Prediction:
         """Every assumption and extrapolation this row rests on, in words."""
         e = self.epochs
         epochs = [w for w in ((e.note, e.no_interval) if e else ()) if w]
+        if e is not None and e.p_converge is not None and e.p_converge < CONVERGE_SURE and not e.note:
+            epochs.append(f"P(converge) {e.p_converge:.2f} at global batch {e.global_batch}")
         return tuple(dict.fromkeys([*self.extrapolated, *self.notes, *epochs,
                                     *([self.no_interval] if self.no_interval else [])]))
 

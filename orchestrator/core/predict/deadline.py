@@ -114,16 +114,22 @@ class DeadlineRisk:
     p_miss_slow: float | None
     epochs: EpochsDistribution
 
+    p_converge: float | None = None
+
     def words(self) -> str:
         ends = ("" if self.p_miss_fast is None or self.p_miss_slow is None else
                 f" ({self.p_miss_fast:.0%} at the fast end of samples/s, {self.p_miss_slow:.0%} at the slow end)")
-        return (f"P(time-to-train > {self.deadline_h:g} h) = {self.p_miss:.0%}{ends}; epochs {self.epochs.words()}")
+        conv = (f" (a run that does not converge counted as a miss: P(converge) {self.p_converge:.0%})"
+                if self.p_converge is not None and self.p_converge < 1 else "")
+        return (f"P(time-to-train > {self.deadline_h:g} h) = {self.p_miss:.0%}{ends}{conv}; epochs "
+                f"{self.epochs.words()}")
 
 
 def deadline_risk(pred: EpochsPrediction | None, *, deadline_h: float, samples_per_epoch: int | None,
                   samples_per_s: float, samples_per_s_low: float | None, samples_per_s_high: float | None,
                   eval_every_epochs: float | None) -> DeadlineRisk | None:
-    """The chance of missing `deadline_h` for one layout; None where epochs have no band or no epoch size.
+    """The chance of missing `deadline_h` for one layout, a run that does not converge counted as a miss (the
+    prediction's P(converge), where it has one); None where epochs have no band or no epoch size.
 
     >>> e = EpochsPrediction(64, 4.0, 3.6, 4.4, "interpolated")
     >>> risk = deadline_risk(e, deadline_h=1.0, samples_per_epoch=3600, samples_per_s=4.5, samples_per_s_low=4.0,
@@ -135,10 +141,16 @@ def deadline_risk(pred: EpochsPrediction | None, *, deadline_h: float, samples_p
     if dist is None or not samples_per_epoch:
         return None
 
-    def p(rate: float | None) -> float | None:
-        return None if rate is None else dist.p_over(deadline_h * 3600 * rate / samples_per_epoch)
+    converge = pred.p_converge if pred is not None and pred.p_converge is not None else 1.0
 
-    return DeadlineRisk(deadline_h, p(samples_per_s) or 0.0, p(samples_per_s_high), p(samples_per_s_low), dist)
+    def p(rate: float | None) -> float | None:
+        """Missed: the run does not converge at all (1 − P(converge)), or converges after the deadline."""
+        if rate is None:
+            return None
+        return 1.0 - converge * (1.0 - dist.p_over(deadline_h * 3600 * rate / samples_per_epoch))
+
+    return DeadlineRisk(deadline_h, p(samples_per_s) or 0.0, p(samples_per_s_high), p(samples_per_s_low), dist,
+                        None if pred is None else pred.p_converge)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,24 +26,29 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from orchestrator.core.convergence import BatchConvergence, olympic_mean
 from orchestrator.core.lr import LrScaling
 from orchestrator.core.noise_scale import Z_90
-from orchestrator.core.predict import epochs_lr
+from orchestrator.core.predict import epochs_edge, epochs_lr
+from orchestrator.core.predict.edge import EdgeCurve
 from orchestrator.core.predict.lsq import numeric_jacobian, solve
 from orchestrator.core.predict.noise_prior import BCritPrior
 
 MEASURED, INTERPOLATED, EXTRAPOLATED, NOT_CONVERGED = "measured", "interpolated", "extrapolated", "not converged"
+PAST_EDGE = "past the edge"         # the rule's rate at or past the measured stability edge: not trained, or by chance
+UNSUPPORTED = "unsupported"         # the data cannot place a central value (a fit at its bound): a band, no centre
+# No central value more than this many times the largest measured kept epochs, unless the measured edge supports it.
+MAX_EPOCHS_RATIO = 10.0
 E_MIN_BOUNDS = (1e-6, 1e6)
 B_CRIT_BOUNDS = (1e-3, 1e12)
 # How B_crit was had (EpochsModel.b_crit_mode): from the measured epochs alone; frozen at ∞ (one global batch, no
 # B_simple); B_simple's prior alone (one global batch); the prior and the measured epochs fitted jointly.
 FIT, FROZEN, PRIOR, JOINT = "fit", "frozen", "prior", "joint"
-CRITICAL_FORM, RULE_FORM = "critical batch", "lr rule"     # EpochsModel.form
+CRITICAL_FORM, RULE_FORM, EDGE_FORM = "critical batch", "lr rule", "lr rule, measured edge"   # EpochsModel.form
 # The seeds' log spread below which the prior's weight against the measured epochs is not raised further: seeds
 # that agree to the evaluation (all at 4.0 epochs) would otherwise leave the prior no weight at all.
 SEED_SD_FLOOR_LOG = 0.02
@@ -63,6 +68,9 @@ class BatchPoint:
     # the sweep's learning-rate rule (None: unknown, as in an RCP file or older records): with it, the epochs model
     # knows the rate each batch trained at (`epochs_lr`)
     lr_scaling: LrScaling | None = None
+    # a batch most of whose seeds did not converge: the epochs of those that did (data for the edge's form, whose
+    # censored seeds are `not_converged`; the olympic mean is infinite whatever they are)
+    late: tuple[float, ...] = ()
 
     @property
     def converged(self) -> bool:
@@ -84,7 +92,8 @@ def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]
         seeds = tuple(r.epochs for r in b.runs if r.epochs is not None)
         scaling = lr_scaling_of(b.hyperparams)
         if b.mean_epochs is None:
-            out.append(BatchPoint(b.global_batch, (), b.max_epochs, lr_scaling=scaling))
+            out.append(BatchPoint(b.global_batch, (), b.max_epochs, not_converged=len(b.runs) - len(seeds),
+                                  lr_scaling=scaling, late=seeds))
         else:
             out.append(BatchPoint(b.global_batch, seeds, b.max_epochs, not_converged=len(b.runs) - len(seeds),
                                   lr_scaling=scaling))
@@ -104,7 +113,8 @@ def lr_scaling_of(hyperparams: Mapping[str, float | str]) -> LrScaling | None:
         return None
     try:
         return LrScaling(rule=str(hyperparams["lr_rule"]), base_lr=float(hyperparams["lr_at_base_batch"]),
-                         base_batch=int(hyperparams["base_batch"]))
+                         base_batch=int(hyperparams["base_batch"]),
+                         warmup_epochs=float(hyperparams.get("opt_learning_rate_warmup_epochs") or 0.0))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -147,11 +157,14 @@ class EpochsModel:
     # b_crit is its B_noise (∞ in the k = 0 limit), e_min McCandlish's E_min = 4·A·k·B_noise it implies (the epochs
     # at the optimal rate, small batches), cov_log that of (log A, log B_noise)
     rule: epochs_lr.RuleFit | None = None
+    # The rule's form with the stability edge measured (`epochs_edge`), where the runs probed it: it predicts then
+    edge: epochs_edge.EdgeEpochsFit | None = None
 
     @property
     def form(self) -> str:
-        """Which form: E_min·(1 + B/B_crit), or the one that knows the sweep's learning-rate rule."""
-        return RULE_FORM if self.rule is not None else CRITICAL_FORM
+        """Which form: E_min·(1 + B/B_crit), the one that knows the sweep's learning-rate rule, or that one with the
+        stability edge measured."""
+        return EDGE_FORM if self.edge is not None else RULE_FORM if self.rule is not None else CRITICAL_FORM
 
     @property
     def b_crit_sd_log(self) -> float:
@@ -159,6 +172,11 @@ class EpochsModel:
 
     def words(self) -> str:
         """The model in one line: its form, its fitted figures, and where B_crit (or B_noise) came from."""
+        if self.edge is not None:
+            f = self.edge
+            spans = ", ".join(f"{b:g}: {f.d(b):.2f}" for b in f.kept_batches)
+            return (f"A·B/(ε(B)·(1 − ε(B)/ε_edge(B))) under {f.scaling.words()}, ε_edge(B) = {f.edge2:.3g}/(1 + "
+                    f"{f.b_noise:.3g}/B) (D at {spans}): {f.agreement()}")
         r = self.rule
         if r is None:
             return f"E_min·(1 + B/B_crit), E_min {self.e_min:.3g}, B_crit {self.b_crit_words()}"
@@ -223,13 +241,15 @@ class EpochsModel:
         spread and the fit's parameter uncertainty everywhere (so a measured batch whose seeds agree is not
         ±0), plus, outside the converged range, the held-out extrapolation error per doubling times the
         doublings beyond the end (so the band keeps growing with distance)."""
+        if self.edge is not None:       # the seeds that did not converge are in its fit: it says P(converge)
+            return self._predict_edge(global_batch, self.edge)
         failed = [p for p in self.points if not p.converged and p.global_batch <= global_batch]
         if failed:
             cap = f" by {failed[0].max_epochs:g} epochs" if failed[0].max_epochs else ""
             return EpochsPrediction(global_batch, None, None, None, NOT_CONVERGED,
                                     f"global batch {failed[0].global_batch} did not converge{cap}")
         if self.rule is not None:
-            return self._predict_rule(global_batch, self.rule)
+            return self._held(self._predict_rule(global_batch, self.rule))
         measured = {p.global_batch: p for p in self.converged}
         lo_b, hi_b = min(measured), max(measured)
         sd = self._sd_log(global_batch)
@@ -267,6 +287,50 @@ class EpochsModel:
         note = f"extrapolated {'beyond' if global_batch > hi_b else 'below'} global batch {end}"
         return EXTRAPOLATED, note, math.nan if growth is None else growth * abs(math.log2(global_batch / end))
 
+    def _predict_edge(self, global_batch: int, f: epochs_edge.EdgeEpochsFit) -> EpochsPrediction:
+        """The measured edge's form: the draws' median and band inside the edge, P(converge) within the runs' cap;
+        no epoch count where fewer than half the draws converge (past the edge, or by chance)."""
+        measured = {p.global_batch: p for p in self.converged}
+        central, low, high, p, d = f.predict(global_batch)
+        edge_words = (f"the rule's rate {f.scaling.at(global_batch):.3g} against the measured edge "
+                      f"{f.edge_rate(global_batch):.3g} (D {d:.2f}); P(converge) {p:.2f}")
+        if global_batch in measured:
+            m = measured[global_batch]
+            sd = max(math.log1p(m.sd / m.mean), self.seed_sd_log, SEED_SD_FLOOR_LOG)
+            return EpochsPrediction(global_batch, m.mean, m.mean * math.exp(-sd), m.mean * math.exp(sd), MEASURED,
+                                    p_converge=p)
+        status, note, _ = self._where(global_batch)
+        if central is None or p < 0.5:
+            return EpochsPrediction(global_batch, None, None, None, PAST_EDGE,
+                                    f"{edge_words}: the rule does not train here" + (" but by chance" if p > 0.05
+                                                                                    else ""), p_converge=p)
+        means = [(q.global_batch, q.mean) for q in self.converged]
+        found = epochs_lr.bounds(global_batch, means, f.scaling, (f.b_noise, f.b_noise), self.seed_sd_log)
+        value, lo, hi, moved = epochs_lr.apply_bounds(central, low or central, high or central,
+                                                      [b for b in found if "rise with the batch" in b.why])
+        return EpochsPrediction(global_batch, value, lo, hi, status, "; ".join(x for x in (note, edge_words, moved)
+                                                                               if x), p_converge=p)
+
+    def _held(self, e: EpochsPrediction) -> EpochsPrediction:
+        """No central value from a fit at its bound (D held at its floor to cover the batch), nor one more than
+        MAX_EPOCHS_RATIO times the largest measured epochs without a measured edge to support it: the band stays,
+        the note says which end the data favour."""
+        r = self.rule
+        if e.epochs is None or r is None or e.status == MEASURED:
+            return e
+        top = max((p.mean for p in self.converged), default=math.inf)
+        at_bound = r.mode != epochs_lr.LIMIT and r.covering(e.global_batch) is not r
+        if not at_bound and e.epochs <= MAX_EPOCHS_RATIO * top:
+            return e
+        why = ("the fit holds D at its floor to cover this batch: the epochs cannot place k, so the rule's edge is "
+               "unplaced" if at_bound else f"{e.epochs:.3g} epochs would be over {MAX_EPOCHS_RATIO:g}× the largest "
+               f"measured ({top:.3g}) with no measured edge to support it")
+        favour = (f"the data favour the low end (the k = 0 limit, {e.low:.3g})" if e.low is not None else
+                  "no band either")
+        return replace(e, epochs=None, status=UNSUPPORTED,
+                       note="; ".join(x for x in (e.note, f"no central value: {why}; {favour}; measure the edge "
+                                                          "(convergence.edge: full) to place it") if x))
+
     def _predict_rule(self, global_batch: int, r: epochs_lr.RuleFit) -> EpochsPrediction:
         """The learning-rate rule's form: the band is the fit's draws (one sd in log each side, θ's uncertainty
         with B_noise's prior) with the seeds' spread, plus the held-out extrapolation error beyond the data;
@@ -299,10 +363,13 @@ class EpochsModel:
         return EpochsPrediction(global_batch, value, low, high, status, "; ".join(x for x in (note, moved) if x))
 
 
-def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) -> EpochsModel:
+def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None,
+               edge: EdgeCurve | None = None) -> EpochsModel:
     """Fit E_min and B_crit to every converged seed. With B_simple's `prior`, B_crit is fitted jointly with it
     (a Gaussian prior on log B_crit: one more residual), or, with one converged global batch, taken from it;
-    without, B_crit is frozen at ∞ (epochs independent of the batch) when only one global batch converged."""
+    without, B_crit is frozen at ∞ (epochs independent of the batch) when only one global batch converged. With
+    the learning-rate rule known and the stability `edge` measured, the rule's form with that edge
+    (`epochs_edge`) predicts; the rule's fitted form is kept beside it."""
     good = [p for p in points if p.converged]
     if not good:
         raise ValueError("no global batch converged: nothing to fit epochs to")
@@ -311,7 +378,11 @@ def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) ->
     batches = len({p.global_batch for p in good})
     scalings = {p.lr_scaling for p in good}
     if len(scalings) == 1 and None not in scalings:
-        return _fit_rule_model(points, good, scalings.pop(), prior, seed_sd)   # type: ignore[arg-type]
+        scaling: LrScaling = scalings.pop()    # type: ignore[assignment]
+        model = _fit_rule_model(points, good, scaling, prior, seed_sd)
+        if edge is None:
+            return model
+        return replace(model, edge=_fit_edge(points, good, scaling, edge, seed_sd))
     if batches < 2 and prior is None:
         e_min = statistics.mean(math.exp(statistics.mean(math.log(e) for e in p.epochs)) for p in good)
         return EpochsModel(e_min, math.inf, tuple(points), seed_sd_log=seed_sd, b_crit_mode=FROZEN,
@@ -344,6 +415,16 @@ def _fit_rule_model(points: Sequence[BatchPoint], good: Sequence[BatchPoint], sc
         alone = epochs_lr.fit_rule(data, scaling, None, seed_sd, sd_floor=SEED_SD_FLOOR_LOG).b_noise
     return EpochsModel(4 * r.a * r.k * r.b_noise, r.b_noise, tuple(points), cov_log, seed_sd, prior=prior,
                        b_crit_mode=JOINT if r.mode == epochs_lr.JOINT else FIT, data_only_b_crit=alone, rule=r)
+
+
+def _fit_edge(points: Sequence[BatchPoint], good: Sequence[BatchPoint], scaling: LrScaling, curve: EdgeCurve,
+              seed_sd: float) -> epochs_edge.EdgeEpochsFit:
+    """The edge's form fitted to every converged seed and every seed that did not converge (at its cap)."""
+    converged = [(float(p.global_batch), e) for p in points for e in (*p.epochs, *p.late)]
+    censored = [(float(p.global_batch), float(p.max_epochs)) for p in points if p.max_epochs
+                for _ in range(p.not_converged if p.converged or p.not_converged else 1)]
+    caps = [p.max_epochs for p in points if p.max_epochs]
+    return epochs_edge.fit(converged, censored, scaling, curve, seed_sd, max(caps) if caps else None)
 
 
 Cov = tuple[tuple[float, float], tuple[float, float]]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.core.convergence import convergence_by_batch
 from orchestrator.core.predict import comm, data
+from orchestrator.core.predict.edge import curve_from_records
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
 from orchestrator.core.predict.evidence import disturbed_warning
 from orchestrator.core.predict.interval import Basis, basis_of, printer
@@ -112,14 +113,16 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     if basis.evidence.disturbed:
         warnings.append(disturbed_warning(gemm))
     # B_simple's prior on B_crit comes from the sweep's own runs, so it goes with their epochs, not an RCP file's
-    b_crit_prior = None
+    b_crit_prior, curve = None, None
     if rcp_points is not None:
         points, source = tuple(rcp_points), rcp_source
     else:
         points = tuple(points_from_batches(convergence_by_batch(records)))
         source = "convergence records" if points else ""
         b_crit_prior = prior_from_records(records)
-    epochs_model = fit_epochs(points, b_crit_prior) if any(p.converged for p in points) else None
+        curve = curve_from_records(records, None if b_crit_prior is None else
+                                   (b_crit_prior.b_simple, b_crit_prior.sd_log))
+    epochs_model = fit_epochs(points, b_crit_prior, curve) if any(p.converged for p in points) else None
     held = tuple(validate_epochs(points, b_crit_prior))
     if epochs_model is not None:
         epochs_model = replace(epochs_model, growth_log_per_doubling=epochs_growth(held))

@@ -40,7 +40,7 @@ class ConvergenceItem(WorkItem):
                 f"{ctx.where(p)})")
 
     def job(self, ctx: SweepContext, p: PlannedTrial) -> RankJob:
-        return ctx.job(ConvergenceTask(settings=ConvergenceSettings.of(_section(ctx), self.global_batch)), p,
+        return ctx.job(ConvergenceTask(settings=ConvergenceSettings.of(_section(ctx), self.global_batch, self.seed)), p,
                        seed=self.seed)
 
     def timeout_s(self, ctx: SweepContext) -> float:

@@ -30,6 +30,7 @@ from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
     from orch.workload import DdpOptions, Trainer
+    from orchestrator.core.records import EdgeSection
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -260,6 +261,8 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     step = noise.step
     eval_every_steps = max(1, round(conv.eval_every_epochs * steps_per_epoch))
     max_steps = math.ceil(conv.max_epochs * steps_per_epoch)
+    probe_at = edge_step(conv.warmup_epochs, steps_per_epoch) if conv.edge != "none" else None
+    edge = None
     curve: list[list[float]] = []
     reached_at, steps_done, lr = None, 0, None
     started = time.perf_counter()
@@ -267,6 +270,10 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     for epoch in itertools.count():
         for batch in trainer.batches(epoch):
             lr = conv.schedule.at(steps_done / steps_per_epoch)
+            if steps_done == probe_at:
+                edge = _probe_edge(job, trainer, conv.edge, conv.schedule.at(conv.max_epochs),
+                                   steps_done / steps_per_epoch, status)
+                started += edge.probe_s or 0.0        # the probe is not training time
             for group in trainer.optimizer.param_groups:
                 group["lr"] = lr
             step(batch)
@@ -289,7 +296,25 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     epochs_run = steps_done / steps_per_epoch
     return ConvergenceReport(converged=reached_at is not None, epochs_to_target=reached_at,
                              epochs_run=epochs_run, steps_per_epoch=steps_per_epoch, curve=curve,
-                             lr=lr, train_s=time.perf_counter() - started, noise_scale=noise.section(epochs_run))
+                             lr=lr, train_s=time.perf_counter() - started, noise_scale=noise.section(epochs_run),
+                             edge=edge)
+
+
+def edge_step(warmup_epochs: float, steps_per_epoch: int) -> int:
+    """The step the edge is probed at: the end of the warm-up (the rate at its peak from there), else a quarter of
+    an epoch in (past the first steps' transient), never past half an epoch (small batches converge early)."""
+    return max(1, round(min(warmup_epochs or 0.25, 0.5) * steps_per_epoch))
+
+
+def _probe_edge(job: RankJob, trainer: Trainer, mode: str, rate: float, at_epoch: float,
+                status: ProgressWriter) -> EdgeSection:
+    """The stability edge at this point of the run (run.rank.edge), every rank at once; the heartbeat keeps the
+    watchdog fed through the probe's steps (each counts as a step: progress)."""
+    from orchestrator.run.rank import edge
+
+    status.update(phase=Phase.TRAINING, force=True)
+    return edge.probe(trainer, mode=mode, rate=rate, at_epoch=at_epoch, local_batch=job.local_batch,
+                      world=dist.get_world_size(), heartbeat=lambda: status.step())
 
 
 # A GEMM peak multiplies square matrices of at most GEMM_MAX_SIZE, and smaller ones where one matmul would take
