@@ -101,12 +101,10 @@ def _estimate(name: str, folder: Path) -> tuple[str | None, str]:
     return None, "not recorded"
 
 
-def row(name: str) -> str:
-    folder = REPO / "results" / name
-    environment = json.loads((folder / "environment.json").read_text())
-    topology = json.loads((folder / "topology.json").read_text())
+def wall_times(name: str) -> tuple[float, float]:
+    """(first trial's start to last trial's end, the timing trials' summed wall time) of one folder, in seconds."""
     spans, timing_s = [], 0.0
-    for line in (folder / "trials.jsonl").read_text().splitlines():
+    for line in (REPO / "results" / name / "trials.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record.get("status") != "ok" or not record.get("started_at"):
             continue
@@ -114,7 +112,14 @@ def row(name: str) -> str:
         spans.append((start, start + record["wall_s"]))
         if record["kind"] != "convergence":
             timing_s += record["wall_s"]
-    trials_s = max(end for _, end in spans) - min(start for start, _ in spans)
+    return max(end for _, end in spans) - min(start for start, _ in spans), timing_s
+
+
+def row(name: str) -> str:
+    folder = REPO / "results" / name
+    environment = json.loads((folder / "environment.json").read_text())
+    topology = json.loads((folder / "topology.json").read_text())
+    trials_s, timing_s = wall_times(name)
     estimate, source = _estimate(name, folder)
     if estimate is None:
         said, error = "not recorded", "–"

@@ -51,6 +51,20 @@ def test_the_runtime_table_in_costs_md_is_the_folders():
         "docs/costs.md's runtime table is stale: paste `.venv/bin/python benchmarks/runtime_table.py` between its markers"
 
 
+def test_the_readmes_durations_cover_every_committed_run_of_the_default_sweep():
+    """The README labels the default sweep and its --no-convergence run with a range of minutes; every committed
+    full run of the default sweep lies inside it (its trials, with a minute's slack for the probe and the report)."""
+    runtime_table = load_benchmark("runtime_table")
+    readme = flat(PAGES["README.md"])
+    full = re.search(r"run the default sweep, [^(]*\((\d+) to (\d+) minutes", readme)
+    short = re.search(r"without the six convergence runs \((\d+) to (\d+) minutes of trials", readme)
+    assert full and short, "the README no longer states how long the default sweep takes"
+    for name in runtime_table.FOLDERS:
+        trials_s, timing_s = runtime_table.wall_times(name)
+        for (low, high), seconds in ((full.groups(), trials_s), (short.groups(), timing_s)):
+            assert int(low) * 60 - 60 <= seconds <= int(high) * 60 + 60, (name, seconds, low, high)
+
+
 def test_the_estimates_share_of_the_gemm_rate_is_the_codes():
     """STEP_EFFICIENCY quoted as a percentage ("`STEP_EFFICIENCY` = 53%") or as "at N% of the … GEMM rate"."""
     found = stated(r"`?STEP_EFFICIENCY`? (?:=|is|of) (\d+)%") + stated(r"at (\d+)% of (?:the|its|that) (?:[\w']+ )*?(?:GEMM )?rate")
