@@ -1,4 +1,4 @@
-"""Issue 33's replay: the adaptive policy against folders measured in full, beside three baselines.
+"""The adaptive policy replayed against folders measured in full, beside three baselines.
 
     .venv/bin/python benchmarks/adaptive_replay.py [FOLDER ...] [--question fastest|table|both] [--seeds 5]
                                                    [--factor 1.25] [--steps]
@@ -17,7 +17,7 @@ Printed, as Markdown:
   itself stops when its target width is --factor × the full grid's (`target_rel_width`, its answer confirmed
   on its own layout first), and whether its interval holds the full grid's answer there;
 - the answer's error and the interval's coverage at 25%, 50%, 75% and 100% of the full grid's core-seconds;
-- the totals the issue asks for.
+- the totals over every folder.
 
 Pure arithmetic on the records (no Ray, no torch): the figures do not depend on the machine it runs on.
 """

@@ -11,7 +11,7 @@ folders. Printed: each sweep's wall time, concurrent ÷ serial, and every trial'
 with its repeats' CV: concurrency must not change the figures beyond that spread. Here it can: the two
 emulated nodes share this machine's memory bus and last-level cache, which two real nodes would not.
 
-The target (issue #11): concurrent wall ≤ 0.6 × serial wall.
+The target: concurrent wall ≤ 0.6 × serial wall.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cluster predictions checked against an emulated cluster (issue 42): for a model, the 2-node cells predicted at
+"""Cluster predictions checked against an emulated cluster: for a model, the 2-node cells predicted at
 each link rate from a 1-node sweep plus the link statement, and again plus the cross-node calibration, then
 measured on 2 emulated nodes (`orch cluster up`: network namespaces, tbf-shaped links, a Ray node in each).
 

@@ -1,4 +1,4 @@
-"""What does measuring the gradient noise scale cost a training step (issue 44's goal: at most 2%)?
+"""What does measuring the gradient noise scale cost a training step (the goal: at most 2%)?
 
 Side by side in one run: each rank builds the workload twice from the same seed, one copy wrapped as a
 throughput trial wraps it (`orchestrator.run.ddp.wrap`, the workload's DDP switches) and stepped by

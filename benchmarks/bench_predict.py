@@ -4,8 +4,8 @@ stays torch- and Ray-free.
     .venv/bin/python benchmarks/bench_predict.py [--results results/example-predict-retinanet]
         [--runs 5] [--target 4|64|both]
 
-The targets: issue 34's, `sweeps/topologies/cluster-4x2s28c.yaml` (4 nodes of 2 sockets × 28 cores) with the
-epochs of `results/example-retinanet`'s RCP file; and issue 19's, `sweeps/topologies/cluster-64x2s28c.yaml`
+The targets: `sweeps/topologies/cluster-4x2s28c.yaml` (4 nodes of 2 sockets × 28 cores) with the
+epochs of `results/example-retinanet`'s RCP file; and `sweeps/topologies/cluster-64x2s28c.yaml`
 with MLPerf's RetinaNet RCP file. Per target:
 
 - counts, the same on any machine: step-model fits (least-squares runs through `step._solve`), bootstrap
@@ -14,7 +14,7 @@ with MLPerf's RetinaNet RCP file. Per target:
 - in process, the median of several runs: reading the records and fitting every model with its hold-out
   validation (`read_inputs` then `app.predict.fit`), then predicting every feasible layout (`app.predict.predicted`);
 - end to end, in a fresh process each run (interpreter start-up, imports, fit, predict, output):
-  `orch predict ... --json` (prints everything, writes nothing): the figure issue 34's target (< 2 s on the
+  `orch predict ... --json` (prints everything, writes nothing): the figure the target (< 2 s on the
   slowest CPU at hand) is about; and `orch predict ... --validate --json` (the nested validation with printed
   intervals, for reference);
 - the heavy modules the process imported (must be none; scipy among them: the fits are numpy's).

@@ -21,7 +21,7 @@ driver's Ray calls of a trial on its own pool (run_ranks' own pieces; the ranks 
 With `--baseline REF` the same trials also run with the rank code (orchestrator/, workloads/) of git REF,
 interleaved with the working tree's in every round (order alternating), so both see the same machine load.
 REF's ranks read the working tree's job files, so REF must share their format (run/job.py; tasks tagged by
-kind since issue 41's last change): for an older REF compare whole sweeps with benchmarks/sweep_ab.py.
+kind since run/ was split by process): for an older REF compare whole sweeps with benchmarks/sweep_ab.py.
 
     python benchmarks/bench_startup.py --rounds 3 --baseline <commit>
     python benchmarks/bench_startup.py --rounds 1 --kinds peak --driver-probe 5

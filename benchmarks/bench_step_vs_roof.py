@@ -1,6 +1,6 @@
 """Is the compute roof a roof? The small RetinaNet's fp32 training step (sweeps/retinanet.yaml's model, local
 batch 8) against the compute roof of the same core (orchestrator/run/rank/roof.py: GEMMs and convolutions in both
-memory formats) and against the 2048² GEMM alone, natively and under the AVX2 cap (issue 43: the step ran
+memory formats) and against the 2048² GEMM alone, natively and under the AVX2 cap (the step once ran
 94.5 GFLOP/s against a 90.3 GFLOP/s GEMM "peak" on a Zen 4).
 
 The cap only takes effect when set before a process starts, so each setting is its own process, pinned to one

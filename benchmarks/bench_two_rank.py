@@ -1,4 +1,4 @@
-"""How well do 2 ranks × 1 thread scale over 1 rank × 1 thread, for each DDP switch (issue #11)?
+"""How well do 2 ranks × 1 thread scale over 1 rank × 1 thread, for each DDP switch?
 
 The small RetinaNet of sweeps/retinanet.yaml (its workload parameters as the file gives them, bf16 and every
 CPU optimization on) at the sweep's local batch, trained by plain processes launched here: each rank pinned to

@@ -1,4 +1,4 @@
-"""Issue 44's large-batch check: predict epochs-to-target at global batches 4× to 8× beyond the largest kept,
+"""The large-batch check: predict epochs-to-target at global batches 4× to 8× beyond the largest kept,
 from the small batches only, and compare with what was measured.
 
     .venv/bin/python benchmarks/large_batch_check.py RESULTS_DIR [RESULTS_DIR ...] [--kept 16,32,64]
@@ -25,7 +25,7 @@ out and predicted by
 The held-out runs' own B_simple is never used, nor their epochs: the form, the prior's width (noise_prior's)
 and every constant were chosen from the theory and the kept batches. Per method: the median |error| of the
 prediction against the held-out batch's olympic mean, how many held-out batches lie inside the interval (one sd
-in log, as `orch predict` prints it), and the interval's median width (high ÷ low). Issue 44 asks for a median
+in log, as `orch predict` prints it), and the interval's median width (high ÷ low). The bar: a median
 |error| of at most 20%, every held-out batch inside, and B_simple narrowing the interval. Pure arithmetic on the
 records.
 """

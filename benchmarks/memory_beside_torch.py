@@ -1,4 +1,4 @@
-"""A sweep run beside other torch processes, then its probe against its records (issue 43, item 3): does the
+"""A sweep run beside other torch processes, then its probe against its records: does the
 memory orch plans hold in any company?
 
 Other torch processes on a node (a notebook, another sweep) share the pages of torch's libraries with the

@@ -1,4 +1,4 @@
-"""Issue 34's figures on every results folder: what `orch predict` prints for held-out cells, how far off it is,
+"""On every results folder: what `orch predict` prints for held-out cells, how far off it is,
 and how many of them lie inside their printed intervals.
 
     .venv/bin/python benchmarks/predict_coverage.py [FOLDER ...] [--cells]
@@ -6,7 +6,7 @@ and how many of them lie inside their printed intervals.
 Without folders: every committed one (results/*/ and results/ccl-vs-gloo/*/ with a trials.jsonl). Per folder
 and hold-out scheme (`orch predict --validate`'s; docs/prediction.md): the printed estimate's median / max
 absolute % error, orch's model's and Amdahl's beside it, the held-out cells inside their printed intervals and
-their median half-width ((high − low) ÷ 2 over the estimate). Then the totals the issue's "done when" asks for:
+their median half-width ((high − low) ÷ 2 over the estimate). Then the totals over every folder:
 
 - every held-out cell of a one-level-out scheme on threads or ranks with a finite interval;
 - the share of held-out cells inside their intervals over every scheme and folder, and the median width;

@@ -1,4 +1,4 @@
-"""Does a profile help `orch predict`'s compute term on held-out cells? (issue 20, deliverable 6)
+"""Does a profile help `orch predict`'s compute term on held-out cells?
 
 The step model's compute term is (a·U(T; σ_a) + c·b·U(T; σ)) (core/predict/step.py): a fixed part and a
 per-sample part, each with its own serial fraction. A profile splits one step into parts by what they scale

@@ -1,4 +1,4 @@
-"""The probe's memory prediction against what a sweep's own throughput records measured (issues 30 and 43).
+"""The probe's memory prediction against what a sweep's own throughput records measured.
 
 For every ok throughput record of a results folder: the peak private memory its largest rank reached
 (`memory.peak_private_mib`: resident less file-backed pages, orchestrator.run.procmem, the launcher's watch),

@@ -1,4 +1,4 @@
-"""The projection's error against a real run under the AVX2 cap (issue 20, deliverable 5).
+"""The projection's error against a real run under the AVX2 cap.
 
 1. `orch profile SWEEP --project-to avx2` natively (the cap variables removed): the profile, then both roofs
    probed on the rank's cores, natively and capped, and each target's step projected from its primitives;

@@ -160,7 +160,7 @@ def test_the_slurm_script_refuses_a_node_with_only_loopback_addresses(tmp_path):
 
 # --- every path a recipe names exists ---------------------------------------------------------------------
 DOCKERFILE = REPO / "clusters" / "Dockerfile"
-RECIPES = [RAYJOB, SBATCH, DOCKERFILE, REPO / "docs" / "clusters.md"]
+RECIPES = [RAYJOB, SBATCH, DOCKERFILE, REPO / "docs" / "clusters.md", REPO / "docs" / "cluster-quickstart.md"]
 # A path into this checkout: a top-level folder of the repository, then a file or folder name; or the same under
 # the image's copy of it (/opt/orch/...). Paths the user chooses (/shared/results/..., REGISTRY/...) are not these.
 REPO_PATH = re.compile(r"(?<![\w./-])(?P<image>/opt/orch/)?(?P<path>(?:sweeps|clusters|orchestrator|workloads|scripts"

@@ -1,5 +1,6 @@
-"""The README and docs/ are part of the product: the README's two opening commands, its length and its Code
-map; the schema tables and command reference in docs/ must match the code."""
+"""The README and docs/ are part of the product: the README's first screen, its two opening commands and its
+length; the code map in docs/architecture.md; the schema tables and command reference in docs/ must match the
+code; every link lands."""
 
 from __future__ import annotations
 
@@ -15,21 +16,65 @@ REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in (REPO / "docs").glob("*.md")}
 COMMANDS = DOCS["commands.md"]
-README_MAX_LINES = 300      # issue 21: a newcomer reads it in ten minutes; the rest lives in docs/
+ARCHITECTURE = DOCS["architecture.md"]
+README_MAX_LINES = 150      # read in under five minutes; the rest lives in docs/
+PROSE_MAX_CHARS = 120       # a prose line; tables and code blocks are exempt
+# CI (.ci/run) and scripts/ run these two, so they stay the README's first two commands, word for word.
+SETUP_AND_SWEEP = "bash scripts/setup.sh && .venv/bin/orch sweep sweeps/retinanet.yaml"
+SETUP_AND_TEST = "bash scripts/setup.sh --dev && .venv/bin/python -m pytest -m \"not slow\""
+DURATION = re.compile(r"\d+\s*(?:to\s*\d+\s*)?(?:s|seconds?|min|minutes?|h|hours?)\b")
+
+
+def prose_lines(markdown: str) -> list[tuple[int, str]]:
+    """(line number, text) of every line outside fenced code blocks that is not a table row."""
+    lines, fenced = [], False
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced and not line.lstrip().startswith("|"):
+            lines.append((number, line))
+    return lines
 
 
 def test_readme_opens_with_exactly_the_two_commands_and_ci_runs_the_test_one():
     blocks = re.findall(r"```bash\n(.*?)\n```", README, flags=re.S)
-    assert blocks[:2] == ["bash scripts/setup.sh && .venv/bin/orch sweep sweeps/retinanet.yaml",
-                          "bash scripts/setup.sh --dev && .venv/bin/python -m pytest -m \"not slow\""]
-    before_first_prose = README.split("\n---\n")[0]
-    assert before_first_prose.count("```bash") == 2
+    assert blocks[:2] == [SETUP_AND_SWEEP, SETUP_AND_TEST]
+    before_first = README.split("```bash\n" + SETUP_AND_SWEEP)[0]
+    assert "```" not in before_first, "a code block comes before the README's first command"
     ci = (REPO / ".ci" / "run").read_text()
     assert blocks[1] in ci and "\n.venv/bin/python -m pytest -m slow\n" in ci     # the two tiers: every test
 
 
-def test_readme_is_short():
-    assert README.count("\n") <= README_MAX_LINES
+def test_readme_first_screen_says_what_who_and_not_for_before_the_commands():
+    """A one-line tagline under the title, then what orch does, who it is for and what it is not for (CPU-only,
+    data-parallel; evidence from small machines; the cluster recipes checked against stand-ins), all before
+    the first command."""
+    first_screen = README.split("```bash")[0]
+    lines = [line for line in first_screen.splitlines() if line.strip()]
+    assert lines[0] == "# orch"
+    assert lines[1].startswith("**") and lines[1].endswith("**") and len(lines[1]) <= PROSE_MAX_CHARS, \
+        "the line under the title is the tagline: one bold line"
+    bullets = " ".join(first_screen.split("\n- ")[1:])
+    for label in ("**What it does:**", "**Who it is for:**", "**What it is not for:**"):
+        assert label in first_screen, f"the first screen has no {label} line"
+    words = " ".join(bullets.split())
+    for said in ("CPU-only", "data-parallel", "small machines", "stand-ins", "schemas"):
+        assert said in words, f"the not-for line does not say {said!r}"
+
+
+def test_readme_labels_its_two_commands_with_what_they_do_and_how_long():
+    for command, does in ((SETUP_AND_SWEEP, "default sweep"), (SETUP_AND_TEST, "tests")):
+        label = README.split("```bash\n" + command)[0].rstrip().split("\n\n")[-1]
+        label = " ".join(label.split())
+        assert does in label, f"the paragraph before {command!r} does not say what it does: {label!r}"
+        assert DURATION.search(label), f"the paragraph before {command!r} does not say how long it takes: {label!r}"
+
+
+def test_readme_is_short_and_its_prose_lines_are_narrow():
+    assert README.count("\n") < README_MAX_LINES
+    wide = [f"README.md:{n}: {len(line)} chars" for n, line in prose_lines(README) if len(line) > PROSE_MAX_CHARS]
+    assert wide == []
 
 
 def test_schema_tables_are_generated_from_the_spec_dataclasses():
@@ -77,7 +122,7 @@ def code_map_names(text: str) -> set[str]:
 
 
 def test_code_map_names_every_module_and_nothing_else():
-    code_map = README.split("\n## Code map\n")[1].split("\n## ")[0]
+    code_map = ARCHITECTURE.split("\n## Code map\n")[1].split("\n## ")[0]
     named = code_map_names(code_map)
     # One line names the trial kinds' modules by their rule (`orchestrator/run/kinds/<kind>.py`, one per
     # records.Kind value), so that a new kind is a new module and a new value, and no third edit here.
@@ -86,7 +131,7 @@ def test_code_map_names_every_module_and_nothing_else():
         named = (named - {rule}) | {f"orchestrator/run/kinds/{kind}.py" for kind in Kind}
     modules = {str(p.relative_to(REPO)) for top in ("orch", "orchestrator", "workloads") for p in (REPO / top).rglob("*.py")
                if p.stat().st_size > 0 and "__pycache__" not in p.parts}
-    assert sorted(modules - named) == [], "modules the README's Code map does not name"
+    assert sorted(modules - named) == [], "modules docs/architecture.md's Code map does not name"
     assert sorted(n for n in named if not (REPO / n).is_file()) == [], "Code map names that are not in the tree"
 
 
@@ -120,11 +165,12 @@ def github_anchors(markdown: str) -> set[str]:
 
 
 def markdown_pages() -> dict[Path, str]:
-    """Every Markdown page a reader follows links through: the README, docs/, and the READMEs under results/,
-    examples/, clusters/ and benchmarks/."""
-    pages = [REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    """Every Markdown page a reader follows links through: the README, the changelog, docs/, the READMEs under
+    results/, examples/, clusters/ and benchmarks/, and the ledger's history."""
+    pages = [REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md")]
     for top in ("results", "examples", "clusters", "benchmarks"):
         pages += [p for p in (REPO / top).rglob("*.md") if p.name == "README.md"]
+    pages += [p for p in [REPO / "benchmarks" / "ledger" / "history.md"] if p.is_file()]
     return {p: p.read_text(encoding="utf-8") for p in pages}
 
 

@@ -1,4 +1,4 @@
-"""Everything orch prints reads at 80 columns (issue 43): each command runs in a real pseudo-terminal 80
+"""Everything orch prints reads at 80 columns: each command runs in a real pseudo-terminal 80
 columns wide, as a user's default terminal is, and no line may run past it or be cut with an ellipsis ("lea…",
 "24.…": rich's way of squeezing a column that does not fit)."""
 

@@ -341,7 +341,7 @@ def test_a_bad_workload_name_is_exit_2_with_one_line(name, said, capsys, tally):
 
 # --- a results folder is data: reading, reporting, predicting or tracking it runs nothing, deletes nothing and
 # sends no secret (docs/trust.md). Each case is a real command on a copy of a committed folder made hostile in one
-# way; each names what it guards (issue 40's numbering in docs/trust.md) and is counted in the battery.
+# way; each names what it guards and is counted in the battery.
 
 PAYLOAD = """from pathlib import Path
 Path(__file__).with_name("PAYLOAD-RAN").write_text("the folder's code ran")

@@ -87,7 +87,7 @@ def installed_workloads() -> list:
 
 
 # A script's arguments are passed as the sweep file writes them (`.nan` reaches the script as the text `.nan`, as
-# `010` stays `010`: issue 40), so no number check applies to them.
+# `010` stays `010`), so no number check applies to them.
 SPEC_FIELDS = [field for field in float_fields(SweepSpec) if field[0] != ("workload", "args")]
 WORKLOAD_FIELDS = [(name, path, kind) for name, workload in installed_workloads()
                    for path, kind in float_fields(workload.params_type)]

@@ -1,4 +1,4 @@
-"""Every field of a capacity plan checked against hand arithmetic (issue 24, item 1).
+"""Every field of a capacity plan checked against hand arithmetic.
 
 The fixture is a results folder written by the production writers from round-number truths:
     step:   a = 0.01 s, c = 0.001 s/sample, σ = σ_a = 0.1, κ = 0.01, μ = 0.1, ρ = 2, γ = 2

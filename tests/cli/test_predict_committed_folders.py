@@ -1,4 +1,4 @@
-"""Issue 34's "done when", held on every committed results folder (a folder committed later joins by being
+"""What `orch predict` promises of held-out cells, held on every committed results folder (a folder committed later joins by being
 there): each single level of threads or ranks held out leaves every held-out cell with a finite printed
 interval (where nothing in the folder bounds a multi-rank layout's all-reduce, its low end is the committed
 folders' worst step efficiency, and it says so); over every scheme and undisturbed folder at least 90% of the

@@ -1,4 +1,4 @@
-"""Issue 19's "done when", held on the committed examples: no interval of zero width anywhere, intervals that
+"""What a cluster plan promises, held on the committed examples: no interval of zero width anywhere, intervals that
 widen with nodes on the 64-node RCP target, and the predictor used beyond each level the best held-out one
 (or within 1 point of it) on every scheme."""
 
@@ -120,7 +120,7 @@ def test_the_predictor_used_is_the_best_held_out_or_within_a_point(predicted, na
 
 
 def test_orch_predict_on_a_4_node_target_fits_the_step_model_27_times(monkeypatch):
-    """Issue 34's time target, counted rather than timed (the count is the same on any CPU): one fit of 3
+    """The time target of `orch predict`, counted rather than timed (the count is the same on any CPU): one fit of 3
     starts, one per held-out group (15 cells, 1 + 2 + 5 levels, 1 all-but-one), no bootstrap (every row of the
     4-node target is predicted by a baseline). Before: 43 fits of 64 solver runs, and a least-squares fit of
     Amdahl's serial fraction per predicted layout."""

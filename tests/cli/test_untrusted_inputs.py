@@ -226,7 +226,7 @@ def test_profile_layouts_are_bounded(tmp_path, capsys):
     assert "33 layouts, more than 32" in err
 
 
-# --- what orch predict reads of a folder (issue 40) --------------------------------------------------------------
+# --- what orch predict reads of a folder --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("points", [[1, 2], {"8": "x"}, {"-8": 1.0}, {"8": float("inf")}, {"²": 1.0}, {"8": -1}])
 def test_predict_memory_figures_of_the_wrong_shape(folder, capsys, points):

@@ -75,7 +75,7 @@ def test_layers_and_focal_loss_share():
 
 def test_roofline_points_against_measured_peak_and_bandwidth():
     # The padded taps are not work (benchdnn's count): 2.218786816 GFLOP, not the 2.415919104 this test
-    # asserted before issue 20.
+    # asserted when the padded taps were counted.
     (p,) = pa.roofline_points(ONE)
     assert p.gflop_per_call == pytest.approx(2.218786816)
     assert p.ms_per_call == 20.0
@@ -96,7 +96,7 @@ def test_roofline_by_kind_is_per_step():
 
 def test_efficiency_ratio():
     e = pa.efficiency(ONE)
-    # 4 calls / 2 steps × 25 ms isolated = 50 ms per step, against 40 ms logged in the model. Before issue 20
+    # 4 calls / 2 steps × 25 ms isolated = 50 ms per step, against 40 ms logged in the model. Earlier
     # the ratio divided by the plain step (50 / 101), mixing framework time into a kernel figure; it is now
     # isolated ÷ in-model time of the same primitives, and the step share they cover is apart.
     assert e.isolated_ms_per_step == pytest.approx(50.0)
@@ -181,7 +181,7 @@ def test_attribution_of_every_rank_against_plain_and_profiled_steps():
 
 
 def test_the_named_share_of_the_plain_step_is_a_share():
-    """Issue 20, defect B: at 1×1 the named time of the profiled pass (which the profiler slowed 17%) over
+    """At 1×1 the named time of the profiled pass (which the profiler slowed 17%) over
     the plain step read 112.5%. Named 1125 ms of a 1170 ms profiled step, plain step 1000 ms: the profiler
     added 170 ms, so at least 1125 − 170 = 955 ms of the plain step was in named ops: 95.5%."""
     t = _target("1x1x8", 1, 1, 40.0, 5.0, 1170.0)
@@ -199,7 +199,7 @@ def test_the_named_share_of_the_plain_step_is_a_share():
 
 
 def test_the_efficiency_compares_fastest_call_with_fastest_call():
-    """Issue 20, defect A: on a 2-CPU machine at 2 threads a neighbour's time slice stalls a primitive's
+    """On a 2-CPU machine at 2 threads a neighbour's time slice stalls a primitive's
     barrier, so a few of its calls take several times its own time, in the model or alone. The median of the
     replay's calls against the mean of the model's then measured luck (1.51 at 1×2); the fastest calls do not
     carry the stalls."""

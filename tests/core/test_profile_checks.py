@@ -114,7 +114,7 @@ def test_the_noise_is_the_steps_own_spread_when_larger_than_the_floor():
 
 
 def test_a_replay_with_other_threads_or_cpus_than_the_rank_is_disturbed():
-    """The replay must time the rank's own setting (defect A of issue 20 asked whether it did): the threads
+    """The replay must time the rank's own setting: the threads
     and CPUs it recorded are compared with the layout's threads and the rank's placement."""
     t = _clean()
     t["placement"] = [{"rank": 0, "cpus": [1]}]

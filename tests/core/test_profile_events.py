@@ -78,7 +78,7 @@ def test_the_gap_after_a_ddp_bucket_copy_is_the_allreduce_wait():
     cov = coverage(evs)
     assert cov.wait_ms == pytest.approx(0.3)
     assert cov.other_ms == pytest.approx(0.08)                    # 70 + the 10 µs at the end
-    # Named ops alone: 500 + 20 + 10 + 90 = 620 µs. Before issue 20 this test asserted 0.92, the named ops
+    # Named ops alone: 500 + 20 + 10 + 90 = 620 µs. Earlier this test asserted 0.92, the named ops
     # plus the inferred wait: the wait is now apart, in attributed_share, never in the named share.
     assert cov.named_share == pytest.approx(0.62)
     assert cov.attributed_share == pytest.approx(0.92)

@@ -1,4 +1,4 @@
-"""A roof per memory level in `orch profile` (issue 43): a primitive is held to the bandwidth of the cache level
+"""A roof per memory level in `orch profile`: a primitive is held to the bandwidth of the cache level
 its working set fits in, the roofline's rows carry the check's own `above_roof`, and the summary at the top of
 profile.md agrees with them. The case: the FPN's 3×3 convolution on a 1×1 input (2.4 MB of fp32 weights, 1.2 MB
 in bf16) ran at 60 GFLOP/s against a 34.8 GFLOP/s DRAM roof, two rows said above_roof: true, and the summary

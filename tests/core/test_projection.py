@@ -1,4 +1,4 @@
-"""The projection of a profiled step onto another CPU (issue 20, deliverable 5), on hand-computed cases."""
+"""The projection of a profiled step onto another CPU, on hand-computed cases."""
 
 import pytest
 

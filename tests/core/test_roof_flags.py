@@ -1,6 +1,6 @@
 """Every report table that divides by a roof flags a cell above it, with a footnote that names the roof and says
 the cell is a disturbed or mis-roofed measurement, not a finding; the hardware-efficiency table divides by the
-compute roof where a peak record holds one (issue 43: 94.5 GFLOP/s against a 90.3 GFLOP/s GEMM read "104.6%")."""
+compute roof where a peak record holds one (a case seen: 94.5 GFLOP/s against a 90.3 GFLOP/s GEMM read "104.6%")."""
 
 import dataclasses
 
@@ -11,7 +11,7 @@ from orchestrator.core import tables
 from orchestrator.core.peaks import Peaks, peak_index
 from orchestrator.core.table import BEST
 
-# The issue's case: fp32 small RetinaNet 1×1×8 on a Zen 4, 14.8 GFLOP per sample as torch counts it
+# The case seen: fp32 small RetinaNet 1×1×8 on a Zen 4, 14.8 GFLOP per sample as torch counts it
 FLOPS = 14.76e9
 SAMPLES_PER_S = 6.40            # × 14.76 GFLOP = 94.5 GFLOP/s
 GEMM = 90.3
@@ -92,7 +92,7 @@ def test_linear_scaling_itself_is_not_flagged(make, cell_texts, samples_per_s):
 
 
 def test_a_record_counted_by_torchs_own_formula_is_footnoted_and_a_valid_tap_one_is_not(make, cell_texts):
-    # The issue's case again, recorded before the valid-tap count (no train_flops_rule): 14.76 GFLOP per sample as
+    # The case seen again, recorded before the valid-tap count (no train_flops_rule): 14.76 GFLOP per sample as
     # torch's formula counts the small RetinaNet's step, 13.04 as orch counts it now (only the taps inside the
     # input): 94.5 GFLOP/s then, 83.5 now, against a roof of 108.5
     roofed = _with_roof(make.peak_at_once(1, 1, [GEMM]), 108.5, {"gemm 2048": GEMM})

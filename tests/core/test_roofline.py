@@ -10,7 +10,7 @@ from orchestrator.core.profile import roofline as rl
 def test_conv_3x3_same_padding_by_hand():
     # N=8, IC=OC=256, 16×16 → 16×16, 3×3 pad 1. Per row: the output at each edge has one tap in the padding
     # (2 valid), the 14 inner ones have 3: 2 + 14·3 + 2 = 46; per plane 46² = 2,116 (not 16²·9 = 2,304:
-    # this test asserted 2,415,919,104 before issue 20, which counted the padded taps as work).
+    # this test asserted 2,415,919,104 when orch counted the padded taps as work).
     # 2·8·256·256·2,116 = 2,218,786,816 FLOPs.
     c = rl.conv_problem("mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1")
     assert (c.mb, c.groups, c.ic, c.oc, c.out_spatial, c.kernel) == (8, 1, 256, 256, (1, 16, 16), (1, 3, 3))
@@ -24,7 +24,7 @@ def test_conv_3x3_same_padding_by_hand():
 def test_grouped_strided_conv_by_hand():
     # ResNeXt's grouped 3×3: N=2, G=32, IC=OC=128, 56→28, stride 2, pad 1. Output o reads inputs 2o−1..2o+1:
     # only o=0 has one tap in the padding (input −1); the last, o=27, reads 53..55, inside. Per row
-    # 2 + 27·3 = 83, per plane 83² = 6,889 (not 28²·9 = 7,056; before issue 20 this test said 14,450,688).
+    # 2 + 27·3 = 83, per plane 83² = 6,889 (not 28²·9 = 7,056; before, this test said 14,450,688).
     # 2·2·128·(128/32)·6,889 = 14,108,672.
     c = rl.conv_problem("mb2_g32ic128oc128_ih56oh28kh3sh2dh0ph1_iw56ow28kw3sw2dw0pw1")
     assert c.groups == 32 and c.stride == (1, 2, 2) and c.padding == (0, 1, 1)
@@ -41,7 +41,7 @@ def test_pointwise_conv_with_defaults():
 def test_padding_taps_are_not_work():
     # RetinaNet's P6/P7 at 1×1 spatial: a 3×3 pad-1 kernel on a 1×1 input. Of the 3 taps per row only the
     # centre (input 0) is inside; taps at −1 and +1 are padding: 1 tap of 9. 2·8·256·256·1 = 1,048,576
-    # FLOPs, 9× fewer than 2·N·OC·OH·OW·IC·KH·KW = 9,437,184 (the formula before issue 20).
+    # FLOPs, 9× fewer than 2·N·OC·OH·OW·IC·KH·KW = 9,437,184 (the formula orch used before).
     c = rl.conv_problem("mb8_ic256oc256_ih1oh1kh3sh1dh0ph1_iw1ow1kw3sw1dw0pw1")
     assert rl.conv_flops(c) == 1_048_576
     # 4×4 input, 3×3 pad 1, stride 1 → 4×4: edge outputs have 2 taps, inner 3: 2+3+3+2 = 10 per row,

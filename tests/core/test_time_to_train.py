@@ -132,7 +132,7 @@ def test_old_one_rank_peaks_stay_readable_as_ranks_times_peak(make, cell_texts):
 
 
 def test_a_layout_measured_at_once_wins_over_ranks_times_one_rank(make, cell_texts):
-    # the 2-core machine: 2 ranks at once 288 GFLOP/s, while 2 × one rank alone would say 427
+    # a 2-core machine seen: 2 ranks at once 288 GFLOP/s, while 2 × one rank alone would say 427
     records = [make.tp(2, 1, 32, 7600.0, flops=6.3e6), make.peak(1, 213.5), make.peak_at_once(2, 1, [145.0, 143.0])]
     table = tables.hardware_efficiency_table(records)
     cells = cell_texts(table)

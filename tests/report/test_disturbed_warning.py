@@ -1,4 +1,4 @@
-"""A sweep's own report warns of a disturbed machine in the words `orch predict` uses (issue 43): the committed
+"""A sweep's own report warns of a disturbed machine in the words `orch predict` uses: the committed
 folder whose GEMM peaks slow down on more cores (example-ipex: 1×2 below 1×1) says so in report.md and in the
 terminal report that ends `orch sweep`; a quiet folder says nothing of the kind."""
 

@@ -98,7 +98,7 @@ def test_a_sweep_runs_across_shaped_links_and_the_cluster_leaves_nothing(tmp_pat
     assert cluster["head_address"] == "10.77.0.1:6379" and cluster["link"] == "1 Gbit/s per node, both ways"
     # what the shaper really gave one TCP stream each way in `up`'s one-second check: never above the rate, and
     # the rate less TCP's and Ethernet's headers (0.956 at most) less TCP's sawtooth through tbf's 50 ms queue:
-    # 0.92-0.95 in earlier runs, 0.849 and 0.855 in one quiet .ci/run on a Zen 4. The issue's 15% bound is on the
+    # 0.92-0.95 in earlier runs, 0.849 and 0.855 in one quiet .ci/run on a Zen 4. The 15% bound is on the
     # all-reduce over the link, the calibration's fit below, which averages many transfers.
     rates = [m["bytes_moved"] * 8 / m["seconds"] / RATE_BITS_PER_S for m in cluster["measured"]]
     assert len(rates) == 2 and all(0.80 <= r <= 1.02 for r in rates), rates

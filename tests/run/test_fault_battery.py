@@ -296,7 +296,7 @@ def test_a_sweep_or_report_on_a_read_only_folder_is_refused_before_anything(ray_
         assert {p.name: p.read_bytes() for p in results.iterdir()} == before
 
 
-# --- a trial's processes, a rank that cannot start, a tracking server that never answers (issue 40) ------------
+# --- a trial's processes, a rank that cannot start, a tracking server that never answers ---------------------
 
 CHILD_SCRIPT = """
 import os, subprocess

@@ -148,7 +148,7 @@ def test_report_only_rewrites_the_report_from_saved_results(profiled, tmp_path, 
 
 
 def test_every_pass_records_the_ranks_cpu_share_and_the_runs_it_took(profiled):
-    """Issue 20: the physical checks read each pass's CPU share per rank; the result says how many runs
+    """The physical checks read each pass's CPU share per rank; the result says how many runs
     the target took (a run whose own checks fail is repeated, at most --max-passes)."""
     _, out, _ = profiled
     result = json.loads((out / "1x1x32" / "profile-result.json").read_text())
@@ -168,7 +168,7 @@ def test_every_pass_records_the_ranks_cpu_share_and_the_runs_it_took(profiled):
 
 
 def test_a_replayed_problem_is_called_until_enough_calls_and_time(monkeypatch):
-    """Defect A of issue 20: five calls could not tell a slow kernel from one that lost a CPU to another
+    """Five calls could not tell a slow kernel from one that lost a CPU to another
     process for a scheduler slice. A replay now calls at least REPLAY_MIN_RUNS times and for at least
     REPLAY_MIN_S, never more than REPLAY_MAX_RUNS."""
     import time

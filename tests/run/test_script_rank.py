@@ -228,7 +228,7 @@ def test_the_backend_of_cpu_tensors_is_read_from_the_config():
     assert cpu_backend("cuda:nccl").startswith("none for CPU tensors")
 
 
-# --- what a script's trial runs and leaves behind (issue 40) ---------------------------------------------------
+# --- what a script's trial runs and leaves behind ------------------------------------------------------------
 
 CHILD = HEAD + textwrap.dedent("""
     import subprocess

@@ -9,7 +9,7 @@ software's per-byte cost (that class's β: the copies and the reduction). How fa
 - calibrated: the fit's own held-out error, leave one calibration point out (at the message sizes DDP's
   buckets have), both ways;
 - stated: a link never beats its rate, and Gloo over TCP was assumed to get at least `STATED_EFFICIENCY_LOW` of
-  it (an assumption, said on every row: in issue 42's hand trial Gloo's all-reduce got about 0.95 of a tbf rate
+  it (an assumption, said on every row: in a hand trial Gloo's all-reduce got about 0.95 of a tbf rate
   on emulated links; a real NIC's single TCP stream per peer may give less).
 
 In a training step a calibrated all-reduce costs ρ times more than alone (`step`: Gloo's thread shares the rank's

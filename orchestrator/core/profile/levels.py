@@ -3,7 +3,7 @@ working sets that measure each level's bandwidth. Pure: the caches come in as `C
 them from sysfs), the bandwidths as measured by run/profile_replay.
 
 One bandwidth roof (DRAM's STREAM triad) is not a roof for data that stays in cache: a 3×3 convolution on a 1×1
-input re-reads 2.4 MB of weights and ran at 60 GFLOP/s against a 34.8 GFLOP/s DRAM roof (issue 43). So:
+input re-reads 2.4 MB of weights and ran at 60 GFLOP/s against a 34.8 GFLOP/s DRAM roof. So:
 
 - a level's capacity for a rank is every cache instance of that level (and of the levels below it: AMD's L3 is a
   victim of L2, so the two hold different lines) that serves one of the rank's CPUs, in full: the most the rank's

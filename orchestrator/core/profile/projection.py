@@ -1,4 +1,4 @@
-"""Project a profiled step onto another CPU from its primitives (issue 20, deliverable 5). Pure: a profiled
+"""Project a profiled step onto another CPU from its primitives. Pure: a profiled
 target (result.ProfiledTarget, as profile.analysis reads it) and two roofs in, typed rows out; no torch, no
 clock.
 

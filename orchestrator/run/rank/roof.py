@@ -1,7 +1,7 @@
 """The compute roof of a rank's cores: the best rate of several primitives a training step is made of, run on
 the rank's own threads. One square GEMM is not a roof: on an AMD Zen 4, fp32, oneDNN's convolutions ran ~20%
 above torch.mm of 2048² (109.7 against 91.9 GFLOP/s on one core, fastest calls), and the small RetinaNet's step
-reached 94.5 GFLOP/s (as torch's FLOP counter counts it) against a 90.3 GFLOP/s GEMM (issue 43). So the roof
+reached 94.5 GFLOP/s (as torch's FLOP counter counts it) against a 90.3 GFLOP/s GEMM. So the roof
 takes, in the run's precision:
 
 - GEMMs of several square sizes (a small one stays in cache and can outrun a large one; the caller adds the
