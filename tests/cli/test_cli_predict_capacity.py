@@ -12,9 +12,9 @@ The data are exact, so the fit returns the truths and every held-out error is ~0
 are the cells' own noise floor, CV 1%: ×/÷ e^log(1.01) = ×/÷ 1.01. Across nodes (no multi-node cell: the node
 link's own calibration costs it, `predict.network`) a step's all-reduce is the ring across nodes alone plus
 (ρ − 1) × the ring at the software's speed: ρ slows the CPU's part of an all-reduce, not the wire's; the step is a
-rank's compute plus that all-reduce, not overlapped (as measured on emulated links, docs/clusters.md); its interval
-runs from the 1 × 4 cell's compute ÷ its noise plus the ring alone to its compute × its noise plus the ring and
-ρ × the software's ring.
+rank's compute plus that all-reduce, of which DDP could hide every bucket but the last behind the backward pass:
+with one bucket, nothing (`interval._overlap`); its interval runs from the 1 × 4 cell's compute ÷ its noise plus the
+ring alone to its compute × its noise plus the ring and ρ × the software's ring.
 """
 
 from __future__ import annotations

@@ -299,14 +299,18 @@ class EpochsModel:
             sd = max(math.log1p(m.sd / m.mean), self.seed_sd_log, SEED_SD_FLOOR_LOG)
             return EpochsPrediction(global_batch, m.mean, m.mean * math.exp(-sd), m.mean * math.exp(sd), MEASURED,
                                     p_converge=p)
-        status, note, _ = self._where(global_batch)
+        status, note, grown = self._where(global_batch)
         if central is None or p < 0.5:
             return EpochsPrediction(global_batch, None, None, None, PAST_EDGE,
                                     f"{edge_words}: the rule does not train here" + (" but by chance" if p > 0.05
                                                                                     else ""), p_converge=p)
+        # beyond the data, the band also grows by the held-out error per doubling measured at the ends (leave the
+        # largest or smallest batch out, refit, predict it) times the doublings
+        grown = 0.0 if math.isnan(grown) else grown
+        low, high = (low or central) * math.exp(-grown), (high or central) * math.exp(grown)
         means = [(q.global_batch, q.mean) for q in self.converged]
         found = epochs_lr.bounds(global_batch, means, f.scaling, (f.b_noise, f.b_noise), self.seed_sd_log)
-        value, lo, hi, moved = epochs_lr.apply_bounds(central, low or central, high or central,
+        value, lo, hi, moved = epochs_lr.apply_bounds(central, low, high,
                                                       [b for b in found if "rise with the batch" in b.why])
         return EpochsPrediction(global_batch, value, lo, hi, status, "; ".join(x for x in (note, edge_words, moved)
                                                                                if x), p_converge=p)

@@ -123,7 +123,7 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
         curve = curve_from_records(records, None if b_crit_prior is None else
                                    (b_crit_prior.b_simple, b_crit_prior.sd_log))
     epochs_model = fit_epochs(points, b_crit_prior, curve) if any(p.converged for p in points) else None
-    held = tuple(validate_epochs(points, b_crit_prior))
+    held = tuple(validate_epochs(points, b_crit_prior, curve))
     if epochs_model is not None:
         epochs_model = replace(epochs_model, growth_log_per_doubling=epochs_growth(held))
     if points and epochs_model is None:

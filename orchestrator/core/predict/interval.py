@@ -71,6 +71,9 @@ from orchestrator.core.predict.validate import (
 # all-reduce within this factor of the stand-in's (an assumption, said in the row's note, not a measurement).
 LINK_STAND_IN_SPAN = 4.0
 GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band is held-out error + 2 sd
+# The backward pass's share of a step's compute: twice the forward's FLOPs (a layer's gradient with respect to its
+# input and to its weights are each one forward's worth; Kaplan et al. 2020 count 2N forward, 4N backward).
+BACKWARD_SHARE = 2 / 3
 # The central estimate where an axis has one measured level, chosen by held-out error over the committed
 # folders (benchmarks/predict_coverage.py with each candidate; docs/prediction.md): one level out, the GEMM
 # proxy corrected for its measured bias was off by a median 6.4% on threads and 7.4% on ranks (10 of 68 cells
@@ -209,15 +212,14 @@ def _node_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
 
 def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: MachineWhatIf,
                cost: NodeLinkCost) -> CellPrediction | None:
-    """A layout across nodes as a rank's compute plus the all-reduce over the node link, not overlapped: on emulated
-    links at 10, 1 and 0.2 Gbit/s (benchmarks/bench_emulated_cluster.py, docs/clusters.md) a step took its compute
-    plus the whole all-reduce at every rate, though DDP could overlap the buckets with the backward pass in
-    principle: with a core or two per rank, Gloo's copies, reductions and TCP stack take the cores the backward pass
-    runs on, and the fit on one node (its all-reduce a few percent of the step) cannot tell how much overlaps. A
-    rank's compute is that of the ranks sharing its socket (`one`: as many ranks of as many threads on one socket,
-    no all-reduce), or, where the nodes are namespaces of one machine, of all the layout's ranks on one node (they
-    share its caches and memory bandwidth), predicted with its interval as a 1-node sweep measured or bounds it.
-    The interval: the compute's and the link's, both ways."""
+    """A layout across nodes as a rank's compute plus the all-reduce over the node link. Where the nodes are
+    namespaces of one machine the two add up, not overlapped: on emulated links at 10, 1 and 0.2 Gbit/s a step took
+    its compute plus the whole all-reduce, Gloo's copies and TCP stack taking the cores the backward pass runs on.
+    On separate hosts DDP can hide every bucket but the last behind the backward pass (`_overlap`); how much it
+    does is not measured on one node, so the central value hides half of what it could, the high end all of it,
+    the low end none. A rank's compute is that of the ranks sharing its socket (`one`: as many ranks of as many
+    threads on one socket, no all-reduce), or, on one machine, of all the layout's ranks on one node (they share its
+    caches and memory bandwidth), predicted with its interval as a 1-node sweep measured or bounds it."""
     shared = machine.node_link is not None and machine.node_link.shared_host
     k = lay.ranks if shared else lay.ranks_per_socket
     one = Layout(k, lay.threads, lay.local_batch, 1, k, None)
@@ -227,20 +229,39 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     v, gb, buckets = basis.model.values, lay.global_batch, basis.model.buckets
     compute_lo, compute, compute_hi = (one.global_batch / x for x in (p1.high, p1.value, p1.low))
     ring_lo, ring_hi = cost.bounds_s(lay.ranks, buckets, v.rho)
-    value = gb / (compute + cost.in_step_s(lay.ranks, buckets, v.rho))
-    low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo)
+    ring = cost.in_step_s(lay.ranks, buckets, v.rho)
+    if shared:     # one chip: Gloo's copies take the cores the backward pass runs on, nothing hides (as measured)
+        hidden, hidden_lo = 0.0, 0.0
+    else:          # separate hosts: DDP may hide all but the last bucket behind the backward pass
+        last, last_lo = cost.fit.allreduce_s(lay.ranks, buckets[-1]), cost.fast_fit.allreduce_s(lay.ranks, buckets[-1])
+        hidden = 0.5 * _overlap(cost.ring_s(lay.ranks, buckets), last, compute)   # the wire's ring: the CPU's extra
+        # (ρ − 1) share is the cores the backward pass needs, never hidden behind it
+        hidden_lo = _overlap(ring_lo, last_lo, compute_lo)
+    value = gb / (compute + ring - hidden)
+    low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo - hidden_lo)
+    overlap = ("" if shared else f", up to {hidden_lo * 1e3:,.1f} ms of it hidden behind the backward pass (DDP's "
+               "buckets but the last)")
     high_why = (f"high end: a rank's compute ({one.label}: {p1.high_why.removeprefix('high end: ')}) plus the "
-                f"all-reduce across nodes, {ring_lo * 1e3:,.1f} ms at the link's fast end")
+                f"all-reduce across nodes, {ring_lo * 1e3:,.1f} ms at the link's fast end{overlap}")
     low_why = (f"low end: a rank's compute ({one.label}: {p1.low_why.removeprefix('low end: ')}) plus the all-reduce "
-               f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end")
+               f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end, none of it hidden")
     where = "all the layout's ranks on one host (the nodes are emulated on it)" if shared else "its socket"
+    how = ("not overlapped: nodes emulated on one host share its cores, and on emulated links a step took its "
+           "compute plus the whole all-reduce" if shared else
+           f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
+           "compute; all of it at the high end, none at the low)")
     notes = (*(a.proxy for a in axes if a.proxy and a.name != NODES_AXIS), cost.note,
              f"across nodes: a rank's compute from {one.label} ({p1.predictor}, no all-reduce; {where}) plus the "
-             "all-reduce over the node link, not overlapped (as measured on emulated links)", *p1.notes)
+             f"all-reduce over the node link, {how}", *p1.notes)
     # more ranks than measured is more ranks in the ring (its α-β model carries them), more nodes the link
     extrap = tuple(dict.fromkeys((*p1.extrapolated, *(a.words for a in axes if a.name in (RANKS_AXIS, NODES_AXIS)))))
     return _held_inside(CellPrediction(value, low, high, p1.predictor, extrap, tuple(dict.fromkeys(notes)), "",
                                        low_why, high_why), basis.bands.noise_log)
+
+
+def _overlap(ring_s: float, last_bucket_s: float, compute_s: float) -> float:
+    """The most of a step's all-reduce DDP can hide: every bucket but the last, within the backward pass."""
+    return max(0.0, min(ring_s - last_bucket_s, BACKWARD_SHARE * compute_s))
 
 
 def _has_base(cells: Sequence[Cell], local_batch: int) -> bool:

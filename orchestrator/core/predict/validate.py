@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from orchestrator.core.predict.comm import LinkFit
+from orchestrator.core.predict.edge import EdgeCurve
 from orchestrator.core.predict.epochs import BatchPoint, fit_epochs
 from orchestrator.core.predict.noise_prior import BCritPrior
 from orchestrator.core.predict.predictors import Training, names, registered
@@ -325,16 +326,17 @@ def rcp_interpolation(points: Sequence[BatchPoint], global_batch: int) -> float:
     return float(np.interp(global_batch, xs, [p.mean for p in points]))
 
 
-def validate_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None) -> list[EpochsHeldOut]:
-    """Leave one global batch out: refit without it (with B_simple's prior, where there is one), predict it
-    (needs 3 converged batches)."""
+def validate_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None,
+                    edge: EdgeCurve | None = None) -> list[EpochsHeldOut]:
+    """Leave one global batch out: refit without it (with B_simple's prior and the measured edge, where there are
+    ones), predict it (needs 3 converged batches)."""
     good = [p for p in points if p.converged]
     if len({p.global_batch for p in good}) < 3:
         return []
     out = []
     for p in good:
         rest = [q for q in good if q is not p]
-        model = fit_epochs(rest, prior)
+        model = fit_epochs(rest, prior, edge)
         out.append(EpochsHeldOut(p.global_batch, p.mean, model.curve(p.global_batch),
                                  rcp_interpolation(rest, p.global_batch)))
     return out
