@@ -56,9 +56,10 @@ def plan(tmp_path_factory):
     folder = tmp_path_factory.mktemp("capacity")
     results = write_results(folder, layouts=CELLS, params=TRUTH, links=LINKS, gradient_bytes=MIB,
                             epochs_truth=(2.0, 64.0), seed_factors=(1 / 1.1, 1.0, 1.1),
-                            global_batches=(32, 64, 128, 256))
-    target = folder / "target.yaml"
-    target.write_text("nodes: 2\nsockets: 1\ncores_per_socket: 4\nmemory_gib: 16\n")
+                            global_batches=(32, 64, 128, 256), peak_gflops=100.0)
+    target = folder / "target.yaml"        # another machine whose cores state the measured one's GEMM peak: ×1
+    target.write_text("nodes: 2\nsockets: 1\ncores_per_socket: 4\nmemory_gib: 16\n"
+                      "isa: {peak_fp32_gflops_per_core: 100}\n")
     plans = {}
     for name, limit in (("deadline", ["--deadline-h", "1.5"]), ("budget", ["--budget-node-h", "1.0"]),
                         ("late", ["--deadline-h", "1.0"])):
@@ -94,7 +95,7 @@ def test_samples_epochs_hours_and_their_intervals_by_hand(plan):
         assert r["node_hours"] == pytest.approx(hours * nodes, rel=1e-3), label
         assert r["runs_per_day"] == pytest.approx((2 // nodes) * 24 / hours, rel=1e-3), label
         assert r["predictor"] == "orch model" and r["no_interval"] is None
-        assert any(n.startswith("CPU assumed as fast as") for n in r["notes"])      # another machine
+        assert any("100.0 ÷ 100.0 GFLOP/s = ×1.00" in n for n in r["notes"])        # another machine, said
     assert rows["2×4×32 on 2 nodes"]["link"] == "nodes"
 
 

@@ -146,7 +146,8 @@ def predict_layouts(target: Target, spec: SweepSpec, basis: Basis, epochs_model:
     for nodes in target.node_counts:
         for ranks, threads, batch, placement in candidate_layouts(spec, target.topology, nodes, target.local_batches,
                                                                   rank_memory_mib, ccl_available, library_mib):
-            lay = layout_from_placement(ranks, threads, batch, placement)
+            lay = replace(layout_from_placement(ranks, threads, batch, placement),
+                          threads_per_core=_siblings(spec, target.topology, threads))
             b = predict_cell(basis, lay, target.machine)
             epochs = epochs_model.predict(lay.global_batch) if epochs_model else None
             ends = tuple(w for w in (b.low_why, b.high_why) if w)
@@ -154,6 +155,15 @@ def predict_layouts(target: Target, spec: SweepSpec, basis: Basis, epochs_model:
                                          b.extrapolated, b.notes + ends, epochs, None, None, None, None, None,
                                          predictor=b.predictor, no_interval=b.no_interval), target))
     return mark(out)
+
+
+def _siblings(spec: SweepSpec, topology: Topology, threads: int) -> int:
+    """Hardware threads per core a rank of `threads` runs on the target: with hyperthreads counted, the placement
+    packs siblings together (`Socket.cpus`), so a rank of two threads or more holds its cores' siblings too."""
+    per_core = topology.nodes[0].threads_per_core
+    if not spec.constraints.hyperthreads or per_core <= 1 or threads < 2:
+        return 1
+    return min(per_core, threads)
 
 
 def _timed(p: Prediction, target: Target) -> Prediction:

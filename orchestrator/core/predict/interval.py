@@ -174,6 +174,8 @@ def _what_if(model: StepModel, lay: Layout) -> float:
 def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHINE) -> CellPrediction:
     """samples/s of any layout with its interval: held-out errors where every axis it lies beyond has one,
     else bounds from physics and the evidence (the module's docstring says how)."""
+    if lay.threads_per_core > 1:
+        return _with_siblings(basis, lay, machine)
     model = replace(basis.model, compute_scale=machine.compute_scale)
     axes = extrapolation_axes(lay, basis.cells)
     cost = _node_link(basis, lay, axes, machine)
@@ -198,6 +200,22 @@ def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHIN
     notes = predicted.notes + ((machine.note,) if machine.note else ())
     return replace(predicted, low=low, high=high, notes=tuple(dict.fromkeys(notes)),
                    low_why=why[0] or predicted.low_why, high_why=why[1] or predicted.high_why)
+
+
+def _with_siblings(basis: Basis, lay: Layout, machine: MachineWhatIf) -> CellPrediction:
+    """A rank whose threads include its cores' SMT siblings: a second hardware thread on a busy core gives a GEMM-bound
+    rank little (they share its vector units), so the central value and the low end count its physical cores
+    only; the high end counts every hardware thread as a core (what the measured cells, one thread per core, would
+    say). Nothing measured here places it between the two: the row says so."""
+    per_core = lay.threads_per_core
+    cores = replace(lay, threads=max(1, -(-lay.threads // per_core)), threads_per_core=1)
+    as_cores = replace(lay, threads_per_core=1)
+    p, q = predict_cell(basis, cores, machine), predict_cell(basis, as_cores, machine)
+    high = max(x for x in (p.high, q.high, q.value, p.value) if x is not None)
+    note = (f"{lay.threads} threads per rank on {cores.threads} cores ({per_core} hardware threads each): the central "
+            f"value counts the cores only, the high end every hardware thread as a core; no cell measured SMT")
+    return replace(p, high=high, notes=tuple(dict.fromkeys((*p.notes, note))),
+                   high_why="high end: every hardware thread counted as a core (SMT siblings unmeasured)")
 
 
 def _node_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: MachineWhatIf) -> NodeLinkCost | None:
@@ -460,6 +478,12 @@ def _other_ends(model: StepModel, lay: Layout, value: float, low: float, high: f
         end = 0 if ratio < 1 else 1
         low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
         why[end] = f"{'low' if end == 0 else 'high'} end: widened for the CPU what-if's other end"
+    for scale in machine.spread or ():     # no figure of the target's: as slow or fast as any CPU orch measured
+        ratio = replace(model, compute_scale=scale).samples_per_s(lay) / central
+        end = 0 if ratio < 1 else 1
+        low, high = (low * ratio, high) if ratio < 1 else (low, high * ratio)
+        why[end] = (f"{'low' if end == 0 else 'high'} end: widened to the {'slowest' if end == 0 else 'fastest'} "
+                    "per-core speed of the CPUs orch has measured (the target states none)")
     return low, high, (why[0], why[1])
 
 

@@ -77,6 +77,7 @@ class Layout:
     nodes: int = 1
     ranks_per_socket: int = 1     # the most ranks sharing one socket
     link: str | None = None       # slowest link class of the ring; None for one rank
+    threads_per_core: int = 1     # hardware threads each of a rank's cores runs (2: its threads include SMT siblings)
 
     @property
     def global_batch(self) -> int:
