@@ -89,8 +89,9 @@ def what_if(source: SourceCpu, targets: Sequence[CpuIsa | None]) -> MachineWhatI
     >>> w = what_if(src, [CpuIsa(peak_fp32_gflops_per_core=150.0), CpuIsa(peak_fp32_gflops_per_core=200.0)])
     >>> round(w.compute_scale, 4), w.other_end_scale
     (0.6667, 1.0)
-    >>> print(what_if(src, [None]).note.replace("; ", ";\n"))
-    CPU assumed as fast as the measured EPYC (the target topology gives no per-core fp32 GEMM peak to scale compute by);
+    >>> for part in what_if(src, [None]).note.split("; "):
+    ...     print(part)
+    CPU assumed as fast as the measured EPYC (the target topology gives no per-core fp32 GEMM peak to scale compute by)
     the interval spans the per-core fp32 speeds of the CPUs orch has measured (43.5-155 GFLOP/s)
     """
     prec, why_prec = target_precision(source, targets)
