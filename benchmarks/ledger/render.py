@@ -52,37 +52,65 @@ def best_baseline(rows: list[dict]) -> str:
     return "–" if best is None else f"{best[0]} {best[1]:.1f}%"
 
 
+def by_what(rows: list[dict]) -> dict[str, list[dict]]:
+    """A case's rows by what they predict (samples/s, epochs, P(converge), all-reduce time), in that order."""
+    order = ("epochs", "P(converge)", "samples/s")
+    out: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: order.index(r["what"]) if r["what"] in order else -1):
+        out.setdefault(r["what"], []).append(r)
+    return out
+
+
 def case_table(cases: list[dict]) -> list[str]:
-    lines = ["| case | kind | rows | median \\|err\\| | max \\|err\\| | inside | best baseline | shaped nothing | "
+    lines = ["| case | predicts | rows | median \\|err\\| | max \\|err\\| | inside | best baseline | shaped nothing | "
              "predicted at → measured at |", "|---|---|---:|---:|---:|---:|---|---|---|"]
     for c in cases:
         if c["pending"]:
-            lines.append(f"| {c['id']} | {c['kind']} | pending: predicted at {short(c['prediction_commit'])}, "
-                         "not yet measured | | | | | | |")
+            lines.append(f"| {c['id']} | pending: predicted at {short(c['prediction_commit'])}, not yet measured "
+                         "| | | | | | | |")
             continue
-        rows = c["committed"]["rows"]
-        n, med, top, inside = summary_line(rows)
         shaped = "yes" if c["shaped_nothing"] else "**no**: chosen on this data"
-        lines.append(f"| [{c['id']}](#{c['id']}) | {c['kind']} | {n} | {med} | {top} | {inside} | "
-                     f"{best_baseline(rows)} | {shaped} | {short(c['prediction_commit'])} → "
-                     f"{short(c['measurement_commit'])} |")
+        for i, (what, rows) in enumerate(by_what(c["committed"]["rows"]).items()):
+            n, med, top, inside = summary_line(rows)
+            name = f"[{c['id']}](#{c['id']})" if i == 0 else "〃"
+            base = "verdicts: P ≥ ½ where most seeds converged" if what == "P(converge)" else best_baseline(rows)
+            lines.append(f"| {name} | {what} | {n} | {med} | {top} | {inside} | {base} | {shaped} | "
+                         f"{short(c['prediction_commit'])} → {short(c['measurement_commit'])} |")
     return lines
 
 
+def row_kind(case: dict, row: dict) -> str:
+    """What a row checks: epochs and convergence as such; samples/s by the first axis it lies beyond; an all-reduce
+    time by its case's kind."""
+    if row["what"] == "epochs":
+        return "epochs"
+    if row["what"] == "P(converge)":
+        return "convergence"
+    if row["what"] == "samples/s":
+        return f"samples/s: {row['axes'][0]}"
+    return case["kind"]
+
+
 def kind_table(cases: list[dict]) -> list[str]:
-    """Per kind, the cases that shaped nothing: rows within NEAR_DOUBLINGS of the data and beyond it."""
-    lines = ["| kind | cases | within 2 doublings: rows, median \\|err\\|, inside | beyond: rows, median \\|err\\|, "
+    """Per kind of row, over the cases that shaped nothing: rows within NEAR_DOUBLINGS of the data and beyond."""
+    lines = ["| checks | cases | within 2 doublings: rows, median \\|err\\|, inside | beyond: rows, median \\|err\\|, "
              "inside |", "|---|---:|---|---|"]
-    for kind in sorted({c["kind"] for c in cases}):
-        mine = [c for c in cases if c["kind"] == kind and c["shaped_nothing"] and not c["pending"]]
-        rows = [r for c in mine for r in c["committed"]["rows"]]
-        near = [r for r in rows if r["doublings"] <= NEAR_DOUBLINGS]
-        far = [r for r in rows if r["doublings"] > NEAR_DOUBLINGS]
+    groups: dict[str, tuple[set[str], list[dict]]] = {}
+    for c in cases:
+        if c["pending"] or not c["shaped_nothing"]:
+            continue
+        for r in c["committed"]["rows"]:
+            ids, rows = groups.setdefault(row_kind(c, r), (set(), []))
+            ids.add(c["id"])
+            rows.append(r)
+    for kind in sorted(groups):
+        ids, rows = groups[kind]
         cells = []
-        for part in (near, far):
+        for part in ([r for r in rows if r["doublings"] <= NEAR_DOUBLINGS], [r for r in rows
+                                                                              if r["doublings"] > NEAR_DOUBLINGS]):
             n, med, _, inside = summary_line(part) if part else ("0", "–", "–", "–")
             cells.append(f"{n}, {med}, {inside}")
-        lines.append(f"| {kind} | {len(mine)} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {kind} | {len(ids)} | {cells[0]} | {cells[1]} |")
     return lines
 
 
@@ -117,7 +145,7 @@ def case_section(c: dict) -> list[str]:
 def render_page(scores: dict, template: str) -> str:
     head = template.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n\n"
     cases = scores["cases"]
-    body = ["## Every case", "", *case_table(cases), "", "## By kind (cases that shaped nothing)", "",
+    body = ["## Every case", "", *case_table(cases), "", "## By what was checked (cases that shaped nothing)", "",
             *kind_table(cases), "", "## The cases", ""]
     for c in cases:
         if not c["pending"]:
