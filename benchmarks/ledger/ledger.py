@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ def predict_case(case: Case) -> None:
             raise SystemExit(f"{case.id}: orch predict failed")
         data = json.loads((out / "prediction.json").read_text())
         data["provenance"]["command"] = ["orch", "predict", *[str(a) for a in case.predict]]
-        data["inputs"] = [{**i, "path": str(Path(i["path"]).resolve().relative_to(case.folder))}
+        data["inputs"] = [{**i, "path": os.path.relpath(Path(i["path"]).resolve(), case.folder)}
                           for i in data["inputs"]]
         case.prediction.write_text(json.dumps(data, indent=1) + "\n")
         _remove_tree(out)

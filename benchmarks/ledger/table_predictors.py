@@ -63,4 +63,25 @@ def ring_from_smallest(table: dict) -> Rows:
     return out
 
 
-TABLE_PREDICTORS: dict[str, Callable[[dict], Rows]] = {"ring_from_smallest": ring_from_smallest}
+def stated_p2p(table: dict) -> Rows:
+    """One transfer of m bytes between two hosts over a stated link, as orch costs a stated link
+    (`network.stated_fit`: the latency, then the bytes at the rate × Gloo's efficiency; no software figure of those
+    hosts): central, and the fast and slow ends. The baseline: the stated rate at 100%, the latency once."""
+    from orchestrator.core.predict.network import stated_fit
+    from orchestrator.core.topology import NodeLink
+
+    out: Rows = []
+    for r in table["rows"]:
+        link = NodeLink(r["rate_gbit"] * 1e9, r["delay_ms"] / 1e3 if r["delay_ms"] else None)
+        m = float(r["bytes"])
+        central, fast, slow = (f.alpha_s + m * f.beta_s_per_byte for f in
+                               (stated_fit(link, {}, end) for end in ("central", "fast", "slow")))
+        naive = r["delay_ms"] / 1e3 + m * 8 / (r["rate_gbit"] * 1e9)
+        out.append({"what": "transfer ms", "label": r["label"], "axes": ["links"], "doublings": 0.0,
+                    "predicted": central * 1e3, "low": fast * 1e3, "high": slow * 1e3,
+                    "baselines": {"stated_rate": naive * 1e3}, "note": "the statement alone: rate and delay"})
+    return out
+
+
+TABLE_PREDICTORS: dict[str, Callable[[dict], Rows]] = {"ring_from_smallest": ring_from_smallest,
+                                                        "stated_p2p": stated_p2p}

@@ -150,3 +150,17 @@ def test_a_baseline_does_not_predict_a_local_batch_its_base_cell_was_not_measure
         assert p.low is not None and p.high is not None
         assert p.low <= measured[label].samples_per_s <= p.high
     assert interval.predict_cell(basis, measured["2×1×2"].layout).predictor == validate.LINEAR   # its base is there
+
+
+def test_a_parameter_fitted_at_its_bound_is_said_on_every_row_it_touches():
+    from orchestrator.core.predict import comm
+    from orchestrator.core.predict.interval import _notes
+    from orchestrator.core.predict.step import BOUNDS, Layout, StepModel
+
+    params = {"a_s": 1e-3, "c_s": 1e-4, "sigma": 0.1, "sigma_a": 0.1, "kappa": 0.0, "mu": 0.0,
+              "rho": BOUNDS["rho"][1], "gamma": 1.0}
+    model = StepModel(params, {"socket": comm.LinkFit("socket", 1e-4, 1e-9, 8, 0.0)}, (1 << 20,))
+    assert model.at_bound() == {"rho": BOUNDS["rho"][1]}         # γ = 1 is the plain sum's form, not a bound hit
+    two = " ".join(_notes(model, Layout(2, 1, 16, 1, 2, "socket")))
+    assert "ρ (the all-reduce's cost in a step ÷ alone) fitted at its bound (8)" in two and "memory bandwidth" in two
+    assert "fitted at its bound" not in " ".join(_notes(model, Layout(1, 2, 16)))    # one rank: ρ plays no part

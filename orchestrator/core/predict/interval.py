@@ -325,6 +325,10 @@ def _banded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], c
 
 
 UP, DOWN, ACROSS = "up", "down", "across"
+AT_BOUND_WORDS = {"rho": "ρ (the all-reduce's cost in a step ÷ alone)",
+                  "mu": "μ (the slowdown per rank sharing a socket)",
+                  "sigma": "σ (the serial share of the per-sample work)", "kappa": "κ (the threads' contention)",
+                  "gamma": "γ (how compute and all-reduce combine)"}
 
 
 def _anchor(cells: Sequence[Cell], lay: Layout) -> tuple[Layout, str]:
@@ -497,6 +501,10 @@ def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
     relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2,
                 "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1, "gamma": lay.ranks > 1, "a_s": True}
     notes += [why for p, why in model.frozen.items() if relevant.get(p)]
+    notes += [f"{AT_BOUND_WORDS.get(p, p)} fitted at its bound ({value:g}): the cells do not place it, and it may "
+              "stand for what they cannot tell apart" + (" (the ranks sharing a socket's memory bandwidth, not the "
+                                                        "all-reduce)" if p == "rho" else "")
+              for p, value in model.at_bound().items() if relevant.get(p)]
     return tuple(notes)
 
 

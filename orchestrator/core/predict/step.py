@@ -155,6 +155,19 @@ class StepModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", StepParams.of(self.params))
 
+    def at_bound(self) -> dict[str, float]:
+        """Fitted parameters (not frozen) that ended at a bound of their range: the cells could not place them, and
+        what they stand for may be something else the cells cannot tell apart (ρ soaking up a socket's sharing)."""
+        out = {}
+        for name in PARAMS:
+            low, high = BOUNDS[name]
+            value = self.params[name]
+            if name in self.frozen or name == "a_s" or (name == "gamma" and value <= low * (1 + 1e-6)):
+                continue          # a_s = 0 and γ = 1 are forms (no fixed part, a plain sum), not bounds hit
+            if abs(value - high) <= 1e-6 * max(1.0, abs(high)) or (low > 0 and abs(value - low) <= 1e-6 * low):
+                out[name] = value
+        return out
+
     def compute_s(self, lay: Layout) -> float:
         p = self.values
         fixed = p.a_s * thread_factor(lay.threads, p.sigma_a, p.kappa)
