@@ -76,3 +76,13 @@ def test_inputs_are_what_the_prediction_read_and_hold_nothing_measured(case):
 
 def test_the_published_page_is_a_rescore_with_the_current_code():
     assert ledger.main(["score", "--check"]) == 0
+
+
+def test_the_ledger_holds_cases_of_every_kind_and_from_outside():
+    """At least 12 cases, of at least 4 kinds among threads, ranks, nodes and links, and epochs; at least 3 measured
+    outside this repository (public data, named) or on hardware no model was fitted on."""
+    kinds = {c.kind for c in CASES}
+    assert len(CASES) >= 12, [c.id for c in CASES]
+    assert len(kinds & {"threads", "ranks", "nodes", "links", "epochs"}) >= 4, kinds
+    outside = [c.id for c in CASES if c.source.startswith("public:") or c.kind == "cpu"]
+    assert len(outside) >= 3, outside
