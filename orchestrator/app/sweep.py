@@ -31,8 +31,7 @@ if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for
     from orchestrator.io.tracking import Tracking
     from orchestrator.run.kinds.base import WorkItem
     from orchestrator.run.probe import ProbeSetup
-    from orchestrator.run.sweep import SweepRunner
-    from orchestrator.run.sweep import SweepSummary as DriverSummary
+    from orchestrator.run.sweep import RunnerSummary, SweepRunner
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +154,7 @@ class _SweepCall:
         return Swept(final, SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files,
                                          summary.adaptive))
 
-    def _on_ray(self, session: RaySession, tracking: Tracking) -> DriverSummary:
+    def _on_ray(self, session: RaySession, tracking: Tracking) -> RunnerSummary:
         """Plan against the Ray nodes and run every trial: the driver's summary. Ctrl-C stops the running
         trials, says what was kept and re-raises."""
         from orchestrator.app.plan import plan_for
@@ -163,8 +162,7 @@ class _SweepCall:
         from orchestrator.io.tracking import End
         from orchestrator.run.adaptive import AdaptiveRunner
         from orchestrator.run.progress import SweepProgress
-        from orchestrator.run.sweep import SweepOptions as DriverOptions
-        from orchestrator.run.sweep import SweepRunner
+        from orchestrator.run.sweep import RunnerOptions, SweepRunner
 
         o = self.options
         sweep = self._probed(session)
@@ -173,7 +171,7 @@ class _SweepCall:
             raise InputError(plan_.backend.error)
         if plan_.precision is not None and plan_.precision.error:
             raise InputError(plan_.precision.error)
-        options = DriverOptions(results=self.folder, rerun=o.rerun, convergence=o.convergence, json_mode=o.json_lines,
+        options = RunnerOptions(results=self.folder, rerun=o.rerun, convergence=o.convergence, json_mode=o.json_lines,
                                 max_concurrent=o.max_concurrent, on_record=(tracking.record,))
         runner = SweepRunner(sweep, plan_, session.cluster, options) if self.adaptive is None else AdaptiveRunner(
             sweep, plan_, session.cluster, options, adaptive=self.adaptive, ccl_available=session.ccl_available)

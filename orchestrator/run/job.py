@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields
+import typing
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 
 R = TypeVar("R", bound=JsonObject)
+D = TypeVar("D")
 
 
 class Phase(StrEnum):
@@ -176,23 +179,32 @@ Task = ThroughputTask | ConvergenceTask | PeakTask | AllreduceTask | ProfileTask
 T = TypeVar("T", ThroughputTask, ConvergenceTask, PeakTask, AllreduceTask, ProfileTask, ProbeTask)
 
 
-def task_from_json(data: dict[str, Any]) -> Task:
-    """The task written as `data` (RankJob.to_json), read back as its kind's member."""
-    rest = {k: v for k, v in data.items() if k != "kind"}
-    match job_kind(data["kind"]):
-        case Kind.THROUGHPUT:
-            return ThroughputTask(steps=Steps(**rest["steps"]))
-        case Kind.CONVERGENCE:
-            return ConvergenceTask(settings=ConvergenceSettings(**rest["settings"]))
-        case Kind.PEAK:
-            return PeakTask(**rest)
-        case Kind.ALLREDUCE:
-            return AllreduceTask(**rest)
-        case "profile":
-            return ProfileTask(**rest)
-        case "probe":
-            return ProbeTask(steps=Steps(**rest["steps"]))
-    raise ValueError(f"a job of an unknown kind {data['kind']!r}")
+def _task_types() -> dict[str, type[Task]]:
+    """The union's members by the `kind` each one's default says: a member added to `Task` is read back with
+    no other edit."""
+    members: tuple[type[Task], ...] = typing.get_args(Task)
+    return {str(next(f.default for f in fields(m) if f.name == "kind")): m for m in members}
+
+
+def _built(cls: type[D], data: Mapping[str, object]) -> D:
+    """A dataclass from its `asdict` form, its dataclass-typed fields (a task's steps, its settings) likewise."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields(cls):   # type: ignore[arg-type]   # D: a member of Task, or one of their sections
+        if f.name in data:
+            value, hint = data[f.name], hints[f.name]
+            nested = isinstance(hint, type) and is_dataclass(hint)
+            values[f.name] = _built(hint, value) if nested and isinstance(value, Mapping) else value
+    return cls(**values)
+
+
+def task_from_json(data: Mapping[str, object]) -> Task:
+    """The task written as `data` (RankJob.to_json), read back as its kind's member of `Task`."""
+    kind = str(data.get("kind"))
+    member = _task_types().get(kind)
+    if member is None:
+        raise ValueError(f"a job of an unknown kind {kind!r}; known: {', '.join(_task_types())}")
+    return _built(member, {**data, "kind": job_kind(kind)})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -58,7 +58,7 @@ MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict u
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SweepOptions:
+class RunnerOptions:
     results: Path            # the sweep's own folder
     rerun: bool = False
     convergence: bool = True
@@ -70,7 +70,7 @@ class SweepOptions:
 
 
 @dataclass(slots=True)
-class SweepSummary:
+class RunnerSummary:
     ran: int = 0
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
@@ -107,13 +107,13 @@ def rank_specs(p: PlannedTrial) -> list[RankSpec]:
 
 
 class SweepRunner:
-    def __init__(self, sweep: Sweep, plan: Plan, cluster, options: SweepOptions):
+    def __init__(self, sweep: Sweep, plan: Plan, cluster, options: RunnerOptions):
         # The ranks, the GEMM peaks and spec.json get the precision the plan chose, never `auto`; the facts, the
         # probe the plan was made with.
         sweep = sweep.with_choice(plan.precision).with_probe(plan.facts.probe if plan.facts is not None else None)
         self.sweep, self.plan, self.cluster, self.options = sweep, plan, cluster, options
         self.spec = sweep.spec
-        self.summary = SweepSummary()
+        self.summary = RunnerSummary()
         self.pool: NodePool | None = None   # held while trials run (execute)
         self.context = SweepContext(sweep, plan, len(cluster.nodes), convergence=options.convergence)
 

@@ -51,7 +51,8 @@ class SweepContext:
 
     @property
     def precision(self) -> str:
-        return str(getattr(self.sweep.params, "precision", "fp32"))
+        """What the ranks train in: the plan's choice (fp32 for a workload without a precision parameter)."""
+        return self.plan.precision.chosen if self.plan.precision is not None else "fp32"
 
     def job(self, task: Task, p: PlannedTrial, *, seed: int = 0) -> RankJob:
         """The job of a trial doing `task` on `p`, with the sweep's workload and its time limits."""
