@@ -7,7 +7,7 @@ convergence run steps it. Blocks of steps alternate between the two (ABBA order,
 first), each block timed between barriers by the slowest rank; the overhead is the ratio of the two copies'
 median block times, and its spread the range of the per-pair ratios. With 2 ranks that is the per-bucket
 hook on every step and, on every K-th step, the norms and one small all-reduce (K as a convergence run at that
-layout takes it: `core.noise_scale.every_steps` of the workload's steps per epoch; `--every 1` measures every
+layout takes it: `core.measured.noise_scale.every_steps` of the workload's steps per epoch; `--every 1` measures every
 step, the cost of one measured step); with 1 rank, the step split into two micro-batches every
 `ONE_RANK_EVERY_STEPS`-th step.
 
@@ -85,7 +85,7 @@ def worker(name: str, params_json: str, local_batch: int, warmup: int, steps: in
         batches.append(batch)
         if len(batches) == 8:
             break
-    from orchestrator.core.noise_scale import every_steps
+    from orchestrator.core.measured.noise_scale import every_steps
 
     k = every if every > 0 else every_steps(noise_trainer.steps_per_epoch())
     noise = NoiseScale(noisy, noise_trainer.optimizer, world=world, local_batch=local_batch, every=k)
@@ -157,8 +157,8 @@ def project(folders: list[str]) -> None:
     half-width in log scales with √(1 / effective steps) of the moving averages), per global batch the median
     over its seeds, and the pooled B_simple the epochs model takes as its prior. Pure arithmetic on the records."""
     from benchmarks.common import format_table
-    from orchestrator.core import records as rec
-    from orchestrator.core.noise_scale import every_steps
+    from orchestrator.core.measured import records as rec
+    from orchestrator.core.measured.noise_scale import every_steps
     from orchestrator.core.predict.noise_prior import prior_of
     from orchestrator.io.store import load_results
 

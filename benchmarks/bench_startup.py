@@ -55,7 +55,7 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
     sweep's own work items and jobs, with the fewest steps each protocol allows."""
     from dataclasses import replace
 
-    from orchestrator.core import records as rec
+    from orchestrator.core.measured import records as rec
     from orchestrator.run.kinds import item_types
     from orchestrator.run.kinds.base import SweepContext
 

@@ -30,7 +30,7 @@ def committed() -> list[Path]:
 
 def folder_checks(path: Path) -> tuple[list, float | None]:
     """The seed checks of one folder, and its evaluation interval (empty without convergence runs)."""
-    from orchestrator.core.convergence import convergence_by_batch
+    from orchestrator.core.measured.convergence import convergence_by_batch
     from orchestrator.core.predict.deadline import seed_checks
     from orchestrator.core.predict.epochs import points_from_batches
     from orchestrator.core.predict.fit import eval_cadence

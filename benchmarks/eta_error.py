@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/eta_error.py RESULTS_DIR [RESULTS_DIR ...] [--trials]
 
 For each folder, the work the sweep ran is rebuilt from its records (every trial that ran, with its kind,
-layout and the time it took), costed as `orch sweep` costs it before its first trial (`orchestrator.core.eta`,
+layout and the time it took), costed as `orch sweep` costs it before its first trial (`orchestrator.core.execution.eta`,
 the step from the probe's timed steps where probe.json has them for the folder's CPU, else from the workload's
 FLOPs per sample — the throughput records keep them — at `STEP_EFFICIENCY` of the
 probed GEMM rate per core, which environment.json keeps since orch 0.2; an older folder's 1-rank, 1-thread
@@ -39,7 +39,7 @@ def _seconds(stamp: str) -> float:
 
 def _rate(results: Any, precision: str) -> tuple[float | None, str]:
     """GFLOP/s per core the first estimate used: the probe in environment.json, else the 1×1 GEMM peak."""
-    from orchestrator.core.peaks import peak_index
+    from orchestrator.core.measured.peaks import peak_index
 
     for cpu in results.environment.get("cpus") or []:
         value = (cpu or {}).get(f"{precision}_gflops")
@@ -53,8 +53,8 @@ def _rate(results: Any, precision: str) -> tuple[float | None, str]:
 def _probed_steps(path: Path, results: Any) -> Any:
     """The probe's timed steps the live sweep costed its trials by (`eta.probed_steps`, from probe.json), where
     the probe timed them on the folder's CPU (environment.json); None otherwise."""
-    from orchestrator.core import eta
-    from orchestrator.core.isa import CpuIsa
+    from orchestrator.core.execution import eta
+    from orchestrator.core.machine.isa import CpuIsa
     from orchestrator.io.probe_cache import PROBE_FILE, read_probe
 
     cpus = results.environment.get("cpus") or []
@@ -66,8 +66,8 @@ def _probed_steps(path: Path, results: Any) -> Any:
 def rebuild(path: Path) -> tuple[Any, str]:
     """The folder's work, run costs and finished trials, and a line about the CPU and what the estimate rests
     on; raises SystemExit with the reason when the folder cannot be replayed."""
-    from orchestrator.core import eta
-    from orchestrator.core.records import Kind, Status
+    from orchestrator.core.execution import eta
+    from orchestrator.core.measured.records import Kind, Status
     from orchestrator.io.store import load_results
 
     results = load_results(path)
@@ -121,7 +121,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
 
 
 def report(path: Path, trials: bool) -> list[str]:
-    from orchestrator.core import eta
+    from orchestrator.core.execution import eta
 
     (work, cores, costs, finished, startup), about = rebuild(path)
     replayed = eta.replay(work, cores, costs, finished, startup)
@@ -149,8 +149,8 @@ def _convergence_lines(work: list[Any], cores: int, costs: Any, finished: list[A
     """Each convergence run's cost model checked at its own epochs (what the run measures, not the CPU), with
     what the estimate knew when the run started (the steps of the throughput trials, start-ups, peaks, and the
     evaluation cost of the runs finished before it), against its wall time; the priors alone beside it."""
-    from orchestrator.core import eta
-    from orchestrator.core.records import Kind
+    from orchestrator.core.execution import eta
+    from orchestrator.core.measured.records import Kind
 
     model = eta.Eta(work, cores, costs, startup)
     ends = sorted(finished, key=lambda f: f[0] + f[1])

@@ -50,7 +50,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
 
 def recounted(records: Any, ratio: float) -> list[Any]:
     """The records with each counted figure × `ratio`, marked as counted by the valid-tap rule."""
-    from orchestrator.core.flop_count import VALID_TAPS
+    from orchestrator.core.profile.flop_count import VALID_TAPS
 
     out = []
     for r in records:
@@ -63,10 +63,10 @@ def recounted(records: Any, ratio: float) -> list[Any]:
 
 
 def report(folder: Path) -> None:
-    from orchestrator.core import records as rec
-    from orchestrator.core.flop_count import TORCH_DEFAULT
-    from orchestrator.core.probe import flop_text
-    from orchestrator.core.tables import flops_rule_of, hardware_efficiency_table
+    from orchestrator.core.measured import records as rec
+    from orchestrator.core.planning.probe import flop_text
+    from orchestrator.core.profile.flop_count import TORCH_DEFAULT
+    from orchestrator.core.tabulate.throughput import flops_rule_of, hardware_efficiency_table
     from orchestrator.io.store import load_results
 
     results = load_results(folder)

@@ -41,8 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core import records as rec  # noqa: E402
-from orchestrator.core.probe import MemoryModel, ProbeResult  # noqa: E402
+from orchestrator.core.measured import records as rec  # noqa: E402
+from orchestrator.core.planning.probe import MemoryModel, ProbeResult  # noqa: E402
 from orchestrator.io.probe_cache import PROBE_FILE  # noqa: E402
 from orchestrator.io.store import NotAResultsFolder, Results, load_results  # noqa: E402
 

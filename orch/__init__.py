@@ -41,12 +41,12 @@ if TYPE_CHECKING:
     from orch.api import Notice, load, plan, predict, results_folder, sweep, track
     from orch.precision import decide_precision
     from orch.results import Plan, Prediction, Results, SweepSummary
+    from orchestrator.app.options import PlanOptions, PredictOptions, ReportOptions, SweepOptions, TrackOptions
     from orchestrator.app.sweep import ReportNotWritten
-    from orchestrator.core.options import PlanOptions, PredictOptions, ReportOptions, SweepOptions, TrackOptions
-    from orchestrator.core.plan import PlanTooLarge
-    from orchestrator.core.schema import InvalidInput
-    from orchestrator.core.spec import SweepSpec
-    from orchestrator.core.topology import Topology
+    from orchestrator.core.json.schema import InvalidInput
+    from orchestrator.core.machine.topology import Topology
+    from orchestrator.core.planning.plan import PlanTooLarge
+    from orchestrator.core.planning.spec import SweepSpec
     from orchestrator.io.files import UnreadableFile
     from orchestrator.io.lock import FolderInUse
     from orchestrator.io.predict_inputs import PredictInputError
@@ -61,14 +61,14 @@ _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_
          **dict.fromkeys(("Plan", "Results", "Prediction", "SweepSummary"), "orch.results"),
          "decide_precision": "orch.precision",
          **dict.fromkeys(("PlanOptions", "SweepOptions", "ReportOptions", "PredictOptions", "TrackOptions"),
-                         "orchestrator.core.options"),
-         "InvalidInput": "orchestrator.core.schema", "PlanTooLarge": "orchestrator.core.plan",
+                         "orchestrator.app.options"),
+         "InvalidInput": "orchestrator.core.json.schema", "PlanTooLarge": "orchestrator.core.planning.plan",
          "UnreadableFile": "orchestrator.io.files", "FolderInUse": "orchestrator.io.lock",
          "NotAResultsFolder": "orchestrator.io.store", "ResultsNotWritten": "orchestrator.io.store",
          "PredictInputError": "orchestrator.io.predict_inputs", "TrackingUnavailable": "orchestrator.io.tracking",
          "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.report.prediction",
          "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe",
-         "SweepSpec": "orchestrator.core.spec", "Topology": "orchestrator.core.topology"}
+         "SweepSpec": "orchestrator.core.planning.spec", "Topology": "orchestrator.core.machine.topology"}
 
 __all__ = ["__version__", "load", "plan", "predict", "results_folder", "sweep", "track", "Notice",
            "decide_precision",

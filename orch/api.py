@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from orch.results import Plan, Prediction, Results
 from orchestrator.app.notices import Notice, Notify, to_log
-from orchestrator.core.options import PlanOptions, PredictOptions, SweepOptions, TrackOptions, options_of
+from orchestrator.app.options import PlanOptions, PredictOptions, SweepOptions, TrackOptions, options_of
 from orchestrator.errors import InputError, OrchError, RunFailed
 
 __all__ = ["InputError", "Notice", "OrchError", "RunFailed", "load", "plan", "predict", "results_folder", "sweep",

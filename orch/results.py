@@ -19,17 +19,17 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from orchestrator.app.sweep import SweepSummary
-from orchestrator.core import record_fields
-from orchestrator.core.record_fields import ValueType
-from orchestrator.core.records import Record, Records, Status
-from orchestrator.core.spec import SweepSpec
-from orchestrator.core.table import Table
-from orchestrator.core.topology import Topology
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured import record_fields
+from orchestrator.core.measured.record_fields import ValueType
+from orchestrator.core.measured.records import Record, Records, Status
+from orchestrator.core.planning.spec import SweepSpec
+from orchestrator.core.text.table import Table
 
 if TYPE_CHECKING:   # pandas is imported by the methods that need it: an optional dependency
     import pandas as pd
 
-    from orchestrator.core.plan import Plan as CorePlan
+    from orchestrator.core.planning.plan import Plan as CorePlan
     from orchestrator.io.store import Results as StoredResults
     from orchestrator.report.prediction import PredictionReport
 
@@ -81,7 +81,7 @@ def _cells(figures: Mapping[str, object]) -> dict[str, Value]:
 
 
 def records_frame(records: Iterable[Record]) -> pd.DataFrame:
-    """One row per record, one column per `orchestrator.core.record_fields.FIELDS` entry."""
+    """One row per record, one column per `orchestrator.core.measured.record_fields.FIELDS` entry."""
     fields = record_fields.FIELDS
     return frame([(f.name, f.type) for f in fields], [record_fields.row(r) for r in records],
                  {f.name: f.categories for f in fields if f.categories})
@@ -142,7 +142,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, object]:
         """Exactly what `orch plan --json` prints."""
-        from orchestrator.core.plan_view import plan_to_dict
+        from orchestrator.core.planning.view import plan_to_dict
 
         return {**plan_to_dict(self.plan)}
 

@@ -13,7 +13,7 @@ import pytest
 
 import orch
 from orchestrator.cli import main
-from orchestrator.core.record_fields import FIELDS
+from orchestrator.core.measured.record_fields import FIELDS
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSIFIER = REPO / "sweeps" / "classifier.yaml"
@@ -130,12 +130,12 @@ def test_a_dataframe_without_pandas_says_how_to_install_it(monkeypatch):
 
 
 def test_the_column_table_of_the_docs_is_generated_from_the_fields():
-    from orchestrator.core.record_fields import columns_markdown
+    from orchestrator.core.measured.record_fields import columns_markdown
 
     page = (REPO / "docs" / "python-api.md").read_text()
     block = page.split("<!-- columns:begin")[1].split("-->", 1)[1].split("<!-- columns:end -->")[0]
     assert block.strip() == columns_markdown().strip(), \
-        "docs/python-api.md's columns are stale: paste orchestrator.core.record_fields.columns_markdown() there"
+        "docs/python-api.md's columns are stale: paste orchestrator.core.measured.record_fields.columns_markdown() there"
 
 
 def _result_folders() -> list[Path]:

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from orchestrator.cli import build_parser
-from orchestrator.core.records import Kind
-from orchestrator.core.spec import schema_markdown
+from orchestrator.core.measured.records import Kind
+from orchestrator.core.planning.spec import schema_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -36,7 +36,7 @@ def test_schema_tables_are_generated_from_the_spec_dataclasses():
     page = DOCS["sweep-files.md"]
     block = page.split("<!-- schema:begin")[1].split("-->", 1)[1].split("<!-- schema:end -->")[0]
     assert block.strip() == schema_markdown().strip(), \
-        "docs/sweep-files.md schema is stale: paste orchestrator.core.spec.schema_markdown() between the markers"
+        "docs/sweep-files.md schema is stale: paste orchestrator.core.planning.spec.schema_markdown() between the markers"
 
 
 def test_every_subcommand_and_option_is_documented():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import records as rec
-from orchestrator.core.grid import Trial
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.trial import Trial
 from orchestrator.io.store import append_record, prepare_folder
 
 pytest.importorskip("torch")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import records as rec
-from orchestrator.core.grid import Trial
-from orchestrator.core.probe import ProbePoint, probe_result
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.probe import ProbePoint, probe_result
+from orchestrator.core.planning.trial import Trial
 from orchestrator.io.store import append_record, prepare_folder
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.app.options import SweepOptions
 from orchestrator.core.adaptive import replay as rp
 from orchestrator.core.adaptive.answer import FASTEST, AdaptiveOptions
 from orchestrator.core.adaptive.outcome import Measured
-from orchestrator.core.options import SweepOptions
-from orchestrator.core.schema import InvalidInput
+from orchestrator.core.json.schema import InvalidInput
 from orchestrator.errors import InputError
 from orchestrator.io.sweepfile import Sweep
 
@@ -43,7 +43,7 @@ def adaptive_options(sweep: Sweep, options: SweepOptions) -> AdaptiveOptions | N
 
 def describe(options: AdaptiveOptions) -> str:
     """One line: what the adaptive sweep answers and when it stops."""
-    from orchestrator.core.eta import duration_text
+    from orchestrator.core.execution.eta import duration_text
 
     stops = [f"budget {duration_text(options.budget_s)}" if options.budget_s else "",
              f"target width {options.target_width:g}" if options.target_width else ""]

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.core.emulation import ClusterRequest, LinkMeasure
-from orchestrator.core.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.app.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.core.machine.emulation import ClusterRequest, LinkMeasure
 from orchestrator.errors import InputError, RunFailed
 
 if TYPE_CHECKING:   # the run layer: imported when a cluster is made

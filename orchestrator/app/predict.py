@@ -4,8 +4,8 @@ records, fits, plans: imports neither torch nor Ray."""
 
 from __future__ import annotations
 
-from orchestrator.core.options import PredictOptions
-from orchestrator.core.plan import PlanTooLarge
+from orchestrator.app.options import PredictOptions
+from orchestrator.core.planning.plan import PlanTooLarge
 from orchestrator.errors import InputError
 from orchestrator.report.prediction import PredictionReport
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.options import ProbeOptions
+from orchestrator.app.options import ProbeOptions
 from orchestrator.errors import InputError
 from orchestrator.io.sweepfile import Sweep, load_sweep
 from orchestrator.io.topofile import planned_machine
 
 if TYPE_CHECKING:   # the run layer: imported when a probe runs
-    from orchestrator.core.probe import ProbePoint
+    from orchestrator.core.planning.probe import ProbePoint
     from orchestrator.run.probe import Probed, ProbeSetup
 
 

@@ -16,20 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.app.notices import Notice, Notify
+from orchestrator.app.options import ProfileOptions
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
-from orchestrator.core.options import ProfileOptions
-from orchestrator.core.profile.layout import parse_layout
-from orchestrator.core.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
+from orchestrator.core.planning.layout import parse_layout
+from orchestrator.core.planning.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
 from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:   # the run layer imports Ray: imported when a profile runs
-    from orchestrator.core.grid import Trial
-    from orchestrator.core.json_types import JsonDict
-    from orchestrator.core.plan import Plan
+    from orchestrator.core.json.values import JsonDict
+    from orchestrator.core.machine.topology import Topology
+    from orchestrator.core.planning.plan import Plan
+    from orchestrator.core.planning.trial import Trial
     from orchestrator.core.profile.result import ProfiledTarget
-    from orchestrator.core.topology import Topology
     from orchestrator.run.cluster import Cluster
     from orchestrator.run.profile_run import ProfileTarget
 
@@ -101,7 +101,7 @@ def _precision_decided(targets: list[ProfileTarget], sweep: Sweep, topology: Top
     """The targets with `precision: auto` decided for `topology` as a sweep decides it (`Sweep.resolve_precision`:
     bf16 where every node computes it natively, fp32 where a variant's parameters rule bf16 out): a profile's
     ranks, like a sweep's, never see `auto`, which a `model_workload`'s trainer refuses."""
-    from orchestrator.core.schema import to_plain
+    from orchestrator.core.json.schema import to_plain
     from orchestrator.io.workload_finder import parse_params
 
     decided = []
@@ -245,7 +245,7 @@ def _saved(out: Path) -> tuple[JsonDict, list[ProfiledTarget]]:
     """The header and the targets' results an earlier `orch profile` saved in `out`; InputError when they cannot
     be used. Each target's label names its folder, so a label read back is checked as a name, never a path
     (a header that says `../../x` would read and write outside `out`)."""
-    from orchestrator.core.spec import name_problem
+    from orchestrator.core.planning.names import name_problem
     from orchestrator.io.files import UnreadableFile, read_json_input
     from orchestrator.run.profile_run import RESULT_FILE, load_result
 

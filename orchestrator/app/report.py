@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.core.options import ReportOptions, TrackOptions
+from orchestrator.app.options import ReportOptions, TrackOptions
 from orchestrator.errors import InputError
 from orchestrator.io.store import Results as StoredResults
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from orchestrator.core.options import DEFAULT_NODES_TIMEOUT_S
-from orchestrator.core.topology import Topology
+from orchestrator.app.options import DEFAULT_NODES_TIMEOUT_S
+from orchestrator.core.machine.topology import Topology
 
 if TYPE_CHECKING:   # the run layer imports Ray: a command that runs on it imports it when it starts
     from orchestrator.run.cluster import Cluster

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.app.notices import Notice, Notify
-from orchestrator.core.options import SweepOptions
-from orchestrator.core.probe import PROBE_BATCHES
+from orchestrator.app.options import SweepOptions
+from orchestrator.core.planning.probe import PROBE_BATCHES
 from orchestrator.errors import InputError, RunFailed
 from orchestrator.io.store import Results as StoredResults
 from orchestrator.io.sweepfile import Sweep, load_sweep
@@ -26,8 +26,8 @@ if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for
     from orchestrator.app.session import RaySession
     from orchestrator.core.adaptive.answer import AdaptiveOptions
     from orchestrator.core.adaptive.outcome import AdaptiveOutcome
-    from orchestrator.core.eta import Eta
-    from orchestrator.core.topology import Topology
+    from orchestrator.core.execution.eta import Eta
+    from orchestrator.core.machine.topology import Topology
     from orchestrator.io.tracking import Tracking
     from orchestrator.run.kinds.base import WorkItem
     from orchestrator.run.probe import ProbeSetup
@@ -204,7 +204,7 @@ class _SweepCall:
         """The time estimate before the first trial (said, and handed to the live display and an adaptive
         runner, which refine or budget with it)."""
         from orchestrator.app.adaptive import describe
-        from orchestrator.core.eta import duration_text
+        from orchestrator.core.execution.eta import duration_text
         from orchestrator.run.adaptive import AdaptiveRunner
         from orchestrator.run.estimate import sweep_estimate
 

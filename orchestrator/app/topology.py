@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.app.options import TopologyOptions
 from orchestrator.app.plan import load_topology_arg
-from orchestrator.core.options import TopologyOptions
-from orchestrator.core.topology import Topology
+from orchestrator.core.machine.topology import Topology
 
 if TYPE_CHECKING:   # the run layer imports Ray: imported when a cluster is asked
     from orchestrator.run.cluster import Cluster

@@ -1,7 +1,7 @@
 """`orch` command line: one module per subcommand, `main(argv) -> int`.
 
 Exit status: 0 success, 1 a run failed, 2 bad input (unreadable or invalid file, unknown option) with a
-message and no traceback. Each subcommand reads its options into its options object (`orchestrator.core.options`)
+message and no traceback. Each subcommand reads its options into its options object (`orchestrator.app.options`)
 and calls its use-case (`orchestrator.app`); the errors orch raises on purpose (`orchestrator.errors.OrchError`)
 are mapped to exit statuses here, in one place: an `InputError` to 2, a `RunFailed` to 1. Anything else is a bug
 and shows its traceback.

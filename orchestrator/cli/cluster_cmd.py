@@ -10,10 +10,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.app import cluster as app_cluster
+from orchestrator.app.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
 from orchestrator.cli.common import EXIT_OK
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.emulation import rate_words
-from orchestrator.core.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.core.machine.emulation import rate_words
 
 if TYPE_CHECKING:
     from orchestrator.run.emulated import Running

@@ -1,4 +1,4 @@
-"""A subcommand's argparse options built from its options dataclass (`orchestrator.core.options`), and the
+"""A subcommand's argparse options built from its options dataclass (`orchestrator.app.options`), and the
 parsed arguments read back into it: a field's `Flag` gives its flag, help, metavar and parser, so a new option
 is one field there. What a command adds by hand is only how it prints (`--json`, `--validate`)."""
 
@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypedDict, TypeVar
 
-from orchestrator.core.options import Flag, flag_of
+from orchestrator.app.options import Flag, flag_of
 from orchestrator.errors import InputError
 
 if TYPE_CHECKING:

@@ -11,13 +11,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.app import plan as app_plan
+from orchestrator.app.options import PlanOptions
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, console
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.facts import PROBE, UNKNOWN, WorkloadFacts
-from orchestrator.core.options import PlanOptions
-from orchestrator.core.plan import Plan
-from orchestrator.core.plan_view import plan_tables
-from orchestrator.core.probe import PROBE_BATCHES
+from orchestrator.core.planning.facts import PROBE, UNKNOWN, WorkloadFacts
+from orchestrator.core.planning.plan import Plan
+from orchestrator.core.planning.probe import PROBE_BATCHES
+from orchestrator.core.planning.view import plan_tables
 from orchestrator.report.render import to_rich
 
 if TYPE_CHECKING:   # rich is imported when a plan is rendered
@@ -100,7 +100,7 @@ def render_plan(plan: Plan, sweep_path: str = "SWEEP") -> Group:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.core.plan_view import plan_to_dict
+    from orchestrator.core.planning.view import plan_to_dict
 
     options = options_from(PlanOptions, args)
     plan = app_plan.plan(options)

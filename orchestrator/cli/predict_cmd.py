@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from orchestrator.app import predict as app_predict
+from orchestrator.app.options import PredictOptions
 from orchestrator.cli.common import EXIT_OK, console
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import PredictOptions
 from orchestrator.errors import InputError
 
 log = logging.getLogger(__name__)

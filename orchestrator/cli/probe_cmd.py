@@ -10,13 +10,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.app import probe as app_probe
+from orchestrator.app.options import ProbeOptions
 from orchestrator.cli.common import EXIT_OK, console
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import ProbeOptions
-from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS
+from orchestrator.core.planning.probe import PROBE_BATCHES, PROBE_STEPS
 
 if TYPE_CHECKING:
-    from orchestrator.core.probe import ProbePoint
+    from orchestrator.core.planning.probe import ProbePoint
     from orchestrator.io.sweepfile import Sweep
     from orchestrator.run.probe import ProbeSetup
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from orchestrator.app import profile as app_profile
+from orchestrator.app.options import DEFAULT_MAX_PASSES, ProfileOptions
 from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console, print_notice
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import DEFAULT_MAX_PASSES, ProfileOptions
 
 __all__ = ["DEFAULT_MAX_PASSES", "add_parser", "run"]
 

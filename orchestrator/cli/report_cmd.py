@@ -7,9 +7,9 @@ import argparse
 import logging
 
 from orchestrator.app import report as app_report
+from orchestrator.app.options import ReportOptions
 from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import ReportOptions
 
 log = logging.getLogger(__name__)
 

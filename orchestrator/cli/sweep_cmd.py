@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import logging
 
+from orchestrator.app.options import SweepOptions
 from orchestrator.cli import sweep_adaptive
 from orchestrator.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, console, print_notice
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import SweepOptions
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import json
 from typing import TYPE_CHECKING
 
 from orchestrator.app import topology as app_topology
+from orchestrator.app.options import TopologyOptions
 from orchestrator.cli.common import EXIT_OK, console
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.isa import ISA_FEATURES, CpuIsa
-from orchestrator.core.options import TopologyOptions
-from orchestrator.core.topology import MIB_PER_GIB, Topology, cpu_ranges
+from orchestrator.core.machine.isa import ISA_FEATURES, CpuIsa
+from orchestrator.core.machine.topology import MIB_PER_GIB, Topology, cpu_ranges
 
 if TYPE_CHECKING:   # rich and the run layer: imported when a topology is shown
     from rich.console import Group

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 
 from orchestrator.cli.common import EXIT_OK, console
-from orchestrator.core.schema import field_help
+from orchestrator.core.json.schema import field_help
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

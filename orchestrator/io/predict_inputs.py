@@ -3,26 +3,26 @@ the results folder, the sweep it ran, the target topology, an RCP file, other ca
 
 A results folder is data, maybe someone else's (docs/trust.md): everything here is built from what it
 records. The workload's name is a label; no workload is found, imported or asked for a figure (its memory
-per rank is the folder's recorded figure, `core.facts.recorded_memory`)."""
+per rank is the folder's recorded figure, `core.planning.facts.recorded_memory`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
-from orchestrator.core import records as rec
-from orchestrator.core.facts import MemoryFact, recorded_memory
-from orchestrator.core.grid import powers_of_two_up_to
-from orchestrator.core.isa import CpuIsa
-from orchestrator.core.options import PredictOptions
-from orchestrator.core.peaks import peak_index
+from orchestrator.core.json.schema import InvalidInput
+from orchestrator.core.machine.isa import CpuIsa
+from orchestrator.core.machine.topology import Topology, topology_from_data
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.peaks import peak_index
+from orchestrator.core.planning.facts import MemoryFact, recorded_memory
+from orchestrator.core.planning.grid import powers_of_two_up_to
+from orchestrator.core.planning.spec import SweepSpec
 from orchestrator.core.predict import rcp
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
-from orchestrator.core.schema import InvalidInput
-from orchestrator.core.spec import SweepSpec
-from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.errors import InputError
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
@@ -30,6 +30,30 @@ from orchestrator.io.store import NotAResultsFolder, Results, load_results
 
 class PredictInputError(InputError):
     pass
+
+
+class PredictRequest(Protocol):
+    """What `load_inputs` reads of a prediction's options (app.options.PredictOptions has each of them): io/ stands
+    below the use-cases and does not import their options."""
+
+    @property
+    def results(self) -> str: ...
+    @property
+    def topology(self) -> str | None: ...
+    @property
+    def nodes(self) -> tuple[int, ...] | None: ...
+    @property
+    def local_batch(self) -> tuple[int, ...] | None: ...
+    @property
+    def rcp(self) -> str | None: ...
+    @property
+    def samples_per_epoch(self) -> int | None: ...
+    @property
+    def calibration(self) -> tuple[str, ...]: ...
+    @property
+    def deadline_h(self) -> float | None: ...
+    @property
+    def budget_node_h(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +206,7 @@ def _memory(results: Results) -> MemoryFact:
     return recorded_memory(planned, f"the memory {results.path.name}'s records were planned with", libraries)
 
 
-def load_inputs(options: PredictOptions) -> PredictInputs:
+def load_inputs(options: PredictRequest) -> PredictInputs:
     """Everything `options` name, read and checked (PredictInputError, with the option and the reason)."""
     results = _results(options.results)
     spec = _spec(results)

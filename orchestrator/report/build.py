@@ -19,12 +19,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.core import convergence as conv
-from orchestrator.core import tables as tab
-from orchestrator.core import time_to_train as ttt
-from orchestrator.core.json_types import JsonReadable
-from orchestrator.core.records import Records
-from orchestrator.core.table import Table
+from orchestrator.core.json.values import JsonReadable
+from orchestrator.core.measured import convergence as conv
+from orchestrator.core.measured.records import Records
+from orchestrator.core.tabulate import convergence as conv_table
+from orchestrator.core.tabulate import throughput as tab
+from orchestrator.core.tabulate import time_to_train as ttt
+from orchestrator.core.text.table import Table
 from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.io.store import REPORT_DIR, Results
@@ -103,10 +104,10 @@ def analyze(results: Results) -> ReportData:
         hardware=tab.hardware_efficiency_table(records, fallback_flops=derived.train_flops_per_sample,
                                                fallback_source=(derived.sources or {}).get("flops_per_sample", "")),
         convergence=batches,
-        convergence_table=conv.convergence_table(batches, planned_seeds(results)),
+        convergence_table=conv_table.convergence_table(batches, planned_seeds(results)),
         times=times,
         time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
-        rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
+        rcp=conv_table.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
                           when=results.environment.get("started_at") or "",
                           params=dict((results.sweep_spec.get("workload") or {}).get("params") or {})),
         warnings=machine_warnings(records),
@@ -143,7 +144,7 @@ def _prediction(records: Records) -> tuple[tuple[Table, ...], Fitted | None]:
 
 def benchmark_name(results: Results) -> str:
     """The workload's name, as the RCP file's benchmark and in its file name."""
-    from orchestrator.core.spec import name_problem
+    from orchestrator.core.planning.names import name_problem
 
     reference = (results.sweep_spec.get("workload") or {}).get("name")
     # Older folders have no derived.workload: their spec's reference was the workload's name then; a reference

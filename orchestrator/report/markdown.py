@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from orchestrator.core import records as rec
-from orchestrator.core.grid import Trial
-from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
-from orchestrator.core.tables import (
+from orchestrator.core.machine.topology import MIB_PER_GIB, cpu_ranges
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.spec import ConvergenceSpec, MeasureSpec
+from orchestrator.core.planning.trial import Trial
+from orchestrator.core.tabulate.throughput import (
     describe_point,
     format_quantity,
     grid_axes,
@@ -27,8 +28,8 @@ from orchestrator.core.tables import (
     samples_per_s,
     throughput_index,
 )
-from orchestrator.core.time_to_train import fastest, human_duration
-from orchestrator.core.topology import MIB_PER_GIB, cpu_ranges
+from orchestrator.core.tabulate.time_to_train import fastest
+from orchestrator.core.text.units import human_duration
 from orchestrator.io.store import Results
 from orchestrator.report.render import to_markdown
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from orchestrator.core.json_types import JsonReadable
+from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.predict import tables as ptab
 from orchestrator.core.predict.capacity import (
     Prediction,
@@ -23,7 +23,7 @@ from orchestrator.core.predict.capacity import (
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
-from orchestrator.core.table import Table
+from orchestrator.core.text.table import Table
 from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.report.plots import _figure, save

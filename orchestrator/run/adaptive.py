@@ -12,12 +12,12 @@ import threading
 import time
 from dataclasses import replace
 
-from orchestrator.core import records as rec
 from orchestrator.core.adaptive.answer import FASTEST, AdaptiveOptions, Known, Question
 from orchestrator.core.adaptive.outcome import AdaptiveOutcome, Measured
 from orchestrator.core.adaptive.policy import Candidate, Choice, decide
-from orchestrator.core.eta import Eta
-from orchestrator.core.plan import PlannedTrial
+from orchestrator.core.execution.eta import Eta
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.predict.capacity import candidate_layouts, layout_from_placement
 from orchestrator.io.store import load_results
 from orchestrator.run.kinds.base import WorkItem

@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from orchestrator.core.schema import InvalidInput, Problem
-from orchestrator.core.topology import Topology
+from orchestrator.core.json.schema import InvalidInput, Problem
+from orchestrator.core.machine.topology import Topology
 from orchestrator.run.reaper import reaped_on_driver_death
 
 # Describing a node imports orch there and reads /sys: seconds normally; a node that takes longer is broken.

@@ -19,7 +19,7 @@ ONECCL_DISTS = ("oneccl-cpu", "oneccl")
 
 
 class CommunicationJson(TypedDict):
-    """`communication_report`'s object (core.records.CommunicationSection reads it)."""
+    """`communication_report`'s object (core.measured.records.CommunicationSection reads it)."""
 
     backend: str
     version: str | None

@@ -1,4 +1,4 @@
-"""An emulated cluster brought up and down: the plan (`orchestrator.core.emulation`) made with `ip` and `tc`
+"""An emulated cluster brought up and down: the plan (`orchestrator.core.machine.emulation`) made with `ip` and `tc`
 (`orchestrator.io.netns`), a real Ray node started in each namespace, pinned to its cores, each link measured by
 a bulk transfer, and everything removed again. `orch cluster` is a thin layer over this.
 
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestrator.constants import EMBEDDED_RAY_ENV
-from orchestrator.core.emulation import (
+from orchestrator.core.machine.emulation import (
     BRIDGE,
     NODE_IFNAME,
     ClusterPlan,

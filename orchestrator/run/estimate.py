@@ -1,12 +1,12 @@
 """The sweep's time estimate, before its first trial: the planned work costed from the steps the probe timed on
 this CPU where it timed them, else from the workload's FLOPs per sample (`Sweep.facts`: the workload's own, or the
-probe's count) and each node's probed GEMM rate per core in the chosen precision (`orchestrator.core.eta` says how);
+probe's count) and each node's probed GEMM rate per core in the chosen precision (`core.execution.eta` says how);
 what each trial costs is its kind's (`WorkItem.estimated_s`), but a convergence run's, which is costed by its
 start-up, steps and evaluations (`eta.convergence_run_s`) and refined from what the sweep measures."""
 
 from __future__ import annotations
 
-from orchestrator.core.eta import (
+from orchestrator.core.execution.eta import (
     CONVERGENCE_EPOCHS_PRIOR,
     STARTUP_S,
     STEP_EFFICIENCY,
@@ -19,11 +19,11 @@ from orchestrator.core.eta import (
     probed_steps,
     step_s,
 )
-from orchestrator.core.facts import PROBE, WORKLOAD
-from orchestrator.core.grid import Trial
-from orchestrator.core.plan import Plan
-from orchestrator.core.probe import flop_text
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.records import Kind
+from orchestrator.core.planning.facts import PROBE, WORKLOAD
+from orchestrator.core.planning.plan import Plan
+from orchestrator.core.planning.probe import flop_text
+from orchestrator.core.planning.trial import Trial
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 

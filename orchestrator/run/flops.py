@@ -1,5 +1,5 @@
 """orch's FLOP counter: torch's `FlopCounterMode` with its convolution formulas replaced by orch's
-(`orchestrator.core.flop_count`: only the taps inside the input, as benchdnn, `orch profile` and the compute
+(`orchestrator.core.profile.flop_count`: only the taps inside the input, as benchdnn, `orch profile` and the compute
 roof count them). Every FLOP figure orch counts goes through here: a throughput trial's (run.rank.protocol), the
 probe's (run.rank.probe), and a workload's own count where it asks for one (the RetinaNet's formula).
 
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from orchestrator.core.flop_count import conv_backward_flops, conv_forward_flops
+from orchestrator.core.profile.flop_count import conv_backward_flops, conv_forward_flops
 
 aten = torch.ops.aten
 

@@ -16,14 +16,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from orchestrator.core.jsonobject import JsonObject
-from orchestrator.core.lr import LrSchedule
-from orchestrator.core.records import CommunicationSection, Kind
+from orchestrator.core.json.jsonobject import JsonObject
+from orchestrator.core.measured.records import CommunicationSection, Kind
+from orchestrator.core.planning.lr import LrSchedule
 from orchestrator.io.files import read_nofollow, write_atomic
 from orchestrator.run.reports import REPORTS, AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
+    from orchestrator.core.planning.spec import ConvergenceSpec, MeasureSpec
 
 R = TypeVar("R", bound=JsonObject)
 D = TypeVar("D")
@@ -48,7 +48,7 @@ class Phase(StrEnum):
 STARTUP_PHASES = frozenset({Phase.STARTING, Phase.BUILDING})
 
 
-# What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), a
+# What a rank process is asked to do: one of the record kinds (core.measured.records.Kind, the one list of them), a
 # profile (`orch profile`, whose output is a profile folder, not a trial record) or a probe (`orch probe`: one
 # rank's memory, FLOPs and epoch size, cached and kept beside the records, not one of them).
 PROFILE: Final = "profile"
@@ -88,7 +88,7 @@ class Steps:
 
     @staticmethod
     def of(measure: MeasureSpec) -> Steps:
-        """The steps the spec's measure section (core.spec.MeasureSpec) asks for."""
+        """The steps the spec's measure section (core.planning.spec.MeasureSpec) asks for."""
         return Steps(warmup=measure.warmup_steps, timed=measure.timed_steps, repeats=measure.repeats,
                      data=measure.data)
 
@@ -117,7 +117,7 @@ class ConvergenceSettings:
 
     @staticmethod
     def of(section: ConvergenceSpec, global_batch: int) -> ConvergenceSettings:
-        """From the spec's convergence section (core.spec.ConvergenceSpec) for one global batch."""
+        """From the spec's convergence section (core.planning.spec.ConvergenceSpec) for one global batch."""
         return ConvergenceSettings(**{f.name: getattr(section, f.name) for f in fields(ConvergenceSettings)
                                       if f.name != "global_batch"}, global_batch=global_batch)
 
@@ -213,7 +213,7 @@ class ScriptSettings:
     in for the trial, where it runs, and what its reporter (orch.script) needs of the sweep."""
 
     path: str                       # absolute
-    args: list[str]                 # placeholders filled (core.script)
+    args: list[str]                 # placeholders filled (core.planning.script)
     sha256: str                     # the rank checks that the script it runs is the one planned
     sources: str | None = None      # and that the Python files of its folder are (io.files.python_sources_sha256)
     cwd: str                        # the sweep file's folder: relative paths in args mean what they say there

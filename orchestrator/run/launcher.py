@@ -31,8 +31,8 @@ from orchestrator.constants import (
     SECRET_ENV_PREFIXES,
     SECRET_ENV_WORDS,
 )
-from orchestrator.core.rank_end import RankStatus, classify_exit
-from orchestrator.core.topology import cpu_ranges
+from orchestrator.core.machine.topology import cpu_ranges
+from orchestrator.core.measured.rank_end import RankStatus, classify_exit
 from orchestrator.io.files import WORK_ROOT, create_private, private_dirs, read_nofollow
 from orchestrator.run.job import STARTUP_PHASES, Phase, RankJob, RankProgress, RankResult, read_progress
 from orchestrator.run.procmem import read_memory
@@ -318,7 +318,7 @@ class RankLimits:
 
 @dataclass(slots=True)
 class Outcome:
-    """How one rank ended: the launcher's report to the driver (it satisfies core.rank_end.RankEnding)."""
+    """How one rank ended: the launcher's report to the driver (it satisfies core.measured.rank_end.RankEnding)."""
 
     status: RankStatus
     reason: str | None

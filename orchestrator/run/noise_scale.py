@@ -1,4 +1,4 @@
-"""The gradient noise scale measured in a training rank (the estimator is `orchestrator.core.noise_scale`).
+"""The gradient noise scale measured in a training rank (the estimator is `orchestrator.core.measured.noise_scale`).
 
 With several ranks, a DDP communication hook per gradient bucket: before the bucket is all-reduced it takes the
 local gradient's squared norm (batch b, the rank's) and hands the bucket on to the hook the workload asked for
@@ -7,7 +7,7 @@ averaged ones (batch B = ranks × b), whose squared norm one fused call takes, a
 (asynchronous, waited for at the next step) averages the ranks' local squared norms. No per-parameter hook:
 AdaptDL's slowed a small model 2.6×.
 
-Every K-th step is measured (`core.noise_scale.every_steps`: K ≤ 16, at least 4 measured steps per epoch); the
+Every K-th step is measured (`core.measured.noise_scale.every_steps`: K ≤ 16, at least 4 measured steps per epoch); the
 others pass through the hook untouched, and the last measured step's all-reduce is waited for at the next
 measured one or the epoch's end.
 
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import torch
 import torch.distributed as dist
 
-from orchestrator.core import noise_scale as ns
-from orchestrator.core.records import NoiseScaleSection
+from orchestrator.core.measured import noise_scale as ns
+from orchestrator.core.measured.records import NoiseScaleSection
 
 if TYPE_CHECKING:
     from orch.workload import Batch
@@ -144,7 +144,7 @@ class NoiseScale:
 
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, world: int, local_batch: int,
                  every: int = 1):
-        """`every`: with several ranks, measure one step in this many (`core.noise_scale.every_steps`)."""
+        """`every`: with several ranks, measure one step in this many (`core.measured.noise_scale.every_steps`)."""
         self.module, self.optimizer, self.world, self.every = module, optimizer, world, max(1, every)
         self.state: HookState | None = getattr(module, NOISE_ATTR, None)
         self.steps = 0

@@ -3,14 +3,14 @@
 
 One rank of the sweep's workload, in the precision the plan chose, on this machine, without Ray: started by
 the launcher the sweep's ranks use (`RankLauncher`: pinned before the interpreter starts, watched for memory
-against its budget, for start-up and for progress), at each local batch of `core.probe.PROBE_BATCHES` in a
+against its budget, for start-up and for progress), at each local batch of `core.planning.probe.PROBE_BATCHES` in a
 process of its own, because a process's high-water mark never falls. The rank (run.rank.probe) holds the
 batches a throughput trial holds, runs a few training steps and reports its peak, the FLOPs of one step and its
 train split's length. The peak fitted is the rank's own private memory (run.procmem, as the launcher watches
 every rank): the kernel's high-water mark of its resident set less its file-backed pages, which does not move
 with other torch processes on the machine. Its file-backed pages (the libraries: torch's, a few hundred MiB)
 are kept apart, for the planner to count once per node. The launcher's watch, which reads the same counters
-every 0.2 s and can miss a shorter peak, is kept beside it. `core.probe.probe_result` fits the memory model and
+every 0.2 s and can miss a shorter peak, is kept beside it. `core.planning.probe.probe_result` fits the memory model and
 states the sources. The result is cached (`io.probe_cache`) and kept in the results folder of a sweep that
 plans with it.
 
@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orch.workload import ddp_gradient_copies, ddp_options_of
-from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS, ProbePoint, ProbeResult, probe_result
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.core.records import utc_timestamp
-from orchestrator.core.schema import to_plain
-from orchestrator.core.topology import Topology
+from orchestrator.core.json.schema import to_plain
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.core.measured.records import utc_timestamp
+from orchestrator.core.planning.probe import PROBE_BATCHES, PROBE_STEPS, ProbePoint, ProbeResult, probe_result
 from orchestrator.errors import InputError
 from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
 from orchestrator.io.isa import from_flags
@@ -55,7 +55,7 @@ from orchestrator.run.launcher import (
 from orchestrator.run.reports import ProbeReport
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import ConstraintsSpec
+    from orchestrator.core.planning.spec import ConstraintsSpec
     from orchestrator.io.sweepfile import Sweep
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,8 @@ def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
         return job
     # A training script is probed as it runs in a trial: itself, as one rank, its arguments filled for a 1-rank
     # trial at this local batch, ended by its reporter after PROBE_STEPS timed steps (orch.script).
-    from orchestrator.core.grid import Trial
-    from orchestrator.core.records import Kind
+    from orchestrator.core.measured.records import Kind
+    from orchestrator.core.planning.trial import Trial
     from orchestrator.run.script_job import script_settings
 
     settings = script_settings(sweep, Trial(1, threads, local_batch), seed=0, kind=Kind.THROUGHPUT)
@@ -209,7 +209,7 @@ def probe_for(sweep: Sweep, topology: Topology, ccl_available: bool, *, force: b
     and cached (with `force`: measured now whatever the cache or the workload's declarations hold). Nothing
     runs where the plan will refuse the sweep anyway (a precision or backend it cannot have). `on_start`
     hears where the probe runs and in which precision before it starts. Raises ProbeFailed."""
-    from orchestrator.core.plan import choose_backend
+    from orchestrator.core.planning.plan import choose_backend
     from orchestrator.io.detect import detect_local
     from orchestrator.io.probe_cache import store_probe
 

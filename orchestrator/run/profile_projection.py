@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from orchestrator.core.isa import CpuIsa
-from orchestrator.core.json_types import JsonMapping, JsonReadable
+from orchestrator.core.json.values import JsonMapping, JsonReadable
+from orchestrator.core.machine.isa import CpuIsa
+from orchestrator.core.machine.topology import Topology
 from orchestrator.core.profile import projection as pj
 from orchestrator.core.profile.result import ProfiledTarget, as_target
-from orchestrator.core.topology import Topology
 from orchestrator.errors import InputError
 from orchestrator.run.roof_probe import AVX2_CAP_ENV, Probe, class_gflops, measure_roofs, roof_number
 

@@ -15,14 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.core.grid import Trial
-from orchestrator.core.json_types import JsonDict, JsonMapping
-from orchestrator.core.plan import Plan, PlannedTrial
+from orchestrator.core.json.schema import InvalidInput, Problem, to_plain
+from orchestrator.core.json.values import JsonDict, JsonMapping
+from orchestrator.core.planning.layout import layout_label
+from orchestrator.core.planning.names import name_problem
+from orchestrator.core.planning.plan import Plan, PlannedTrial
+from orchestrator.core.planning.spec import GridSpec
+from orchestrator.core.planning.trial import Trial
 from orchestrator.core.profile import onednn_verbose as ov
-from orchestrator.core.profile.layout import layout_label
 from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, RankProfile
-from orchestrator.core.schema import InvalidInput, Problem, to_plain
-from orchestrator.core.spec import GridSpec, name_problem
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params

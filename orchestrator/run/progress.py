@@ -16,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.core import records as rec
-from orchestrator.core.eta import Eta, duration_text
+from orchestrator.core.execution.eta import Eta, duration_text
+from orchestrator.core.measured import records as rec
 from orchestrator.run.job import Phase, RankProgress
 from orchestrator.run.kinds import kind_module
 
@@ -40,7 +40,7 @@ class SweepProgress:
 
     def __init__(self, total: int, *, json_mode: bool, console: Console | None = None, eta: Eta | None = None):
         self.json_mode = json_mode
-        self.eta = eta   # the sweep's own estimate (orchestrator.core.eta); without one, rich's pace-based guess
+        self.eta = eta   # the sweep's own estimate (core.execution.eta); without one, rich's pace-based guess
         self.console = console or Console(stderr=True, highlight=False)
         remaining = [TextColumn("{task.fields[remaining]}")] if eta else [TextColumn("remaining"),
                                                                            TimeRemainingColumn()]

@@ -1,17 +1,17 @@
-"""Turn what the ranks reported into trial records (orchestrator.core.records)."""
+"""Turn what the ranks reported into trial records (orchestrator.core.measured.records)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TypedDict, TypeVar
 
-from orchestrator.core import records as rec
-from orchestrator.core.json_types import JsonDict
-from orchestrator.core.measure import summarize
-from orchestrator.core.plan import PlannedTrial
-from orchestrator.core.plan_view import placement_to_list
-from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
-from orchestrator.core.topology import Topology
+from orchestrator.core.json.values import JsonDict
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.throughput import summarize
+from orchestrator.core.planning.plan import PlannedTrial
+from orchestrator.core.planning.spec import ConvergenceSpec, MeasureSpec
+from orchestrator.core.planning.view import placement_to_list
 from orchestrator.run.job import RankResult
 from orchestrator.run.launcher import Outcome
 from orchestrator.run.reports import ThroughputReport

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from orchestrator.core.json_types import JsonDict, JsonReadable
+from orchestrator.core.json.values import JsonDict, JsonReadable
 from orchestrator.io.isa import ISA_CAP_ENV_VARS
 
 PROBE_ROUNDS = 2

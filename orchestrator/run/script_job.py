@@ -9,11 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.records import Kind
 from orchestrator.run.job import ScriptSettings
 
 if TYPE_CHECKING:
-    from orchestrator.core.grid import Trial
+    from orchestrator.core.planning.trial import Trial
     from orchestrator.io.sweepfile import Sweep
     from orchestrator.run.job import RankProgress
 
@@ -23,9 +23,9 @@ BEFORE_SCRIPT = ("interpreter", "import_torch", "orch_store")
 
 
 def script_settings(sweep: Sweep, trial: Trial, *, seed: int, kind: Kind) -> ScriptSettings:
-    """The script section of a trial's rank job: the arguments filled in for the trial (core.script)."""
-    from orchestrator.core.lr import scaled_lr
-    from orchestrator.core.script import environment, fill_args, trial_values
+    """The script section of a trial's rank job: the arguments filled in for the trial (core.planning.script)."""
+    from orchestrator.core.planning.lr import scaled_lr
+    from orchestrator.core.planning.script import environment, fill_args, trial_values
 
     w, conv = sweep.spec.workload, sweep.spec.convergence
     lr = (scaled_lr(rule=conv.lr_rule, base_lr=conv.base_lr, base_batch=conv.base_batch,

@@ -1,6 +1,6 @@
 """Supervise a trial's started ranks to their end, wherever they run: the first rank to end badly stops the
 others (after a grace period, so they can report their own end first), and the trial's status names the
-root cause (core.rank_end), not the echo of it in the other ranks.
+root cause (core.measured.rank_end), not the echo of it in the other ranks.
 
 The ranks are reached through a `RankHost`: the node launcher actors over Ray in a sweep (run.trial.RayRanks),
 or `LocalRanks`, rank launchers called in this process (no Ray), which the tests use, so that they drive
@@ -16,8 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.core.rank_end import RankStatus, first_bad, root_cause
-from orchestrator.core.records import Status
+from orchestrator.core.measured.rank_end import RankStatus, first_bad, root_cause
+from orchestrator.core.measured.records import Status
 from orchestrator.run.job import RankProgress
 from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits
 
@@ -97,7 +97,7 @@ def supervise(host: RankHost, limits: Limits, started: float, *, stop: threading
               node_ids: list[str] | None = None) -> TrialRun:
     """Wait for every rank's end; once one ends badly, give the others a grace period to report their
     own end, then stop them. `stop`, once set, stops every rank: the run is marked interrupted. The trial's
-    status and reason come from the root cause (core.rank_end)."""
+    status and reason come from the root cause (core.measured.rank_end)."""
     ends = {host.supervise(i, limits.of_rank(i)): i for i in range(len(limits.budgets_mib))}
     outcomes: list[Outcome | None] = [None] * len(ends)
     ended: list[int] = []   # rank indices in the order they ended: the first to fail is the likeliest cause

@@ -3,7 +3,7 @@ recording each as it ends.
 
 Order of admission: the GEMM peaks (one per distinct layout, ranks × threads per rank, all its ranks at
 once), the all-reduce calibration (one per link class × multi-rank count), the throughput grid, then the
-convergence runs. Which trials may overlap, and where they go, is `orchestrator.core.schedule`'s rule: a
+convergence runs. Which trials may overlap, and where they go, is `orchestrator.core.execution.schedule`'s rule: a
 timing trial keeps its nodes (or sockets) to itself, a convergence run packs onto free cores. Each running
 trial is supervised by its own driver thread; records are written by the main thread only, as trials end.
 Finished trials already in the results folder are skipped, so a rerun resumes. A failed trial is a record,
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import __version__
-from orchestrator.core import records as rec
-from orchestrator.core.json_types import JsonReadable
-from orchestrator.core.plan import Plan, PlannedTrial
-from orchestrator.core.schedule import Region
-from orchestrator.core.schema import InvalidInput, Problem
+from orchestrator.core.execution.schedule import Region
+from orchestrator.core.json.schema import InvalidInput, Problem
+from orchestrator.core.json.values import JsonReadable
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.plan import Plan, PlannedTrial
 from orchestrator.io.backends import CCL_BINDINGS_DIST
 from orchestrator.io.files import WORK_ROOT, write_atomic  # WORK_ROOT: each rank's files, private (io.files)
 from orchestrator.io.probe_cache import PROBE_FILE

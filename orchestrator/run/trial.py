@@ -4,7 +4,7 @@
 A sweep holds its nodes through a `NodePool`: one launcher actor per node for the whole sweep (which starts
 and watches every rank process on that node) and one reservation of the CPUs it may use, so that Ray's
 accounting matches our pinning. Which cores each trial gets inside it is the sweep's rule
-(orchestrator.core.schedule). A trial run on its own (a benchmark) reserves and releases its own. The
+(orchestrator.core.execution.schedule). A trial run on its own (a benchmark) reserves and releases its own. The
 first rank to fail stops the others; the trial's status names the root cause, not the echo of it in the
 other ranks.
 """
@@ -21,8 +21,8 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.core.records import Status
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.core.measured.records import Status
 from orchestrator.errors import RunFailed
 from orchestrator.run.cluster import Cluster, head_answers
 from orchestrator.run.job import RankJob, RankProgress
@@ -74,7 +74,7 @@ class NodePool:
     the whole sweep, and one reservation (a placement group, one bundle per node, pinned to it by the
     `ray.io/node-id` label) of the CPUs the sweep may use, so that Ray schedules nothing else on them while
     it runs. Which trial uses which cores inside the reservation is the sweep's own rule
-    (orchestrator.core.schedule); reserving per trial instead cost about 1 s per trial (Ray frees a removed
+    (orchestrator.core.execution.schedule); reserving per trial instead cost about 1 s per trial (Ray frees a removed
     group's CPUs for the next one only after a delay). Thread-safe: trials start from several threads."""
 
     def __init__(self, cluster: Cluster):

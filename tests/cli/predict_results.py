@@ -7,13 +7,13 @@ import json
 import textwrap
 from pathlib import Path
 
-from orchestrator.core import records as rec
-from orchestrator.core.calibration import calibration_key
-from orchestrator.core.grid import Trial
+from orchestrator.core.execution.calibration import calibration_key
+from orchestrator.core.machine.topology import CompactTopology, build_compact
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.trial import Trial
 from orchestrator.core.predict import comm
 from orchestrator.core.predict.epochs import critical_batch_epochs
 from orchestrator.core.predict.step import Layout, StepModel
-from orchestrator.core.topology import CompactTopology, build_compact
 from orchestrator.io.store import append_record, write_json
 from orchestrator.io.sweepfile import load_sweep
 

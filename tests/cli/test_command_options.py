@@ -1,4 +1,4 @@
-"""One frozen options object per command (`orchestrator.core.options`): the CLI builds each subcommand's
+"""One frozen options object per command (`orchestrator.app.options`): the CLI builds each subcommand's
 argparse options from its fields and reads the arguments back into it, and the Python API builds the same object
 from keyword arguments, so argv and a notebook's call reach the use-case as equal objects. A new option is one
 field: a toy options class shows that its field is a flag with its help, parser and default."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import orch
+from orchestrator.app import options as o
 from orchestrator.cli import build_parser
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core import options as o
 from orchestrator.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

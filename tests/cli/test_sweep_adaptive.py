@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.core.spec import parse_spec
+from orchestrator.core.planning.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSIFIER = REPO / "results" / "example-classifier"

@@ -180,7 +180,7 @@ def test_predict_options_have_stated_bounds(capsys, option, value, reason):
 
 
 def test_predict_a_plan_too_large_is_bad_input_not_a_traceback(capsys, monkeypatch):
-    from orchestrator.core import plan
+    from orchestrator.core.planning import plan
 
     monkeypatch.setattr(plan, "MAX_GRID_POINTS", 3)
     err = run_bad(capsys, ["predict", str(EXAMPLE), "--local-batch", "1,2,3,4,5,6,7,8"])

@@ -11,9 +11,9 @@ from predict_synthetic import BUCKETS, LINKS, cells_from, truth
 from orchestrator.core.adaptive import answer as ans
 from orchestrator.core.adaptive import policy
 from orchestrator.core.adaptive.outcome import Measured, outcome_lines, parse_duration
+from orchestrator.core.measured.records import Kind
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.step import Layout
-from orchestrator.core.records import Kind
 
 SHAPES = ((1, 1), (1, 2), (2, 1), (2, 2))
 LAYOUTS = tuple(Layout(r, t, b, 1, r, "socket" if r > 1 else None) for r, t in SHAPES for b in (8, 32, 128))

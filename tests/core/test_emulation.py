@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.emulation import (
+from orchestrator.core.machine.emulation import (
     ClusterRequest,
     is_cluster_namespace,
     parse_duration,

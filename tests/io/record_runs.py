@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from orchestrator.core.plan import make_plan
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.core.spec import parse_spec
-from orchestrator.core.topology import CompactTopology, build_compact
+from orchestrator.core.machine.topology import CompactTopology, build_compact
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.core.planning.plan import make_plan
+from orchestrator.core.planning.spec import parse_spec
 from orchestrator.run import recording
 from orchestrator.run.job import RankResult
 from orchestrator.run.launcher import Outcome

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from record_runs import records
 
-from orchestrator.core import records as rec
+from orchestrator.core.measured import records as rec
 from orchestrator.io.store import TRIALS_FILE, append_record
 
 EXPECTED = Path(__file__).parent.parent / "data" / "record-writer" / TRIALS_FILE
@@ -49,7 +49,7 @@ def test_a_new_record_keeps_each_ranks_private_peak_and_libraries():
 def test_a_trials_record_says_how_its_flops_were_counted_and_an_older_one_reads_as_torchs_count():
     from record_runs import MEASURE, STARTED_AT, _ok, _throughput, plan
 
-    from orchestrator.core.tables import flops_rule_of
+    from orchestrator.core.tabulate.throughput import flops_rule_of
     from orchestrator.run import recording
     from orchestrator.run.trial import TrialRun
 

@@ -62,7 +62,7 @@ def test_a_large_trials_file_is_read_a_line_at_a_time_with_the_same_records(tmp_
     """trials.jsonl is read a chunk (1 MiB) at a time, never whole: a record across a chunk's end, a character of
     several bytes cut by one, and a torn last line read as from the whole text; bytes that are not UTF-8 are named
     by their place in the file."""
-    from orchestrator.core import records as rec
+    from orchestrator.core.measured import records as rec
     from orchestrator.io.files import UnreadableFile, read_input_lines
 
     folder = tmp_path / "big"
@@ -93,7 +93,7 @@ def test_the_trials_files_name_is_made_durable_with_its_first_record(tmp_path):
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
     code = ("import sys; from pathlib import Path\n"
-            "from orchestrator.core import records as rec\n"
+            "from orchestrator.core.measured import records as rec\n"
             "from orchestrator.io.store import append_record\n"
             "append_record(Path(sys.argv[1]), rec.Record(kind=rec.Kind.THROUGHPUT, key='r1-t1-b8', status=rec.Status.OK))\n")
     folder = tmp_path / "new"

@@ -18,7 +18,7 @@ import pytest
 
 import orch
 from orchestrator.cli import main
-from orchestrator.core import record_fields
+from orchestrator.core.measured import record_fields
 from orchestrator.io import tracking
 from orchestrator.io.store import load_results, spec_changes
 from orchestrator.io.sweepfile import load_sweep

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.core.records import Record
+from orchestrator.core.measured.records import Record
 from orchestrator.io.store import Results
 from orchestrator.io.tracking import End, TrackerKind, TrackerPlace, fingerprint
 

@@ -53,8 +53,8 @@ def two_core_avx2_machine(**isa: object):
     topology and its CPU."""
     from dataclasses import replace
 
-    from orchestrator.core.isa import PROBE, CpuIsa
-    from orchestrator.core.topology import CompactTopology, build_compact
+    from orchestrator.core.machine.isa import PROBE, CpuIsa
+    from orchestrator.core.machine.topology import CompactTopology, build_compact
 
     topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
                                              memory_gib=16))

@@ -12,8 +12,8 @@ import pytest
 from conftest import run_launchers
 
 from orch.workload import DdpOptions, ddp_options_of
+from orchestrator.core.measured.records import Kind, Record, Status, ThroughputSection
 from orchestrator.core.predict.data import gradient_buckets
-from orchestrator.core.records import Kind, Record, Status, ThroughputSection
 from orchestrator.io.workload_finder import find_workload, parse_params
 from orchestrator.run import ddp
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob, Steps, ThroughputTask

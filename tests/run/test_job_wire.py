@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.records import Kind
 from orchestrator.run.job import (
     AllreduceTask,
     ConvergenceSettings,

@@ -205,7 +205,7 @@ def test_a_rank_stopped_by_the_driver_is_recorded_as_stopped_not_as_the_kernels_
     the partner's real cause: the loop sleeps between checks and tests the process before the stop flag."""
     import threading
 
-    from orchestrator.core.rank_end import root_cause
+    from orchestrator.core.measured.rank_end import root_cause
     from orchestrator.run.launcher import RankLauncher, RankLimits
 
     launcher = RankLauncher(str(tmp_path / "rank1"))

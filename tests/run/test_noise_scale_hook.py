@@ -14,7 +14,7 @@ import textwrap
 import pytest
 from conftest import run_launchers
 
-from orchestrator.core.records import ConvergenceSection, NoiseScaleSection
+from orchestrator.core.measured.records import ConvergenceSection, NoiseScaleSection
 from orchestrator.run import noise_scale
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
 
@@ -202,7 +202,7 @@ def test_two_ranks_measure_every_kth_step_only(tmp_path):
 
 
 def test_a_run_measures_more_often_where_an_epoch_has_few_steps():
-    from orchestrator.core.noise_scale import DDP_EVERY_STEPS, MEASURED_PER_EPOCH, every_steps
+    from orchestrator.core.measured.noise_scale import DDP_EVERY_STEPS, MEASURED_PER_EPOCH, every_steps
 
     assert every_steps(10_000) == DDP_EVERY_STEPS and every_steps(1) == 1
     assert all(steps // every_steps(steps) >= min(steps, MEASURED_PER_EPOCH) for steps in range(1, 500))

@@ -15,7 +15,7 @@ from conftest import write_sweep
 
 from orch import decide_precision
 from orchestrator.cli import main
-from orchestrator.core.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
+from orchestrator.core.planning.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
 from orchestrator.io.isa import from_flags
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.io.topofile import load_topology

@@ -21,8 +21,8 @@ import psutil
 import pytest
 from conftest import CPUS, run_launchers
 
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.core.measured.records import Kind
 from orchestrator.run.job import (
     ConvergenceSettings,
     ConvergenceTask,

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from orchestrator.core.rank_end import RankStatus
+from orchestrator.core.measured.rank_end import RankStatus
 from orchestrator.run import supervision
 from orchestrator.run.job import Phase, RankProgress
 from orchestrator.run.launcher import Outcome

@@ -11,7 +11,7 @@ import pytest
 from conftest import by_key, read_records, write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core.probe import ProbeResult
+from orchestrator.core.planning.probe import ProbeResult
 from orchestrator.io.isa import from_flags
 
 # isa: the sweep probes in the precision its Ray node's CPU decides and the plan must agree (it failed on every

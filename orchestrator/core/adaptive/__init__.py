@@ -22,7 +22,7 @@ With nothing measured, the first trial is the cheapest 1-rank cell:
 >>> from orchestrator.core.adaptive.answer import FASTEST, Known, Question
 >>> from orchestrator.core.adaptive.policy import Candidate, decide
 >>> from orchestrator.core.predict.step import Layout
->>> from orchestrator.core.records import Kind
+>>> from orchestrator.core.measured.records import Kind
 >>> layouts = (Layout(1, 1, 8), Layout(1, 2, 8), Layout(2, 1, 8, 1, 2, "socket"))
 >>> cells = [Candidate(f"r{x.ranks}-t{x.threads}-b8", Kind.THROUGHPUT, x, 20.0 / x.threads, x.ranks * x.threads)
 ...          for x in layouts]

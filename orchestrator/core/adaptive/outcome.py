@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from orchestrator.core.adaptive.answer import FASTEST, Answer, relative_text
 from orchestrator.core.adaptive.policy import Candidate
-from orchestrator.core.eta import duration_text
-from orchestrator.core.time_to_train import duration_unit
+from orchestrator.core.execution.eta import duration_text
+from orchestrator.core.text.units import duration_unit
 from orchestrator.errors import InputError
 
 _NUMBER = r"(\d+(?:\.\d+)?)"

@@ -7,7 +7,7 @@ measured (cheap, and every interval rests on them), and then asks the policy for
 asks again, until the policy stops or no cell is left. After every step it keeps the answer (`answer_of`) and
 the core-seconds spent: the recorded wall time of each trial × the cores it kept from others (a timing trial
 under `measure.isolation: node` keeps its nodes' cores; a convergence run its own). Costs the policy sees are
-estimates (`orchestrator.core.eta`: a step from the workload's FLOPs and the GEMM peak of one core, refined by
+estimates (`orchestrator.core.execution.eta`: a step from the workload's FLOPs and the GEMM peak of one core, refined by
 what the replayed trials measured, as the live sweep refines its ETA), never the recorded ones.
 
 Policies: `ADAPTIVE` (`policy.decide`: the live sweep's), and three baselines that never stop early:
@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrator.core.adaptive.answer import FASTEST, Answer, Known, Question, answer_of
 from orchestrator.core.adaptive.policy import Candidate, Choice, decide
-from orchestrator.core.eta import (
+from orchestrator.core.execution.eta import (
     CONVERGENCE_EPOCHS_PRIOR,
     Eta,
     RunCosts,
@@ -35,11 +35,11 @@ from orchestrator.core.eta import (
     step_s,
     throughput_s,
 )
-from orchestrator.core.peaks import peak_index
+from orchestrator.core.machine.topology import topology_from_data
+from orchestrator.core.measured.peaks import peak_index
+from orchestrator.core.measured.records import Kind, Record, Records
 from orchestrator.core.predict.data import layout_of
 from orchestrator.core.predict.step import Layout
-from orchestrator.core.records import Kind, Record, Records
-from orchestrator.core.topology import topology_from_data
 
 ADAPTIVE, CHEAPEST, RANDOM, GRID = "adaptive", "cheapest first", "random", "grid order"
 TIMING_KINDS = (Kind.THROUGHPUT, Kind.PEAK, Kind.ALLREDUCE)

@@ -34,8 +34,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.core.machine.topology import NodeLink
 from orchestrator.core.predict.comm import LINK_CLASSES, NODES, LinkFit, Sample, fit_link
-from orchestrator.core.topology import NodeLink
 
 STATED_EFFICIENCY_LOW = 0.5
 # Calibration points below this size do not enter the held-out error: DDP's smallest bucket is its first, 1 MiB

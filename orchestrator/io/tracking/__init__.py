@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.constants import DEFAULT_TRACKING_WAIT_S, TRACKING_WAIT_ENV_VAR
-from orchestrator.core.json_types import JsonDict, JsonValue
-from orchestrator.core.records import Record, dumps
-from orchestrator.core.schema import load
-from orchestrator.core.spec import TrackingSpec
+from orchestrator.core.json.schema import load
+from orchestrator.core.json.values import JsonDict, JsonValue
+from orchestrator.core.measured.records import Record, dumps
+from orchestrator.core.planning.spec import TrackingSpec
 from orchestrator.errors import InputError
 from orchestrator.io.store import Results
 

@@ -4,7 +4,7 @@
   as artifacts (`sweep/spec.json`, ...), the counts of trials and the best throughput as metrics, and at the
   end trials.jsonl and the report (`report/`: report.md, the PNG plots, every table as CSV and JSON).
 - A child (run name: the trial key) carries the trial's layout and settings and what took effect (`applied.*`)
-  as parameters, its figures as metrics (`orchestrator.core.record_fields`: samples/s, step time, spread,
+  as parameters, its figures as metrics (`orchestrator.core.measured.record_fields`: samples/s, step time, spread,
   memory, `ok` for its status), a convergence run's metric per evaluation as a step series (the step is the
   global training step; `epoch` is logged at the same steps), and an all-reduce calibration's time per
   message size (the step is the size in bytes). A trial that did not end ok is a FAILED run with its reason.
@@ -42,8 +42,8 @@ from orchestrator.constants import (
     MLFLOW_SEARCH_S,
     MLFLOW_TIMEOUT_ENV_VAR,
 )
-from orchestrator.core import record_fields as fields
-from orchestrator.core.records import Kind, Record, Status
+from orchestrator.core.measured import record_fields as fields
+from orchestrator.core.measured.records import Kind, Record, Status
 from orchestrator.io.files import read_nofollow
 from orchestrator.io.store import ENVIRONMENT_FILE, SPEC_FILE, TOPOLOGY_FILE, TRIALS_FILE, Results
 from orchestrator.io.tracking import INSTALL_HINT, End, TrackerKind, TrackerPlace, fingerprint

@@ -1,5 +1,5 @@
 """The driver's half of the trial kinds a sweep runs, one module each, named after its record kind
-(core.records.Kind): its `WorkItem` subclass (`ITEM`) and the progress display's line for an ok record
+(core.measured.records.Kind): its `WorkItem` subclass (`ITEM`) and the progress display's line for an ok record
 (`describe(record) -> str`). `records.Kind` is the registry: a new kind is a new value there, its module here,
 and its rank half in run.rank (which this side never imports: the rank process is another program).
 """
@@ -10,7 +10,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.records import Kind
 
 if TYPE_CHECKING:
     from orchestrator.run.kinds.base import WorkItem

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_key, calibration_trials
-from orchestrator.core.eta import ALLREDUCE_S, STARTUP_S
-from orchestrator.core.grid import Trial
-from orchestrator.core.plan import PlannedTrial
-from orchestrator.core.records import Kind, Record
+from orchestrator.core.execution.calibration import GRADIENT_DTYPE, MESSAGE_BYTES, calibration_key, calibration_trials
+from orchestrator.core.execution.eta import ALLREDUCE_S, STARTUP_S
+from orchestrator.core.measured.records import Kind, Record
+from orchestrator.core.planning.plan import PlannedTrial
+from orchestrator.core.planning.trial import Trial
 from orchestrator.run.job import AllreduceTask, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 

@@ -3,7 +3,7 @@
 A kind module (see orchestrator.run.kinds) holds the driver's half of its kind: its work item (which trials it
 plans, the job its ranks run, where it may run, its record). The rank's half is in run.rank. Ray and the
 recording (which reaches Ray through run.trial) are imported where they are used, so that planning a sweep's
-items and its estimate (core.eta) starts no Ray.
+items and its estimate (core.execution.eta) starts no Ray.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from orchestrator.core.grid import Trial
-from orchestrator.core.placement import Placement
-from orchestrator.core.plan import Plan, PlannedTrial
-from orchestrator.core.records import Kind, Record
-from orchestrator.core.schedule import Admission, Region, admit_timing
-from orchestrator.core.schema import to_plain
+from orchestrator.core.execution.schedule import Admission, Region, admit_timing
+from orchestrator.core.json.schema import to_plain
+from orchestrator.core.machine.placement import Placement
+from orchestrator.core.measured.records import Kind, Record
+from orchestrator.core.planning.plan import Plan, PlannedTrial
+from orchestrator.core.planning.trial import Trial
 from orchestrator.run.job import RankJob, Task, init_timeout_s
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import SweepSpec
+    from orchestrator.core.planning.spec import SweepSpec
     from orchestrator.io.sweepfile import Sweep
     from orchestrator.run.trial import TrialRun
 
@@ -99,7 +99,7 @@ class WorkItem(ABC):
 
     @abstractmethod
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
-        """What it should take, for the sweep's time estimate (core.eta); `step_s(trial)` is a training step's
+        """What it should take, for the sweep's time estimate (core.execution.eta); `step_s(trial)` is a training step's
         estimated seconds, to be called only by kinds that `trains`, and `startup_s` a training rank's start-up
         (its model built: the probe's where it timed one); other kinds start in `eta.STARTUP_S`."""
 
@@ -113,7 +113,7 @@ class WorkItem(ABC):
 
     def admit(self, ctx: SweepContext, taken: Region) -> Admission | None:
         """Where it can run now, given the regions held by running (and earlier waiting) trials: a timing
-        trial keeps its nodes (or sockets) to itself (core.schedule)."""
+        trial keeps its nodes (or sockets) to itself (core.execution.schedule)."""
         return admit_timing(ctx.plan.topology, self.placement(), self.planned.memory_budget_mib,
                             ctx.spec.measure.isolation, taken)
 

@@ -1,22 +1,22 @@
 """Convergence runs: per planned global batch and seed, training to the spec's target metric on the cheapest
 feasible layout with that global batch (run.rank.protocol.train_to_target). They pack onto free cores rather
-than keep whole nodes (core.schedule.admit_convergence)."""
+than keep whole nodes (core.execution.schedule.admit_convergence)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.eta import convergence_s
-from orchestrator.core.grid import Trial
-from orchestrator.core.plan import ConvergenceRun, PlannedTrial
-from orchestrator.core.records import Kind, Record, convergence_key
-from orchestrator.core.schedule import Admission, Region, admit_convergence
+from orchestrator.core.execution.eta import convergence_s
+from orchestrator.core.execution.schedule import Admission, Region, admit_convergence
+from orchestrator.core.measured.records import Kind, Record, convergence_key
+from orchestrator.core.planning.plan import ConvergenceRun, PlannedTrial
+from orchestrator.core.planning.trial import Trial
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import ConvergenceSpec
+    from orchestrator.core.planning.spec import ConvergenceSpec
     from orchestrator.run.trial import TrialRun
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.eta import PEAK_S, ROOF_S, STARTUP_S
-from orchestrator.core.grid import Trial
-from orchestrator.core.plan import PlannedTrial
-from orchestrator.core.records import Kind, Record, peak_key
+from orchestrator.core.execution.eta import PEAK_S, ROOF_S, STARTUP_S
+from orchestrator.core.measured.records import Kind, Record, peak_key
+from orchestrator.core.planning.plan import PlannedTrial
+from orchestrator.core.planning.trial import Trial
 from orchestrator.run.job import PeakTask, RankJob
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 

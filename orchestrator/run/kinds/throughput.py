@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.eta import throughput_s
-from orchestrator.core.grid import Trial
-from orchestrator.core.plan import PlannedTrial
-from orchestrator.core.records import Kind, Record
+from orchestrator.core.execution.eta import throughput_s
+from orchestrator.core.measured.records import Kind, Record
+from orchestrator.core.planning.plan import PlannedTrial
+from orchestrator.core.planning.trial import Trial
 from orchestrator.run.job import RankJob, Steps, ThroughputTask
 from orchestrator.run.kinds.base import SweepContext, WorkItem
 

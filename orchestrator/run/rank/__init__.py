@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.records import Kind
 from orchestrator.run.job import PROBE, PROFILE, JobKind
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The rank side of a probe (its driver is run.probe; its output is a cached `core.probe.ProbeResult`, not a
+"""The rank side of a probe (its driver is run.probe; its output is a cached `core.planning.probe.ProbeResult`, not a
 trial record, so it has no work item): one rank of the workload at a small local batch, built as a throughput
 trial builds it, holding as many batches as a throughput trial holds before timing, then a few training steps.
 It reports its own peak private memory and its libraries' pages (run.procmem), the median time of its steps
@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.flop_count import FLOPS_RULE
-from orchestrator.core.probe import PROBE_STEPS, held_batches
+from orchestrator.core.planning.probe import PROBE_STEPS, held_batches
+from orchestrator.core.profile.flop_count import FLOPS_RULE
 from orchestrator.run.job import ProbeTask
 from orchestrator.run.procmem import read_memory
 from orchestrator.run.reports import ProbeReport

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from orchestrator.core.flop_count import FLOPS_RULE
-from orchestrator.core.probe import held_batches
+from orchestrator.core.planning.probe import held_batches
+from orchestrator.core.profile.flop_count import FLOPS_RULE
 from orchestrator.run.job import ConvergenceTask, Phase, ProgressWriter, RankJob, ThroughputTask
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
@@ -110,7 +110,7 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     steps = job.task_as(ThroughputTask).steps
     if steps.data == "memory":
         # Enough distinct batches that the step does not see the same tensors every time, few enough to
-        # keep memory small; prepared before any timing (core.probe.held_batches: the memory probe holds as
+        # keep memory small; prepared before any timing (core.planning.probe.held_batches: the memory probe holds as
         # many, since they are part of the trial's peak).
         distinct = list(itertools.islice(source, held_batches(steps.data, steps.warmup, steps.timed)))
         source = itertools.cycle(distinct)
@@ -248,7 +248,7 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
                     status: ProgressWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
-    from orchestrator.core.noise_scale import every_steps
+    from orchestrator.core.measured.noise_scale import every_steps
     from orchestrator.run.noise_scale import NoiseScale
 
     conv = job.task_as(ConvergenceTask).settings

@@ -12,7 +12,7 @@ The process sets up what orch's own rank entry point (run.rank.main) does, then 
 - the trial's rendezvous store hosted by rank 0, bound to MASTER_ADDR only (torch's own env:// store binds
   every interface), and TORCHELASTIC_USE_AGENT_STORE=True so that the script's `init_process_group()` joins
   it as torchrun's workers join their agent's store; orch's reporter keeps its barriers there too;
-- the grid's values as ORCH_LOCAL_BATCH, ORCH_THREADS, ... (core.script);
+- the grid's values as ORCH_LOCAL_BATCH, ORCH_THREADS, ... (core.planning.script);
 - the script's end read as the trial's: an exception's last line, a non-zero exit, or an end without the
   steps the trial needs becomes the progress file's `error`, the trial's reason.
 

@@ -7,7 +7,8 @@ protocols, kept by the script's own calls instead of orch's loop. The timing rul
 - warm-up steps excluded: the timed window opens at the end of step `warmup_steps`;
 - a window all ranks share: a barrier in the trial's rendezvous store at each repeat's boundary (kept by orch,
   so it holds whether or not the script joined torch.distributed), and each rank's wall time per repeat; the
-  driver takes the slowest rank, the median of repeats and their spread (core.measure), as for the built-ins;
+  driver takes the slowest rank, the median of repeats and their spread (core.measured.throughput), as for the
+  built-ins;
 - a throughput trial ends the script inside the step that ends its last repeat (result written, process
   ended: code after the loop does not run);
 - a convergence trial ends it at the step after rank 0 reports the target metric at or above the target (or
@@ -28,8 +29,8 @@ import sys
 import time
 from typing import Any
 
-from orchestrator.core.flop_count import STATED
-from orchestrator.core.records import Kind, NoiseScaleSection
+from orchestrator.core.measured.records import Kind, NoiseScaleSection
+from orchestrator.core.profile.flop_count import STATED
 from orchestrator.run.job import PROBE, Phase, ProgressWriter, RankJob, RankResult
 from orchestrator.run.rank.process import ERROR_CHARS
 from orchestrator.run.reports import ConvergenceReport, ProbeReport, Report, ThroughputReport
@@ -275,7 +276,7 @@ class ScriptReporter:
 
     def _noise_scale(self, epochs_run: float) -> NoiseScaleSection:
         """B_simple where the script handed orch its DDP model (orch.script.model), else why not."""
-        from orchestrator.core.noise_scale import not_measured
+        from orchestrator.core.measured.noise_scale import not_measured
 
         if self.noise is not None:
             return self.noise.section(epochs_run)
@@ -307,7 +308,7 @@ class ScriptReporter:
         """Write the rank's result, let the others finish with the store, and end the process here."""
         import torch
 
-        from orchestrator.core.records import CommunicationSection
+        from orchestrator.core.measured.records import CommunicationSection
         from orchestrator.io.files import write_atomic
         from orchestrator.run.comm import communication_report
         from orchestrator.run.rank.process import observed_affinity

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     import torch
 
     from orch.workload import DdpOptions, Trainer
-    from orchestrator.core.jsonobject import JsonObject
-    from orchestrator.core.records import CommunicationSection
+    from orchestrator.core.json.jsonobject import JsonObject
+    from orchestrator.core.measured.records import CommunicationSection
     from orchestrator.run.job import ProgressWriter, RankJob, RankOutput
     from orchestrator.run.rank.process import StartupClock
 
@@ -77,7 +77,7 @@ def init_process_group(job: RankJob, backend: str | None = None) -> None:
 
 def communication(job: RankJob) -> CommunicationSection:
     """The result's communication section: backend, version, CCL settings (run.comm)."""
-    from orchestrator.core.records import CommunicationSection
+    from orchestrator.core.measured.records import CommunicationSection
     from orchestrator.run.comm import communication_report
 
     return CommunicationSection.from_json(communication_report(job.backend))
