@@ -1,8 +1,8 @@
 """What does measuring the gradient noise scale cost a training step (issue 44's goal: at most 2%)?
 
 Side by side in one run: each rank builds the workload twice from the same seed, one copy wrapped as a
-throughput trial wraps it (`orchestrator.run.ddp.wrap`, the workload's DDP switches) and stepped by
-`protocol.make_step`, the other wrapped with the noise hook and stepped by `run.noise_scale.NoiseScale` as a
+throughput trial wraps it (`orchestrator.run.rank.ddp.wrap`, the workload's DDP switches) and stepped by
+`protocol.make_step`, the other wrapped with the noise hook and stepped by `run.rank.noise_scale.NoiseScale` as a
 convergence run steps it. Blocks of steps alternate between the two (ABBA order, so neither always goes
 first), each block timed between barriers by the slowest rank; the overhead is the ratio of the two copies'
 median block times, and its spread the range of the per-pair ratios. With 2 ranks that is the per-bucket
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
+from orchestrator.run.driver.launcher import free_port, rank_environment  # noqa: E402
 
 # (label, sweep file, local batch)
 CASES = (("classifier", "classifier.yaml", 32), ("classifier", "classifier.yaml", 128),
@@ -69,8 +69,8 @@ def worker(name: str, params_json: str, local_batch: int, warmup: int, steps: in
     import torch
     import torch.distributed as dist
 
-    from orchestrator.run import ddp
-    from orchestrator.run.noise_scale import NoiseScale
+    from orchestrator.run.rank import ddp
+    from orchestrator.run.rank.noise_scale import NoiseScale
     from orchestrator.run.rank.protocol import make_step
 
     torch.set_num_interop_threads(1)

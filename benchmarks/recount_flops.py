@@ -1,6 +1,6 @@
 """What the valid-tap FLOP count changes in a results folder measured before it: the workload's training step at
 the records' local batch, counted by torch's own FLOP counter (what the records hold: every convolution tap, those
-in the zero padding too) and by orch's (run.flops: only the taps inside the input), then the folder's
+in the zero padding too) and by orch's (run.rank.flops: only the taps inside the input), then the folder's
 hardware-efficiency table as it reads with each. Nothing is measured or written: one training step of one rank is
 built and counted (fp32: the count does not depend on the precision), the folder is only read.
 
@@ -26,7 +26,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
     from orch import decide_precision
     from orch.workload import RankContext
     from orchestrator.io.workload_finder import find_workload, parse_params
-    from orchestrator.run.flops import flop_counter
+    from orchestrator.run.rank.flops import flop_counter
     from orchestrator.run.rank.protocol import make_step
 
     workload = find_workload(workload_name).workload

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from orchestrator.io.tracking import TrackingUnavailable
     from orchestrator.io.workload_finder import UnknownWorkload
     from orchestrator.report.prediction import NoFeasibleLayout
-    from orchestrator.run.probe import ProbeFailed
+    from orchestrator.run.driver.probe import ProbeFailed
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_folder", "Notice"), "orch.api"),
@@ -67,7 +67,7 @@ _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "track", "results_
          "NotAResultsFolder": "orchestrator.io.store", "ResultsNotWritten": "orchestrator.io.store",
          "PredictInputError": "orchestrator.io.predict_inputs", "TrackingUnavailable": "orchestrator.io.tracking",
          "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.report.prediction",
-         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe",
+         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.driver.probe",
          "SweepSpec": "orchestrator.core.planning.spec", "Topology": "orchestrator.core.machine.topology"}
 
 __all__ = ["__version__", "load", "plan", "predict", "results_folder", "sweep", "track", "Notice",

@@ -79,11 +79,11 @@ def code_map_names(text: str) -> set[str]:
 def test_code_map_names_every_module_and_nothing_else():
     code_map = README.split("\n## Code map\n")[1].split("\n## ")[0]
     named = code_map_names(code_map)
-    # One line names the trial kinds' modules by their rule (`orchestrator/run/kinds/<kind>.py`, one per
+    # One line names the trial kinds' modules by their rule (`orchestrator/run/driver/kinds/<kind>.py`, one per
     # records.Kind value), so that a new kind is a new module and a new value, and no third edit here.
-    rule = "orchestrator/run/kinds/<kind>.py"
+    rule = "orchestrator/run/driver/kinds/<kind>.py"
     if rule in named:
-        named = (named - {rule}) | {f"orchestrator/run/kinds/{kind}.py" for kind in Kind}
+        named = (named - {rule}) | {f"orchestrator/run/driver/kinds/{kind}.py" for kind in Kind}
     modules = {str(p.relative_to(REPO)) for top in ("orch", "orchestrator", "workloads") for p in (REPO / top).rglob("*.py")
                if p.stat().st_size > 0 and "__pycache__" not in p.parts}
     assert sorted(modules - named) == [], "modules the README's Code map does not name"

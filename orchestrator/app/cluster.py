@@ -14,7 +14,7 @@ from orchestrator.core.machine.emulation import ClusterRequest, LinkMeasure
 from orchestrator.errors import InputError, RunFailed
 
 if TYPE_CHECKING:   # the run layer: imported when a cluster is made
-    from orchestrator.run.emulated import Running
+    from orchestrator.run.driver.emulated import Running
 
 
 def check_requirements() -> None:
@@ -36,7 +36,7 @@ def up(options: ClusterUpOptions) -> Iterator[Running]:
     """The cluster made and Ray started in each node, each link measured; removed when the block ends unless
     `options.detach`. InputError for a request that cannot be made here; ClusterError (a RunFailed) when it
     could not come up, after removing everything it made."""
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     if command_of(options.command) and options.detach:
         raise InputError("orch cluster up: --detach or a command after --, not both")
@@ -57,7 +57,7 @@ def up(options: ClusterUpOptions) -> Iterator[Running]:
 
 def run_or_wait(running: Running, command: tuple[str, ...]) -> int:
     """Run `command` in the head's namespace (its exit status), or, with none, keep the cluster until a signal."""
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     if command:
         return emulated.run_in_head(running, list(command))
@@ -67,7 +67,7 @@ def run_or_wait(running: Running, command: tuple[str, ...]) -> int:
 
 def down(options: ClusterDownOptions) -> list[str]:
     """What was removed, in words (empty: no emulated cluster, or none of that name)."""
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     return emulated.down(name=options.name)
 
@@ -114,7 +114,7 @@ def status() -> tuple[tuple[ClusterStatus, ...], tuple[str, ...]]:
 def exec_in_head(options: ClusterExecOptions) -> int:
     """`options.command` run in the head's namespace of a cluster that is up: its exit status."""
     from orchestrator.io import netns
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     command = command_of(options.command)
     if not command:

@@ -30,8 +30,8 @@ if TYPE_CHECKING:   # the run layer imports Ray: imported when a profile runs
     from orchestrator.core.planning.plan import Plan
     from orchestrator.core.planning.trial import Trial
     from orchestrator.core.profile.result import ProfiledTarget
-    from orchestrator.run.cluster import Cluster
-    from orchestrator.run.profile_run import ProfileTarget
+    from orchestrator.run.driver.cluster import Cluster
+    from orchestrator.run.driver.profile_run import ProfileTarget
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def _profiled(options: ProfileOptions, sweep: Sweep, spec: ProfileSpec, out: Pat
     """Every target on Ray, then the report."""
     from orchestrator.app.plan import plan_for
     from orchestrator.app.session import ray_session
-    from orchestrator.run.profile_run import plan_targets, variant_params
+    from orchestrator.run.driver.profile_run import plan_targets, variant_params
 
     layouts, steps = _chosen(options, spec)
     replay = spec.replay if options.replay is None else options.replay
@@ -145,12 +145,12 @@ def _chosen(options: ProfileOptions, profile: ProfileSpec) -> tuple[list[Trial],
 def _projection_topology(project_to: str | None) -> Topology | None:
     """The topology file --project-to names (None for 'avx2' or no projection), loaded before anything runs:
     a bad file is bad input, not a failure after the profile."""
-    from orchestrator.run.profile_projection import AVX2
+    from orchestrator.run.driver.profile_projection import AVX2
 
     if project_to is None or project_to == AVX2:
         return None
     from orchestrator.io.topofile import load_topology
-    from orchestrator.run.profile_projection import check_projectable
+    from orchestrator.run.driver.profile_projection import check_projectable
 
     try:
         topology = load_topology(project_to)
@@ -165,7 +165,7 @@ def _project(project_to: str | None, topology: Topology | None, out: Path, notif
     if project_to is None or not (out / HEADER_FILE).is_file():
         return
     from orchestrator.report.projection_report import write_projection
-    from orchestrator.run.profile_projection import project
+    from orchestrator.run.driver.profile_projection import project
 
     _header, results = _saved(out)
     projections = project(results, project_to, topology)
@@ -203,7 +203,7 @@ class _Runs:
         """Run a target until its own physical checks pass or `max_passes` runs are spent; the result keeps
         how many runs it took and what each disturbed one failed."""
         from orchestrator.core.profile.checks import check_target
-        from orchestrator.run.profile_run import run_target, save_result
+        from orchestrator.run.driver.profile_run import run_target, save_result
 
         disturbed_runs: list[tuple[str, ...]] = []
         for attempt in range(1, self.max_passes + 1):
@@ -247,7 +247,7 @@ def _saved(out: Path) -> tuple[JsonDict, list[ProfiledTarget]]:
     (a header that says `../../x` would read and write outside `out`)."""
     from orchestrator.core.planning.names import name_problem
     from orchestrator.io.files import UnreadableFile, read_json_input
-    from orchestrator.run.profile_run import RESULT_FILE, load_result
+    from orchestrator.run.driver.profile_run import RESULT_FILE, load_result
 
     where = f"{out} holds no complete `orch profile` output to report from"
     try:
@@ -281,7 +281,7 @@ def _saved(out: Path) -> tuple[JsonDict, list[ProfiledTarget]]:
 
 
 def _report_only(out: Path) -> list[ProfiledTarget]:
-    from orchestrator.run.profile_run import refresh_shapes
+    from orchestrator.run.driver.profile_run import refresh_shapes
 
     header, results = _saved(out)
     results = [refresh_shapes(r, out) for r in results]

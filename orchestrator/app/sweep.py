@@ -29,9 +29,9 @@ if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for
     from orchestrator.core.execution.eta import Eta
     from orchestrator.core.machine.topology import Topology
     from orchestrator.io.tracking import Tracking
-    from orchestrator.run.kinds.base import WorkItem
-    from orchestrator.run.probe import ProbeSetup
-    from orchestrator.run.sweep import RunnerSummary, SweepRunner
+    from orchestrator.run.driver.kinds.base import WorkItem
+    from orchestrator.run.driver.probe import ProbeSetup
+    from orchestrator.run.driver.sweep import RunnerSummary, SweepRunner
 
 log = logging.getLogger(__name__)
 
@@ -160,9 +160,9 @@ class _SweepCall:
         from orchestrator.app.plan import plan_for
         from orchestrator.io.store import load_results
         from orchestrator.io.tracking import End
-        from orchestrator.run.adaptive import AdaptiveRunner
-        from orchestrator.run.progress import SweepProgress
-        from orchestrator.run.sweep import RunnerOptions, SweepRunner
+        from orchestrator.run.driver.adaptive import AdaptiveRunner
+        from orchestrator.run.driver.progress import SweepProgress
+        from orchestrator.run.driver.sweep import RunnerOptions, SweepRunner
 
         o = self.options
         sweep = self._probed(session)
@@ -205,8 +205,8 @@ class _SweepCall:
         runner, which refine or budget with it)."""
         from orchestrator.app.adaptive import describe
         from orchestrator.core.execution.eta import duration_text
-        from orchestrator.run.adaptive import AdaptiveRunner
-        from orchestrator.run.estimate import sweep_estimate
+        from orchestrator.run.driver.adaptive import AdaptiveRunner
+        from orchestrator.run.driver.estimate import sweep_estimate
 
         eta, basis = sweep_estimate(runner.context, todo)
         if isinstance(runner, AdaptiveRunner):
@@ -221,11 +221,11 @@ class _SweepCall:
     def _probed(self, session: RaySession) -> Sweep:
         """The sweep with the probe it plans with: where the workload does not declare a figure (or the sweep
         says `measure.probe: always`) and no probe of these parameters is cached (with a step timed on this CPU),
-        one runs now, on this machine, before any trial (no Ray: run.probe). A probe that fails is bad input,
+        one runs now, on this machine, before any trial (no Ray: run.driver.probe). A probe that fails is bad input,
         with the rank's error, except for a training script: it runs as it is, and a script that fails at a
         probe batch may still run the grid's own cells, so its memory stays unchecked and each trial records
         its own failure."""
-        from orchestrator.run.probe import ProbeFailed, probe_for
+        from orchestrator.run.driver.probe import ProbeFailed, probe_for
 
         quiet, sweep = self.options.json_lines, self.sweep
 

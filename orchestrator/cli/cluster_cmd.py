@@ -16,7 +16,7 @@ from orchestrator.cli.options import add_options, options_from
 from orchestrator.core.machine.emulation import rate_words
 
 if TYPE_CHECKING:
-    from orchestrator.run.emulated import Running
+    from orchestrator.run.driver.emulated import Running
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from orchestrator.core.planning.probe import PROBE_BATCHES, PROBE_STEPS
 if TYPE_CHECKING:
     from orchestrator.core.planning.probe import ProbePoint
     from orchestrator.io.sweepfile import Sweep
-    from orchestrator.run.probe import ProbeSetup
+    from orchestrator.run.driver.probe import ProbeSetup
 
 log = logging.getLogger(__name__)
 

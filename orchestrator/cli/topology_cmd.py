@@ -17,7 +17,7 @@ if TYPE_CHECKING:   # rich and the run layer: imported when a topology is shown
     from rich.console import Group
     from rich.table import Table
 
-    from orchestrator.run.cluster import Cluster
+    from orchestrator.run.driver.cluster import Cluster
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

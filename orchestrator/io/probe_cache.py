@@ -1,6 +1,6 @@
 """The probe's cache and its copy in a results folder.
 
-A probe (`orchestrator.run.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
+A probe (`orchestrator.run.driver.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
 reference and a fingerprint of the file that defines it, its parameters (the precision chosen), the precision,
 torch's version, the backend, the batches a throughput trial holds, the probe's format and the rule its FLOP
 counter counts by (`probe_key_fields`). Any of them changed, the probe is measured again; an unreadable or foreign

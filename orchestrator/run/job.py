@@ -285,7 +285,7 @@ class RankOutput:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankResult:
     """What a rank reports when it has finished its job: written by the rank (run.rank.main) as JSON in
-    its result file, read back by its launcher and turned into the trial's record (run.recording).
+    its result file, read back by its launcher and turned into the trial's record (run.driver.recording).
     The sections are the protocols' own reports (run.reports), read back typed."""
 
     rank: int
@@ -328,7 +328,7 @@ class RankResult:
         """The report, if it is a `kind` (what a trial of that kind's ranks report), else None."""
         return self.report if isinstance(self.report, kind) else None
 
-    # The built-in kinds' reports by name, for the driver's readers (run.recording) and the tests.
+    # The built-in kinds' reports by name, for the driver's readers (run.driver.recording) and the tests.
     @property
     def throughput(self) -> ThroughputReport | None:
         return self.report_of(ThroughputReport)

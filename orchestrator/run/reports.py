@@ -1,7 +1,7 @@
 """What a rank reports of its job, one report type per job kind (`REPORTS`; `job.RankResult.report`): frozen
 dataclasses that cross the rank's result file as JSON (`core.json.jsonobject`), so the driver's readers
-(`run.recording`, `run.probe`, `run.profile_run`) read fields, not keys. Part of the wire format between the
-driver and the rank processes: no torch, nothing of either side.
+(`run.driver.recording`, `run.driver.probe`, `run.driver.profile_run`) read fields, not keys. Part of the wire
+format between the driver and the rank processes: no torch, nothing of either side.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class ConvergenceReport(Report):
     curve: list[list[float]]              # [[epoch, metric]]
     lr: float | None                      # the last learning rate set
     train_s: float
-    noise_scale: NoiseScaleSection | None = optional()   # the gradient noise scale (run.noise_scale)
+    noise_scale: NoiseScaleSection | None = optional()   # the gradient noise scale (run.rank.noise_scale)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

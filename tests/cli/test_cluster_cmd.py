@@ -38,7 +38,7 @@ def test_bad_options_exit_2_with_the_reason(capsys, argv, message):
 
 
 def test_more_cores_than_this_process_has_are_refused_before_anything_is_made(capsys):
-    from orchestrator.run.emulated import usable_cores
+    from orchestrator.run.driver.emulated import usable_cores
 
     cores = len(usable_cores())
     code = main(["cluster", "up", "--nodes", str(cores + 1), "--cores-per-node", "1"])

@@ -150,9 +150,9 @@ def test_auto_means_gloo_for_a_script_and_ccl_runs_only_when_asked(tmp_path):
 
 def test_the_time_estimate_says_a_script_needs_its_flops_stated(tmp_path):
     from orchestrator.core.json.schema import load
-    from orchestrator.run.estimate import sweep_estimate
-    from orchestrator.run.kinds.base import SweepContext
-    from orchestrator.run.kinds.throughput import ThroughputItem
+    from orchestrator.run.driver.estimate import sweep_estimate
+    from orchestrator.run.driver.kinds.base import SweepContext
+    from orchestrator.run.driver.kinds.throughput import ThroughputItem
 
     compact, problems = load(CompactTopology, {"name": "box", "sockets": 1, "cores_per_socket": 2, "memory_gib": 8,
                                                "isa": {"features": ["avx2"], "fp32_gflops": 20.0}})

@@ -1,4 +1,4 @@
-"""The sweep's first estimate (run.estimate) from a plan, without Ray: a convergence run is costed by its
+"""The sweep's first estimate (run.driver.estimate) from a plan, without Ray: a convergence run is costed by its
 start-up, steps and evaluations (the eval set is the workload's test_samples), and the estimate carries what
 the measured terms will refine (each training trial's layout and step)."""
 
@@ -12,9 +12,9 @@ from conftest import two_core_avx2_machine
 from orchestrator.app.plan import plan_for
 from orchestrator.core.execution import eta
 from orchestrator.io.sweepfile import load_sweep
-from orchestrator.run.estimate import sweep_estimate
-from orchestrator.run.kinds import item_types
-from orchestrator.run.kinds.base import SweepContext
+from orchestrator.run.driver.estimate import sweep_estimate
+from orchestrator.run.driver.kinds import item_types
+from orchestrator.run.driver.kinds.base import SweepContext
 
 REPO = Path(__file__).resolve().parents[2]
 

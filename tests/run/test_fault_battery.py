@@ -47,7 +47,7 @@ KEYS = {"r1-t1-b16", "r1-t1-b32"}
 TEARING_DRIVER = """
 import os, random, sys, time
 from orchestrator.io import store
-from orchestrator.run import sweep as sweep_module
+from orchestrator.run.driver import sweep as sweep_module
 
 real, written = sweep_module.append_record, []
 

@@ -89,8 +89,8 @@ def test_the_sweep_s_items_build_each_kind_s_task_from_the_spec():
 
     from orchestrator.app.plan import plan_for
     from orchestrator.io.sweepfile import load_sweep
-    from orchestrator.run.kinds import item_types
-    from orchestrator.run.kinds.base import SweepContext
+    from orchestrator.run.driver.kinds import item_types
+    from orchestrator.run.driver.kinds.base import SweepContext
 
     sweep = load_sweep(REPO / "sweeps" / "classifier.yaml")
     topology, _ = two_core_avx2_machine()

@@ -17,7 +17,7 @@ from orchestrator.core.planning.trial import Trial
 from orchestrator.io import isa as isa_io
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.io.topofile import planned_machine
-from orchestrator.run.profile_run import ProfileTarget, variant_params
+from orchestrator.run.driver.profile_run import ProfileTarget, variant_params
 
 REPO = Path(__file__).resolve().parents[2]
 TINYNET = REPO / "tests" / "data" / "own_model" / "tinynet.py"

@@ -8,8 +8,8 @@ import json
 
 from rich.console import Console
 
+from orchestrator.run.driver.progress import SweepProgress
 from orchestrator.run.job import Phase, RankProgress
-from orchestrator.run.progress import SweepProgress
 
 
 def _progress(total: int) -> tuple[SweepProgress, io.StringIO]:

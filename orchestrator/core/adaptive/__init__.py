@@ -1,5 +1,5 @@
 """Adaptive sweeps: measure only what a question needs, one trial at a time, and stop when the answer is sure
-enough. Pure: the live sweep (`orchestrator.run.adaptive`) and a replay of a folder measured in full call the
+enough. Pure: the live sweep (`orchestrator.run.driver.adaptive`) and a replay of a folder measured in full call the
 same code, so what a replay shows is what a live sweep would have done.
 
 - `answer`: the question (`Question`: the fastest time-to-train over the target's layouts, or the scalability

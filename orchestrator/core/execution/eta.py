@@ -74,7 +74,7 @@ EVAL_SHARE = 0.1                # evaluation's time over training's, where the e
 # third of a training step's FLOPs, but detection's post-processing and scoring are not FLOPs (the default
 # RetinaNet measured 0.36 with bf16 evaluation and 0.56 in fp32 on a Zen 4, docs/costs.md).
 EVAL_SAMPLE_COST = 0.5
-# Kinds whose trials pack onto free cores beside each other (run.kinds: their items do not hold a region while
+# Kinds whose trials pack onto free cores beside each other (run.driver.kinds: their items do not hold a region while
 # waiting); every other kind is a timing trial, which keeps its region to itself, so their times add up.
 PACKED_KINDS = ("convergence",)
 

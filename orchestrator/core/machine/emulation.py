@@ -1,6 +1,6 @@
 """A cluster emulated on one machine, as a plan: which network namespaces, addresses, cores, links and shapers
 `orch cluster up` makes, in what order, and how each is undone. Pure: `orchestrator.io.netns` runs the commands,
-`orchestrator.run.emulated` starts the Ray nodes and measures the links.
+`orchestrator.run.driver.emulated` starts the Ray nodes and measures the links.
 
 The shape (Mininet's, with the kernel's own parts)::
 

@@ -64,7 +64,7 @@ class Cause(IntEnum):
 
 
 class RankEnding(Protocol):
-    """What the ranking needs of a rank's end (run.launcher.Outcome has it)."""
+    """What the ranking needs of a rank's end (run.driver.launcher.Outcome has it)."""
 
     @property
     def status(self) -> str: ...

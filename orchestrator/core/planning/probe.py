@@ -8,7 +8,7 @@ resident set less its file-backed pages: what it allocates, which no other proce
 node share and the node holds once. A probe of format 1 measured a rank alone's unique memory, libraries in it
 (`MemoryModel.library_mib`, of the intercept); it still reads, and plans as it did.
 
-The probe runs one rank without DDP (`orchestrator.run.probe`), so the memory model adds what DDP holds beside
+The probe runs one rank without DDP (`orchestrator.run.driver.probe`), so the memory model adds what DDP holds beside
 the gradients at two ranks or more: its gradient buckets, one more fp32-sized copy of the gradients (none when
 the gradients are views into the buckets, half a copy more for a 16-bit communication hook's compressed copy;
 `orch.workload.ddp_gradient_copies` counts them, minus the gradients themselves, which the probe measured).

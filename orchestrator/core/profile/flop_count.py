@@ -1,6 +1,6 @@
 """How orch counts the FLOPs of a training step, and how a record says which count it holds.
 
-orch counts a step with torch's FLOP counter (`FlopCounterMode`, `orchestrator.run.flops`), its convolution
+orch counts a step with torch's FLOP counter (`FlopCounterMode`, `orchestrator.run.rank.flops`), its convolution
 formulas replaced by the one `orch profile` and the compute roof use (`core.profile.roofline`, benchdnn's
 `count_ops`): only the kernel taps that land inside the input are work. torch's own formula counts every tap,
 2 · N · OC · OH · OW · (IC / G) · KH · KW, the ones in the zero padding too, which overstates a network with

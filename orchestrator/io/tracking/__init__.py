@@ -6,7 +6,7 @@ A tracker is three calls:
 
 - `open(results)`: the results folder as it is when the sweep starts (its spec, topology, environment and the
   records already there): the tracker logs the sweep and catches up on every record it lacks;
-- `record(record)`: one record, as the driver appends it to trials.jsonl (run.sweep's `on_record` hook);
+- `record(record)`: one record, as the driver appends it to trials.jsonl (run.driver.sweep's `on_record` hook);
 - `finish(results, report_files, end)`: the sweep (or the report) ended; `report_files` are the files the
   report wrote, the only ones uploaded (never a link, never the rest of their folder).
 

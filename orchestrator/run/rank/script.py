@@ -1,7 +1,7 @@
 """A script's rank: the user's training script run as it is, one process per rank, through the same launcher
 as orch's own ranks (pinned before it starts, the same thread and allocator settings, torchrun's variables).
 
-    python -m orchestrator.run.rank.script JOB_FILE      (the launcher's command: run.script_job.script_command)
+    python -m orchestrator.run.rank.script JOB_FILE      (the launcher's command: run.driver.script_job.script_command)
 
 The process sets up what orch's own rank entry point (run.rank.main) does, then runs the script as
 `python SCRIPT ARGS` would (`__main__`, its folder first on sys.path, sys.argv), with the reporter
@@ -16,7 +16,7 @@ The process sets up what orch's own rank entry point (run.rank.main) does, then 
 - the script's end read as the trial's: an exception's last line, a non-zero exit, or an end without the
   steps the trial needs becomes the progress file's `error`, the trial's reason.
 
-Its driver's half is run.script_job.
+Its driver's half is run.driver.script_job.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ class ScriptReporter:
     def model(self, module: Any) -> None:
         self.module = module
         if self.job.kind == Kind.CONVERGENCE:
-            from orchestrator.run.noise_scale import ScriptNoise
+            from orchestrator.run.rank.noise_scale import ScriptNoise
 
             self.noise = ScriptNoise.attach(module, world=self.world, local_batch=self.job.local_batch)
 

@@ -91,9 +91,8 @@ def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
 
     from orch.workload import RankContext, ddp_options_of
     from orchestrator.io.workload_finder import find_workload, parse_params
-    from orchestrator.run import ddp
     from orchestrator.run.job import RankOutput
-    from orchestrator.run.rank import protocol
+    from orchestrator.run.rank import ddp, protocol
 
     clock.lap("import_protocol")
     init_process_group(job)

@@ -43,12 +43,12 @@ from orchestrator.io.store import (
 )
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
+from orchestrator.run.driver.kinds import item_types
+from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
+from orchestrator.run.driver.progress import SweepProgress
+from orchestrator.run.driver.recording import infeasible_record
+from orchestrator.run.driver.trial import NodePool, RankSpec, TrialRun, run_ranks
 from orchestrator.run.job import RankJob
-from orchestrator.run.kinds import item_types
-from orchestrator.run.kinds.base import SweepContext, WorkItem
-from orchestrator.run.progress import SweepProgress
-from orchestrator.run.recording import infeasible_record
-from orchestrator.run.trial import NodePool, RankSpec, TrialRun, run_ranks
 
 if TYPE_CHECKING:
     from orchestrator.core.adaptive.outcome import AdaptiveOutcome

@@ -42,8 +42,7 @@ from orchestrator.errors import InputError
 from orchestrator.io.files import WORK_ROOT as RANKS_ROOT
 from orchestrator.io.isa import from_flags
 from orchestrator.io.probe_cache import probe_key_fields
-from orchestrator.run.job import ProbeTask, RankJob, Steps, init_timeout_s
-from orchestrator.run.launcher import (
+from orchestrator.run.driver.launcher import (
     Outcome,
     RankLauncher,
     RankLimits,
@@ -52,6 +51,7 @@ from orchestrator.run.launcher import (
     rank_environment,
     reserve_rendezvous,
 )
+from orchestrator.run.job import ProbeTask, RankJob, Steps, init_timeout_s
 from orchestrator.run.reports import ProbeReport
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def _job(sweep: Sweep, backend: str, local_batch: int, threads: int) -> RankJob:
     # trial at this local batch, ended by its reporter after PROBE_STEPS timed steps (orch.script).
     from orchestrator.core.measured.records import Kind
     from orchestrator.core.planning.trial import Trial
-    from orchestrator.run.script_job import script_settings
+    from orchestrator.run.driver.script_job import script_settings
 
     settings = script_settings(sweep, Trial(1, threads, local_batch), seed=0, kind=Kind.THROUGHPUT)
     return replace(job, task=ProbeTask(steps=replace(steps, warmup=1, timed=PROBE_STEPS)), script=settings)

@@ -18,8 +18,8 @@ from rich.text import Text
 
 from orchestrator.core.execution.eta import Eta, duration_text
 from orchestrator.core.measured import records as rec
+from orchestrator.run.driver.kinds import kind_module
 from orchestrator.run.job import Phase, RankProgress
-from orchestrator.run.kinds import kind_module
 
 _STATUS_STYLE = {rec.Status.OK: "green", rec.Status.FAILED: "bold red", rec.Status.OOM: "bold red",
                  rec.Status.TIMEOUT: "bold red", rec.Status.INFEASIBLE: "dim"}
@@ -28,7 +28,7 @@ RECENT_ROWS = 12
 
 def describe(record: rec.Record) -> str:
     """One line of what a record says: '312.4 samples/s (cv 1.2%)', 'reached 0.9 at 2.25 epochs', ... (an ok
-    record's line is its kind's: run.kinds), or the first line of why it failed."""
+    record's line is its kind's: run.driver.kinds), or the first line of why it failed."""
     if record.status != rec.Status.OK:
         return record.reason.splitlines()[0][:90] if record.reason else ""
     line: str = kind_module(record.kind).describe(record)

@@ -1,8 +1,8 @@
 """What every trial kind gives the sweep runner (`WorkItem`), and what the items need of the sweep (`SweepContext`).
 
-A kind module (see orchestrator.run.kinds) holds the driver's half of its kind: its work item (which trials it
+A kind module (see orchestrator.run.driver.kinds) holds the driver's half of its kind: its work item (which trials it
 plans, the job its ranks run, where it may run, its record). The rank's half is in run.rank. Ray and the
-recording (which reaches Ray through run.trial) are imported where they are used, so that planning a sweep's
+recording (which reaches Ray through run.driver.trial) are imported where they are used, so that planning a sweep's
 items and its estimate (core.execution.eta) starts no Ray.
 """
 
@@ -24,7 +24,7 @@ from orchestrator.run.job import RankJob, Task, init_timeout_s
 if TYPE_CHECKING:
     from orchestrator.core.planning.spec import SweepSpec
     from orchestrator.io.sweepfile import Sweep
-    from orchestrator.run.trial import TrialRun
+    from orchestrator.run.driver.trial import TrialRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class SweepContext:
                       backend=self.backend, local_batch=p.trial.local_batch, threads=p.trial.threads_per_rank,
                       seed=seed, init_timeout_s=init_timeout_s(m.step_timeout_s, m.startup_timeout_s))
         if self.spec.workload.script is not None and task.kind in (Kind.THROUGHPUT, Kind.CONVERGENCE):
-            from orchestrator.run.script_job import script_settings
+            from orchestrator.run.driver.script_job import script_settings
 
             job = replace(job, script=script_settings(self.sweep, p.trial, seed=seed, kind=Kind(task.kind)))
         return job
@@ -105,7 +105,7 @@ class WorkItem(ABC):
 
     @abstractmethod
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
-        """Its record, from the run (run.recording)."""
+        """Its record, from the run (run.driver.recording)."""
 
     def timeout_s(self, ctx: SweepContext) -> float:
         """Its wall-clock limit."""

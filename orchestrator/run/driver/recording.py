@@ -12,10 +12,10 @@ from orchestrator.core.measured.throughput import summarize
 from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.planning.spec import ConvergenceSpec, MeasureSpec
 from orchestrator.core.planning.view import placement_to_list
+from orchestrator.run.driver.launcher import Outcome
+from orchestrator.run.driver.trial import TrialRun
 from orchestrator.run.job import RankResult
-from orchestrator.run.launcher import Outcome
 from orchestrator.run.reports import ThroughputReport
-from orchestrator.run.trial import TrialRun
 
 Report = TypeVar("Report")
 

@@ -1,4 +1,4 @@
-"""Run one trial's ranks on Ray: start one pinned process per rank, supervise them (run.supervision, over
+"""Run one trial's ranks on Ray: start one pinned process per rank, supervise them (run.driver.supervision, over
 `RayRanks`), and release everything however it ends.
 
 A sweep holds its nodes through a `NodePool`: one launcher actor per node for the whole sweep (which starts
@@ -24,9 +24,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from orchestrator.core.measured.rank_end import RankStatus
 from orchestrator.core.measured.records import Status
 from orchestrator.errors import RunFailed
-from orchestrator.run.cluster import Cluster, head_answers
-from orchestrator.run.job import RankJob, RankProgress
-from orchestrator.run.launcher import (
+from orchestrator.run.driver.cluster import Cluster, head_answers
+from orchestrator.run.driver.launcher import (
     NodeLaunchers,
     Outcome,
     RankLimits,
@@ -34,7 +33,8 @@ from orchestrator.run.launcher import (
     passes_to_ranks,
     rank_environment,
 )
-from orchestrator.run.supervision import Limits, TrialRun, supervise
+from orchestrator.run.driver.supervision import Limits, TrialRun, supervise
+from orchestrator.run.job import RankJob, RankProgress
 
 RESERVE_TIMEOUT_S = 120.0
 CLEANUP_CALL_TIMEOUT_S = 10.0  # a launcher that cannot clean up in this long is killed with its actor
@@ -131,7 +131,7 @@ class _Rank:
 
 class RayRanks:
     """A trial's ranks on their nodes' launcher actors (`NodePool.launchers`): the `RankHost` of a sweep
-    (run.supervision). A rank's key on its node is its work folder (NodeLaunchers.start makes it there)."""
+    (run.driver.supervision). A rank's key on its node is its work folder (NodeLaunchers.start makes it there)."""
 
     def __init__(self, pool: NodePool, ranks: list[RankSpec], workdir: str):
         self.ranks = ranks

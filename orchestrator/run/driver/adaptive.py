@@ -20,10 +20,10 @@ from orchestrator.core.measured import records as rec
 from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.predict.capacity import candidate_layouts, layout_from_placement
 from orchestrator.io.store import load_results
-from orchestrator.run.kinds.base import WorkItem
-from orchestrator.run.progress import SweepProgress
-from orchestrator.run.sweep import SweepRunner
-from orchestrator.run.trial import TrialRun
+from orchestrator.run.driver.kinds.base import WorkItem
+from orchestrator.run.driver.progress import SweepProgress
+from orchestrator.run.driver.sweep import SweepRunner
+from orchestrator.run.driver.trial import TrialRun
 
 CHOSEN_KINDS = (rec.Kind.THROUGHPUT, rec.Kind.CONVERGENCE)   # the rest run up front, as in a full sweep
 TIMING_KINDS = (rec.Kind.THROUGHPUT, rec.Kind.PEAK, rec.Kind.ALLREDUCE)

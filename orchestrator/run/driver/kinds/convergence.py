@@ -12,12 +12,12 @@ from orchestrator.core.execution.schedule import Admission, Region, admit_conver
 from orchestrator.core.measured.records import Kind, Record, convergence_key
 from orchestrator.core.planning.plan import ConvergenceRun, PlannedTrial
 from orchestrator.core.planning.trial import Trial
+from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
-from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
     from orchestrator.core.planning.spec import ConvergenceSpec
-    from orchestrator.run.trial import TrialRun
+    from orchestrator.run.driver.trial import TrialRun
 
 
 class ConvergenceItem(WorkItem):
@@ -59,7 +59,7 @@ class ConvergenceItem(WorkItem):
                                  memory_headroom=cons.memory_headroom, library_mib=p.library_mib)
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
-        from orchestrator.run.recording import convergence_record
+        from orchestrator.run.driver.recording import convergence_record
 
         return convergence_record(self.key, p, self.seed, run, topology=ctx.plan.topology, backend=ctx.backend,
                                   spec_convergence=_section(ctx), started_at=started_at)

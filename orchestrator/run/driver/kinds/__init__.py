@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from orchestrator.core.measured.records import Kind
 
 if TYPE_CHECKING:
-    from orchestrator.run.kinds.base import WorkItem
+    from orchestrator.run.driver.kinds.base import WorkItem
 
 
 def kind_module(kind: str) -> ModuleType:

@@ -10,11 +10,11 @@ from orchestrator.core.execution.eta import throughput_s
 from orchestrator.core.measured.records import Kind, Record
 from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.planning.trial import Trial
+from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
 from orchestrator.run.job import RankJob, Steps, ThroughputTask
-from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
-    from orchestrator.run.trial import TrialRun
+    from orchestrator.run.driver.trial import TrialRun
 
 
 class ThroughputItem(WorkItem):
@@ -39,7 +39,7 @@ class ThroughputItem(WorkItem):
         return throughput_s(step_s(self.planned.trial), m.warmup_steps, m.timed_steps, m.repeats, startup_s)
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
-        from orchestrator.run.recording import throughput_record
+        from orchestrator.run.driver.recording import throughput_record
 
         return throughput_record(p, run, topology=ctx.plan.topology, backend=ctx.backend, measure=ctx.spec.measure,
                                  started_at=started_at)

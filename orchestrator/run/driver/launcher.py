@@ -1,6 +1,6 @@
 """Start one pinned rank process and watch it: exit status, memory against its budget, progress against
 its timeouts. `RankLauncher` runs inside its node's `NodeLaunchers`, the one Ray actor per node that a sweep
-starts on first use and keeps (`orchestrator.run.trial.NodePool`), but the classes themselves are plain
+starts on first use and keeps (`orchestrator.run.driver.trial.NodePool`), but the classes themselves are plain
 Python so they can be tested without Ray.
 
 Why a process per rank and not the actor itself: OpenMP, the allocator and CPU affinity only take full
@@ -252,10 +252,10 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
 
 def rank_command(job: RankJob, job_file: Path) -> tuple[list[str], str | None]:
     """What a rank process runs after its pinning prefix, and its working folder (None: the rank's work folder):
-    orch's rank entry point, or for a script's trial the script's (run.script_job.script_command). The one place
+    orch's rank entry point, or for a script's trial the script's (run.driver.script_job.script_command). The one place
     a rank's command is made, so that anything that starts a rank (a probe of one rank too) starts it alike."""
     if job.script is not None:
-        from orchestrator.run.script_job import script_command
+        from orchestrator.run.driver.script_job import script_command
 
         return script_command(job_file), job.script.cwd
     return [sys.executable, "-m", "orchestrator.run.rank.main", str(job_file)], None
@@ -480,7 +480,7 @@ class RankLauncher:
             if now - self._started_at <= limits.startup_timeout_s:
                 return None
             if self.job.script is not None:
-                from orchestrator.run.script_job import startup_timeout_reason
+                from orchestrator.run.driver.script_job import startup_timeout_reason
 
                 return RankStatus.TIMEOUT, startup_timeout_reason(limits.startup_timeout_s, s, self._pid())
             where = "before its first progress report" if s is None else f"{s.phase}, after {s.stage or 'start'}"

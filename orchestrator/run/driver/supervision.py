@@ -2,7 +2,7 @@
 others (after a grace period, so they can report their own end first), and the trial's status names the
 root cause (core.measured.rank_end), not the echo of it in the other ranks.
 
-The ranks are reached through a `RankHost`: the node launcher actors over Ray in a sweep (run.trial.RayRanks),
+The ranks are reached through a `RankHost`: the node launcher actors over Ray in a sweep (run.driver.trial.RayRanks),
 or `LocalRanks`, rank launchers called in this process (no Ray), which the tests use, so that they drive
 this very supervision.
 """
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from orchestrator.core.measured.rank_end import RankStatus, first_bad, root_cause
 from orchestrator.core.measured.records import Status
+from orchestrator.run.driver.launcher import Outcome, RankLauncher, RankLimits
 from orchestrator.run.job import RankProgress
-from orchestrator.run.launcher import Outcome, RankLauncher, RankLimits
 
 GRACE_AFTER_FAILURE_S = 2.0   # let the other ranks report their own end before stopping them
 WAIT_POLL_S = 0.5             # how long the supervision loop waits for a rank's end before its other work

@@ -11,11 +11,11 @@ from orchestrator.core.execution.eta import ALLREDUCE_S, STARTUP_S
 from orchestrator.core.measured.records import Kind, Record
 from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.planning.trial import Trial
+from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
 from orchestrator.run.job import AllreduceTask, RankJob
-from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
-    from orchestrator.run.trial import TrialRun
+    from orchestrator.run.driver.trial import TrialRun
 
 
 class AllreduceItem(WorkItem):
@@ -46,7 +46,7 @@ class AllreduceItem(WorkItem):
         return STARTUP_S + ALLREDUCE_S
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
-        from orchestrator.run.recording import allreduce_record
+        from orchestrator.run.driver.recording import allreduce_record
 
         return allreduce_record(self.key, self.link, p, run, topology=ctx.plan.topology, backend=ctx.backend,
                                 started_at=started_at)

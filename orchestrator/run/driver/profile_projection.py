@@ -24,7 +24,7 @@ from orchestrator.core.machine.topology import Topology
 from orchestrator.core.profile import projection as pj
 from orchestrator.core.profile.result import ProfiledTarget, as_target
 from orchestrator.errors import InputError
-from orchestrator.run.roof_probe import AVX2_CAP_ENV, Probe, class_gflops, measure_roofs, roof_number
+from orchestrator.run.driver.roof_probe import AVX2_CAP_ENV, Probe, class_gflops, measure_roofs, roof_number
 
 AVX2 = "avx2"
 Measure = Callable[[list[int], str], Mapping[str, Probe]]   # roof_probe.measure_roofs: setting → its roofs

@@ -24,7 +24,7 @@ from orchestrator.core.planning.facts import PROBE, WORKLOAD
 from orchestrator.core.planning.plan import Plan
 from orchestrator.core.planning.probe import flop_text
 from orchestrator.core.planning.trial import Trial
-from orchestrator.run.kinds.base import SweepContext, WorkItem
+from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
 
 
 def _slowest_gflops_per_core(plan: Plan, precision: str) -> float | None:

@@ -27,10 +27,10 @@ from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, Rank
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params
-from orchestrator.run.cluster import Cluster
+from orchestrator.run.driver.cluster import Cluster
+from orchestrator.run.driver.sweep import WORK_ROOT, rank_specs
+from orchestrator.run.driver.trial import run_ranks
 from orchestrator.run.job import ProfileTask, RankJob, RankProgress, init_timeout_s
-from orchestrator.run.sweep import WORK_ROOT, rank_specs
-from orchestrator.run.trial import run_ranks
 
 RESULT_FILE = "profile-result.json"
 PROFILE_SLACK = 3.0

@@ -13,7 +13,7 @@ driver mid-trial and listing what was left):
   report it to the GCS, which is dead too, with a 60 s timeout (`publish_error_to_driver`): they held their
   memory, threads and log files for about 62 s. Ray has no option to skip that.
 
-So when orch starts an embedded Ray it also starts this watchdog (`python -m orchestrator.run.reaper`) in
+So when orch starts an embedded Ray it also starts this watchdog (`python -m orchestrator.run.driver.reaper`) in
 its own session, so that whatever takes the driver down does not take the watchdog first. The driver holds
 the write end of a pipe that is the watchdog's stdin: end of file means the driver is gone. The watchdog
 then stops every process of the session: SIGTERM, a short grace, SIGKILL.
@@ -255,7 +255,7 @@ def reaped_on_driver_death() -> Iterator[None]:
     read_end, write_end = os.pipe()   # both close-on-exec: no other child of the driver holds the write end
     env = {k: v for k, v in os.environ.items() if k != RAY_SESSION_TOKEN_ENV_VAR}
     with open(os.path.join(session.directory, "logs", "orch_reaper.log"), "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "orchestrator.run.reaper", str(os.getpid()), token,
+        subprocess.Popen([sys.executable, "-m", "orchestrator.run.driver.reaper", str(os.getpid()), token,
                           session.directory], stdin=read_end, stdout=log, stderr=log, env=env, start_new_session=True)
     os.close(read_end)
     if _lifeline is not None:

@@ -11,11 +11,11 @@ from orchestrator.core.execution.eta import PEAK_S, ROOF_S, STARTUP_S
 from orchestrator.core.measured.records import Kind, Record, peak_key
 from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.planning.trial import Trial
+from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
 from orchestrator.run.job import PeakTask, RankJob
-from orchestrator.run.kinds.base import SweepContext, WorkItem
 
 if TYPE_CHECKING:
-    from orchestrator.run.trial import TrialRun
+    from orchestrator.run.driver.trial import TrialRun
 
 
 class PeakItem(WorkItem):
@@ -41,7 +41,7 @@ class PeakItem(WorkItem):
         return STARTUP_S + PEAK_S + ROOF_S
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
-        from orchestrator.run.recording import peak_record
+        from orchestrator.run.driver.recording import peak_record
 
         return peak_record(self.key, p, run, topology=ctx.plan.topology, started_at=started_at)
 

@@ -17,7 +17,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.core.json.schema import InvalidInput, Problem
 from orchestrator.core.machine.topology import Topology
-from orchestrator.run.reaper import reaped_on_driver_death
+from orchestrator.run.driver.reaper import reaped_on_driver_death
 
 # Describing a node imports orch there and reads /sys: seconds normally; a node that takes longer is broken.
 DISCOVER_TIMEOUT_S = 120.0

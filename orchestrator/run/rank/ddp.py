@@ -43,7 +43,7 @@ def wrap(module: torch.nn.Module, options: DdpOptions, *, init_sync: bool = True
     """`module` in DistributedDataParallel with `options` (the process group must exist, 2 ranks or more).
     `init_sync=False` skips DDP's start-up broadcast (see `protocol.wrap_ddp`). `noise_scale`: the workload's
     hook (or the plain all-reduce) runs inside the gradient noise scale's per-bucket hook
-    (`run.noise_scale`), which measures the local and the averaged gradient's squared norms."""
+    (`run.rank.noise_scale`), which measures the local and the averaged gradient's squared norms."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel
 
@@ -52,7 +52,7 @@ def wrap(module: torch.nn.Module, options: DdpOptions, *, init_sync: bool = True
     hooks = {"none": default_hooks.allreduce_hook, "bf16": default_hooks.bf16_compress_hook,
              "fp16": default_hooks.fp16_compress_hook}
     if noise_scale:
-        from orchestrator.run.noise_scale import register
+        from orchestrator.run.rank.noise_scale import register
 
         register(ddp, hooks[options.comm_hook])
     elif options.comm_hook != "none":
