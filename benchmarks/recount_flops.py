@@ -79,12 +79,12 @@ def report(folder: Path) -> None:
     if any(flops_rule_of(r) != TORCH_DEFAULT for r in counted):
         print(f"## {folder}\n\nnothing to recount: its FLOPs are stated or counted by the valid-tap rule already\n")
         return
-    workload = results.sweep_spec["workload"]
+    workload = results.spec.workload
     recorded = counted[0].throughput.train_flops_per_sample
-    every_tap, valid = counts(workload["name"], workload.get("params") or {}, counted[0].local_batch or 1)
+    every_tap, valid = counts(workload.name, workload.params, counted[0].local_batch or 1)
     before = hardware_efficiency_table(results.records)
     after = hardware_efficiency_table(recounted(results.records, valid / every_tap))
-    print(f"## {folder}\n\n{workload['name']}: recorded {flop_text(recorded)} per sample; recounted now at local "
+    print(f"## {folder}\n\n{workload.name}: recorded {flop_text(recorded)} per sample; recounted now at local "
           f"batch {counted[0].local_batch}: torch's own {flop_text(every_tap)}, orch's {flop_text(valid)} "
           f"(torch's is {every_tap / valid - 1:+.1%})\n")
     print("| layout | GFLOP/s before | after | % of peak before | after |\n|---|---:|---:|---:|---:|")

@@ -145,8 +145,8 @@ def _probe(results: Results, args: argparse.Namespace, out: Path) -> tuple[Probe
     from orchestrator.io.sweepfile import sweep_from_frozen
     from orchestrator.run.driver.probe import ProbeSetup, run_probe
 
-    sweep = sweep_from_frozen(results.sweep_spec, results.path / "spec.json")   # its precision as it ran
-    backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
+    sweep = sweep_from_frozen(results.stored_spec, results.path / "spec.json")   # its precision as it ran
+    backend = results.environment.backend_chosen
     result = run_probe(sweep, backend, ProbeSetup.here(detect_local(), sweep.spec.constraints))
     (out / PROBE_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return result, f"measured now on this machine, {out / PROBE_FILE}"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from orchestrator.app.sweep import SweepSummary
 from orchestrator.core.machine.topology import Topology
 from orchestrator.core.measured import record_fields
+from orchestrator.core.measured.environment import Environment
 from orchestrator.core.measured.record_fields import ValueType
 from orchestrator.core.measured.records import Record, Records, Status
 from orchestrator.core.planning.spec import SweepSpec
@@ -179,7 +180,7 @@ class Results:
 
     @property
     def name(self) -> str:
-        return str(self.stored.sweep_spec.get("name") or self.path.name)   # readable where the spec is not
+        return self.stored.spec.name
 
     @property
     def records(self) -> Records:
@@ -189,17 +190,19 @@ class Results:
     @property
     def spec(self) -> SweepSpec:
         """The sweep as it ran (spec.json's `spec`), typed as a sweep file reads: `spec.grid.local_batch`,
-        `spec.workload.params` (the workload's parameters by name, resolved when the sweep ran). `NotAResultsFolder`
-        where it does not read as a sweep of this orch."""
-        return self.stored.typed_spec()
+        `spec.workload.params` (the workload's parameters by name, resolved when the sweep ran). A folder whose spec
+        does not read as a sweep of this orch does not load (`NotAResultsFolder`, from `orch.load`)."""
+        return self.stored.spec
 
     @property
     def topology(self) -> Topology | None:
         """The topology the sweep ran on (topology.json), typed; None where the folder holds none."""
-        return self.stored.typed_topology()
+        return self.stored.topology
 
     @property
-    def environment(self) -> dict[str, object]:
+    def environment(self) -> Environment:
+        """What the sweep ran with (environment.json), typed: `cpu_model`, `torch`, `backend.chosen`,
+        `precision.chosen`, ...; `to_json()` gives the file's object."""
         return self.stored.environment
 
     @property

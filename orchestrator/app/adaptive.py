@@ -71,7 +71,7 @@ def replay(folder: str, options: SweepOptions, sweep: Sweep) -> Replayed:
     if chosen.target_topology is not None:
         raise InputError("--replay answers over the folder's own grid: adaptive.target_topology does not apply")
     res = load_results(Path(folder))
-    s = rp.setting_of(res.sweep_spec, res.derived.samples_per_epoch, res.topology, res.environment)
+    s = rp.setting_of(res.spec, res.derived.samples_per_epoch, res.topology, res.environment.precision_chosen)
     if not rp.measured_items(res.records):
         raise InputError(f"{folder}: no ok throughput or convergence record to replay")
     q = rp.question_of(res.records, chosen.question or FASTEST, s)

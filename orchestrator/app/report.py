@@ -95,14 +95,13 @@ def track(options: TrackOptions) -> bool:
     from orchestrator.report.build import report_file_names
 
     results = load(options.folder)
-    choice, hint = after_the_fact(results.sweep_spec.get("tracking"), mlflow=options.mlflow,
+    choice, hint = after_the_fact(results.spec.tracking, mlflow=options.mlflow,
                                   tensorboard=options.tensorboard, others=options.trackers)
     if not choice.wanted:
         raise InputError("nothing to log to: give mlflow (a tracking URI, or True) or tensorboard=True")
     if hint is not None:
         log.warning("%s", hint)
-    name = str(results.sweep_spec.get("name") or results.path.name)
-    tracking = open_tracking(choice, results.path, name, live=False)
+    tracking = open_tracking(choice, results.path, results.spec.name, live=False)
     if options.report_files is None:
         report = Path(options.report_dir) if options.report_dir else results.path / REPORT_DIR
         named = options.report_dir is not None   # a link the user names is theirs; the folder's own must not be one

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.core.json.schema import InvalidInput
-from orchestrator.core.machine.isa import CpuIsa
-from orchestrator.core.machine.topology import Topology, topology_from_data
+from orchestrator.core.machine.topology import Topology
 from orchestrator.core.measured import records as rec
 from orchestrator.core.measured.peaks import peak_index
 from orchestrator.core.planning.facts import MemoryFact, recorded_memory
@@ -129,7 +128,7 @@ def _rcp_workload(rcp_in: RcpInput, results: Results, workload: str, samples: in
     epochs are that workload's, while samples/s (and, without --samples-per-epoch, the epoch's size) are the
     measured one's."""
     read = rcp_in.file
-    params = dict((results.sweep_spec.get("workload") or {}).get("params") or {})
+    params = dict(results.spec.workload.params)
     check = rcp.check_workload(read.benchmark if read else None, read.orch if read else None, workload, params)
     by = f", reference runs by {', '.join(read.creators)}" if read and read.creators else ""
     ref = rcp.MLPERF_REFERENCES.get(read.benchmark or "") if read else None
@@ -163,34 +162,21 @@ def _target(path: str | None, results: Results) -> Topology:
             return load_topology(path)
         except InvalidInput as err:
             raise PredictInputError(str(err)) from None
-    topology, problems = topology_from_data(results.topology, source=f"{results.path}/topology.json")
-    if topology is None:
-        raise PredictInputError(f"{results.path}/topology.json: " + "; ".join(map(str, problems)))
-    return topology
+    if results.topology is None:
+        raise PredictInputError(f"{results.path}/topology.json: not there; give the target with --topology FILE")
+    return results.topology
 
 
 def _source_cpu(results: Results) -> SourceCpu:
     """The measured CPU as the results keep it: its name, the precision trained in, its 1-rank 1-thread GEMM
     peak record, and its ISA figures (environment.json's probe, or topology.json's where a file stated them)."""
     env = results.environment
-    params = (results.sweep_spec.get("workload") or {}).get("params") or {}
-    precision = ((env.get("precision") or {}).get("chosen") or params.get("precision") or "fp32")
+    precision = env.precision_chosen or str(results.spec.workload.params.get("precision") or "fp32")
     precision = precision if precision in ("fp32", "bf16") else "fp32"
-    isa = None
-    for found in [*(env.get("cpus") or []), *((n or {}).get("isa") for n in results.topology.get("nodes") or [])]:
-        if isinstance(found, dict):
-            isa = CpuIsa.from_dict(found)
-            break
+    stated = [n.isa for n in results.topology.nodes if n.isa is not None] if results.topology is not None else []
+    isa = next(iter([*env.cpu_isas(), *stated]), None)
     peak = peak_index(results.records).one_rank.get((1, precision))
-    return SourceCpu(str(env.get("cpu_model") or "CPU of the sweep"), precision, peak, isa)
-
-
-def _spec(results: Results) -> SweepSpec:
-    """The sweep as it ran, from spec.json alone: its workload section is a name and parameters, not found."""
-    try:
-        return results.typed_spec()
-    except NotAResultsFolder as err:
-        raise PredictInputError(str(err)) from None
+    return SourceCpu(env.cpu_model or "CPU of the sweep", precision, peak, isa)
 
 
 def _memory(results: Results) -> MemoryFact:
@@ -209,7 +195,7 @@ def _memory(results: Results) -> MemoryFact:
 def load_inputs(options: PredictRequest) -> PredictInputs:
     """Everything `options` name, read and checked (PredictInputError, with the option and the reason)."""
     results = _results(options.results)
-    spec = _spec(results)
+    spec = results.spec   # the sweep as it ran: its workload section a name and parameters, never found
     workload = results.derived.workload or spec.workload.name or "workload"
     topology = _target(options.topology, results)
     nodes = len(topology.nodes)
@@ -245,7 +231,7 @@ def load_inputs(options: PredictRequest) -> PredictInputs:
                  f"workload's (see the warning)") if mismatch else ""
     if options.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(options.calibration)}")
-    backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
+    backend = results.environment.backend_chosen
     machine = what_if(_source_cpu(results), [n.isa for n in topology.nodes]) if options.topology else SAME_MACHINE
     machine = replace(machine, node_link=topology.link)
     return PredictInputs(results, spec, _memory(results), workload, topology, not options.topology, node_counts,

@@ -26,12 +26,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orchestrator.core.json.schema import InvalidInput
 from orchestrator.core.json.values import JsonDict, JsonMapping, JsonReadable, JsonValue
 from orchestrator.core.machine.topology import Topology, topology_from_data
 from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.environment import Environment
 from orchestrator.core.planning.names import name_problem
 from orchestrator.core.planning.spec import SweepSpec, parse_spec
 from orchestrator.errors import InputError, RunFailed
@@ -53,45 +53,20 @@ REPORT_DIR = "report"
 LOGS_DIR = "logs"          # a failed trial's rank logs, <key>-rank<i>.log
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Results:
-    """Everything a report needs, read from a results folder."""
+    """A results folder read back typed, each of its documents checked once, at load (`load_results`)."""
 
     path: Path
-    spec: dict[str, Any]
-    topology: dict[str, Any]
-    environment: dict[str, Any]
+    spec: SweepSpec                 # spec.json's `spec`: the sweep as it ran (its workload a name and parameters)
+    derived: rec.Derived            # spec.json's `derived`: what the plan worked out (grid, samples per epoch, ...)
+    topology: Topology | None       # topology.json; None where the folder holds none
+    environment: Environment        # environment.json; empty where the folder holds none
     records: rec.Records
-    errors: list[str] = field(default_factory=list)   # lines skipped while reading, for the user
-
-    @property
-    def derived(self) -> rec.Derived:
-        """spec.json's `derived` section (empty for a folder without one)."""
-        return rec.Derived.from_json(self.spec.get("derived") or {})
-
-    @property
-    def sweep_spec(self) -> dict[str, Any]:
-        """The sweep specification as it ran (spec.json's `spec`; empty for a folder without one): the one
-        reading of it, for the report, `orch predict` and the resume check."""
-        spec: dict[str, Any] = self.spec.get("spec") or {}
-        return spec
-
-    def typed_spec(self) -> SweepSpec:
-        """The sweep as it ran, typed (its workload section a name and parameters, not found: nothing read from
-        a folder is run). NotAResultsFolder, with every problem, where spec.json's `spec` does not read as a
-        sweep of this orch (a folder from a newer one, or edited by hand)."""
-        spec, problems = parse_spec(self.sweep_spec)
-        if spec is None or problems:
-            raise NotAResultsFolder(str(InvalidInput(f"{self.path / SPEC_FILE}", problems)))
-        return spec
-
-    def typed_topology(self) -> Topology | None:
-        """The topology the sweep ran on, typed; None where topology.json is absent or does not read as one
-        (the report and trackers then go without what it adds; `orch predict` reads it itself, strictly)."""
-        if not self.topology:
-            return None
-        topology, _ = topology_from_data(self.topology)
-        return topology
+    errors: tuple[str, ...] = ()    # lines of trials.jsonl skipped while reading, for the user
+    # spec.json's `spec` as it was written: what the report shows "as stored", what a resume compares against
+    # (io.store.spec_changes) and what a tracker logs. Everything else reads `spec`.
+    stored_spec: JsonDict = field(default_factory=dict, repr=False)
 
 
 class NotAResultsFolder(InputError):
@@ -168,8 +143,9 @@ def _positive_int(value: JsonValue) -> bool:
 
 
 def load_results(path: str | Path) -> Results:
-    """Read a results folder; tolerate a torn last line in trials.jsonl (reported in `errors`). Anything else
-    that is not as orch writes it is NotAResultsFolder, naming the file (see the module's docstring)."""
+    """Read a results folder, each document typed and checked once; tolerate a torn last line in trials.jsonl
+    (reported in `errors`). Anything else that is not as orch writes it is NotAResultsFolder, naming the file and
+    every problem (see the module's docstring)."""
     folder = Path(path)
     if not folder.is_dir():
         raise NotAResultsFolder(f"{folder}: not a results folder (" + ("not a folder)" if folder.exists()
@@ -177,8 +153,8 @@ def load_results(path: str | Path) -> Results:
     if not os.path.lexists(folder / SPEC_FILE):
         raise NotAResultsFolder(f"{folder}: not a results folder (no {SPEC_FILE}); "
                                 "run `orch sweep` first or point at results/<sweep name>")
-    spec = _read_json(folder / SPEC_FILE)
-    problem = _spec_problem(spec)
+    stored = _read_json(folder / SPEC_FILE)
+    problem = _spec_problem(stored)
     if problem is not None:
         raise NotAResultsFolder(f"{folder / SPEC_FILE}: {problem}")
     trials = folder / TRIALS_FILE
@@ -187,8 +163,48 @@ def load_results(path: str | Path) -> Results:
         records, errors = rec.parse_lines(lines)
     except UnreadableFile as err:   # orch writes ASCII: a torn line is still text, so this is not a torn line
         raise NotAResultsFolder(f"{trials}: {err}") from None
-    return Results(folder, spec, _read_json(folder / TOPOLOGY_FILE), _read_json(folder / ENVIRONMENT_FILE), records,
-                   [f"{trials}: {e}" for e in errors])
+    spec_json = stored.get("spec")
+    derived = stored.get("derived")
+    return Results(folder, _typed_spec(folder, spec_json), rec.Derived.from_json(derived if isinstance(derived, dict)
+                                                                                  else {}),
+                   _typed_topology(folder), _typed_environment(folder), records,
+                   tuple(f"{trials}: {e}" for e in errors), spec_json if isinstance(spec_json, dict) else {})
+
+
+def _typed_spec(folder: Path, data: JsonValue) -> SweepSpec:
+    """spec.json's `spec` as a sweep of this orch (its workload a name and parameters, never found: nothing read from
+    a folder is run); NotAResultsFolder with every problem where it does not read as one (a folder from a newer
+    orch, or edited by hand)."""
+    spec, problems = parse_spec(data)
+    if spec is None or problems:
+        raise NotAResultsFolder(str(InvalidInput(f"{folder / SPEC_FILE}", problems)))
+    return spec
+
+
+def _typed_topology(folder: Path) -> Topology | None:
+    """topology.json as a Topology (None where the folder has none); NotAResultsFolder with every problem where it
+    does not read as one."""
+    path = folder / TOPOLOGY_FILE
+    if not os.path.lexists(path):
+        return None
+    topology, problems = topology_from_data(_read_json(path))
+    if topology is None or problems:
+        raise NotAResultsFolder(str(InvalidInput(str(path), problems)))
+    return topology
+
+
+def _typed_environment(folder: Path) -> Environment:
+    """environment.json, typed (empty where the folder has none); NotAResultsFolder naming every value of the wrong
+    type."""
+    path = folder / ENVIRONMENT_FILE
+    try:
+        environment = Environment.from_json(_read_json(path))
+    except (TypeError, ValueError) as err:   # a section that is not an object, a list that is not one
+        raise NotAResultsFolder(f"{path}: {err}") from None
+    wrong = environment.wrong_types()
+    if wrong:
+        raise NotAResultsFolder(f"{path}: " + "; ".join(wrong))
+    return environment
 
 
 def check_folder(folder: Path) -> str | None:
@@ -303,8 +319,7 @@ class SpecChanged(InputError):
 
 
 def prepare_folder(folder: Path, spec: JsonMapping, derived: Mapping[str, JsonReadable],
-                   topology: Mapping[str, JsonReadable],
-                   environment: Mapping[str, JsonReadable]) -> rec.Records:
+                   topology: Mapping[str, JsonReadable], environment: Environment) -> rec.Records:
     """Create or reopen a results folder; return the records already there (for resuming).
 
     Raises SpecChanged when the folder holds results of a spec or machine that differ in a way that
@@ -316,7 +331,7 @@ def prepare_folder(folder: Path, spec: JsonMapping, derived: Mapping[str, JsonRe
     records = rec.Records()
     if (folder / SPEC_FILE).is_file():
         old = load_results(folder)
-        changes = spec_changes(old.sweep_spec, spec, old.topology, topology)
+        changes = spec_changes(old.stored_spec, spec, old.topology.to_dict() if old.topology else {}, topology)
         if changes:
             listed = "\n".join(f"  - {c}" for c in changes)
             raise SpecChanged(f"{folder} holds results of a different sweep setup:\n{listed}\n"
@@ -325,5 +340,5 @@ def prepare_folder(folder: Path, spec: JsonMapping, derived: Mapping[str, JsonRe
         records = old.records
     write_json(folder / SPEC_FILE, {"spec": spec, "derived": derived})
     write_json(folder / TOPOLOGY_FILE, topology)
-    write_json(folder / ENVIRONMENT_FILE, environment)
+    write_json(folder / ENVIRONMENT_FILE, environment.to_json())
     return records

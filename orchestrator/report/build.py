@@ -78,15 +78,14 @@ class ReportData:
 
 
 def planned_seeds(results: Results) -> tuple[int, ...]:
-    return tuple((results.sweep_spec.get("convergence") or {}).get("seeds") or ())
+    return results.spec.convergence.seeds if results.spec.convergence is not None else ()
 
 
 def platform(results: Results) -> str:
     """'Intel(R) Xeon(R) ...; 1 node(s): 2 socket(s) × 4 cores ...; backend gloo' for the RCP file."""
-    topology = results.typed_topology()
     env = results.environment
-    parts = [env.get("cpu_model"), topology.describe() if topology else None,
-             f"backend {(env.get('backend') or {}).get('chosen')}" if env.get("backend") else None]
+    parts = [env.cpu_model, results.topology.describe() if results.topology else None,
+             f"backend {env.backend.chosen}" if env.backend is not None else None]
     return "; ".join(p for p in parts if p)
 
 
@@ -108,8 +107,7 @@ def analyze(results: Results) -> ReportData:
         times=times,
         time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
         rcp=conv_table.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
-                          when=results.environment.get("started_at") or "",
-                          params=dict((results.sweep_spec.get("workload") or {}).get("params") or {})),
+                          when=results.environment.started_at or "", params=dict(results.spec.workload.params)),
         warnings=machine_warnings(records),
         prediction=prediction, fitted=fitted,
     )
@@ -146,7 +144,7 @@ def benchmark_name(results: Results) -> str:
     """The workload's name, as the RCP file's benchmark and in its file name."""
     from orchestrator.core.planning.names import name_problem
 
-    reference = (results.sweep_spec.get("workload") or {}).get("name")
+    reference = results.spec.workload.name
     # Older folders have no derived.workload: their spec's reference was the workload's name then; a reference
     # that is a path or an import path never names a file.
     fallback = reference if isinstance(reference, str) and name_problem(reference, "", workload=False) is None else None
@@ -257,7 +255,7 @@ def terminal_report(results: Results) -> list[RenderableType]:
     from rich.text import Text
 
     data = analyze(results)
-    name = results.sweep_spec.get("name") or results.path.name
+    name = results.spec.name
     out: list[RenderableType] = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
     out += [Text(f"warning: {warning}", style="yellow") for warning in data.warnings]
     for section, tables in data.sections():

@@ -20,7 +20,7 @@ FOLDER = Path(__file__).resolve().parents[2] / "results" / "example-classifier"
 @pytest.fixture(scope="module")
 def folder():
     res = load_results(FOLDER)
-    setting = rp.setting_of(res.sweep_spec, res.derived.samples_per_epoch, res.topology, res.environment)
+    setting = rp.setting_of(res.spec, res.derived.samples_per_epoch, res.topology, res.environment.precision_chosen)
     return res, setting
 
 

@@ -149,7 +149,7 @@ def test_a_partial_sweep_reports_what_it_has(tmp_path):
     lines = [line + "\n" for line in (RESULTS / "trials.jsonl").read_text().splitlines()
              if '"kind":"throughput"' in line and '"local_batch":32,' in line]
     results = load_results(_copy_results(tmp_path, lines, drop_convergence=True))
-    assert results.errors == []
+    assert results.errors == ()
     paths = write_report(results, tmp_path / "report")
     names = {p.name for p in paths}
     assert {"scalability-b32.png", "throughput-vs-cores.png"} <= names

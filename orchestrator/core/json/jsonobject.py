@@ -142,3 +142,63 @@ class JsonObject:
         keys = self.keys()
         added = tuple(name for name in changes if name not in keys)
         return dataclasses.replace(self, **changes, json_keys=keys + added)
+
+
+_JSON_TYPE_NAMES = {str: "a string", bool: "true or false", int: "a whole number", float: "a number"}
+
+
+def _type_ok(annotation: object, value: object) -> bool:
+    """Whether a field's value (as `from_json` converted it) is of its annotation's JSON type. What the annotation
+    does not pin down (a dict's values, a JSON value) passes."""
+    args = typing.get_args(annotation)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_type_ok(a, value) for a in args)
+    if annotation is type(None):
+        return value is None
+    if annotation in (str, bool):
+        return isinstance(value, annotation)
+    if annotation in (int, float):
+        return isinstance(value, (int, float) if annotation is float else int) and not isinstance(value, bool)
+    if typing.get_origin(annotation) is tuple and args:
+        return isinstance(value, tuple) and all(_type_ok(args[0], v) for v in value)
+    if typing.get_origin(annotation) in (dict, Mapping):
+        return isinstance(value, Mapping)
+    if isinstance(annotation, type) and issubclass(annotation, JsonObject):
+        return isinstance(value, annotation)
+    return True
+
+
+def _wanted(annotation: object) -> str:
+    real = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    names = [_JSON_TYPE_NAMES.get(a, "an object" if isinstance(a, type) and issubclass(a, JsonObject) or
+                                  typing.get_origin(a) in (dict, Mapping) else "a list") for a in real]
+    nullable = type(None) in typing.get_args(annotation)
+    return " or ".join([*dict.fromkeys(names), *(["null"] if nullable else [])])
+
+
+def wrong_types(obj: JsonObject, path: str = "") -> list[str]:
+    """Every field of `obj` (and of its sections, recursively) whose value is not of its annotation's JSON type,
+    as `path: must be ..., not ...`: `from_json` keeps scalars as JSON gave them, so a reader that trusts a file
+    checks them once, here.
+
+    >>> @dataclass(frozen=True, slots=True)
+    ... class Run(JsonObject):
+    ...     host: str | None = None
+    ...     ranks: int = 1
+    >>> wrong_types(Run.from_json({"host": 7, "ranks": 2.5}))
+    ['host: must be a string or null, not int', 'ranks: must be a whole number, not float']
+    """
+    hints = typing.get_type_hints(type(obj))
+    problems = []
+    for name in _fields(type(obj)):
+        problems += _wrong_value(hints[name], getattr(obj, name), f"{path}{name}")
+    return problems
+
+
+def _wrong_value(annotation: object, value: object, where: str) -> list[str]:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is tuple and isinstance(value, tuple):   # a list: each item, by its place
+        return [p for i, item in enumerate(value) for p in _wrong_value(args[0], item, f"{where}[{i}]")]
+    if not _type_ok(annotation, value):
+        return [f"{where}: must be {_wanted(annotation)}, not {type(value).__name__}"]
+    return wrong_types(value, f"{where}.") if isinstance(value, JsonObject) else []

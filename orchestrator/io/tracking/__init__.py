@@ -40,8 +40,6 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.constants import DEFAULT_TRACKING_WAIT_S, TRACKING_WAIT_ENV_VAR
-from orchestrator.core.json.schema import load
-from orchestrator.core.json.values import JsonDict, JsonValue
 from orchestrator.core.measured.records import Record, dumps
 from orchestrator.core.planning.spec import TrackingSpec
 from orchestrator.errors import InputError
@@ -175,22 +173,21 @@ class TrackingChoice:
         return next((s for n, s in self.settings if n == name), None)
 
 
-def choose(section: TrackingSpec | JsonDict | None, *, mlflow: str | bool | None = None,
+def choose(section: TrackingSpec | None, *, mlflow: str | bool | None = None,
            tensorboard: bool | None = None, others: Sequence[str] = ()) -> TrackingChoice:
     """The tracking a run does: the section's, overridden by the options. `mlflow`: None keeps the section's
     URI, True turns MLflow on (with the section's URI, else MLflow's default), False turns it off, a string is
     the URI. `tensorboard`: None keeps the section's choice. `others`: `NAME[=SETTING]` of trackers found by name
-    (`--track`). A section read back from spec.json (a dict) that no longer loads is no tracking: the folder's
-    results do not depend on it.
+    (`--track`).
 
     >>> choose(TrackingSpec(mlflow="http://h:5000", experiment="e"))
     TrackingChoice(settings=(('mlflow', 'http://h:5000'),), experiment='e')
     >>> choose(None, mlflow=True, tensorboard=True, others=["toy=out.jsonl"]).settings
     (('mlflow', ''), ('tensorboard', ''), ('toy', 'out.jsonl'))
-    >>> choose({"mlflow": "sqlite:///m.db"}, mlflow="http://other:5000").setting("mlflow")
+    >>> choose(TrackingSpec(mlflow="sqlite:///m.db"), mlflow="http://other:5000").setting("mlflow")
     'http://other:5000'
     """
-    spec = (load(TrackingSpec, section)[0] if isinstance(section, dict) else section) or TrackingSpec()
+    spec = section or TrackingSpec()
     uri: str | None = spec.mlflow
     if mlflow is False:
         uri = None
@@ -207,7 +204,7 @@ def choose(section: TrackingSpec | JsonDict | None, *, mlflow: str | bool | None
     return TrackingChoice(tuple(chosen.items()), spec.experiment)
 
 
-def after_the_fact(section: JsonValue, *, mlflow: str | bool | None, tensorboard: bool,
+def after_the_fact(section: TrackingSpec | None, *, mlflow: str | bool | None, tensorboard: bool,
                    others: Sequence[str] = ()) -> tuple[TrackingChoice, str | None]:
     """What `orch report --mlflow / --tensorboard / --track` logs to, and a hint to print: the URI comes from
     the user alone (the option, else $MLFLOW_TRACKING_URI, else MLflow's default), never from the folder's stored
@@ -215,18 +212,16 @@ def after_the_fact(section: JsonValue, *, mlflow: str | bool | None, tensorboard
     folder's experiment is kept: a name inside the server the user chose, which the sweep's own runs are in.
     The hint names the folder's URI when a bare --mlflow did not use it.
 
-    >>> after_the_fact({"mlflow": "http://evil:5000", "experiment": "e"}, mlflow=True, tensorboard=False)[0]
+    >>> after_the_fact(TrackingSpec(mlflow="http://evil:5000", experiment="e"), mlflow=True, tensorboard=False)[0]
     TrackingChoice(settings=(('mlflow', ''),), experiment='e')
     """
-    stored = section if isinstance(section, dict) else {}
-    experiment = stored.get("experiment")
-    choice = choose({"experiment": experiment} if isinstance(experiment, str) else None,
-                    mlflow=mlflow or False, tensorboard=tensorboard, others=others)
-    uri = stored.get("mlflow")
+    stored = section or TrackingSpec()
+    choice = choose(TrackingSpec(experiment=stored.experiment), mlflow=mlflow or False, tensorboard=tensorboard,
+                    others=others)
     hint = None
-    if mlflow is True and isinstance(uri, str) and uri:
-        hint = (f"the folder's spec.json names the tracking URI {uri[:200]!r}; orch logs only where you say "
-                "(--mlflow URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give --mlflow "
+    if mlflow is True and stored.mlflow:
+        hint = (f"the folder's spec.json names the tracking URI {stored.mlflow[:200]!r}; orch logs only where you "
+                "say (--mlflow URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give --mlflow "
                 "with that URI if it is yours")
     return choice, hint
 

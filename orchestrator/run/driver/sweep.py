@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from orchestrator import __version__
 from orchestrator.core.execution.schedule import Region
 from orchestrator.core.json.schema import InvalidInput, Problem
-from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.environment import BackendRecord, Environment, PrecisionRecord
 from orchestrator.core.planning.plan import Plan, PlannedTrial
 from orchestrator.io.backends import CCL_BINDINGS_DIST
 from orchestrator.io.files import WORK_ROOT, write_atomic  # WORK_ROOT: each rank's files, private (io.files)
@@ -77,18 +77,21 @@ class RunnerSummary:
     adaptive: AdaptiveOutcome | None = None     # an adaptive sweep's answer and stop
 
 
-def environment_info(plan: Plan, cluster_size: int) -> dict[str, JsonReadable]:
+def environment_info(plan: Plan, cluster_size: int) -> Environment:
+    """What this sweep runs with (its results folder's environment.json)."""
     cpu_model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
                       if line.startswith("model name")), platform.processor())
-    return {"orch": __version__, "python": platform.python_version(), "torch": dist_version("torch"),
-            "torchvision": dist_version("torchvision"), "ray": dist_version("ray"),
-            "oneccl_bindings_for_pytorch": dist_version(CCL_BINDINGS_DIST), "oneccl": dist_version(*ONECCL_DISTS),
-            "intel_extension_for_pytorch": dist_version("intel_extension_for_pytorch"),
-            "hostname": socket.gethostname(), "cpu_model": cpu_model, "ray_nodes": cluster_size,
-            "backend": {"requested": plan.backend.requested, "chosen": plan.backend.chosen, "note": plan.backend.note},
-            "precision": plan.precision.to_dict() if plan.precision else None,
-            "cpus": [node.isa.to_dict() if node.isa else None for node in plan.topology.nodes[:MAX_ENV_NODES]],
-            "started_at": rec.utc_timestamp(time.time())}
+    backend = plan.backend
+    return Environment(
+        orch=__version__, python=platform.python_version(), torch=dist_version("torch"),
+        torchvision=dist_version("torchvision"), ray=dist_version("ray"),
+        oneccl_bindings_for_pytorch=dist_version(CCL_BINDINGS_DIST), oneccl=dist_version(*ONECCL_DISTS),
+        intel_extension_for_pytorch=dist_version("intel_extension_for_pytorch"),
+        hostname=socket.gethostname(), cpu_model=cpu_model, ray_nodes=cluster_size,
+        backend=BackendRecord(requested=backend.requested, chosen=backend.chosen, note=backend.note),
+        precision=PrecisionRecord.of(plan.precision) if plan.precision else None,
+        cpus=tuple(node.isa.to_dict() if node.isa else None for node in plan.topology.nodes[:MAX_ENV_NODES]),
+        started_at=rec.utc_timestamp(time.time()))
 
 
 def _read_lines(path: str) -> list[str]:
