@@ -222,17 +222,18 @@ class Results:
     def tables(self) -> dict[str, pd.DataFrame]:
         """The report's tables by name (scalability-b32, throughput-b32, convergence, time-to-train, ...): the
         numbers `orch report` writes as <name>.csv / <name>.json."""
-        from orchestrator.report.build import analyze
+        from orchestrator.app.report import analyzed
 
-        return {t.name: table_frame(t) for t in analyze(self.stored).tables()}
+        return {t.name: table_frame(t) for t in analyzed(self.stored).tables()}
 
     def write_report(self, out_dir: str | Path | None = None,
                      formats: Sequence[str] = ("md", "csv", "json", "png")) -> list[Path]:
         """Write the report as `orch report` does (default folder: RESULTS/report, refused when it is a link:
         `orchestrator.report.build.LinkedReportFolder`, a ValueError); the files written."""
+        from orchestrator.app.report import analyzed
         from orchestrator.report.build import report_folder, write_report
 
-        return write_report(self.stored, report_folder(self.stored, out_dir), formats)
+        return write_report(self.stored, analyzed(self.stored), report_folder(self.stored, out_dir), formats)
 
     def __repr__(self) -> str:
         counts = {s: sum(1 for r in self.records if r.status == s) for s in Status}

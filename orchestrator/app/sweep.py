@@ -29,6 +29,7 @@ if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for
     from orchestrator.core.execution.eta import Eta
     from orchestrator.core.machine.topology import Topology
     from orchestrator.io.tracking import Tracking
+    from orchestrator.report.data import ReportData
     from orchestrator.run.driver.kinds.base import WorkItem
     from orchestrator.run.driver.probe import ProbeSetup
     from orchestrator.run.driver.sweep import RunnerSummary, SweepRunner
@@ -54,10 +55,12 @@ class SweepSummary:
 
 @dataclass(frozen=True, slots=True)
 class Swept:
-    """A sweep that ended: its folder read back, and what this call ran."""
+    """A sweep that ended: its folder read back, what this call ran, and what its report shows (None with
+    `report=False`): the report's files were written from it, and the CLI prints its tables without a second fit."""
 
     results: StoredResults
     summary: SweepSummary
+    report: ReportData | None = None
 
 
 def results_folder(sweep_name: str) -> Path:
@@ -124,11 +127,11 @@ class _SweepCall:
 
     def _locked(self, file_topology: Topology | None, tracking: Tracking) -> Swept:
         """The sweep on Ray, its report and its trackers' end, with the results folder locked."""
-        from orchestrator.app.report import load
+        from orchestrator.app.report import analyzed, load
         from orchestrator.app.session import ray_session
         from orchestrator.io.store import ResultsNotWritten
         from orchestrator.io.tracking import End
-        from orchestrator.report.build import report_folder, write_report
+        from orchestrator.report.build import FORMATS, report_folder, write_report
 
         o = self.options
         try:
@@ -140,19 +143,19 @@ class _SweepCall:
                                     "kept: make room (or make the folder writable) and rerun to resume") from err
         files: tuple[Path, ...] = ()
         unwritten = None
-        if o.report:
+        final = load(str(self.folder))
+        data = analyzed(final) if o.report else None
+        if data is not None:
             try:
-                stored = load(str(self.folder))
-                files = tuple(write_report(stored, report_folder(stored, None), ("md", "csv", "json", "png")))
+                files = tuple(write_report(final, data, report_folder(final, None), FORMATS))
             except OSError as err:
                 unwritten = ReportNotWritten(f"the report could not be written into {self.folder} ({err.strerror}); "
                                              "the records are complete: `orch report` writes it once there is room")
-        final = load(str(self.folder))
         tracking.finish(final, files, End.FINISHED)
         if unwritten is not None:
             raise unwritten
         return Swept(final, SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files,
-                                         summary.adaptive))
+                                         summary.adaptive), data)
 
     def _on_ray(self, session: RaySession, tracking: Tracking) -> RunnerSummary:
         """Plan against the Ray nodes and run every trial: the driver's summary. Ctrl-C stops the running

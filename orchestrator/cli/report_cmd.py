@@ -36,14 +36,15 @@ def run(args: argparse.Namespace) -> int:
     app_report.check_trackers(options)
     for problem in results.errors:
         log.warning("%s", problem)
+    data = app_report.analyzed(results)   # the models fitted once, for the terminal, the files and the trackers
     if "terminal" in app_report.formats_of(options):
         out = console()
-        for renderable in terminal_report(results):
+        for renderable in terminal_report(results, data):
             out.print(renderable)
-    written = app_report.write(options, results)
+    written = app_report.write(options, results, data)
     if written.formats:
         main = written.out_dir / REPORT_FILE
         log.info("wrote %d file(s) to %s%s", len(written.paths), written.out_dir,
                  f" (start with {main})" if main in written.paths else "")
-    tracked = app_report.track_written(options, results, written)
+    tracked = app_report.track_written(options, results, data, written)
     return EXIT_RUN_FAILED if tracked is False else EXIT_OK

@@ -51,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
     summary = swept.summary
     if summary.adaptive is not None:
         sweep_adaptive.print_outcome(summary.adaptive, options.json_lines)
-    if summary.report_files and not options.json_lines:
+    if swept.report is not None and summary.report_files and not options.json_lines:
         out = console()
-        for renderable in terminal_report(swept.results):
+        for renderable in terminal_report(swept.results, swept.report):
             out.print(renderable)
         log.info("report: %s and %d more file(s)", swept.results.path / REPORT_DIR / REPORT_FILE,
                  len(summary.report_files) - 1)

@@ -1,7 +1,7 @@
 """The whole report as one Markdown document that reads on its own: what ran where, with which software,
 how it was measured, every table with its footnotes, the plots, and any record line that was skipped.
 
-Pure text assembly; the tables come from `orchestrator.report.build.analyze`. Deterministic: no
+Pure text assembly; the tables come from `orchestrator.report.data.analyze`. Deterministic: no
 generation time, no absolute paths (so golden files stay stable).
 """
 
@@ -34,7 +34,7 @@ from orchestrator.io.store import Results
 from orchestrator.report.render import to_markdown
 
 if TYPE_CHECKING:
-    from orchestrator.report.build import ReportData
+    from orchestrator.report.data import ReportData
 
 SECTION_INTROS = {
     "Scalability": (
