@@ -84,7 +84,7 @@ def test_a_workload_found_by_file_path_reads_back_and_names_its_files_by_its_own
     edit_spec(folder, lambda d: {**d, "spec": {**d["spec"], "workload": {**d["spec"]["workload"],
                                                                          "name": "/home/me/bench.py:workload"}}})
     from orchestrator.io.store import load_results
-    from orchestrator.report.build import benchmark_name
+    from orchestrator.report.data import benchmark_name
 
     assert benchmark_name(load_results(folder)) == load_results(folder).derived.workload
     edit_spec(folder, lambda d: {**d, "derived": {k: v for k, v in d["derived"].items() if k != "workload"}})

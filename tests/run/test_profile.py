@@ -13,7 +13,7 @@ from orchestrator.cli import main
 from orchestrator.cli.profile_cmd import DEFAULT_MAX_PASSES
 from orchestrator.core.profile.checks import check_target
 from orchestrator.io.caches import cpu_caches
-from orchestrator.run.driver.profile_run import RESULT_FILE, load_result
+from orchestrator.io.profile_store import RESULT_FILE, load_result
 
 pytestmark = [pytest.mark.ray]
 

@@ -9,7 +9,6 @@ Targets (variant × layout) are checked before anything starts, so a layout that
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +21,8 @@ from orchestrator.core.planning.names import name_problem
 from orchestrator.core.planning.plan import Plan, PlannedTrial
 from orchestrator.core.planning.spec import GridSpec
 from orchestrator.core.planning.trial import Trial
-from orchestrator.core.profile import onednn_verbose as ov
 from orchestrator.core.profile.result import ProfiledTarget, RankPlacement, RankProfile
-from orchestrator.io.files import UnreadableFile, read_json_input
+from orchestrator.io.profile_store import save_result
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.io.workload_finder import parse_params
 from orchestrator.run.driver.cluster import Cluster
@@ -32,7 +30,6 @@ from orchestrator.run.driver.sweep import WORK_ROOT, rank_specs
 from orchestrator.run.driver.trial import run_ranks
 from orchestrator.run.job import ProfileTask, RankJob, RankProgress, init_timeout_s
 
-RESULT_FILE = "profile-result.json"
 PROFILE_SLACK = 3.0
 
 
@@ -133,40 +130,3 @@ def run_target(target: ProfileTarget, sweep: Sweep, plan: Plan, cluster: Cluster
     )
     save_result(result, out_dir)
     return result
-
-
-def save_result(result: ProfiledTarget, out_dir: Path) -> None:
-    (out_dir / result.label / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=1))
-
-
-def load_result(path: Path) -> ProfiledTarget:
-    """A saved profile-result.json, typed (written back, it gives the same bytes). A file that cannot be read
-    as JSON is io.files.UnreadableFile (a ValueError) naming it."""
-    try:
-        data = read_json_input(path)
-    except UnreadableFile as err:
-        raise UnreadableFile(f"{path}: {err}") from None
-    if not isinstance(data, dict):   # what from_json says of a value that is no JSON object
-        raise TypeError(f"ProfiledTarget: expected a JSON object, got {type(data).__name__}")
-    return ProfiledTarget.from_json(data)
-
-
-def refresh_shapes(result: ProfiledTarget, out_dir: Path) -> ProfiledTarget:
-    """Results written before the per-problem table kept destination formats, kernels and each problem's
-    fastest call: rebuild that table from the rank's own oneDNN log, kept beside the result, so a re-rendered
-    report keys reorders by both formats, prices a cast by its destination type and compares a replay with
-    the model's fastest call. Nothing else is touched."""
-    import gzip
-
-    ranks = []
-    for rank in result.results:
-        onednn = rank.onednn
-        log = out_dir / result.label / onednn.log
-        if not onednn.shapes or onednn.shapes[0].has("min_ms") or not onednn.log or not log.is_file():
-            ranks.append(rank)
-            continue
-        text = gzip.decompress(log.read_bytes()).decode(errors="replace") if log.suffix == ".gz" else log.read_text()
-        executions, _ = ov.parse_lines(text.splitlines())
-        shapes = tuple(ov.by_shape(executions))
-        ranks.append(dataclasses.replace(rank, onednn=dataclasses.replace(onednn, shapes=shapes)))
-    return dataclasses.replace(result, results=tuple(ranks))
