@@ -302,8 +302,6 @@ class SweepOptions:
                                               "free cores)", metavar="N", parse=positive_int)
     report: bool = option(True, "do not write the report at the end (`orch report` can write it later)",
                           flag="--no-report", switch=False)
-    json_lines: bool = option(False, "quiet, machine-readable output: one JSON record per finished trial on stdout",
-                              flag="--json", switch=True)
     budget_s: float | None = option(None, "run adaptively (docs/adaptive.md) and stop before a trial that would not "
                                           "fit in DURATION of wall-clock time from the start (1800, 30m, 2h, "
                                           "1h30m); overrides adaptive.budget_s",
@@ -381,11 +379,6 @@ class PredictOptions:
                                       metavar="H", parse=positive_number, exclusive="limit")
     budget_node_h: float | None = option(None, "recommend the fastest layout within N node-hours", metavar="N",
                                          parse=positive_number, exclusive="limit")
-    validate: bool = option(False, "print the held-out validation in full (leave one cell out, each level of ranks, "
-                                   "threads and local batch out, all levels but one, leave one global batch out) "
-                                   "beside the linear and Amdahl baselines, with what orch predict prints for the "
-                                   "held-out cells from the training cells alone: its error, the share inside the "
-                                   "printed intervals and their median width", switch=True)
 
     def __post_init__(self) -> None:
         for name, values in (("nodes", self.nodes), ("local_batch", self.local_batch)):

@@ -32,6 +32,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "per day; mark the fastest per node count, the Pareto set, and the recommendation under "
                     "--deadline-h or --budget-node-h. Imports neither torch nor Ray.")
     add_options(parser, PredictOptions)
+    # What the command prints, not what it predicts: the CLI's own options (orch.predict returns everything).
+    parser.add_argument("--validate", action="store_true",
+                        help="print the held-out validation in full (leave one cell out, each level of ranks, "
+                             "threads and local batch out, all levels but one, leave one global batch out) beside "
+                             "the linear and Amdahl baselines, with what orch predict prints for the held-out cells "
+                             "from the training cells alone: its error, the share inside the printed intervals and "
+                             "their median width")
     parser.add_argument("--json", action="store_true",
                         help="print everything as JSON on stdout (every layout with its interval ends, flags and "
                              "notes as fields, and every warning)")
@@ -56,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         out = console()
         if not out.is_terminal and not os.environ.get("COLUMNS"):   # a log or a pipe: no terminal to fit
             out.width = PIPED_WIDTH
-        for renderable in terminal_prediction(report, full_validation=options.validate):
+        for renderable in terminal_prediction(report, full_validation=args.validate):
             out.print(renderable)
     if args.out:
         try:

@@ -48,7 +48,7 @@ def test_argv_and_the_api_build_equal_sweep_options():
                                              "trackers": ["toy=out.jsonl"], "results": Path("r/x"),
                                              "nodes_timeout_s": 9.0})
     assert from_argv == from_api
-    assert from_argv.tensorboard is None and from_argv.report and not from_argv.json_lines   # the defaults
+    assert from_argv.tensorboard is None and from_argv.report   # the defaults
 
 
 def test_the_default_is_the_fields_default_on_both_doors():

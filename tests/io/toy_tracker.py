@@ -16,7 +16,7 @@ LOG_FILE = "toy-tracker.jsonl"   # in the results folder, unless the setting nam
 
 
 class ToyTracker:
-    name = "toy"
+    label = "toy"
 
     def __init__(self, path: Path, sweep_name: str):
         self.path, self.sweep_name = path, sweep_name

@@ -70,7 +70,7 @@ class TrackingUnavailable(InputError):
 
 
 class Tracker(Protocol):
-    name: str          # "MLflow", "TensorBoard"
+    label: str         # what messages call it: "MLflow", "TensorBoard" (its id, "mlflow", is its TrackerKind's)
 
     def open(self, results: Results) -> None: ...
 
@@ -107,14 +107,15 @@ class TrackerPlace:
 
 @dataclass(frozen=True, slots=True)
 class TrackerKind:
-    """A tracker as orch finds it by name: how to make one, and what it needs.
+    """A tracker as orch finds it by its id (`mlflow`, `tensorboard`, an entry point's name): how to make one, and
+    what it needs.
 
     `make(setting, place)`: the tracker (`setting`: what follows `NAME=` in `--track NAME=SETTING`, the MLflow
     URI for `--mlflow URI`; "" when none is given); `package`: a module that must import for it to run, checked
     before anything runs (None: nothing beyond orch); `option`: the option that asks for it, for messages;
     `install`: how to get its package."""
 
-    name: str
+    id: str
     make: Callable[[str, TrackerPlace], Tracker]
     package: str | None = None
     option: str = ""
@@ -141,6 +142,8 @@ def find_tracker(name: str) -> TrackerKind:
         raise TrackingUnavailable(f"tracker {name!r} ({ref}) does not load: {type(err).__name__}: {err}") from None
     if not isinstance(found, TrackerKind):
         raise TrackingUnavailable(f"tracker {name!r} ({ref}) is a {type(found).__name__}, not an orch TrackerKind")
+    if found.id != name:   # one id per tracker: the one it is asked for by, and the one its settings are kept under
+        raise TrackingUnavailable(f"tracker {name!r} ({ref}) gives its id as {found.id!r}")
     return found
 
 
@@ -293,7 +296,7 @@ class Tracking:
         bound = wait_s()
         self._worker.join(bound)
         if self._worker.is_alive():
-            names = ", ".join(t.name for t in self.trackers) or "a tracker"
+            names = ", ".join(t.label for t in self.trackers) or "a tracker"
             line = f"{names}: still not done after {bound:g} s (a slow or unanswering server)"
             self.failed.append(line)
             log.warning("%s; orch goes on without it (%s sets the wait). `orch report %s %s` logs what is missing "
@@ -323,8 +326,8 @@ class Tracking:
         except Exception as err:   # logging must never fail a sweep: any error at all stops this tracker only
             self.trackers.remove(tracker)
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-            line = f"{tracker.name}: {reason}"
+            line = f"{tracker.label}: {reason}"
             self.failed.append(line)
             log.warning("%s. Nothing more is logged there in this run; `orch report %s %s` logs what is missing "
                         "later.", line, self.folder, tracker.catch_up_option())
-            log.debug("%s failed", tracker.name, exc_info=True)
+            log.debug("%s failed", tracker.label, exc_info=True)

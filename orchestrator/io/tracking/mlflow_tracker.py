@@ -130,7 +130,7 @@ def _started_s(record: Record) -> float | None:
 
 
 class MlflowTracker:
-    name = "MLflow"
+    label = "MLflow"
 
     def __init__(self, uri: str, experiment: str | None, folder: Path, sweep_name: str, *, live: bool = True):
         import mlflow

@@ -153,7 +153,7 @@ def domains(records: Iterable[Record]) -> dict[str, set[HParamValue]]:
 
 
 class TensorBoardTracker:
-    name = "TensorBoard"
+    label = "TensorBoard"
 
     def __init__(self, logdir: Path):
         self.logdir = logdir

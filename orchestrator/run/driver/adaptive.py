@@ -15,13 +15,12 @@ from dataclasses import replace
 from orchestrator.core.adaptive.answer import FASTEST, AdaptiveOptions, Known, Question
 from orchestrator.core.adaptive.outcome import AdaptiveOutcome, Measured
 from orchestrator.core.adaptive.policy import Candidate, Choice, decide
-from orchestrator.core.execution.eta import Eta
 from orchestrator.core.measured import records as rec
 from orchestrator.core.planning.plan import PlannedTrial
 from orchestrator.core.predict.capacity import candidate_layouts, layout_from_placement
 from orchestrator.io.store import load_results
+from orchestrator.run.driver.events import SweepEvents
 from orchestrator.run.driver.kinds.base import WorkItem
-from orchestrator.run.driver.progress import SweepProgress
 from orchestrator.run.driver.sweep import SweepRunner
 from orchestrator.run.driver.trial import TrialRun
 
@@ -35,7 +34,6 @@ class AdaptiveRunner(SweepRunner):
     def __init__(self, *args, adaptive: AdaptiveOptions, ccl_available: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.adaptive, self.ccl_available = adaptive, ccl_available
-        self.eta: Eta | None = None             # the sweep's estimate: each candidate's expected seconds
         self.choices: dict[str, Choice] = {}
         self.outcome: AdaptiveOutcome | None = None
 
@@ -72,11 +70,15 @@ class AdaptiveRunner(SweepRunner):
                          expected, self._held_cores(item), getattr(item, "seed", None))
 
     # --- the loop ---------------------------------------------------------------------------------------
-    def _execute(self, todo: list[WorkItem], progress: SweepProgress, stop: threading.Event) -> None:
+    def chosen_why(self, key: str) -> str | None:
+        choice = self.choices.get(key)
+        return choice.reason if choice is not None else None
+
+    def _execute(self, todo: list[WorkItem], events: SweepEvents, stop: threading.Event) -> None:
         started = time.monotonic()
         upfront = [item for item in todo if item.KIND not in CHOSEN_KINDS]
         if upfront:
-            super()._execute(upfront, progress, stop)
+            super()._execute(upfront, events, stop)
         left = {item.key: item for item in todo if item.KIND in CHOSEN_KINDS}
         q = self.question()
         while True:
@@ -87,8 +89,7 @@ class AdaptiveRunner(SweepRunner):
                 return
             item = left.pop(choice.candidate.key)
             self.choices[item.key] = choice
-            progress.chosen(item.key, choice.reason)
-            super()._execute([item], progress, stop)
+            super()._execute([item], events, stop)
 
     def decide(self, q: Question, left: dict[str, WorkItem], elapsed_s: float) -> Choice:
         records = load_results(self.options.results).records
@@ -108,9 +109,9 @@ class AdaptiveRunner(SweepRunner):
             self.outcome = self._outcome(self.decide(self.question(), left, 0.0), left)
         return self.outcome
 
-    def _trial(self, item: WorkItem, p: PlannedTrial, progress: SweepProgress,
+    def _trial(self, item: WorkItem, p: PlannedTrial, events: SweepEvents,
                stop: threading.Event) -> tuple[TrialRun, rec.Record | None]:
-        run, record = super()._trial(item, p, progress, stop)
+        run, record = super()._trial(item, p, events, stop)
         choice = self.choices.get(item.key)
         if record is None or choice is None:
             return run, record

@@ -43,15 +43,16 @@ from orchestrator.io.store import (
 )
 from orchestrator.io.sweepfile import Sweep
 from orchestrator.run.comm import ONECCL_DISTS, dist_version
+from orchestrator.run.driver.events import SweepEvents
 from orchestrator.run.driver.kinds import item_types
 from orchestrator.run.driver.kinds.base import SweepContext, WorkItem
-from orchestrator.run.driver.progress import SweepProgress
 from orchestrator.run.driver.recording import infeasible_record
 from orchestrator.run.driver.trial import NodePool, RankSpec, TrialRun, run_ranks
 from orchestrator.run.job import RankJob
 
 if TYPE_CHECKING:
     from orchestrator.core.adaptive.outcome import AdaptiveOutcome
+    from orchestrator.core.execution.eta import Eta
 
 ADMIT_POLL_S = 0.25    # how often the driver looks for ended trials (and, when one ended, room for others)
 MAX_ENV_NODES = 64            # environment.json lists each node's CPU verdict up to this many (topology.json has all)
@@ -62,7 +63,6 @@ class RunnerOptions:
     results: Path            # the sweep's own folder
     rerun: bool = False
     convergence: bool = True
-    json_mode: bool = False
     max_concurrent: int | None = None   # trials in flight at once; None: as many as the rules allow
     # Called with each record right after it is appended (in the main thread, which alone writes records):
     # how a sweep is logged elsewhere (io.tracking's `Tracking.record`, which never raises and only queues).
@@ -119,6 +119,9 @@ class SweepRunner:
         self.summary = RunnerSummary()
         self.pool: NodePool | None = None   # held while trials run (execute)
         self.context = SweepContext(sweep, plan, len(cluster.nodes), convergence=options.convergence)
+        # The sweep's time estimate (core.execution.eta), refined here as each trial's record comes in: what the
+        # progress shows as time left, and what an adaptive runner costs its candidates by.
+        self.eta: Eta | None = None
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def prepare(self) -> rec.Records:
@@ -149,19 +152,22 @@ class SweepRunner:
         known = {b: float(v) for b, v in points.items() if v is not None}
         return known or None
 
-    def _record(self, record: rec.Record, progress: SweepProgress, run: TrialRun | None = None) -> None:
+    def _record(self, record: rec.Record, events: SweepEvents, run: TrialRun | None = None) -> None:
         """Append the record; `run` is the trial that produced it (None for an infeasible point, which
         never ran and does not count towards progress)."""
         append_record(self.options.results, record)
         for hook in self.options.on_record:
             hook(record)
+        if run is not None and self.eta is not None and isinstance(record.wall_s, (int, float)):
+            self.eta.finished(record.key, record.wall_s, record)   # the measured terms refine it
         if record.status not in (rec.Status.OK, rec.Status.INFEASIBLE):
             self.summary.failed.append(f"{record.key}: {record.status} — {record.reason}")
             if run is not None:
-                self._save_logs(record.key, run)
-        progress.finished(record, counts=run is not None)
+                folder = self._save_logs(record.key, run)
+                events.note(f"{record.key}: {record.status}; its ranks' logs are in {folder}/{record.key}-rank*.log")
+        events.finished(record.key, record, counts=run is not None)
 
-    def _save_logs(self, key: str, run: TrialRun) -> None:
+    def _save_logs(self, key: str, run: TrialRun) -> Path:
         """A failed trial's rank logs in RESULTS/logs, each written atomically and never through a link (a
         resumed folder may hold links someone else put there; `orch sweep` refuses a logs/ that is one)."""
         folder = self.options.results / LOGS_DIR
@@ -174,15 +180,16 @@ class SweepRunner:
                     write_atomic(folder / f"{key}-rank{i}.log", outcome.log, durable=False)
         except OSError as err:
             raise ResultsNotWritten(f"{folder}: the logs of {key} cannot be written ({err.strerror})") from None
+        return folder
 
-    def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, progress: SweepProgress,
+    def _run(self, key: str, p: PlannedTrial, job: RankJob, timeout_s: float, events: SweepEvents,
              stop: threading.Event) -> tuple[TrialRun, float]:
         started = time.time()
         workdir = f"{WORK_ROOT}/{self.spec.name}/{key}-{int(started * 1000)}"
         run = run_ranks(self.cluster, rank_specs(p), job, workdir=workdir,
                         step_timeout_s=self.spec.measure.step_timeout_s,
                         startup_timeout_s=self.spec.measure.startup_timeout_s, timeout_s=timeout_s,
-                        ccl_workers=self.context.workers, on_status=lambda status: progress.phase(key, status),
+                        ccl_workers=self.context.workers, on_status=lambda status: events.phase(key, status),
                         stop=stop, pool=self.pool)
         return run, started
 
@@ -196,12 +203,12 @@ class SweepRunner:
             cpus[index] = min(offered, count) if offered > 0 else count
         return cpus
 
-    def _trial(self, item: WorkItem, p: PlannedTrial, progress: SweepProgress,
+    def _trial(self, item: WorkItem, p: PlannedTrial, events: SweepEvents,
                stop: threading.Event) -> tuple[TrialRun, rec.Record | None]:
         """Run one trial on `p` (its admitted placement) and build its record; None when interrupted.
-        Runs in a worker thread: it touches no shared state but the progress display."""
+        Runs in a worker thread: it touches no shared state but the events (thread-safe)."""
         job = item.job(self.context, p)
-        run, started = self._run(item.key, p, job, item.timeout_s(self.context), progress, stop)
+        run, started = self._run(item.key, p, job, item.timeout_s(self.context), events, stop)
         if run.interrupted:
             return run, None
         return run, self._with_precision(item.record(self.context, p, run, started))
@@ -215,6 +222,10 @@ class SweepRunner:
         peak = record.peak.with_fields(precision_reason=choice.reason) if record.peak is not None else None
         return replace(record, applied=applied, peak=peak)
 
+    def chosen_why(self, key: str) -> str | None:
+        """Why the trial `key` was chosen: a full sweep runs every trial (an adaptive one says)."""
+        return None
+
     # --- the sweep ------------------------------------------------------------------------------------
     def work(self, existing: rec.Records) -> list[WorkItem]:
         """Everything still to run, in order: peaks, calibration, grid, convergence (each kind's ORDER)."""
@@ -223,7 +234,7 @@ class SweepRunner:
         self.summary.skipped = sum(1 for item in items if item.key in done)
         return [item for item in items if item.key not in done]
 
-    def _record_infeasible(self, existing: rec.Records, progress: SweepProgress) -> None:
+    def _record_infeasible(self, existing: rec.Records, events: SweepEvents) -> None:
         recorded = existing.by_key()
         for p in self.plan.trials:
             if p.feasible:
@@ -231,14 +242,13 @@ class SweepRunner:
             record = infeasible_record(p, self.context.backend)
             earlier = recorded.get(p.trial.key)
             if earlier is None or earlier.reason != record.reason:
-                self._record(record, progress)
+                self._record(record, events)
 
-    def execute(self, existing: rec.Records, progress: SweepProgress,
-                todo: list[WorkItem]) -> None:
+    def execute(self, existing: rec.Records, events: SweepEvents, todo: list[WorkItem]) -> None:
         """Run `todo`, admitting each trial as soon as the rules give it room, in order (a waiting trial's
         planned region is kept from later ones, so that small trials cannot starve it). Ctrl-C stops every
         running trial and re-raises once they have released their cores."""
-        self._record_infeasible(existing, progress)
+        self._record_infeasible(existing, events)
         if not todo:
             return
         stop = threading.Event()
@@ -247,12 +257,12 @@ class SweepRunner:
             problem = self.pool.reserve(self._sweep_cpus(), stop)
             if problem is not None:
                 raise InvalidInput("the cluster", [Problem("", problem)])
-            self._execute(todo, progress, stop)
+            self._execute(todo, events, stop)
         finally:
             self.pool.close()
             self.pool = None
 
-    def _execute(self, todo: list[WorkItem], progress: SweepProgress, stop: threading.Event) -> None:
+    def _execute(self, todo: list[WorkItem], events: SweepEvents, stop: threading.Event) -> None:
         pending = list(todo)
         running: dict[Future, tuple[WorkItem, Region]] = {}
         limit = self.options.max_concurrent or max(1, self.plan.topology.usable_cores(True))
@@ -261,18 +271,18 @@ class SweepRunner:
             ended = True   # room for a waiting trial appears only when one ends (or at the start)
             while pending or running:
                 if ended or not running:
-                    self._start_admitted(pending, running, limit, pool, progress, stop)
+                    self._start_admitted(pending, running, limit, pool, events, stop)
                 done, _ = wait(list(running), timeout=ADMIT_POLL_S, return_when=FIRST_COMPLETED)
                 ended = bool(done)
                 for future in done:
                     item, _region = running.pop(future)
-                    self._finish(item.key, future, progress)
+                    self._finish(item.key, future, events)
         except BaseException:
             stop.set()   # Ctrl-C (or a bug): stop every running trial; each releases its cores and ranks
             for future in list(running):
                 item, _region = running.pop(future)
                 try:
-                    self._finish(item.key, future, progress)
+                    self._finish(item.key, future, events)
                 except Exception:  # the first error is the one raised
                     pass
             raise
@@ -280,7 +290,7 @@ class SweepRunner:
             pool.shutdown(wait=True)
 
     def _start_admitted(self, pending: list[WorkItem], running: dict[Future, tuple[WorkItem, Region]],
-                        limit: int, pool: ThreadPoolExecutor, progress: SweepProgress, stop: threading.Event) -> None:
+                        limit: int, pool: ThreadPoolExecutor, events: SweepEvents, stop: threading.Event) -> None:
         """Start every waiting trial that fits now, in order, up to `limit` in flight."""
         taken: set[tuple[int, int]] = {cell for _item, region in running.values() for cell in region}
         for item in list(pending):
@@ -295,16 +305,16 @@ class SweepRunner:
             pending.remove(item)
             taken |= admission.region
             p = item.admitted(admission)
-            progress.start_trial(item.key, item.label(self.context, p))
-            future = pool.submit(self._trial, item, p, progress, stop)
+            events.started(item.key, item.label(self.context, p), self.chosen_why(item.key))
+            future = pool.submit(self._trial, item, p, events, stop)
             running[future] = (item, admission.region)
 
-    def _finish(self, key: str, future: Future, progress: SweepProgress) -> None:
+    def _finish(self, key: str, future: Future, events: SweepEvents) -> None:
         """Record an ended trial (the main thread is the only writer of the results file)."""
         run, record = future.result()
-        if record is None:
-            progress.forget(key)
+        if record is None:   # interrupted: no record, it runs again on resume
+            events.finished(key, None, counts=False)
             return
-        self._record(record, progress, run)
+        self._record(record, events, run)
         self.summary.ran += 1
 
