@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from orchestrator.core.json.jsonobject import JsonObject
 from orchestrator.core.json.values import JsonReadable
 
 # The ISA features that matter for training, as Linux names them in /proc/cpuinfo's flags.
@@ -121,22 +121,47 @@ class CpuIsa:
                 "triad_gb_per_s_per_core": self.triad_gb_per_s_per_core}
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> CpuIsa:
-        """What `to_dict` wrote (a detected topology saved with `orch topology --json`)."""
-        def number(key: str) -> float | None:
-            value = data.get(key)
-            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    def from_dict(data: Mapping[str, object]) -> CpuIsa:
+        """What `to_dict` wrote (a detected topology saved with `orch topology --json`, environment.json's `cpus`),
+        read leniently: a figure that is not a number is unknown, absent keys take their defaults.
 
-        source = str(data.get("source") or FILE)
-        native = data.get("bf16_native")
-        return CpuIsa(features=tuple(str(f) for f in data.get("features") or ()),
-                      torch_capability=data.get("torch_capability"), isa_cap=data.get("isa_cap"),
-                      fp32_gflops=number("fp32_gflops"), bf16_gflops=number("bf16_gflops"),
-                      native_bf16=native if isinstance(native, bool) and source == FILE else None,
-                      source=source, cpu_model=str(data.get("cpu_model") or ""),
-                      peak_fp32_gflops_per_core=number("peak_fp32_gflops_per_core"),
-                      peak_bf16_gflops_per_core=number("peak_bf16_gflops_per_core"),
-                      triad_gb_per_s_per_core=number("triad_gb_per_s_per_core"))
+        >>> CpuIsa.from_dict({"features": ["avx2"], "fp32_gflops": 90, "bf16_gflops": "fast", "source": "probe"})
+        CpuIsa(features=('avx2',), torch_capability=None, isa_cap=None, fp32_gflops=90.0, bf16_gflops=None, ...)
+        """
+        d = _IsaRecord.from_json(data)
+        source = str(d.source or FILE)
+        return CpuIsa(features=tuple(str(f) for f in d.features or ()), torch_capability=_text(d.torch_capability),
+                      isa_cap=_text(d.isa_cap), fp32_gflops=_number(d.fp32_gflops), bf16_gflops=_number(d.bf16_gflops),
+                      native_bf16=d.bf16_native if isinstance(d.bf16_native, bool) and source == FILE else None,
+                      source=source, cpu_model=str(d.cpu_model or ""),
+                      peak_fp32_gflops_per_core=_number(d.peak_fp32_gflops_per_core),
+                      peak_bf16_gflops_per_core=_number(d.peak_bf16_gflops_per_core),
+                      triad_gb_per_s_per_core=_number(d.triad_gb_per_s_per_core))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _IsaRecord(JsonObject):
+    """`CpuIsa.to_dict`'s keys, as JSON gave them (checked by `from_dict`, which reads them leniently)."""
+
+    features: tuple[object, ...] | None = None
+    torch_capability: object = None
+    isa_cap: object = None
+    fp32_gflops: object = None
+    bf16_gflops: object = None
+    bf16_native: object = None
+    source: object = None
+    cpu_model: object = None
+    peak_fp32_gflops_per_core: object = None
+    peak_bf16_gflops_per_core: object = None
+    triad_gb_per_s_per_core: object = None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def features_from_flags(flags: str) -> tuple[str, ...]:

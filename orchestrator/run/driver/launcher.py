@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import psutil
 
@@ -229,7 +229,17 @@ def start_prefix(cpus: list[int] | None = None, *, normal_priority: bool = True)
     return [sys.executable, "-S", "-I", "-c", _START, "1" if normal_priority else "0", ",".join(map(str, cpus or []))]
 
 
-def node_info() -> dict[str, Any]:
+class NodeInfo(TypedDict):
+    """Where a process runs (`node_info`)."""
+
+    node_id: str | None         # its Ray node's id (None outside Ray)
+    ip: str                     # the node's address (loopback outside Ray)
+    ifname: str | None          # the interface that carries it (None when none here does)
+    hostname: str
+    pid: int
+
+
+def node_info() -> NodeInfo:
     """Where this process runs: its Ray node id and address (None and loopback outside Ray), and the interface
     that carries the address (None when none here does)."""
     try:
@@ -553,7 +563,7 @@ class NodeLaunchers:
         self._rendezvous: dict[str, socket.socket] = {}   # rank key -> its reserved listening socket
         self._lock = threading.Lock()
 
-    def node_info(self) -> dict[str, Any]:
+    def node_info(self) -> NodeInfo:
         return node_info()
 
     def free_port(self) -> int:

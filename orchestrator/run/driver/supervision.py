@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from orchestrator.core.measured.rank_end import RankStatus, first_bad, root_cause
 from orchestrator.core.measured.records import Status
@@ -56,13 +56,16 @@ class Limits:
                           step_timeout_s=self.step_timeout_s, deadline=self.deadline)
 
 
-class RankHost(Protocol):
-    """A trial's started ranks, by index, and how the driver waits on them. A pending end is whatever the host
-    waits on (a Ray object reference, a future)."""
+# A pending end of a rank: whatever its host waits on (a Ray object reference, a future), hashable.
+End = TypeVar("End", bound=Hashable)
 
-    def supervise(self, index: int, limits: RankLimits) -> Any: ...
-    def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]: ...
-    def outcome(self, end: Any) -> Outcome: ...
+
+class RankHost(Protocol[End]):
+    """A trial's started ranks, by index, and how the driver waits on them (each rank's pending `End`)."""
+
+    def supervise(self, index: int, limits: RankLimits) -> End: ...
+    def wait(self, pending: list[End], timeout_s: float) -> tuple[list[End], list[End]]: ...
+    def outcome(self, end: End) -> Outcome: ...
     def stop(self, index: int, reason: str) -> None: ...
     def progress(self, index: int) -> RankProgress | None: ...
 
@@ -74,14 +77,15 @@ class LocalRanks:
         self.launchers = launchers
         self._threads = ThreadPoolExecutor(max_workers=max(1, len(launchers)), thread_name_prefix="rank")
 
-    def supervise(self, index: int, limits: RankLimits) -> Future:
+    def supervise(self, index: int, limits: RankLimits) -> Future[Outcome]:
         return self._threads.submit(self.launchers[index].supervise, limits)
 
-    def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]:
+    def wait(self, pending: list[Future[Outcome]],
+             timeout_s: float) -> tuple[list[Future[Outcome]], list[Future[Outcome]]]:
         done, _ = wait(pending, timeout=timeout_s, return_when=FIRST_COMPLETED)
         return [f for f in pending if f in done], [f for f in pending if f not in done]
 
-    def outcome(self, end: Any) -> Outcome:
+    def outcome(self, end: Future[Outcome]) -> Outcome:
         outcome: Outcome = end.result()
         return outcome
 
@@ -92,7 +96,7 @@ class LocalRanks:
         return self.launchers[index].progress()
 
 
-def supervise(host: RankHost, limits: Limits, started: float, *, stop: threading.Event,
+def supervise(host: RankHost[End], limits: Limits, started: float, *, stop: threading.Event,
               on_progress: Callable[[RankProgress | None], None] | None = None,
               node_ids: list[str] | None = None) -> TrialRun:
     """Wait for every rank's end; once one ends badly, give the others a grace period to report their
@@ -125,12 +129,12 @@ def supervise(host: RankHost, limits: Limits, started: float, *, stop: threading
     return _trial_run(outcomes, ended, started, node_ids or [], interrupted)
 
 
-def _stop(host: RankHost, indices: list[int], reason: str) -> None:
+def _stop(host: RankHost[End], indices: list[int], reason: str) -> None:
     for i in indices:
         host.stop(i, reason)
 
 
-def _progress_of(host: RankHost) -> RankProgress | None:
+def _progress_of(host: RankHost[End]) -> RankProgress | None:
     """Rank 0's progress; None when it cannot be asked (a display detail must never end the trial)."""
     try:
         return host.progress(0)

@@ -15,10 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import ray
-from ray.util.placement_group import placement_group, remove_placement_group
+from ray import ObjectRef
+from ray.actor import ActorHandle
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator.core.measured.rank_end import RankStatus
@@ -26,6 +28,7 @@ from orchestrator.core.measured.records import Status
 from orchestrator.errors import RunFailed
 from orchestrator.run.driver.cluster import Cluster, head_answers
 from orchestrator.run.driver.launcher import (
+    NodeInfo,
     NodeLaunchers,
     Outcome,
     RankLimits,
@@ -79,9 +82,9 @@ class NodePool:
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        self._actors: dict[int, Any] = {}
+        self._actors: dict[int, ActorHandle] = {}
         self._lock = threading.Lock()
-        self._pg: Any = None
+        self._pg: PlacementGroup | None = None
 
     def reserve(self, cpus_per_node: dict[int, float], stop: threading.Event) -> str | None:
         """Reserve CPUs on nodes (index into cluster.nodes); None when held, else why it could not be."""
@@ -96,16 +99,15 @@ class NodePool:
         return (f"Ray could not reserve the CPUs within {RESERVE_TIMEOUT_S:g} s (another job holds them, or the "
                 "nodes have fewer CPUs than the topology says)")
 
-    def launchers(self, node: int) -> Any:
+    def launchers(self, node: int) -> ActorHandle:
         """The node's launcher actor (a Ray actor handle: its methods are called with .remote())."""
         with self._lock:
             if node not in self._actors:
-                actor: Any = ray.remote(NodeLaunchers)
                 cpus = max(1, len(self.cluster.nodes[node].cpus))
-                self._actors[node] = actor.options(
+                self._actors[node] = cast(ActorHandle, ray.remote(NodeLaunchers).options(   # Ray types it loosely
                     num_cpus=0, max_concurrency=2 * cpus + 8,   # a supervising thread per rank, plus calls
                     scheduling_strategy=NodeAffinitySchedulingStrategy(self.cluster.nodes[node].node_id, soft=False),
-                ).remote()
+                ).remote())
             return self._actors[node]
 
     def close(self) -> None:
@@ -122,11 +124,12 @@ class NodePool:
 class _Rank:
     """One rank of a trial, as its node's launcher actor knows it."""
 
-    actor: Any
+    actor: ActorHandle
     key: str
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.actor, method).remote(self.key, *args, **kwargs)
+    def call(self, method: str, *args: object, **kwargs: object) -> ObjectRef:
+        ref: ObjectRef = getattr(self.actor, method).remote(self.key, *args, **kwargs)
+        return ref
 
 
 class RayRanks:
@@ -138,10 +141,10 @@ class RayRanks:
         self.handles = [_Rank(pool.launchers(r.node), f"{workdir}/rank{r.rank}") for r in ranks]
         self.node_ids: list[str] = []
 
-    def node_infos(self) -> list[dict[str, Any]]:
+    def node_infos(self) -> list[NodeInfo]:
         """Where each rank's launcher runs (launcher.node_info)."""
-        infos: list[dict[str, Any]] = ray.get([h.actor.node_info.remote() for h in self.handles])
-        self.node_ids = [info["node_id"] for info in infos]
+        infos: list[NodeInfo] = ray.get([h.actor.node_info.remote() for h in self.handles])
+        self.node_ids = [info["node_id"] or "" for info in infos]   # under Ray, every node has its id
         return infos
 
     def rendezvous_port(self, master_addr: str) -> int:
@@ -173,14 +176,14 @@ class RayRanks:
         if failed:
             raise RankNotStarted(failed[0] + (f" (and {len(failed) - 1} more rank(s))" if len(failed) > 1 else ""))
 
-    def supervise(self, index: int, limits: RankLimits) -> Any:
+    def supervise(self, index: int, limits: RankLimits) -> ObjectRef:
         return self.handles[index].call("supervise", limits)
 
-    def wait(self, pending: list[Any], timeout_s: float) -> tuple[list[Any], list[Any]]:
+    def wait(self, pending: list[ObjectRef], timeout_s: float) -> tuple[list[ObjectRef], list[ObjectRef]]:
         done, left = ray.wait(pending, num_returns=1, timeout=timeout_s)
         return done, left
 
-    def outcome(self, end: Any) -> Outcome:
+    def outcome(self, end: ObjectRef) -> Outcome:
         try:
             outcome: Outcome = ray.get(end)
             return outcome
@@ -268,7 +271,7 @@ def _environments(ranks: list[RankSpec], master_addr: str, port: int, backend: s
             for r, ifname in zip(ranks, ifnames or [None] * len(ranks))]
 
 
-def _reserved(pg: Any, stop: threading.Event) -> bool:
+def _reserved(pg: PlacementGroup, stop: threading.Event) -> bool:
     """Wait for the placement group, in short slices so that `stop` is seen; False if it never came."""
     waited_until = time.monotonic() + RESERVE_TIMEOUT_S
     while not stop.is_set() and time.monotonic() < waited_until:

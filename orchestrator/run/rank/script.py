@@ -29,11 +29,14 @@ import sys
 import traceback
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator.run.job import Phase, ProgressWriter, RankJob, ScriptSettings
 from orchestrator.run.rank.process import StartupClock, exit_when_orphaned, process_started_at, size_torch_threads
 from orchestrator.run.rank.script_reporter import fail
+
+if TYPE_CHECKING:
+    from torch.distributed import Store
 
 SPAWNED_FILE = "spawned.json"
 
@@ -47,7 +50,7 @@ def spawned_error(job: RankJob) -> str | None:
     return str(error)
 
 
-def host_store(job: RankJob) -> Any:
+def host_store(job: RankJob) -> Store:
     """The trial's rendezvous store: rank 0 serves it on MASTER_ADDR only (as run.rank.session does for orch's
     own ranks), every rank holds a client of it. The script's env:// rendezvous joins it as a client
     (TORCHELASTIC_USE_AGENT_STORE), and the reporter's barriers use it."""

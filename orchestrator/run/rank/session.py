@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+    from torch.distributed import Store
 
     from orch.workload import DdpOptions, Trainer
     from orchestrator.core.json.jsonobject import JsonObject
@@ -36,7 +37,7 @@ class Session:
     world: int
 
 
-def rendezvous_store(timeout: timedelta, *, count_workers: bool = True) -> Any:
+def rendezvous_store(timeout: timedelta, *, count_workers: bool = True) -> Store:
     """torch.distributed's TCPStore, with rank 0's listening socket bound to MASTER_ADDR only (torch's own
     binds every interface; on one machine MASTER_ADDR is loopback, so nothing listens beyond it). In a trial,
     rank 0's launcher reserved that socket when it chose the port, and passes it in (RENDEZVOUS_FD_ENV_VAR):
