@@ -33,7 +33,6 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core.json.jsonobject import JsonObject, optional
 from orchestrator.core.json.values import JsonDict
@@ -240,6 +239,21 @@ class ProbeResult(JsonObject):
         return at_batch * self.threads / max(1, threads)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _KeyFields(JsonObject):
+    """What a probe depends on, as `probe_key` hashes it (io.probe_cache.probe_key_fields writes it): the fields a
+    result keeps. Its other keys (the batches, the steps, the FLOP rule) are in the hash only."""
+
+    format: int
+    workload: str
+    code: str
+    params: JsonDict
+    precision: str
+    torch: str
+    backend: str
+    held_batches: int
+
+
 def probe_key(fields: Mapping[str, object]) -> str:
     """The cache key of a probe: a hash of what changes its result (format, workload and its code, parameters,
     precision, torch, backend, held batches), in canonical JSON.
@@ -276,7 +290,7 @@ def _samples(points: Sequence[ProbePoint]) -> tuple[int | None, str]:
     return count, f"the train split's length in the probe (Trainer.samples_per_epoch): {count:,}"
 
 
-def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *, threads: int, measured_at: str,
+def probe_result(key_fields: Mapping[str, object], points: Sequence[ProbePoint], *, threads: int, measured_at: str,
                  ddp_copies: float, margin: float = MEMORY_MARGIN, cpu: str | None = None) -> ProbeResult:
     """The result of a probe from its points: memory fitted (DDP's copies of the measured gradient bytes
     added), FLOPs from the largest batch's count, samples per epoch from the trainer. `key_fields` are what
@@ -288,10 +302,10 @@ def probe_result(key_fields: Mapping[str, Any], points: Sequence[ProbePoint], *,
                         node_library_mib=max(p.library_mib for p in ordered))
     flops, flops_source = _flops(ordered)
     samples, samples_source = _samples(ordered)
-    f = dict(key_fields)
-    return ProbeResult(format=int(f["format"]), key=probe_key(f), workload=str(f["workload"]), code=str(f["code"]),
-                       params=dict(f["params"]), precision=str(f["precision"]), torch=str(f["torch"]),
-                       backend=str(f["backend"]), held_batches=int(f["held_batches"]), threads=threads,
+    f = _KeyFields.from_json(key_fields)
+    return ProbeResult(format=f.format, key=probe_key(key_fields), workload=f.workload, code=f.code,
+                       params=dict(f.params), precision=f.precision, torch=f.torch,
+                       backend=f.backend, held_batches=f.held_batches, threads=threads,
                        measured_at=measured_at, points=tuple(ordered), ddp_copies=ddp_copies, memory=memory,
                        flops_per_sample=flops, flops_source=flops_source, samples_per_epoch=samples,
                        samples_source=samples_source, cpu=cpu or None,
