@@ -1,4 +1,4 @@
-"""Is `orch predict --deadline-h`'s chance of missing a deadline right? Checked against the seeds' actual
+"""Is `orch predict --deadline`'s chance of missing a deadline right? Checked against the seeds' actual
 spread on every committed results folder with convergence runs.
 
     .venv/bin/python benchmarks/deadline_check.py [FOLDER ...]

@@ -2,7 +2,7 @@
 `to_frame()` (a pandas DataFrame with typed columns) and `to_dict()` or `tables()` giving exactly what the
 matching command prints or writes (`orch plan --json`, `orch report`'s table files, `orch predict --json`).
 
-pandas is an optional dependency (`pip install 'orch[notebook]'`): only `to_frame()` and `tables()` need it.
+pandas is an optional dependency (`.venv/bin/pip install -e '.[notebook]'`): only `to_frame()` and `tables()` need it.
 
 Column types: whole numbers are pandas' nullable `Int64`, measured figures `float64` (NaN where a record has
 none), flags `boolean`, words `string`, the record's kind and status `category`, times UTC timestamps.
@@ -38,7 +38,7 @@ __all__ = ["Plan", "Prediction", "Results", "SweepSummary", "table_frame"]
 
 # One cell of a frame's rows: a record's field (a datetime in a TIME column), a plan's or a prediction's.
 Value = str | int | float | bool | dt.datetime | None
-PANDAS_HINT = "pip install 'orch[notebook]' (bash scripts/setup.sh --dev installs it)"
+PANDAS_HINT = ".venv/bin/pip install -e '.[notebook]' in orch's folder (bash scripts/setup.sh --dev installs it)"
 
 
 def _pandas() -> ModuleType:

@@ -125,7 +125,7 @@ def test_bad_input_is_a_value_error_with_the_commands_message(tmp_path):
 def test_a_dataframe_without_pandas_says_how_to_install_it(monkeypatch):
     results = orch.load(EXAMPLE)
     monkeypatch.setitem(sys.modules, "pandas", None)   # import pandas now fails, as where it is not installed
-    with pytest.raises(ModuleNotFoundError, match=r"need pandas.*pip install 'orch\[notebook\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"need pandas.*\.venv/bin/pip install -e '\.\[notebook\]'"):
         results.to_frame()
 
 

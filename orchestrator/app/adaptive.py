@@ -1,5 +1,5 @@
 """`orch sweep`'s adaptive side: the options an adaptive sweep runs with (the sweep file's `adaptive` section,
-overridden by `--budget` and `--target-width`; `--full` runs every trial), and `--replay FOLDER` (the policy
+overridden by `--budget` and `--target-rel-width`; `--full` runs every trial), and `--replay FOLDER` (the policy
 against a folder measured in full, no Ray)."""
 
 from __future__ import annotations

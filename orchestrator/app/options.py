@@ -34,8 +34,13 @@ from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
 from orchestrator.core.machine.emulation import DEFAULT_NAME as DEFAULT_CLUSTER_NAME
 from orchestrator.core.machine.emulation import DEFAULT_RAY_PORT as DEFAULT_CLUSTER_RAY_PORT
 from orchestrator.core.machine.emulation import DEFAULT_SUBNET as DEFAULT_CLUSTER_SUBNET
-from orchestrator.core.machine.emulation import parse_duration as parse_latency
-from orchestrator.core.machine.emulation import parse_rate
+from orchestrator.core.text.units import (
+    SECONDS_PER_HOUR,
+    parse_duration,
+    parse_node_hours,
+    parse_rate,
+    positive_duration,
+)
 from orchestrator.errors import InputError
 
 FLAG = "orch.flag"   # the dataclass field's metadata key for its `Flag`
@@ -52,16 +57,27 @@ MAX_LOCAL_BATCH = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
+class Alias:
+    """An old spelling of a flag, kept for one release: it still works, read as it always was (`parse`: its own
+    unit, hours for `--deadline-h`), and the command says once what to write instead."""
+
+    flag: str
+    parse: Callable[[str], object] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Flag:
     """How an options field is given on the command line.
 
     `flag`: "--max-concurrent"; "" derives it from the field's name; None makes the field positional.
     `parse`: the text to the value, raising InputError with a one-line reason (argparse prints it).
     `switch`: the flag takes no value and sets the field to this (True for `--rerun`, False for `--no-report`).
-    `bare`: the flag may also be given without a value, which sets it to `bare` (`--mlflow` alone: True).
+    `bare`: the flag alone sets the field to `bare` (`--mlflow`: True); its value is given as `--mlflow-uri URI`
+    or `--mlflow=URI`, never as the next word (which is the command's own: `orch sweep --mlflow SWEEP`).
     `repeat`: the flag may be given several times, the values kept in order (a tuple).
     `exclusive`: fields with the same word here exclude one another.
     `remainder`: a positional that takes every word after it (`-- CMD ...`).
+    `aliases`: old spellings that still work and say what replaces them.
     """
 
     help: str
@@ -74,12 +90,13 @@ class Flag:
     choices: tuple[str, ...] = ()
     exclusive: str = ""
     remainder: bool = False
+    aliases: tuple[Alias, ...] = ()
 
 
 def option(default: object, help: str, *, flag: str | None = "", metavar: str | None = None,
            parse: Callable[[str], object] | None = None, switch: bool | None = None, bare: bool | None = None,
            repeat: bool = False, choices: tuple[str, ...] = (), exclusive: str = "", remainder: bool = False,
-           required: bool = False) -> Any:
+           aliases: tuple[Alias, ...] = (), required: bool = False) -> Any:
     """An options field: its default (none when `required`) and how the command line gives it (`Flag`).
 
     >>> @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,7 +105,7 @@ def option(default: object, help: str, *, flag: str | None = "", metavar: str | 
     >>> Demo().steps, flag_of(dataclasses.fields(Demo)[0]).help
     (3, 'steps per pass')
     """
-    meta = {FLAG: Flag(help, flag, metavar, parse, switch, bare, repeat, choices, exclusive, remainder)}
+    meta = {FLAG: Flag(help, flag, metavar, parse, switch, bare, repeat, choices, exclusive, remainder, aliases)}
     if required:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -197,15 +214,13 @@ def batch_list(text: str) -> tuple[int, ...]:
     return _int_list(text, MAX_LOCAL_BATCH)
 
 
-def duration(text: str) -> float:
-    """Seconds of '1800', '30m', '2h', '1h30m' (the adaptive budget).
+def hours(text: str) -> float:
+    """Hours of a duration given with its unit ('8h', '90m', '1h30m'; core.text.units).
 
-    >>> duration("1h30m")
-    5400.0
+    >>> hours("90m")
+    1.5
     """
-    from orchestrator.core.adaptive.outcome import parse_duration  # the adaptive core: only when a budget is read
-
-    return parse_duration(text)
+    return positive_duration(text) / SECONDS_PER_HOUR
 
 
 # --- the options every command of a kind shares (each a function: the help differs a little by command) --------
@@ -231,31 +246,29 @@ def _min_nodes() -> int | None:
 
 
 def _nodes_timeout_s() -> float:
-    field: float = option(DEFAULT_NODES_TIMEOUT_S, f"give up waiting for --min-nodes after S seconds, with exit "
-                                                   f"status 2 (default {DEFAULT_NODES_TIMEOUT_S:g})",
-                          metavar="S", parse=positive_number)
+    field: float = option(DEFAULT_NODES_TIMEOUT_S, f"give up waiting for --min-nodes after this long, with exit "
+                                                   f"status 2 (default {DEFAULT_NODES_TIMEOUT_S:g}s)",
+                          flag="--nodes-timeout", metavar="DURATION", parse=positive_duration,
+                          aliases=(Alias("--nodes-timeout-s", positive_number),))
     return field
 
 
 def _mlflow(what: str) -> str | bool | None:
     field: str | bool | None = option(
-        None, f"{what}; URI: the tracking server (http://host:5000) or store; without it, "
-              "$MLFLOW_TRACKING_URI, else MLflow's default (`orch sweep` first takes the sweep file's "
-              "tracking.mlflow; `orch report` never a results folder's: docs/trust.md). Needs the mlflow "
-              "package (pip install 'orch[tracking]')", metavar="URI", bare=True)
+        None, f"{what}; --mlflow-uri URI (or --mlflow=URI) names the server, else $MLFLOW_TRACKING_URI. Needs "
+              "the tracking extra (docs/tracking.md)", metavar="URI", bare=True)
     return field
 
 
-TENSORBOARD_HELP = ("write TensorBoard event files, one run per trial with the grid as hyperparameters, into "
-                    "RESULTS/tensorboard/ (tensorboard --logdir RESULTS/tensorboard). Needs the tensorboard package "
-                    "(pip install 'orch[tracking]')")
+TENSORBOARD_HELP = ("write TensorBoard event files, one run per trial, into RESULTS/tensorboard/. Needs the tracking "
+                    "extra (docs/tracking.md)")
 
 
 def _trackers() -> tuple[str, ...]:
     field: tuple[str, ...] = option(
-        (), "also log to the tracker registered under NAME (an entry point of the orch.trackers group, "
-            "or one of orch's: mlflow, tensorboard), with its SETTING if it takes one; repeatable "
-            "(docs/tracking.md)", flag="--track", metavar="NAME[=SETTING]", repeat=True)
+        (), "also log to the tracker registered as NAME (orch's: mlflow, tensorboard; or an orch.trackers entry "
+            "point), with its SETTING; repeatable (docs/tracking.md)", flag="--track", metavar="NAME[=SETTING]",
+        repeat=True)
     return field
 
 
@@ -297,25 +310,23 @@ class SweepOptions:
     convergence: bool = option(True, "skip the convergence runs even if the sweep has a convergence section",
                                flag="--no-convergence", switch=False)
     max_concurrent: int | None = option(None, "at most N trials in flight at once (1: one after another); default: "
-                                              "as many as the isolation rules allow (a timing trial keeps its nodes "
-                                              "to itself under measure.isolation: node; convergence runs pack onto "
-                                              "free cores)", metavar="N", parse=positive_int)
+                                              "as many as measure.isolation allows", metavar="N", parse=positive_int)
     report: bool = option(True, "do not write the report at the end (`orch report` can write it later)",
                           flag="--no-report", switch=False)
     budget_s: float | None = option(None, "run adaptively (docs/adaptive.md) and stop before a trial that would not "
-                                          "fit in DURATION of wall-clock time from the start (1800, 30m, 2h, "
-                                          "1h30m); overrides adaptive.budget_s",
-                                    flag="--budget", metavar="DURATION", parse=duration)
+                                          "fit in DURATION of wall-clock time (30m, 2h, 1h30m); overrides "
+                                          "adaptive.budget_s", flag="--budget", metavar="DURATION",
+                                    parse=positive_duration)
     target_width: float | None = option(None, "run adaptively and stop once the answer's interval is this narrow: "
                                               "(high - low) / answer, so 0.2 is about ±10%; overrides "
-                                              "adaptive.target_rel_width", metavar="W", parse=positive_number)
+                                              "adaptive.target_rel_width", flag="--target-rel-width", metavar="W",
+                                        parse=positive_number, aliases=(Alias("--target-width"),))
     full: bool = option(False, "run every feasible trial even if the sweep file has an adaptive section",
                         switch=True)
     replay: str | None = option(None, "no trial runs: replay the adaptive policy against FOLDER, a results folder "
                                       "measured in full, reading each chosen trial's record as if measured now; "
                                       "print each choice and where it would have stopped", metavar="FOLDER")
-    mlflow: str | bool | None = _mlflow("log the sweep to MLflow as it runs: a parent run for the sweep, a child "
-                                        "run per trial")
+    mlflow: str | bool | None = _mlflow("log the sweep to MLflow as it runs (a run per trial)")
     tensorboard: bool | None = option(None, TENSORBOARD_HELP, switch=True)
     trackers: tuple[str, ...] = _trackers()
 
@@ -330,10 +341,7 @@ class ReportOptions:
                                           "(md+csv+json+png); repeatable; default: terminal and all files",
                                       flag="--format", metavar="FORMAT", repeat=True, choices=REPORT_FORMATS)
     out: str | None = option(None, "folder for the report files; default: RESULTS_DIR/report", metavar="DIR")
-    mlflow: str | bool | None = _mlflow("upload the folder to MLflow after the fact (finished or partial): what the "
-                                        "sweep did not log (a server that was down, no --mlflow), into the sweep's "
-                                        "parent run, with no duplicate child; and the report's files (only those, "
-                                        "never a link). Exit status 1 if it fails")
+    mlflow: str | bool | None = _mlflow("log what the sweep did not to MLflow, and the report's files")
     tensorboard: bool = option(False, TENSORBOARD_HELP, switch=True)
     trackers: tuple[str, ...] = _trackers()
 
@@ -375,10 +383,13 @@ class PredictOptions:
     calibration: tuple[str, ...] = option((), "also use the all-reduce calibration of another results folder (e.g. "
                                               "a sweep run on the target cluster); repeatable", metavar="DIR",
                                           repeat=True)
-    deadline_h: float | None = option(None, "recommend the fewest node-hours that train within H hours",
-                                      metavar="H", parse=positive_number, exclusive="limit")
-    budget_node_h: float | None = option(None, "recommend the fastest layout within N node-hours", metavar="N",
-                                         parse=positive_number, exclusive="limit")
+    deadline_h: float | None = option(None, "recommend the fewest node-hours that train within DURATION (8h, 90m)",
+                                      flag="--deadline", metavar="DURATION", parse=hours, exclusive="limit",
+                                      aliases=(Alias("--deadline-h", positive_number),))
+    budget_node_h: float | None = option(None, "recommend the fastest layout within this many node-hours "
+                                               "(200node-h)", flag="--budget", metavar="NODE-HOURS",
+                                         parse=parse_node_hours, exclusive="limit",
+                                         aliases=(Alias("--budget-node-h", positive_number),))
 
     def __post_init__(self) -> None:
         for name, values in (("nodes", self.nodes), ("local_batch", self.local_batch)):
@@ -408,18 +419,12 @@ class ProfileOptions:
                                       "edited file)", switch=True)
     replay: bool | None = option(None, "skip replaying primitives alone (no efficiency ratio)", flag="--no-replay",
                                  switch=False)
-    max_passes: int = option(DEFAULT_MAX_PASSES, "run a target whose own checks fail (above its roof, efficiency "
-                                                 "above 1, negative overhead, a rank short of its CPUs, ranks "
-                                                 "disagreeing) again, up to N runs in all (default "
-                                                 f"{DEFAULT_MAX_PASSES}); the report says how many it took",
-                             metavar="N", parse=int)
-    project_to: str | None = option(None, "also project each target's step onto another CPU from its primitives "
-                                          "(each scaled by the target's peak or bandwidth, whichever bounds it): "
-                                          "'avx2' (this CPU under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2, "
-                                          "both roofs probed now on the rank's cores) or a topology file whose isa "
-                                          "states peak_<precision>_gflops_per_core and triad_gb_per_s_per_core; "
-                                          "writes projection.md and projection.json; works with --report-only",
-                                    metavar="avx2|TOPOLOGY")
+    max_passes: int = option(DEFAULT_MAX_PASSES, "run a target whose physical checks fail (above its roof, a rank "
+                                                 "short of its CPUs, ...) again, up to N runs in all (default "
+                                                 f"{DEFAULT_MAX_PASSES})", metavar="N", parse=int)
+    project_to: str | None = option(None, "also project each step onto another CPU from its primitives: 'avx2' (this "
+                                          "CPU capped to AVX2) or a topology file stating per-core peaks; works "
+                                          "with --report-only", metavar="avx2|TOPOLOGY")
     topology: str | None = _topology()
     address: str | None = option(None, "join an existing Ray cluster (as in orch sweep)", metavar="ADDR")
 
@@ -444,16 +449,6 @@ class TopologyOptions:
 
 # --- `orch cluster`: an emulated cluster (docs/clusters.md#emulate-your-cluster) ------------------------------
 
-def _rate(text: str) -> float:
-    """Bits per second of a tc rate: '25gbit', '200mbit'."""
-    return parse_rate(text)
-
-
-def _latency(text: str) -> float:
-    """Seconds of a latency: '1ms', '250us'."""
-    return parse_latency(text)
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ClusterUpOptions:
     """`orch cluster up`: the nodes and links made, Ray started in each, each link measured. The fields that
@@ -463,9 +458,9 @@ class ClusterUpOptions:
     cores_per_node: int = option(None, "physical cores per node, with their hardware threads, disjoint", metavar="C",
                                  parse=positive_int, required=True)
     rate_bits_per_s: float | None = option(None, "each node's link, both ways, in tc's units: 25gbit, 1gbit, 200mbit "
-                                                 "(default: unshaped)", flag="--rate", metavar="RATE", parse=_rate)
+                                                 "(default: unshaped)", flag="--rate", metavar="RATE", parse=parse_rate)
     latency_s: float = option(0.0, "one-way node-to-node latency (1ms, 250us), where the kernel has netem; said when "
-                                   "not", flag="--latency", metavar="TIME", parse=_latency)
+                                   "not", flag="--latency", metavar="TIME", parse=parse_duration)
     name: str = option(DEFAULT_CLUSTER_NAME, f"the cluster's name (namespaces orch-NAME-*; default "
                                              f"{DEFAULT_CLUSTER_NAME})")
     subnet: str = option(DEFAULT_CLUSTER_SUBNET, f"private IPv4 network of the nodes (default "

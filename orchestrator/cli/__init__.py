@@ -27,6 +27,7 @@ from orchestrator.cli import (
 )
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fail_input
 from orchestrator.cli.logs import LogSetupError, add_options, configure
+from orchestrator.cli.options import OLD_SPELLINGS, expand_equals
 from orchestrator.errors import InputError, OrchError
 
 COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, workloads_cmd,
@@ -50,13 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(expand_equals(sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as exit_:  # argparse: 0 after --help, 2 after a usage error (already printed)
         return int(exit_.code or 0)
     try:
         configure(args.log_level)
     except LogSetupError as err:
         return fail_input(str(err))
+    for line in getattr(args, OLD_SPELLINGS, []):   # each old spelling given, said once
+        log.warning("%s", line)
     try:
         code: int = args.run(args)
         return code

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.app import plan as app_plan
 from orchestrator.app.options import PlanOptions
-from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, console
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
 from orchestrator.core.planning.facts import PROBE, UNKNOWN, WorkloadFacts
 from orchestrator.core.planning.plan import Plan
@@ -36,7 +36,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "Starts no Ray, no rank and no torch, but it runs the sweep file's code: it imports the "
                     "workload's module and calls its factory (its parameters, metrics and memory formula are "
                     "declared there), as `orch sweep` does; a training script is only read and hashed, never run. "
-                    "Plan only sweep files whose workload you trust (docs/trust.md).")
+                    "Plan only sweep files whose workload you trust (docs/trust.md).",
+        **examples(
+                   "orch plan sweeps/classifier.yaml",
+                   "orch plan sweeps/retinanet-table3.yaml --topology sweeps/topologies/xeon-2s28c-smt.yaml",
+                   anchor="orch-plan"))
     add_options(parser, PlanOptions)
     parser.add_argument("--json", action="store_true",
                         help="print every point with its placement (node, socket, NUMA node, CPU ids) and reasons "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from orchestrator.app import predict as app_predict
 from orchestrator.app.options import PredictOptions
-from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.cli.common import EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
 from orchestrator.errors import InputError
 
@@ -30,15 +30,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "topology at each node count (same constraint engine and placement as `orch plan`), predict "
                     "samples/s with an interval from held-out error, epochs, time-to-train, node-hours and runs "
                     "per day; mark the fastest per node count, the Pareto set, and the recommendation under "
-                    "--deadline-h or --budget-node-h. Imports neither torch nor Ray.")
+                    "--deadline or --budget. Imports neither torch nor Ray.",
+        **examples(
+                   "orch predict results/example-predict --nodes 1,2,4 --deadline 8h",
+                   "orch predict results/example-predict-retinanet --topology sweeps/topologies/cluster-4x2s28c.yaml "
+                   "--budget 200node-h",
+                   anchor="orch-predict"))
     add_options(parser, PredictOptions)
     # What the command prints, not what it predicts: the CLI's own options (orch.predict returns everything).
     parser.add_argument("--validate", action="store_true",
-                        help="print the held-out validation in full (leave one cell out, each level of ranks, "
-                             "threads and local batch out, all levels but one, leave one global batch out) beside "
-                             "the linear and Amdahl baselines, with what orch predict prints for the held-out cells "
-                             "from the training cells alone: its error, the share inside the printed intervals and "
-                             "their median width")
+                        help="print the held-out validation in full: every scheme, beside the baselines, with the "
+                             "share of held-out cells inside the printed intervals")
     parser.add_argument("--json", action="store_true",
                         help="print everything as JSON on stdout (every layout with its interval ends, flags and "
                              "notes as fields, and every warning)")

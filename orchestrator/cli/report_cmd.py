@@ -8,7 +8,7 @@ import logging
 
 from orchestrator.app import report as app_report
 from orchestrator.app.options import ReportOptions
-from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console
+from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console, examples
 from orchestrator.cli.options import add_options, options_from
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "threads), absolute throughput, scaling and weak-scaling efficiency, the convergence table "
                     "(epochs to target per global batch, olympic mean over seeds) with an MLPerf-RCP-style JSON, "
                     "time-to-train per layout, and hardware efficiency against the measured compute roof. Records "
-                    "are only read, never changed; partial sweeps report what they have.")
+                    "are only read, never changed; partial sweeps report what they have.",
+        **examples(
+                   "orch report results/example-classifier",
+                   "orch report results/example-classifier --format md --mlflow-uri http://127.0.0.1:5000",
+                   anchor="orch-report"))
     add_options(parser, ReportOptions)
     parser.set_defaults(run=run)
 

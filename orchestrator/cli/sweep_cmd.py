@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.app.options import SweepOptions
 from orchestrator.cli import sweep_adaptive
-from orchestrator.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, console, print_notice
+from orchestrator.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, console, examples, print_notice
 from orchestrator.cli.options import add_options, options_from
 
 if TYPE_CHECKING:
@@ -31,7 +31,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "rank, pinned to its cores, its CPUs reserved through a Ray placement group. Records each trial "
                     "as it ends in RESULTS/<sweep name>/trials.jsonl, resumes a rerun where it stopped, then writes "
                     "the report (Markdown, CSV, JSON, PNG) into the results folder and prints its tables. "
-                    "Exit status: 0 all trials ok (or infeasible), 1 some trial failed, 2 bad input.")
+                    "Exit status: 0 all trials ok (or infeasible), 1 some trial failed, 2 bad input.",
+        **examples(
+                   "orch sweep sweeps/classifier.yaml --topology sweeps/topologies/emulated-2s1c.yaml",
+                   "orch sweep sweeps/retinanet.yaml --budget 30m --mlflow",
+                   anchor="orch-sweep"))
     add_options(parser, SweepOptions)
     parser.add_argument("--json", action="store_true",
                         help="quiet, machine-readable output: one JSON record per finished trial on stdout")

@@ -25,7 +25,7 @@ def test_without_ip_and_tc_it_names_what_is_missing(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--rate", "1gbps"], "rate '1gbps': a positive number and one of bit, kbit"),
-    (["--latency", "soon"], "latency 'soon'"),
+    (["--latency", "soon"], "'soon' is not a duration"),
     (["--name", "Bad_Name"], "name 'Bad_Name': 1 to 8 lowercase letters"),
     (["--subnet", "8.8.8.0/24"], "not a private range"),
 ])

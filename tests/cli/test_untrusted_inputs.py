@@ -172,8 +172,8 @@ def test_predict_rcp_files_that_cannot_be_read(tmp_path, capsys, content, reason
 @pytest.mark.parametrize("option, value, reason", [
     ("--local-batch", ",".join(map(str, range(1, 40))), "39 values, more than 32"),
     ("--nodes", "1,2,1000000", "1000000 is more than 100,000"),
-    ("--deadline-h", "inf", "'inf': expected a finite positive number"),
-    ("--budget-node-h", "nan", "'nan': expected a finite positive number"),
+    ("--deadline", "inf", "'inf' is not a duration"),
+    ("--budget", "nan", "'nan' is not a cost in node-hours"),
 ])
 def test_predict_options_have_stated_bounds(capsys, option, value, reason):
     assert reason in run_bad(capsys, ["predict", str(EXAMPLE), option, value])

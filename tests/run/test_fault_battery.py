@@ -381,7 +381,7 @@ def test_a_tracking_server_that_never_answers_never_holds_the_sweep(ray_address,
 
     with counted(tally, "a tracking server that never answers"), DripServer() as server:
         sweep = write_sweep(tmp_path, "drip", SWEEP)
-        proc = orch(ray_address, sweep, tmp_path / "results", "--mlflow", server.uri,
+        proc = orch(ray_address, sweep, tmp_path / "results", "--mlflow-uri", server.uri,
                     env={"ORCH_TRACKING_WAIT_S": "5"})
         try:
             out, err = proc.communicate(timeout=300)

@@ -225,7 +225,7 @@ class AdaptiveSpec:
     budget_s: float | None = opt(None, "wall-clock seconds the sweep may spend, its calibration included; "
                                        "`orch sweep --budget` overrides", exclusive_minimum=0)
     target_rel_width: float | None = opt(None, "stop once the answer's interval is this narrow: (high - low) / "
-                                               "the answer, so 0.2 is about ±10%; `orch sweep --target-width` "
+                                               "the answer, so 0.2 is about ±10%; `orch sweep --target-rel-width` "
                                                "overrides", exclusive_minimum=0)
 
 
@@ -235,7 +235,7 @@ class TrackingSpec:
     never refuses a resume (io.store's RESULT_AFFECTING leaves it out)."""
 
     mlflow: str | None = opt(None, "MLflow tracking URI the sweep logs to as it runs (http://host:5000, "
-                                   "sqlite:///mlflow.db, ...); `--mlflow URI` overrides it; docs/tracking.md")
+                                   "sqlite:///mlflow.db, ...); `--mlflow-uri URI` overrides it; docs/tracking.md")
     experiment: str | None = opt(None, "MLflow experiment of the sweep's runs; default: $MLFLOW_EXPERIMENT_NAME, "
                                        "else the sweep's name")
     tensorboard: bool = opt(False, "write TensorBoard event files (one run per trial, the grid as hyperparameters) "

@@ -47,7 +47,7 @@ from orchestrator.io.store import Results
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'orch[tracking]' (bash scripts/setup.sh --dev installs it)"
+INSTALL_HINT = ".venv/bin/pip install -e '.[tracking]' in orch's folder (bash scripts/setup.sh --dev installs it)"
 TENSORBOARD_DIR = "tensorboard"   # inside the results folder
 
 
@@ -79,7 +79,7 @@ class Tracker(Protocol):
     def finish(self, results: Results, report_files: Sequence[Path], end: End) -> None: ...
 
     def catch_up_option(self) -> str:
-        """The `orch report` option that logs later what this tracker missed, e.g. '--mlflow URI'."""
+        """The `orch report` option that logs later what this tracker missed, e.g. '--mlflow-uri URI'."""
         ...
 
 
@@ -111,7 +111,7 @@ class TrackerKind:
     what it needs.
 
     `make(setting, place)`: the tracker (`setting`: what follows `NAME=` in `--track NAME=SETTING`, the MLflow
-    URI for `--mlflow URI`; "" when none is given); `package`: a module that must import for it to run, checked
+    URI for `--mlflow-uri URI`; "" when none is given); `package`: a module that must import for it to run, checked
     before anything runs (None: nothing beyond orch); `option`: the option that asks for it, for messages;
     `install`: how to get its package."""
 
@@ -224,8 +224,8 @@ def after_the_fact(section: TrackingSpec | None, *, mlflow: str | bool | None, t
     hint = None
     if mlflow is True and stored.mlflow:
         hint = (f"the folder's spec.json names the tracking URI {stored.mlflow[:200]!r}; orch logs only where you "
-                "say (--mlflow URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give --mlflow "
-                "with that URI if it is yours")
+                "say (--mlflow-uri URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give "
+                "--mlflow-uri with that URI if it is yours")
     return choice, hint
 
 

@@ -145,7 +145,7 @@ class MlflowTracker:
         self.children: dict[str, tuple[str, str]] = {}   # trial key -> (run id, fingerprint)
 
     def catch_up_option(self) -> str:
-        return f"--mlflow {self.uri}"
+        return f"--mlflow-uri {self.uri}"
 
     # --- the sweep's run ------------------------------------------------------------------------------
     def open(self, results: Results) -> None:
@@ -332,5 +332,5 @@ def _make(setting: str, place: TrackerPlace) -> MlflowTracker:
     return MlflowTracker(setting, place.experiment, place.folder, place.sweep_name, live=place.live)
 
 
-# Registered in orchestrator.io.tracking.TRACKERS: `--mlflow [URI]` (its setting: the tracking URI).
+# Registered in orchestrator.io.tracking.TRACKERS: `--mlflow`, `--mlflow-uri URI` (its setting: the tracking URI).
 TRACKER = TrackerKind("mlflow", _make, package="mlflow", option="--mlflow", install=INSTALL_HINT)
