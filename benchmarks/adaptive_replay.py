@@ -70,7 +70,7 @@ def run_folder(path: Path, kind: str, seeds: int, factor: float, show_steps: boo
     from orchestrator.io.store import load_results
 
     res = load_results(path)
-    s = rp.setting_of(res.sweep_spec, res.derived.samples_per_epoch, res.topology, res.environment)
+    s = rp.setting_of(res.spec, res.derived.samples_per_epoch, res.topology, res.environment.precision_chosen)
     q = rp.question_of(res.records, kind, s)
     full = answer_of(Known.of(res.records), q)
     runs = {"adaptive": [rp.replay(res.records, q, s, rp.adaptive_policy(), rp.ADAPTIVE)],

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import format_table  # noqa: E402
 
-from orchestrator.core.calibration import MESSAGE_BYTES  # noqa: E402
-from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
+from orchestrator.core.execution.calibration import MESSAGE_BYTES  # noqa: E402
+from orchestrator.run.driver.launcher import free_port, rank_environment  # noqa: E402
 
 BACKENDS = ("gloo", "ccl")
 

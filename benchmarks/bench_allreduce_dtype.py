@@ -74,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch.multiprocessing as mp
 
-    from orchestrator.run.launcher import free_port
+    from orchestrator.run.driver.launcher import free_port
 
     with mp.Manager() as manager:
         shared = manager.dict()

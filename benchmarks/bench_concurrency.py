@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment_line, format_table  # noqa: E402
 from predict_multinode import two_node_topology  # noqa: E402
 
-from orchestrator.core.records import Kind  # noqa: E402
+from orchestrator.core.measured.records import Kind  # noqa: E402
 from orchestrator.io.store import load_results  # noqa: E402
 
 SWEEP = """

@@ -39,11 +39,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core.emulation import parse_rate  # noqa: E402
+from orchestrator.core.machine.topology import NodeLink  # noqa: E402
+from orchestrator.core.measured.records import Kind, parse_lines  # noqa: E402
 from orchestrator.core.predict import comm  # noqa: E402
 from orchestrator.core.predict.network import software_fit, stated_fit  # noqa: E402
-from orchestrator.core.records import Kind, parse_lines  # noqa: E402
-from orchestrator.core.topology import NodeLink  # noqa: E402
+from orchestrator.core.text.units import parse_rate  # noqa: E402
 
 ORCH = [sys.executable, "-m", "orchestrator.cli"]
 HEAD = "10.77.0.1:6379"

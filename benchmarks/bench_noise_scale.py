@@ -1,13 +1,13 @@
 """What does measuring the gradient noise scale cost a training step (the goal: at most 2%)?
 
 Side by side in one run: each rank builds the workload twice from the same seed, one copy wrapped as a
-throughput trial wraps it (`orchestrator.run.ddp.wrap`, the workload's DDP switches) and stepped by
-`protocol.make_step`, the other wrapped with the noise hook and stepped by `run.noise_scale.NoiseScale` as a
+throughput trial wraps it (`orchestrator.run.rank.ddp.wrap`, the workload's DDP switches) and stepped by
+`protocol.make_step`, the other wrapped with the noise hook and stepped by `run.rank.noise_scale.NoiseScale` as a
 convergence run steps it. Blocks of steps alternate between the two (ABBA order, so neither always goes
 first), each block timed between barriers by the slowest rank; the overhead is the ratio of the two copies'
 median block times, and its spread the range of the per-pair ratios. With 2 ranks that is the per-bucket
 hook on every step and, on every K-th step, the norms and one small all-reduce (K as a convergence run at that
-layout takes it: `core.noise_scale.every_steps` of the workload's steps per epoch; `--every 1` measures every
+layout takes it: `core.measured.noise_scale.every_steps` of the workload's steps per epoch; `--every 1` measures every
 step, the cost of one measured step); with 1 rank, the step split into two micro-batches every
 `ONE_RANK_EVERY_STEPS`-th step.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
+from orchestrator.run.driver.launcher import free_port, rank_environment  # noqa: E402
 
 # (label, sweep file, local batch)
 CASES = (("classifier", "classifier.yaml", 32), ("classifier", "classifier.yaml", 128),
@@ -69,8 +69,8 @@ def worker(name: str, params_json: str, local_batch: int, warmup: int, steps: in
     import torch
     import torch.distributed as dist
 
-    from orchestrator.run import ddp
-    from orchestrator.run.noise_scale import NoiseScale
+    from orchestrator.run.rank import ddp
+    from orchestrator.run.rank.noise_scale import NoiseScale
     from orchestrator.run.rank.protocol import make_step
 
     torch.set_num_interop_threads(1)
@@ -85,7 +85,7 @@ def worker(name: str, params_json: str, local_batch: int, warmup: int, steps: in
         batches.append(batch)
         if len(batches) == 8:
             break
-    from orchestrator.core.noise_scale import every_steps
+    from orchestrator.core.measured.noise_scale import every_steps
 
     k = every if every > 0 else every_steps(noise_trainer.steps_per_epoch())
     noise = NoiseScale(noisy, noise_trainer.optimizer, world=world, local_batch=local_batch, every=k)
@@ -157,8 +157,8 @@ def project(folders: list[str]) -> None:
     half-width in log scales with √(1 / effective steps) of the moving averages), per global batch the median
     over its seeds, and the pooled B_simple the epochs model takes as its prior. Pure arithmetic on the records."""
     from benchmarks.common import format_table
-    from orchestrator.core import records as rec
-    from orchestrator.core.noise_scale import every_steps
+    from orchestrator.core.measured import records as rec
+    from orchestrator.core.measured.noise_scale import every_steps
     from orchestrator.core.predict.noise_prior import prior_of
     from orchestrator.io.store import load_results
 

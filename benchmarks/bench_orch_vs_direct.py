@@ -27,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core.topology import cpu_ranges  # noqa: E402
+from orchestrator.core.machine.topology import cpu_ranges  # noqa: E402
 from orchestrator.io.store import load_results  # noqa: E402
-from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
+from orchestrator.run.driver.launcher import free_port, rank_environment  # noqa: E402
 
 CASES = {
     # name: (workload, params, ranks, threads, local batch, warm-up, timed steps)

@@ -79,9 +79,9 @@ def heavy_imports(argv: list[str]) -> list[str]:
 
 
 def in_process(runs: int) -> list[str]:
-    from orchestrator.core.plan import make_plan
-    from orchestrator.core.plan_view import plan_tables, plan_to_dict
-    from orchestrator.core.spec import parse_spec
+    from orchestrator.core.planning.plan import make_plan
+    from orchestrator.core.planning.spec import parse_spec
+    from orchestrator.core.planning.view import plan_tables, plan_to_dict
     from orchestrator.io.topofile import load_topology
     from orchestrator.io.yamlfile import read_yaml
 
@@ -129,11 +129,11 @@ def _verdict(seconds: float, target_s: float) -> str:
 
 def at_scale(runs: int) -> list[str]:
     """make_plan + the plan's tables in process, then `orch plan` end to end, for each SCALE_CASES entry."""
-    from orchestrator.core.plan import make_plan
-    from orchestrator.core.plan_view import plan_tables
-    from orchestrator.core.schema import load
-    from orchestrator.core.spec import parse_spec
-    from orchestrator.core.topology import CompactTopology, build_compact
+    from orchestrator.core.json.schema import load
+    from orchestrator.core.machine.topology import CompactTopology, build_compact
+    from orchestrator.core.planning.plan import make_plan
+    from orchestrator.core.planning.spec import parse_spec
+    from orchestrator.core.planning.view import plan_tables
 
     lines = []
     with tempfile.TemporaryDirectory() as folder:

@@ -33,8 +33,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core.measure import coefficient_of_variation  # noqa: E402
-from orchestrator.core.records import Kind  # noqa: E402
+from orchestrator.core.measured.records import Kind  # noqa: E402
+from orchestrator.core.measured.throughput import coefficient_of_variation  # noqa: E402
 from orchestrator.io.store import load_results  # noqa: E402
 
 SCRIPT = REPO / "examples" / "retinanet_script" / "train.py"

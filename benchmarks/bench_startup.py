@@ -55,9 +55,9 @@ def trial_cases(sweep: Any, plan: Any, nodes: int) -> list[tuple[str, Any, Any]]
     sweep's own work items and jobs, with the fewest steps each protocol allows."""
     from dataclasses import replace
 
-    from orchestrator.core import records as rec
-    from orchestrator.run.kinds import item_types
-    from orchestrator.run.kinds.base import SweepContext
+    from orchestrator.core.measured import records as rec
+    from orchestrator.run.driver.kinds import item_types
+    from orchestrator.run.driver.kinds.base import SweepContext
 
     ctx = SweepContext(sweep.with_choice(plan.precision), plan, nodes)
     cases, trained = [], set()
@@ -95,8 +95,8 @@ def _fewest_steps(task: Any, sweep: Any) -> Any:
 def run_case(cluster: Any, p: Any, job: Any, workdir: str, pool: Any) -> dict[str, float]:
     """One trial through the sweep's run_ranks (on `pool`, or on its own when None): its start-up, wall time
     and rank 0's phases."""
-    from orchestrator.run.sweep import rank_specs
-    from orchestrator.run.trial import run_ranks
+    from orchestrator.run.driver.sweep import rank_specs
+    from orchestrator.run.driver.trial import run_ranks
 
     started = time.time()
     run = run_ranks(cluster, rank_specs(p), job, workdir=workdir, step_timeout_s=120.0, startup_timeout_s=600.0,
@@ -127,8 +127,8 @@ def driver_probe(cluster: Any, p: Any, rounds: int) -> dict[str, list[float]]:
     between trials); the launcher actor up (a new Ray worker, importing orch's launcher) with its node_info;
     free_port; the same calls again on the launcher now running (what the sweep's long-lived one costs); and
     the release."""
-    from orchestrator.run.sweep import rank_specs
-    from orchestrator.run.trial import NodePool, RayRanks, trial_cpus
+    from orchestrator.run.driver.sweep import rank_specs
+    from orchestrator.run.driver.trial import NodePool, RayRanks, trial_cpus
 
     ranks = rank_specs(p)
     times: dict[str, list[float]] = {}
@@ -190,7 +190,7 @@ def connect_and_plan() -> tuple[Any, Any, Any]:
         os.environ.setdefault(name, value)
     from orchestrator.app.plan import plan_for
     from orchestrator.io.sweepfile import load_sweep
-    from orchestrator.run import cluster as ray_cluster
+    from orchestrator.run.driver import cluster as ray_cluster
 
     ray_cluster.connect(None)
     cluster = ray_cluster.discover()
@@ -247,7 +247,7 @@ def main() -> None:
 
 def sweep_pool(cluster: Any) -> Any:
     """A NodePool holding every CPU Ray offers on each node, as a sweep holds its nodes."""
-    from orchestrator.run.trial import NodePool
+    from orchestrator.run.driver.trial import NodePool
 
     pool = NodePool(cluster)
     problem = pool.reserve({i: float(node.ray_cpus) for i, node in enumerate(cluster.nodes)}, threading.Event())

@@ -6,7 +6,7 @@ memory formats) and against the 2048² GEMM alone, natively and under the AVX2 c
 The cap only takes effect when set before a process starts, so each setting is its own process, pinned to one
 core with one thread. In a process, rounds alternate: the step's steps, then every roof primitive and the GEMM
 peak; each side keeps its fastest (another process's time slice only ever slows a call). The step's GFLOP/s is
-orch's FLOP counter's (run.flops: what a trial records and the hardware-efficiency table uses; a convolution's
+orch's FLOP counter's (run.rank.flops: what a trial records and the hardware-efficiency table uses; a convolution's
 taps inside the input, as benchdnn and the roof count them), and torch's own count beside it (every tap, those in
 the zero padding too: what records older than the valid-tap count hold).
 
@@ -49,7 +49,7 @@ def child(rounds: int) -> None:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from orchestrator.run.flops import flop_counter
+    from orchestrator.run.rank.flops import flop_counter
     from orchestrator.run.rank.protocol import gemm_peak, make_step
     from orchestrator.run.rank.roof import compute_roof
 

@@ -3,7 +3,7 @@
 The small RetinaNet of sweeps/retinanet.yaml (its workload parameters as the file gives them, bf16 and every
 CPU optimization on) at the sweep's local batch, trained by plain processes launched here: each rank pinned to
 one core with taskset (the environment orch's launcher gives a rank), gloo, the workload built through the
-registry and wrapped by `orchestrator.run.ddp.wrap` with the workload's own DDP switches (`ddp_comm_hook`,
+registry and wrapped by `orchestrator.run.rank.ddp.wrap` with the workload's own DDP switches (`ddp_comm_hook`,
 `ddp_bucket_mb`, `ddp_grad_as_bucket_view`), the step of `orchestrator.run.rank.protocol.make_step`. So a setting
 here trains exactly what a sweep with the same parameters trains.
 
@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.run.launcher import free_port, rank_environment  # noqa: E402
+from orchestrator.run.driver.launcher import free_port, rank_environment  # noqa: E402
 
 SWEEP = REPO / "sweeps" / "retinanet.yaml"
 # name: workload-parameter overrides on top of the sweep file's (the DDP defaults: no hook, 25 MiB, copies)
@@ -81,7 +81,7 @@ def worker(params_json: str, local_batch: int, warmup: int, steps: int, repeats:
 
     from orch.workload import RankContext, ddp_options_of
     from orchestrator.io.workload_finder import find_workload, parse_params
-    from orchestrator.run import ddp
+    from orchestrator.run.rank import ddp
     from orchestrator.run.rank.protocol import gradient_sizes, make_step
 
     torch.set_num_interop_threads(1)

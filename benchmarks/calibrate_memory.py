@@ -101,7 +101,7 @@ def rank_main(spec: dict) -> dict:
     import torch.distributed as dist
 
     from orch.workload import RankContext, ddp_options_of
-    from orchestrator.run import ddp
+    from orchestrator.run.rank import ddp
 
     torch.set_num_threads(spec["threads"])
     mib = 2**20

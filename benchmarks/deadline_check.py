@@ -1,4 +1,4 @@
-"""Is `orch predict --deadline-h`'s chance of missing a deadline right? Checked against the seeds' actual
+"""Is `orch predict --deadline`'s chance of missing a deadline right? Checked against the seeds' actual
 spread on every committed results folder with convergence runs.
 
     .venv/bin/python benchmarks/deadline_check.py [FOLDER ...]
@@ -30,7 +30,7 @@ def committed() -> list[Path]:
 
 def folder_checks(path: Path) -> tuple[list, float | None]:
     """The seed checks of one folder, and its evaluation interval (empty without convergence runs)."""
-    from orchestrator.core.convergence import convergence_by_batch
+    from orchestrator.core.measured.convergence import convergence_by_batch
     from orchestrator.core.predict.deadline import seed_checks
     from orchestrator.core.predict.epochs import points_from_batches
     from orchestrator.core.predict.fit import eval_cadence

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/eta_error.py RESULTS_DIR [RESULTS_DIR ...] [--trials]
 
 For each folder, the work the sweep ran is rebuilt from its records (every trial that ran, with its kind,
-layout and the time it took), costed as `orch sweep` costs it before its first trial (`orchestrator.core.eta`,
+layout and the time it took), costed as `orch sweep` costs it before its first trial (`orchestrator.core.execution.eta`,
 the step from the probe's timed steps where probe.json has them for the folder's CPU, else from the workload's
 FLOPs per sample — the throughput records keep them — at `STEP_EFFICIENCY` of the
 probed GEMM rate per core, which environment.json keeps since orch 0.2; an older folder's 1-rank, 1-thread
@@ -39,10 +39,10 @@ def _seconds(stamp: str) -> float:
 
 def _rate(results: Any, precision: str) -> tuple[float | None, str]:
     """GFLOP/s per core the first estimate used: the probe in environment.json, else the 1×1 GEMM peak."""
-    from orchestrator.core.peaks import peak_index
+    from orchestrator.core.measured.peaks import peak_index
 
-    for cpu in results.environment.get("cpus") or []:
-        value = (cpu or {}).get(f"{precision}_gflops")
+    for cpu in results.environment.cpu_isas():
+        value = cpu.bf16_gflops if precision == "bf16" else cpu.fp32_gflops
         if value:
             return float(value), "the ISA probe"
     peak = peak_index(results.records).one_rank.get((1, precision))
@@ -53,11 +53,11 @@ def _rate(results: Any, precision: str) -> tuple[float | None, str]:
 def _probed_steps(path: Path, results: Any) -> Any:
     """The probe's timed steps the live sweep costed its trials by (`eta.probed_steps`, from probe.json), where
     the probe timed them on the folder's CPU (environment.json); None otherwise."""
-    from orchestrator.core import eta
-    from orchestrator.core.isa import CpuIsa
+    from orchestrator.core.execution import eta
+    from orchestrator.core.machine.isa import CpuIsa
     from orchestrator.io.probe_cache import PROBE_FILE, read_probe
 
-    cpus = results.environment.get("cpus") or []
+    cpus = results.environment.cpus
     if not cpus or not cpus[0]:
         return None
     return eta.probed_steps(read_probe(path / PROBE_FILE), CpuIsa.from_dict(cpus[0]).identity)
@@ -66,14 +66,14 @@ def _probed_steps(path: Path, results: Any) -> Any:
 def rebuild(path: Path) -> tuple[Any, str]:
     """The folder's work, run costs and finished trials, and a line about the CPU and what the estimate rests
     on; raises SystemExit with the reason when the folder cannot be replayed."""
-    from orchestrator.core import eta
-    from orchestrator.core.records import Kind, Status
+    from orchestrator.core.execution import eta
+    from orchestrator.core.measured.records import Kind, Status
     from orchestrator.io.store import load_results
 
     results = load_results(path)
-    env, spec = results.environment, results.sweep_spec
-    params = (spec.get("workload") or {}).get("params") or {}
-    precision = ((env.get("precision") or {}).get("chosen") or params.get("precision") or "fp32")
+    env, spec = results.environment, results.spec
+    params = spec.workload.params
+    precision = str(env.precision_chosen or params.get("precision") or "fp32")
     precision = precision if precision in ("fp32", "bf16") else "fp32"
     rate, rate_how = _rate(results, precision)
     ran = [r for r in results.records if r.wall_s and r.started_at and r.status != Status.INFEASIBLE]
@@ -88,12 +88,13 @@ def rebuild(path: Path) -> tuple[Any, str]:
             return probed.step_s(local_batch, threads)
         assert rate is not None and flops is not None
         return eta.step_s(flops, local_batch, threads, rate)
-    measure, conv = spec.get("measure") or {}, spec.get("convergence")
+    measure, conv = spec.measure, spec.convergence
     derived = results.derived
-    cores = sum(len(s) for n in results.topology.get("nodes") or [] for s in n.get("sockets") or [])
-    node_cores = sum(len(s) for s in (results.topology.get("nodes") or [{}])[0].get("sockets") or [])
+    nodes = results.topology.nodes if results.topology is not None else ()
+    cores = sum(len(s.cores) for n in nodes for s in n.sockets)
+    node_cores = sum(len(s.cores) for s in nodes[0].sockets) if nodes else 0
     costs = None if conv is None else eta.RunCosts(
-        int(derived.samples_per_epoch or 0), float(conv["max_epochs"]), float(conv["eval_every_epochs"]),
+        int(derived.samples_per_epoch or 0), conv.max_epochs, conv.eval_every_epochs,
         params.get("test_samples") if isinstance(params.get("test_samples"), int) else None, node_cores)
     startup = probed.startup_s if probed is not None else eta.STARTUP_S
     work = []
@@ -102,8 +103,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
         shape = eta.Shape(r.ranks or 1, threads, r.local_batch) if r.local_batch else None
         step = step_of(r.local_batch, threads) if r.local_batch else None
         if r.kind == Kind.THROUGHPUT and step is not None:
-            estimate = eta.throughput_s(step, measure.get("warmup_steps", 3), measure.get("timed_steps", 12),
-                                        measure.get("repeats", 3), startup)
+            estimate = eta.throughput_s(step, measure.warmup_steps, measure.timed_steps, measure.repeats, startup)
         elif r.kind == Kind.CONVERGENCE and costs is not None and shape is not None and step is not None:
             estimate = eta.convergence_run_s(costs, shape, step, epochs=eta.CONVERGENCE_EPOCHS_PRIOR * costs.max_epochs,
                                              startup_s=startup)
@@ -113,7 +113,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
                                         else eta.ALLREDUCE_S)
         work.append(eta.Work(r.key, r.kind, estimate, (r.ranks or 1) * threads, shape, step))
     finished = [(_seconds(r.started_at), float(r.wall_s), r) for r in ran]
-    about = f"{env.get('cpu_model') or 'CPU not recorded'}, {precision}; " + (
+    about = f"{env.cpu_model or 'CPU not recorded'}, {precision}; " + (
         probed.text if probed is not None else
         f"{(flops or 0) / 1e9:,.3g} GFLOP per sample at {eta.STEP_EFFICIENCY:.0%} of {rate or 0:,.1f} GFLOP/s per "
         f"core ({rate_how})")
@@ -121,7 +121,7 @@ def rebuild(path: Path) -> tuple[Any, str]:
 
 
 def report(path: Path, trials: bool) -> list[str]:
-    from orchestrator.core import eta
+    from orchestrator.core.execution import eta
 
     (work, cores, costs, finished, startup), about = rebuild(path)
     replayed = eta.replay(work, cores, costs, finished, startup)
@@ -149,8 +149,8 @@ def _convergence_lines(work: list[Any], cores: int, costs: Any, finished: list[A
     """Each convergence run's cost model checked at its own epochs (what the run measures, not the CPU), with
     what the estimate knew when the run started (the steps of the throughput trials, start-ups, peaks, and the
     evaluation cost of the runs finished before it), against its wall time; the priors alone beside it."""
-    from orchestrator.core import eta
-    from orchestrator.core.records import Kind
+    from orchestrator.core.execution import eta
+    from orchestrator.core.measured.records import Kind
 
     model = eta.Eta(work, cores, costs, startup)
     ends = sorted(finished, key=lambda f: f[0] + f[1])

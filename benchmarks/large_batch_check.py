@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core.convergence import convergence_by_batch  # noqa: E402
+from orchestrator.core.measured.convergence import convergence_by_batch  # noqa: E402
 from orchestrator.core.predict import epochs_lr  # noqa: E402
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches  # noqa: E402
 from orchestrator.core.predict.noise_prior import BCritPrior, prior_from_records  # noqa: E402

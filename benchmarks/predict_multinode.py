@@ -75,7 +75,7 @@ def run_cluster_sweep(single: Path, out: Path) -> Path:
 
 
 def compare(single: Path, multinode: Path) -> list[tuple[int, float, float, float]]:
-    from orchestrator.core import records as rec
+    from orchestrator.core.measured import records as rec
     from orchestrator.core.predict.data import cells_from_records
     from orchestrator.core.predict.fit import fit_all
     from orchestrator.io.store import load_results

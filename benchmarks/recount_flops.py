@@ -1,6 +1,6 @@
 """What the valid-tap FLOP count changes in a results folder measured before it: the workload's training step at
 the records' local batch, counted by torch's own FLOP counter (what the records hold: every convolution tap, those
-in the zero padding too) and by orch's (run.flops: only the taps inside the input), then the folder's
+in the zero padding too) and by orch's (run.rank.flops: only the taps inside the input), then the folder's
 hardware-efficiency table as it reads with each. Nothing is measured or written: one training step of one rank is
 built and counted (fp32: the count does not depend on the precision), the folder is only read.
 
@@ -26,7 +26,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
     from orch import decide_precision
     from orch.workload import RankContext
     from orchestrator.io.workload_finder import find_workload, parse_params
-    from orchestrator.run.flops import flop_counter
+    from orchestrator.run.rank.flops import flop_counter
     from orchestrator.run.rank.protocol import make_step
 
     workload = find_workload(workload_name).workload
@@ -50,7 +50,7 @@ def counts(workload_name: str, params: dict[str, Any], local_batch: int) -> tupl
 
 def recounted(records: Any, ratio: float) -> list[Any]:
     """The records with each counted figure × `ratio`, marked as counted by the valid-tap rule."""
-    from orchestrator.core.flop_count import VALID_TAPS
+    from orchestrator.core.profile.flop_count import VALID_TAPS
 
     out = []
     for r in records:
@@ -63,10 +63,10 @@ def recounted(records: Any, ratio: float) -> list[Any]:
 
 
 def report(folder: Path) -> None:
-    from orchestrator.core import records as rec
-    from orchestrator.core.flop_count import TORCH_DEFAULT
-    from orchestrator.core.probe import flop_text
-    from orchestrator.core.tables import flops_rule_of, hardware_efficiency_table
+    from orchestrator.core.measured import records as rec
+    from orchestrator.core.planning.probe import flop_text
+    from orchestrator.core.profile.flop_count import TORCH_DEFAULT
+    from orchestrator.core.tabulate.throughput import flops_rule_of, hardware_efficiency_table
     from orchestrator.io.store import load_results
 
     results = load_results(folder)
@@ -79,12 +79,12 @@ def report(folder: Path) -> None:
     if any(flops_rule_of(r) != TORCH_DEFAULT for r in counted):
         print(f"## {folder}\n\nnothing to recount: its FLOPs are stated or counted by the valid-tap rule already\n")
         return
-    workload = results.sweep_spec["workload"]
+    workload = results.spec.workload
     recorded = counted[0].throughput.train_flops_per_sample
-    every_tap, valid = counts(workload["name"], workload.get("params") or {}, counted[0].local_batch or 1)
+    every_tap, valid = counts(workload.name, workload.params, counted[0].local_batch or 1)
     before = hardware_efficiency_table(results.records)
     after = hardware_efficiency_table(recounted(results.records, valid / every_tap))
-    print(f"## {folder}\n\n{workload['name']}: recorded {flop_text(recorded)} per sample; recounted now at local "
+    print(f"## {folder}\n\n{workload.name}: recorded {flop_text(recorded)} per sample; recounted now at local "
           f"batch {counted[0].local_batch}: torch's own {flop_text(every_tap)}, orch's {flop_text(valid)} "
           f"(torch's is {every_tap / valid - 1:+.1%})\n")
     print("| layout | GFLOP/s before | after | % of peak before | after |\n|---|---:|---:|---:|---:|")

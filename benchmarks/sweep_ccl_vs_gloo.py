@@ -25,7 +25,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core.records import Kind, Record  # noqa: E402
+from orchestrator.core.measured.records import Kind, Record  # noqa: E402
 from orchestrator.io.store import load_results  # noqa: E402
 
 SWEEP = REPO / "sweeps" / "retinanet.yaml"

@@ -17,7 +17,7 @@ every rank; each is marked, and `--probe` measures a probe of the current format
 
 Which probe: the folder's own `probe.json` (the one the sweep planned with); `--probe-file FILE`, any other (a
 cached one); or, with `--probe`, a new one of the folder's workload, parameters and precision, on this machine
-(one rank, no Ray: `orchestrator.run.probe`), written to `OUT/probe.json`. A sweep of a built-in workload plans
+(one rank, no Ray: `orchestrator.run.driver.probe`), written to `OUT/probe.json`. A sweep of a built-in workload plans
 with its formula and keeps no probe: `--probe` validates the probe there. The probe and the sweep should have
 run on the same machine.
 
@@ -41,8 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.core import records as rec  # noqa: E402
-from orchestrator.core.probe import MemoryModel, ProbeResult  # noqa: E402
+from orchestrator.core.measured import records as rec  # noqa: E402
+from orchestrator.core.planning.probe import MemoryModel, ProbeResult  # noqa: E402
 from orchestrator.io.probe_cache import PROBE_FILE  # noqa: E402
 from orchestrator.io.store import NotAResultsFolder, Results, load_results  # noqa: E402
 
@@ -143,10 +143,10 @@ def _probe(results: Results, args: argparse.Namespace, out: Path) -> tuple[Probe
         return ProbeResult.from_json(json.loads(kept.read_text())), f"the sweep's own, {kept}"
     from orchestrator.io.detect import detect_local
     from orchestrator.io.sweepfile import sweep_from_frozen
-    from orchestrator.run.probe import ProbeSetup, run_probe
+    from orchestrator.run.driver.probe import ProbeSetup, run_probe
 
-    sweep = sweep_from_frozen(results.sweep_spec, results.path / "spec.json")   # its precision as it ran
-    backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
+    sweep = sweep_from_frozen(results.stored_spec, results.path / "spec.json")   # its precision as it ran
+    backend = results.environment.backend_chosen
     result = run_probe(sweep, backend, ProbeSetup.here(detect_local(), sweep.spec.constraints))
     (out / PROBE_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return result, f"measured now on this machine, {out / PROBE_FILE}"

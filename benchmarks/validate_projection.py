@@ -31,10 +31,10 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.core.profile import projection as pj  # noqa: E402
 from orchestrator.core.profile.result import ProfiledTarget  # noqa: E402
+from orchestrator.io.profile_store import load_result  # noqa: E402
 from orchestrator.report.projection_report import write_validation  # noqa: E402
-from orchestrator.run.profile_projection import ranks_from_json  # noqa: E402
-from orchestrator.run.profile_run import load_result  # noqa: E402
-from orchestrator.run.roof_probe import AVX2_CAP_ENV, CAP_VARS  # noqa: E402
+from orchestrator.run.driver.profile_projection import ranks_from_json  # noqa: E402
+from orchestrator.run.driver.roof_probe import AVX2_CAP_ENV, CAP_VARS  # noqa: E402
 
 
 def _orch(args: list[str], capped: bool) -> tuple[int, str]:

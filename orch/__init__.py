@@ -42,9 +42,7 @@ if TYPE_CHECKING:
     from orch.api import Notice, load, plan, predict, results_folder, score, sweep, track
     from orch.precision import decide_precision
     from orch.results import Plan, Prediction, Results, Score, SweepSummary
-    from orchestrator.app.score import ScoreInputError
-    from orchestrator.app.sweep import ReportNotWritten
-    from orchestrator.core.options import (
+    from orchestrator.app.options import (
         PlanOptions,
         PredictOptions,
         ReportOptions,
@@ -52,19 +50,21 @@ if TYPE_CHECKING:
         SweepOptions,
         TrackOptions,
     )
-    from orchestrator.core.plan import PlanTooLarge
+    from orchestrator.app.score import ScoreInputError
+    from orchestrator.app.sweep import ReportNotWritten
+    from orchestrator.core.json.schema import InvalidInput
+    from orchestrator.core.machine.topology import Topology
+    from orchestrator.core.planning.plan import PlanTooLarge
+    from orchestrator.core.planning.spec import SweepSpec
     from orchestrator.core.predict.capacity import NoFeasibleLayout
     from orchestrator.core.predict.saved import SavedPredictionError
-    from orchestrator.core.schema import InvalidInput
-    from orchestrator.core.spec import SweepSpec
-    from orchestrator.core.topology import Topology
     from orchestrator.io.files import UnreadableFile
     from orchestrator.io.lock import FolderInUse
     from orchestrator.io.predict_inputs import PredictInputError
     from orchestrator.io.store import NotAResultsFolder, ResultsNotWritten
     from orchestrator.io.tracking import TrackingUnavailable
     from orchestrator.io.workload_finder import UnknownWorkload
-    from orchestrator.run.probe import ProbeFailed
+    from orchestrator.run.driver.probe import ProbeFailed
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "score", "track", "results_folder", "Notice"),
@@ -72,15 +72,15 @@ _LAZY = {**dict.fromkeys(("plan", "sweep", "load", "predict", "score", "track", 
          **dict.fromkeys(("Plan", "Results", "Prediction", "Score", "SweepSummary"), "orch.results"),
          "decide_precision": "orch.precision",
          **dict.fromkeys(("PlanOptions", "SweepOptions", "ReportOptions", "PredictOptions", "ScoreOptions",
-                          "TrackOptions"), "orchestrator.core.options"),
+                          "TrackOptions"), "orchestrator.app.options"),
          "ScoreInputError": "orchestrator.app.score", "SavedPredictionError": "orchestrator.core.predict.saved",
-         "InvalidInput": "orchestrator.core.schema", "PlanTooLarge": "orchestrator.core.plan",
+         "InvalidInput": "orchestrator.core.json.schema", "PlanTooLarge": "orchestrator.core.planning.plan",
          "UnreadableFile": "orchestrator.io.files", "FolderInUse": "orchestrator.io.lock",
          "NotAResultsFolder": "orchestrator.io.store", "ResultsNotWritten": "orchestrator.io.store",
          "PredictInputError": "orchestrator.io.predict_inputs", "TrackingUnavailable": "orchestrator.io.tracking",
          "UnknownWorkload": "orchestrator.io.workload_finder", "NoFeasibleLayout": "orchestrator.core.predict.capacity",
-         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.probe",
-         "SweepSpec": "orchestrator.core.spec", "Topology": "orchestrator.core.topology"}
+         "ReportNotWritten": "orchestrator.app.sweep", "ProbeFailed": "orchestrator.run.driver.probe",
+         "SweepSpec": "orchestrator.core.planning.spec", "Topology": "orchestrator.core.machine.topology"}
 
 __all__ = ["__version__", "load", "plan", "predict", "results_folder", "score", "sweep", "track", "Notice",
            "decide_precision",

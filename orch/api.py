@@ -39,14 +39,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from orch.results import Plan, Prediction, Results, Score
 from orchestrator.app.notices import Notice, Notify, to_log
-from orchestrator.core.options import (
-    PlanOptions,
-    PredictOptions,
-    ScoreOptions,
-    SweepOptions,
-    TrackOptions,
-    options_of,
-)
+from orchestrator.app.options import PlanOptions, PredictOptions, ScoreOptions, SweepOptions, TrackOptions, options_of
 from orchestrator.errors import InputError, OrchError, RunFailed
 
 __all__ = ["InputError", "Notice", "OrchError", "RunFailed", "load", "plan", "predict", "results_folder", "score",

@@ -2,7 +2,7 @@
 `to_frame()` (a pandas DataFrame with typed columns) and `to_dict()` or `tables()` giving exactly what the
 matching command prints or writes (`orch plan --json`, `orch report`'s table files, `orch predict --json`).
 
-pandas is an optional dependency (`pip install 'orch[notebook]'`): only `to_frame()` and `tables()` need it.
+pandas is an optional dependency (`.venv/bin/pip install -e '.[notebook]'`): only `to_frame()` and `tables()` need it.
 
 Column types: whole numbers are pandas' nullable `Int64`, measured figures `float64` (NaN where a record has
 none), flags `boolean`, words `string`, the record's kind and status `category`, times UTC timestamps.
@@ -19,17 +19,18 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from orchestrator.app.sweep import SweepSummary
-from orchestrator.core import record_fields
-from orchestrator.core.record_fields import ValueType
-from orchestrator.core.records import Record, Records, Status
-from orchestrator.core.spec import SweepSpec
-from orchestrator.core.table import Table
-from orchestrator.core.topology import Topology
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured import record_fields
+from orchestrator.core.measured.environment import Environment
+from orchestrator.core.measured.record_fields import ValueType
+from orchestrator.core.measured.records import Record, Records, Status
+from orchestrator.core.planning.spec import SweepSpec
+from orchestrator.core.text.table import Table
 
 if TYPE_CHECKING:   # pandas is imported by the methods that need it: an optional dependency
     import pandas as pd
 
-    from orchestrator.core.plan import Plan as CorePlan
+    from orchestrator.core.planning.plan import Plan as CorePlan
     from orchestrator.core.predict.score import ScoreReport
     from orchestrator.io.store import Results as StoredResults
     from orchestrator.report.prediction import PredictionReport
@@ -38,7 +39,7 @@ __all__ = ["Plan", "Prediction", "Results", "SweepSummary", "table_frame"]
 
 # One cell of a frame's rows: a record's field (a datetime in a TIME column), a plan's or a prediction's.
 Value = str | int | float | bool | dt.datetime | None
-PANDAS_HINT = "pip install 'orch[notebook]' (bash scripts/setup.sh --dev installs it)"
+PANDAS_HINT = ".venv/bin/pip install -e '.[notebook]' in orch's folder (bash scripts/setup.sh --dev installs it)"
 
 
 def _pandas() -> ModuleType:
@@ -82,7 +83,7 @@ def _cells(figures: Mapping[str, object]) -> dict[str, Value]:
 
 
 def records_frame(records: Iterable[Record]) -> pd.DataFrame:
-    """One row per record, one column per `orchestrator.core.record_fields.FIELDS` entry."""
+    """One row per record, one column per `orchestrator.core.measured.record_fields.FIELDS` entry."""
     fields = record_fields.FIELDS
     return frame([(f.name, f.type) for f in fields], [record_fields.row(r) for r in records],
                  {f.name: f.categories for f in fields if f.categories})
@@ -143,7 +144,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, object]:
         """Exactly what `orch plan --json` prints."""
-        from orchestrator.core.plan_view import plan_to_dict
+        from orchestrator.core.planning.view import plan_to_dict
 
         return {**plan_to_dict(self.plan)}
 
@@ -180,7 +181,7 @@ class Results:
 
     @property
     def name(self) -> str:
-        return str(self.stored.sweep_spec.get("name") or self.path.name)   # readable where the spec is not
+        return self.stored.spec.name
 
     @property
     def records(self) -> Records:
@@ -190,17 +191,19 @@ class Results:
     @property
     def spec(self) -> SweepSpec:
         """The sweep as it ran (spec.json's `spec`), typed as a sweep file reads: `spec.grid.local_batch`,
-        `spec.workload.params` (the workload's parameters by name, resolved when the sweep ran). `NotAResultsFolder`
-        where it does not read as a sweep of this orch."""
-        return self.stored.typed_spec()
+        `spec.workload.params` (the workload's parameters by name, resolved when the sweep ran). A folder whose spec
+        does not read as a sweep of this orch does not load (`NotAResultsFolder`, from `orch.load`)."""
+        return self.stored.spec
 
     @property
     def topology(self) -> Topology | None:
         """The topology the sweep ran on (topology.json), typed; None where the folder holds none."""
-        return self.stored.typed_topology()
+        return self.stored.topology
 
     @property
-    def environment(self) -> dict[str, object]:
+    def environment(self) -> Environment:
+        """What the sweep ran with (environment.json), typed: `cpu_model`, `torch`, `backend.chosen`,
+        `precision.chosen`, ...; `to_json()` gives the file's object."""
         return self.stored.environment
 
     @property
@@ -220,17 +223,18 @@ class Results:
     def tables(self) -> dict[str, pd.DataFrame]:
         """The report's tables by name (scalability-b32, throughput-b32, convergence, time-to-train, ...): the
         numbers `orch report` writes as <name>.csv / <name>.json."""
-        from orchestrator.report.build import analyze
+        from orchestrator.app.report import analyzed
 
-        return {t.name: table_frame(t) for t in analyze(self.stored).tables()}
+        return {t.name: table_frame(t) for t in analyzed(self.stored).tables()}
 
     def write_report(self, out_dir: str | Path | None = None,
                      formats: Sequence[str] = ("md", "csv", "json", "png")) -> list[Path]:
         """Write the report as `orch report` does (default folder: RESULTS/report, refused when it is a link:
         `orchestrator.report.build.LinkedReportFolder`, a ValueError); the files written."""
+        from orchestrator.app.report import analyzed
         from orchestrator.report.build import report_folder, write_report
 
-        return write_report(self.stored, report_folder(self.stored, out_dir), formats)
+        return write_report(self.stored, analyzed(self.stored), report_folder(self.stored, out_dir), formats)
 
     def __repr__(self) -> str:
         counts = {s: sum(1 for r in self.records if r.status == s) for s in Status}

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
-from orchestrator.core.schema import MISSING, opt
+from orchestrator.core.json.schema import MISSING, opt
 from orchestrator.errors import InputError
 
 if TYPE_CHECKING:  # torch is imported only inside rank processes

@@ -7,11 +7,11 @@ DEFAULT_RESULTS_ROOT = "results"
 LAUNCHER_PID_ENV_VAR = "ORCH_LAUNCHER_PID"
 
 # Set by the launcher in rank 0's environment: the file descriptor of the listening socket it reserved for the
-# trial's rendezvous (run.launcher.reserve_rendezvous), which rank 0's TCPStore serves on.
+# trial's rendezvous (run.driver.launcher.reserve_rendezvous), which rank 0's TCPStore serves on.
 RENDEZVOUS_FD_ENV_VAR = "ORCH_RENDEZVOUS_FD"
 
 # Put in the driver's environment before it starts an embedded Ray, so that every process of that Ray
-# session (and every rank it launches) inherits it: how orchestrator.run.reaper finds them after a driver
+# session (and every rank it launches) inherits it: how orchestrator.run.driver.reaper finds them after a driver
 # SIGKILL. Not RAY_-prefixed: the ranks' environment drops those.
 RAY_SESSION_TOKEN_ENV_VAR = "ORCH_RAY_SESSION_TOKEN"
 

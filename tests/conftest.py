@@ -1,4 +1,4 @@
-"""Record builders shared by the core, run and report tests: the smallest valid records (`orchestrator.core.records.
+"""Record builders shared by the core, run and report tests: the smallest valid records (`orchestrator.core.measured.records.
 Record`, keyed by the production key functions) carrying just the numbers a test computes by hand."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.core import records as rec
-from orchestrator.core.grid import Trial
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.trial import Trial
 
 # Tests marked `needs_cpus(n)` skip where this process may use fewer than n CPUs. A CI runner that ought to
 # have them sets ORCH_REQUIRE_CPUS=n: there a shortfall fails the test instead, so a one-CPU runner cannot

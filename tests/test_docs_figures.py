@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import eta
+from orchestrator.core.execution import eta
+from orchestrator.core.planning.spec import ConvergenceSpec, MeasureSpec
 from orchestrator.core.predict import evidence
-from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = {p.relative_to(REPO).as_posix(): p.read_text(encoding="utf-8")
@@ -70,7 +70,7 @@ def test_the_estimates_share_of_the_gemm_rate_is_the_codes():
     found = stated(r"`?STEP_EFFICIENCY`? (?:=|is|of) (\d+)%") + stated(r"at (\d+)% of (?:the|its|that) (?:[\w']+ )*?(?:GEMM )?rate")
     assert found, "no page states STEP_EFFICIENCY any more: drop this test or the constant"
     wrong = [(page, f"{value}%") for page, value in found if int(value) != round(eta.STEP_EFFICIENCY * 100)]
-    assert wrong == [], f"STEP_EFFICIENCY is {eta.STEP_EFFICIENCY:.0%} in orchestrator/core/eta.py"
+    assert wrong == [], f"STEP_EFFICIENCY is {eta.STEP_EFFICIENCY:.0%} in orchestrator/core/execution/eta.py"
 
 
 def test_the_epochs_growth_per_doubling_is_the_codes():
@@ -79,7 +79,7 @@ def test_the_epochs_growth_per_doubling_is_the_codes():
     assert exponents and all(float(v) == eta.EPOCHS_BATCH_EXPONENT for _, v in exponents), exponents
     factors = stated(r"EPOCHS_BATCH_EXPONENT`? = [\d.]+, about × (\d\.\d\d)") + stated(r"× (\d\.\d\d) per doubling")
     wrong = [(page, v) for page, v in factors if abs(float(v) - per_doubling) > 0.005]
-    assert wrong == [], f"2^{eta.EPOCHS_BATCH_EXPONENT} = {per_doubling:.3f} per doubling (orchestrator/core/eta.py)"
+    assert wrong == [], f"2^{eta.EPOCHS_BATCH_EXPONENT} = {per_doubling:.3f} per doubling (orchestrator/core/execution/eta.py)"
 
 
 @pytest.mark.parametrize(("name", "value"), [

@@ -13,7 +13,7 @@ import pytest
 
 import orch
 from orchestrator.cli import main
-from orchestrator.core.record_fields import FIELDS
+from orchestrator.core.measured.record_fields import FIELDS
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSIFIER = REPO / "sweeps" / "classifier.yaml"
@@ -125,17 +125,17 @@ def test_bad_input_is_a_value_error_with_the_commands_message(tmp_path):
 def test_a_dataframe_without_pandas_says_how_to_install_it(monkeypatch):
     results = orch.load(EXAMPLE)
     monkeypatch.setitem(sys.modules, "pandas", None)   # import pandas now fails, as where it is not installed
-    with pytest.raises(ModuleNotFoundError, match=r"need pandas.*pip install 'orch\[notebook\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"need pandas.*\.venv/bin/pip install -e '\.\[notebook\]'"):
         results.to_frame()
 
 
 def test_the_column_table_of_the_docs_is_generated_from_the_fields():
-    from orchestrator.core.record_fields import columns_markdown
+    from orchestrator.core.measured.record_fields import columns_markdown
 
     page = (REPO / "docs" / "python-api.md").read_text()
     block = page.split("<!-- columns:begin")[1].split("-->", 1)[1].split("<!-- columns:end -->")[0]
     assert block.strip() == columns_markdown().strip(), \
-        "docs/python-api.md's columns are stale: paste orchestrator.core.record_fields.columns_markdown() there"
+        "docs/python-api.md's columns are stale: paste orchestrator.core.measured.record_fields.columns_markdown() there"
 
 
 def _result_folders() -> list[Path]:
@@ -160,12 +160,28 @@ def test_a_spec_that_does_not_read_as_a_sweep_is_said_with_its_file(tmp_path):
     data["spec"]["grid"]["local_batch"] = [0]           # below its minimum of 1
     data["spec"]["grid"]["threads"] = [1]               # no such key
     (folder / "spec.json").write_text(json.dumps(data))
-    results = orch.load(folder)                           # the records still read
-    assert results.name == data["spec"]["name"] and len(results.records) > 0
-    with pytest.raises(orch.NotAResultsFolder) as raised:
-        _ = results.spec
+    with pytest.raises(orch.NotAResultsFolder) as raised:   # checked once, at load: never a half-read folder
+        orch.load(folder)
     message = str(raised.value)
     assert str(folder / "spec.json") in message and "2 problem(s)" in message
     assert "grid.local_batch" in message and "threads" in message
+
+
+def test_a_folder_s_topology_and_environment_are_typed_at_load(tmp_path):
+    folder = tmp_path / "edited"
+    subprocess.run(["cp", "-r", str(EXAMPLE), str(folder)], check=True)
+    env = json.loads((folder / "environment.json").read_text())
+    results = orch.load(folder)
+    assert results.environment.cpu_model == env["cpu_model"] and results.environment.torch == env["torch"]
+    assert results.environment.backend.chosen == env["backend"]["chosen"]
+    (folder / "environment.json").write_text(json.dumps({**env, "cpu_model": 7, "backend": {"chosen": ["gloo"]}}))
+    with pytest.raises(orch.NotAResultsFolder, match="environment.json: cpu_model: must be a string or null, not "
+                                                     "int; backend.chosen: must be a string or null, not list"):
+        orch.load(folder)
+    (folder / "environment.json").unlink()
+    assert orch.load(folder).environment.keys() == ()     # an older folder without one: empty, not an error
+    (folder / "topology.json").write_text(json.dumps({"nodes": [{"name": "n", "sockets": "many"}]}))
+    with pytest.raises(orch.NotAResultsFolder, match=r"(?s)topology.json: 2 problem.*sockets: must be a list"):
+        orch.load(folder)
     (folder / "topology.json").unlink()
     assert orch.load(folder).topology is None

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from orchestrator.cli import build_parser
-from orchestrator.core.records import Kind
-from orchestrator.core.spec import schema_markdown
+from orchestrator.core.measured.records import Kind
+from orchestrator.core.planning.spec import schema_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -81,7 +81,7 @@ def test_schema_tables_are_generated_from_the_spec_dataclasses():
     page = DOCS["sweep-files.md"]
     block = page.split("<!-- schema:begin")[1].split("-->", 1)[1].split("<!-- schema:end -->")[0]
     assert block.strip() == schema_markdown().strip(), \
-        "docs/sweep-files.md schema is stale: paste orchestrator.core.spec.schema_markdown() between the markers"
+        "docs/sweep-files.md schema is stale: paste orchestrator.core.planning.spec.schema_markdown() between the markers"
 
 
 def test_every_subcommand_and_option_is_documented():
@@ -124,11 +124,11 @@ def code_map_names(text: str) -> set[str]:
 def test_code_map_names_every_module_and_nothing_else():
     code_map = ARCHITECTURE.split("\n## Code map\n")[1].split("\n## ")[0]
     named = code_map_names(code_map)
-    # One line names the trial kinds' modules by their rule (`orchestrator/run/kinds/<kind>.py`, one per
+    # One line names the trial kinds' modules by their rule (`orchestrator/run/driver/kinds/<kind>.py`, one per
     # records.Kind value), so that a new kind is a new module and a new value, and no third edit here.
-    rule = "orchestrator/run/kinds/<kind>.py"
+    rule = "orchestrator/run/driver/kinds/<kind>.py"
     if rule in named:
-        named = (named - {rule}) | {f"orchestrator/run/kinds/{kind}.py" for kind in Kind}
+        named = (named - {rule}) | {f"orchestrator/run/driver/kinds/{kind}.py" for kind in Kind}
     modules = {str(p.relative_to(REPO)) for top in ("orch", "orchestrator", "workloads") for p in (REPO / top).rglob("*.py")
                if p.stat().st_size > 0 and "__pycache__" not in p.parts}
     assert sorted(modules - named) == [], "modules docs/architecture.md's Code map does not name"

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import records as rec
-from orchestrator.core.grid import Trial
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.environment import Environment
+from orchestrator.core.planning.trial import Trial
 from orchestrator.io.store import append_record, prepare_folder
 
 pytest.importorskip("torch")
@@ -25,6 +26,9 @@ spec.loader.exec_module(recount_flops)
 
 CONVNET = REPO / "tests" / "data" / "own_model" / "convnet.py"
 
+# A small machine, in the compact form a topology file takes (a folder's topology.json is always a topology).
+MACHINE = {"sockets": 1, "cores_per_socket": 2, "memory_gib": 4}
+
 
 def throughput(samples_per_s: float, flops: float | None, **fields) -> rec.Record:
     return rec.Record(kind=rec.Kind.THROUGHPUT, key=Trial(1, 1, 4).key, status=rec.Status.OK, ranks=1, threads_per_rank=1,
@@ -35,7 +39,8 @@ def throughput(samples_per_s: float, flops: float | None, **fields) -> rec.Recor
 
 def folder_with(tmp_path: Path, record: rec.Record) -> Path:
     results = tmp_path / "results"
-    prepare_folder(results, {"name": "c", "workload": {"name": f"{CONVNET}:workload", "params": {}}}, {}, {}, {})
+    prepare_folder(results, {"name": "c", "workload": {"name": f"{CONVNET}:workload", "params": {}},
+                             "grid": {"local_batch": [8]}}, {}, MACHINE, Environment())
     append_record(results, record)
     append_record(results, rec.Record(kind=rec.Kind.PEAK, key=rec.peak_key(1, 1, "fp32"), status=rec.Status.OK, ranks=1,
                                       threads_per_rank=1, peak=rec.PeakSection(precision="fp32", gflops=10.0,

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import records as rec
-from orchestrator.core.grid import Trial
-from orchestrator.core.probe import ProbePoint, probe_result
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.environment import Environment
+from orchestrator.core.planning.probe import ProbePoint, probe_result
+from orchestrator.core.planning.trial import Trial
 from orchestrator.io.store import append_record, prepare_folder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,6 +25,9 @@ spec.loader.exec_module(validate_probe)
 
 KEY = {"format": 2, "workload": "w:workload", "code": "c", "params": {}, "precision": "fp32", "torch": "2.14.1",
        "backend": "gloo", "held_batches": 13, "batches": [2, 8], "steps": 3}
+
+# A small machine, in the compact form a topology file takes (a folder's topology.json is always a topology).
+MACHINE = {"sockets": 1, "cores_per_socket": 2, "memory_gib": 4}
 
 
 def point(batch: int, peak: float) -> ProbePoint:
@@ -43,7 +47,8 @@ def record(ranks: int, batch: int, peaks: list[float | None], shared: list[float
 @pytest.fixture()
 def folder(tmp_path):
     results = tmp_path / "results"
-    prepare_folder(results, {"name": "v"}, {}, {}, {})
+    prepare_folder(results, {"name": "v", "workload": {"name": "classifier"}, "grid": {"local_batch": [64, 128, 256]}},
+                   {}, MACHINE, Environment())
     # 600 + 5·b MiB private, + 10 MiB of DDP's buckets (one copy of 10 MiB of gradients), + 15%; 300 MiB of libraries
     probe = probe_result(KEY, [point(2, 610.0), point(8, 640.0)], threads=2, measured_at="t", ddp_copies=1.0)
     (results / "probe.json").write_text(json.dumps(probe.to_json()))

@@ -66,10 +66,10 @@ IPEX_BF16_FLAG_SETS = (("avx512bw", "avx512vl", "avx512dq"), ("avx_ne_convert",)
 def ipex_bf16_unsupported_reason(flags: str | None = None, isa_cap: str | None = None) -> str | None:
     """Why IPEX cannot train in bf16 on this CPU (its flags, or an ONEDNN_MAX_CPU_ISA cap below AVX-512, which
     makes a newer CPU behave like an AVX2 one), or None when it can."""
-    from orchestrator.io.isa import cpu_flags
-    from orchestrator.io.isa import isa_cap as current_cap
+    from orch.measure import cpu_flags
+    from orch.measure import isa_cap as current_cap
 
-    present = set((flags if flags is not None else cpu_flags()[0]).split())
+    present = set(flags.split()) if flags is not None else cpu_flags()
     cap = (isa_cap if isa_cap is not None else current_cap() or "").upper()
     if not any(all(f in present for f in needed) for needed in IPEX_BF16_FLAG_SETS):
         return ("IPEX's bf16 weight prepack needs avx512bw, avx512vl and avx512dq, or avx_ne_convert, which this "

@@ -160,8 +160,8 @@ def committed_rows(case: Case) -> list[Row]:
     if case.type == "table":
         return rows_of_table(json.loads(case.prediction.read_text()),
                              json.loads((case.folder / str(case.measured)).read_text()))
+    from orchestrator.app.options import ScoreOptions
     from orchestrator.app.score import score_prediction
-    from orchestrator.core.options import ScoreOptions
 
     folders = tuple(str(case.folder / m) for m in _measured_paths(case))
     return list(score_prediction(ScoreOptions(prediction=str(case.prediction), results=folders)).card.rows)
@@ -175,11 +175,11 @@ def current_rows(case: Case) -> list[Row]:
 
         rows = TABLE_PREDICTORS[spec["predictor"]](json.loads((case.folder / spec["input"]).read_text()))
         return rows_of_table({"rows": rows}, json.loads((case.folder / str(case.measured)).read_text()))
+    from orchestrator.app.options import PredictOptions
     from orchestrator.app.predict import predict
     from orchestrator.app.score import folder_facts
     from orchestrator.cli import build_parser
     from orchestrator.cli.options import options_from
-    from orchestrator.core.options import PredictOptions
     from orchestrator.core.predict.score import measured_batches, measured_cells, score
     from orchestrator.io.store import load_results
 

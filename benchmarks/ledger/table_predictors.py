@@ -67,8 +67,8 @@ def stated_p2p(table: dict) -> Rows:
     """One transfer of m bytes between two hosts over a stated link, as orch costs a stated link
     (`network.stated_fit`: the latency, then the bytes at the rate × Gloo's efficiency; no software figure of those
     hosts): central, and the fast and slow ends. The baseline: the stated rate at 100%, the latency once."""
+    from orchestrator.core.machine.topology import NodeLink
     from orchestrator.core.predict.network import stated_fit
-    from orchestrator.core.topology import NodeLink
 
     out: Rows = []
     for r in table["rows"]:

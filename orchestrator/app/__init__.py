@@ -1,5 +1,5 @@
 """What orch does, once, beneath both doors: one module per use-case, each taking its typed options
-(`orchestrator.core.options`) and returning typed results, saying what it does as it goes through `Notice`s
+(`orchestrator.app.options`) and returning typed results, saying what it does as it goes through `Notice`s
 (`app.notices`) and `logging`, never a console.
 
 - `plan`: a sweep file's grid checked against a machine (`orch plan`, `orch.plan`); `plan_for`, the one road

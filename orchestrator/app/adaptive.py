@@ -1,5 +1,5 @@
 """`orch sweep`'s adaptive side: the options an adaptive sweep runs with (the sweep file's `adaptive` section,
-overridden by `--budget` and `--target-width`; `--full` runs every trial), and `--replay FOLDER` (the policy
+overridden by `--budget` and `--target-rel-width`; `--full` runs every trial), and `--replay FOLDER` (the policy
 against a folder measured in full, no Ray)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.app.options import SweepOptions
 from orchestrator.core.adaptive import replay as rp
 from orchestrator.core.adaptive.answer import FASTEST, AdaptiveOptions
 from orchestrator.core.adaptive.outcome import Measured
-from orchestrator.core.options import SweepOptions
-from orchestrator.core.schema import InvalidInput
+from orchestrator.core.json.schema import InvalidInput
 from orchestrator.errors import InputError
 from orchestrator.io.sweepfile import Sweep
 
@@ -43,7 +43,7 @@ def adaptive_options(sweep: Sweep, options: SweepOptions) -> AdaptiveOptions | N
 
 def describe(options: AdaptiveOptions) -> str:
     """One line: what the adaptive sweep answers and when it stops."""
-    from orchestrator.core.eta import duration_text
+    from orchestrator.core.execution.eta import duration_text
 
     stops = [f"budget {duration_text(options.budget_s)}" if options.budget_s else "",
              f"target width {options.target_width:g}" if options.target_width else ""]
@@ -71,7 +71,7 @@ def replay(folder: str, options: SweepOptions, sweep: Sweep) -> Replayed:
     if chosen.target_topology is not None:
         raise InputError("--replay answers over the folder's own grid: adaptive.target_topology does not apply")
     res = load_results(Path(folder))
-    s = rp.setting_of(res.sweep_spec, res.derived.samples_per_epoch, res.topology, res.environment)
+    s = rp.setting_of(res.spec, res.derived.samples_per_epoch, res.topology, res.environment.precision_chosen)
     if not rp.measured_items(res.records):
         raise InputError(f"{folder}: no ok throughput or convergence record to replay")
     q = rp.question_of(res.records, chosen.question or FASTEST, s)

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.core.emulation import ClusterRequest, CommandEnd, LinkMeasure
-from orchestrator.core.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.app.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.core.machine.emulation import ClusterRequest, CommandEnd, LinkMeasure
 from orchestrator.errors import InputError, RunFailed
 
 if TYPE_CHECKING:   # the run layer: imported when a cluster is made
-    from orchestrator.run.emulated import Running, Teardown
+    from orchestrator.run.driver.emulated import Running, Teardown
 
 
 def check_requirements() -> None:
@@ -36,7 +36,7 @@ def up(options: ClusterUpOptions) -> Iterator[Running]:
     """The cluster made and Ray started in each node, each link measured; removed when the block ends unless
     `options.detach`. InputError for a request that cannot be made here; ClusterError (a RunFailed) when it
     could not come up, after removing everything it made."""
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     if command_of(options.command) and options.detach:
         raise InputError("orch cluster up: --detach or a command after --, not both")
@@ -57,7 +57,7 @@ def up(options: ClusterUpOptions) -> Iterator[Running]:
 
 def run_or_wait(running: Running, command: tuple[str, ...]) -> CommandEnd:
     """Run `command` in the head's namespace (how it ended), or, with none, keep the cluster until a signal."""
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     if command:
         return emulated.run_in_head(running, list(command))
@@ -68,7 +68,7 @@ def run_or_wait(running: Running, command: tuple[str, ...]) -> CommandEnd:
 def down(options: ClusterDownOptions) -> Teardown:
     """What was removed and what was left alone, in words: bare, the clusters whose owner is gone; by name, that
     one; with `all_clusters`, every one."""
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     if options.name is not None and options.all_clusters:
         raise InputError("orch cluster down: --name or --all, not both")
@@ -117,7 +117,7 @@ def status() -> tuple[tuple[ClusterStatus, ...], tuple[str, ...]]:
 def exec_in_head(options: ClusterExecOptions) -> CommandEnd:
     """`options.command` run in the head's namespace of a cluster that is up: how it ended."""
     from orchestrator.io import netns
-    from orchestrator.run import emulated
+    from orchestrator.run.driver import emulated
 
     command = command_of(options.command)
     if not command:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.core.options import PlanOptions
-from orchestrator.core.plan import Plan, PlanTooLarge, choose_backend, make_plan
-from orchestrator.core.schema import InvalidInput, Problem
-from orchestrator.core.topology import Topology
+from orchestrator.app.options import PlanOptions
+from orchestrator.core.json.schema import InvalidInput, Problem
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.planning.plan import Plan, PlanTooLarge, choose_backend, make_plan
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchestrator import __version__
-from orchestrator.core.options import PredictOptions
-from orchestrator.core.plan import PlanTooLarge
+from orchestrator.app.options import PredictOptions
+from orchestrator.core.planning.plan import PlanTooLarge
 from orchestrator.core.predict.artifact import cell_forecasts, epochs_forecasts, node_shapes
 from orchestrator.core.predict.capacity import NoFeasibleLayout, Target, predict_layouts, recommend, why_nothing_fits
 from orchestrator.core.predict.fit import Fitted, NotFittable, fit_all

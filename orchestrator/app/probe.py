@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.options import ProbeOptions
+from orchestrator.app.options import ProbeOptions
 from orchestrator.errors import InputError
 from orchestrator.io.sweepfile import Sweep, load_sweep
 from orchestrator.io.topofile import planned_machine
 
 if TYPE_CHECKING:   # the run layer: imported when a probe runs
-    from orchestrator.core.probe import ProbePoint
-    from orchestrator.run.probe import Probed, ProbeSetup
+    from orchestrator.core.planning.probe import ProbePoint
+    from orchestrator.run.driver.probe import Probed, ProbeSetup
 
 
 def probe(options: ProbeOptions, *, on_start: Callable[[Sweep, ProbeSetup, str], None] | None = None,
@@ -25,7 +25,7 @@ def probe(options: ProbeOptions, *, on_start: Callable[[Sweep, ProbeSetup, str],
     runs and in which precision, `on_point` each local batch as it is measured. Raises ProbeFailed (bad input,
     with the rank's error) or InputError when a figure is unknown and no probe can run."""
     from orchestrator.io.backends import ccl_installed
-    from orchestrator.run.probe import probe_for
+    from orchestrator.run.driver.probe import probe_for
 
     sweep = load_sweep(options.sweep)
     topology = planned_machine(options.topology)

@@ -6,7 +6,6 @@ CPU from its primitives. `report_only` rewrites the report (and the projection) 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import shlex
@@ -16,27 +15,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.app.notices import Notice, Notify
+from orchestrator.app.options import ProfileOptions
 from orchestrator.constants import DEFAULT_RESULTS_ROOT, RESULTS_ROOT_ENV_VAR
-from orchestrator.core.options import ProfileOptions
-from orchestrator.core.profile.layout import parse_layout
-from orchestrator.core.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
+from orchestrator.core.planning.layout import parse_layout
+from orchestrator.core.planning.spec import MAX_PROFILE_LAYOUTS, ProfileSpec
 from orchestrator.errors import InputError
-from orchestrator.io.files import write_atomic
+from orchestrator.io.profile_store import has_header, read_saved, refresh_shapes, save_result, write_header
 from orchestrator.io.sweepfile import Sweep, load_sweep
 
 if TYPE_CHECKING:   # the run layer imports Ray: imported when a profile runs
-    from orchestrator.core.grid import Trial
-    from orchestrator.core.json_types import JsonDict
-    from orchestrator.core.plan import Plan
+    from orchestrator.core.machine.topology import Topology
+    from orchestrator.core.planning.plan import Plan
+    from orchestrator.core.planning.trial import Trial
     from orchestrator.core.profile.result import ProfiledTarget
-    from orchestrator.core.topology import Topology
-    from orchestrator.run.cluster import Cluster
-    from orchestrator.run.profile_run import ProfileTarget
+    from orchestrator.run.driver.cluster import Cluster
+    from orchestrator.run.driver.profile_run import ProfileTarget
 
 log = logging.getLogger(__name__)
-
-HEADER_FILE = "profile-header.json"   # what profile.md says about the run, kept for --report-only
-HEADER_KEYS = ("sweep", "workload", "steps", "warmup", "machine", "backend", "command")   # what profile.md reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +70,7 @@ def _profiled(options: ProfileOptions, sweep: Sweep, spec: ProfileSpec, out: Pat
     """Every target on Ray, then the report."""
     from orchestrator.app.plan import plan_for
     from orchestrator.app.session import ray_session
-    from orchestrator.run.profile_run import plan_targets, variant_params
+    from orchestrator.run.driver.profile_run import plan_targets, variant_params
 
     layouts, steps = _chosen(options, spec)
     replay = spec.replay if options.replay is None else options.replay
@@ -101,7 +96,7 @@ def _precision_decided(targets: list[ProfileTarget], sweep: Sweep, topology: Top
     """The targets with `precision: auto` decided for `topology` as a sweep decides it (`Sweep.resolve_precision`:
     bf16 where every node computes it natively, fp32 where a variant's parameters rule bf16 out): a profile's
     ranks, like a sweep's, never see `auto`, which a `model_workload`'s trainer refuses."""
-    from orchestrator.core.schema import to_plain
+    from orchestrator.core.json.schema import to_plain
     from orchestrator.io.workload_finder import parse_params
 
     decided = []
@@ -145,12 +140,12 @@ def _chosen(options: ProfileOptions, profile: ProfileSpec) -> tuple[list[Trial],
 def _projection_topology(project_to: str | None) -> Topology | None:
     """The topology file --project-to names (None for 'avx2' or no projection), loaded before anything runs:
     a bad file is bad input, not a failure after the profile."""
-    from orchestrator.run.profile_projection import AVX2
+    from orchestrator.run.driver.profile_projection import AVX2
 
     if project_to is None or project_to == AVX2:
         return None
     from orchestrator.io.topofile import load_topology
-    from orchestrator.run.profile_projection import check_projectable
+    from orchestrator.run.driver.profile_projection import check_projectable
 
     try:
         topology = load_topology(project_to)
@@ -162,12 +157,12 @@ def _projection_topology(project_to: str | None) -> Topology | None:
 
 def _project(project_to: str | None, topology: Topology | None, out: Path, notify: Notify) -> None:
     """Project the saved results (after the profile's own report)."""
-    if project_to is None or not (out / HEADER_FILE).is_file():
+    if project_to is None or not has_header(out):
         return
     from orchestrator.report.projection_report import write_projection
-    from orchestrator.run.profile_projection import project
+    from orchestrator.run.driver.profile_projection import project
 
-    _header, results = _saved(out)
+    _header, results = read_saved(out)
     projections = project(results, project_to, topology)
     path = write_projection(projections, out)
     for p in projections:
@@ -203,7 +198,7 @@ class _Runs:
         """Run a target until its own physical checks pass or `max_passes` runs are spent; the result keeps
         how many runs it took and what each disturbed one failed."""
         from orchestrator.core.profile.checks import check_target
-        from orchestrator.run.profile_run import run_target, save_result
+        from orchestrator.run.driver.profile_run import run_target
 
         disturbed_runs: list[tuple[str, ...]] = []
         for attempt in range(1, self.max_passes + 1):
@@ -236,54 +231,12 @@ def _report(results: list[ProfiledTarget], sweep: Sweep, plan: Plan, out: Path, 
         "sweep": sweep.spec.name, "workload": sweep.spec.workload.name, "steps": steps,
         "warmup": profile.warmup_steps, "machine": plan.topology.describe(), "backend": plan.backend.note,
         "command": _command_line(sweep, results, steps)}
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / HEADER_FILE, json.dumps({**header, "targets": [r.label for r in results]}, indent=1) + "\n")
+    write_header(out, header, [r.label for r in results])
     _write(results, header, out)
 
 
-def _saved(out: Path) -> tuple[JsonDict, list[ProfiledTarget]]:
-    """The header and the targets' results an earlier `orch profile` saved in `out`; InputError when they cannot
-    be used. Each target's label names its folder, so a label read back is checked as a name, never a path
-    (a header that says `../../x` would read and write outside `out`)."""
-    from orchestrator.core.spec import name_problem
-    from orchestrator.io.files import UnreadableFile, read_json_input
-    from orchestrator.run.profile_run import RESULT_FILE, load_result
-
-    where = f"{out} holds no complete `orch profile` output to report from"
-    try:
-        header = read_json_input(out / HEADER_FILE)
-    except UnreadableFile as exc:
-        raise InputError(f"{where} ({out / HEADER_FILE}: {exc})") from None
-    labels = header.get("targets") if isinstance(header, dict) else None
-    if not isinstance(header, dict) or not isinstance(labels, list) or not labels:
-        raise InputError(f"{where} ({out / HEADER_FILE}: no list of targets)")
-    problem = next((p for label in labels if (p := name_problem(label, f"{HEADER_FILE} target")) is not None), None)
-    if problem is not None:
-        raise InputError(f"{where} ({problem})")
-    names = [label for label in labels if isinstance(label, str)]   # every label: name_problem refuses the rest
-    missing = [key for key in HEADER_KEYS if key not in header]
-    if missing:
-        raise InputError(f"{where} ({out / HEADER_FILE}: no {', '.join(missing)})")
-    try:
-        results = [load_result(out / label / RESULT_FILE) for label in names]
-    except (ValueError, TypeError, KeyError) as exc:   # UnreadableFile, or not the shape orch writes
-        raise InputError(f"{where} ({exc})") from None
-    for label, result in zip(names, results):   # a result's own label and variant name files too (layers-<label>)
-        file = out / label / RESULT_FILE
-        named = [p for p in (name_problem(result.label, f"{file}: label"),
-                             name_problem(result.variant, f"{file}: variant") if result.variant else None)
-                 if p is not None]
-        if result.label != label:
-            named.append(f"{file}: label {str(result.label)[:40]!r} is not its folder's, {label!r}")
-        if named:
-            raise InputError(f"{where} ({named[0]})")
-    return header, results
-
-
 def _report_only(out: Path) -> list[ProfiledTarget]:
-    from orchestrator.run.profile_run import refresh_shapes
-
-    header, results = _saved(out)
+    header, results = read_saved(out)
     results = [refresh_shapes(r, out) for r in results]
     _write(results, header, out)
     return results

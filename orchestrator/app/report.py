@@ -6,10 +6,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.core.options import ReportOptions, TrackOptions
+from orchestrator.app.options import ReportOptions, TrackOptions
 from orchestrator.errors import InputError
 from orchestrator.io.store import Results as StoredResults
+
+if TYPE_CHECKING:
+    from orchestrator.core.predict.fit import Fitted
+    from orchestrator.report.data import ReportData
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +25,25 @@ def load(folder: str) -> StoredResults:
 
     log.debug("reading the results folder %s", folder)
     return load_results(folder)
+
+
+def fitted(results: StoredResults) -> Fitted | None:
+    """The step-time and epochs models `orch predict` fits, fitted to the folder's records with their held-out
+    validation, for the report's Prediction section; None where the records cannot support a fit."""
+    from orchestrator.core.predict.fit import NotFittable, fit_all
+
+    try:
+        return fit_all(results.records, coverage=True)
+    except NotFittable:
+        return None
+
+
+def analyzed(results: StoredResults) -> ReportData:
+    """Everything the report shows, its models fitted once: the files, the terminal and the trackers' list of
+    files all render this one (report.data.analyze is pure and never fits)."""
+    from orchestrator.report.data import analyze
+
+    return analyze(results, fitted(results))
 
 
 def check_trackers(options: ReportOptions) -> None:
@@ -50,7 +74,7 @@ class Written:
     paths: tuple[Path, ...]
 
 
-def write(options: ReportOptions, results: StoredResults) -> Written:
+def write(options: ReportOptions, results: StoredResults, data: ReportData) -> Written:
     """The report's files in the formats asked for, into `options.out` or RESULTS/report (refused when that is
     a link: LinkedReportFolder). InputError for a folder that cannot be written."""
     from orchestrator.report.build import FORMATS, report_folder, write_report
@@ -63,14 +87,14 @@ def write(options: ReportOptions, results: StoredResults) -> Written:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir}: is a file, not a folder")
     try:
-        paths = write_report(results, out_dir, files)
+        paths = write_report(results, data, out_dir, files)
     except OSError as error:   # a read-only or full file system, a folder not ours
         where = f"--out {out_dir}" if options.out else f"the report folder {out_dir}"
         raise InputError(f"{where}: cannot write the report there ({error.strerror}); give --out DIR") from None
     return Written(out_dir, tuple(files), tuple(paths))
 
 
-def track_written(options: ReportOptions, results: StoredResults, written: Written) -> bool | None:
+def track_written(options: ReportOptions, results: StoredResults, data: ReportData, written: Written) -> bool | None:
     """The folder logged to the trackers `options` ask for, with the report's own files only (those written
     now, else those of its names in the report folder); None when none is asked for, else whether every
     tracker logged everything."""
@@ -78,7 +102,7 @@ def track_written(options: ReportOptions, results: StoredResults, written: Writt
 
     if not (options.mlflow or options.tensorboard or options.trackers):
         return None
-    uploads = written.paths or tuple(written.out_dir / name for name in report_file_names(results))
+    uploads = written.paths or tuple(written.out_dir / name for name in report_file_names(results, data))
     return track(TrackOptions(folder=str(results.path), mlflow=options.mlflow, tensorboard=options.tensorboard,
                               trackers=options.trackers, report_files=tuple(str(p) for p in uploads)))
 
@@ -95,18 +119,17 @@ def track(options: TrackOptions) -> bool:
     from orchestrator.report.build import report_file_names
 
     results = load(options.folder)
-    choice, hint = after_the_fact(results.sweep_spec.get("tracking"), mlflow=options.mlflow,
+    choice, hint = after_the_fact(results.spec.tracking, mlflow=options.mlflow,
                                   tensorboard=options.tensorboard, others=options.trackers)
     if not choice.wanted:
         raise InputError("nothing to log to: give mlflow (a tracking URI, or True) or tensorboard=True")
     if hint is not None:
         log.warning("%s", hint)
-    name = str(results.sweep_spec.get("name") or results.path.name)
-    tracking = open_tracking(choice, results.path, name, live=False)
+    tracking = open_tracking(choice, results.path, results.spec.name, live=False)
     if options.report_files is None:
         report = Path(options.report_dir) if options.report_dir else results.path / REPORT_DIR
         named = options.report_dir is not None   # a link the user names is theirs; the folder's own must not be one
-        files = ([report / file for file in report_file_names(results)]
+        files = ([report / file for file in report_file_names(results, analyzed(results))]
                  if named or not report.is_symlink() else [])
     else:
         files = [Path(f) for f in options.report_files]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.core.options import ScoreOptions
+from orchestrator.app.options import ScoreOptions
 from orchestrator.core.predict.artifact import node_shapes
 from orchestrator.core.predict.saved import SavedPrediction, from_json
 from orchestrator.core.predict.score import (
@@ -20,7 +20,6 @@ from orchestrator.core.predict.score import (
     mismatches,
     score,
 )
-from orchestrator.core.topology import topology_from_data
 from orchestrator.errors import InputError
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.predict_inputs import source_cpu
@@ -48,10 +47,10 @@ def read_prediction(path: str) -> SavedPrediction:
 
 def folder_facts(results: Results) -> FolderFacts:
     """What a results folder measured: workload, parameters, precision, CPU and node shapes."""
-    spec = results.typed_spec()
-    topology, problems = topology_from_data(results.topology, source=f"{results.path}/topology.json")
+    spec, topology = results.spec, results.topology
     if topology is None:
-        raise ScoreInputError(f"{results.path}/topology.json: " + "; ".join(map(str, problems)))
+        raise ScoreInputError(f"{results.path}/topology.json: not there: the folder does not say what machine it "
+                              "measured, so it cannot be matched with a prediction")
     cpu = source_cpu(results)
     return FolderFacts(str(results.path), results.derived.workload or spec.workload.name or "workload",
                        dict(spec.workload.params), cpu.precision, cpu.name, node_shapes(topology))

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from orchestrator.core.options import DEFAULT_NODES_TIMEOUT_S
-from orchestrator.core.topology import Topology
+from orchestrator.app.options import DEFAULT_NODES_TIMEOUT_S
+from orchestrator.core.machine.topology import Topology
 
 if TYPE_CHECKING:   # the run layer imports Ray: a command that runs on it imports it when it starts
-    from orchestrator.run.cluster import Cluster
+    from orchestrator.run.driver.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _preset_ray_notes(address: str | None) -> list[str]:
 
 @dataclass(frozen=True)
 class RaySession:
-    """What a command that runs on Ray works with: the Ray nodes (`run.cluster.Cluster`) and the topology it
+    """What a command that runs on Ray works with: the Ray nodes (`run.driver.cluster.Cluster`) and the topology it
     plans against (the file's, checked against those nodes and given their CPU verdicts, or theirs)."""
 
     cluster: Cluster
@@ -90,7 +90,7 @@ def ray_session(address: str | None, file_topology: Topology | None, topology_pa
     with embedded_ray_environment(address):
         import ray
 
-        from orchestrator.run import cluster as ray_cluster
+        from orchestrator.run.driver import cluster as ray_cluster
 
         started_ray = ray_cluster.connect(address)
         try:

@@ -2,8 +2,10 @@
 on Ray, recorded as each trial ends into its results folder (resuming what the folder holds), then the report
 and the trackers' end. Everything that can be bad input is checked, and the folder locked, before Ray starts.
 
-What it says as it goes (what runs where, the probe, the time it expects) are `Notice`s; how it ends is the
-`Swept` it returns (the folder read back and what this call ran) or an `OrchError`: `InputError` before
+What it says as it goes (what runs where, the probe, the time it expects) are `Notice`s; each trial's start, phase
+and end are the driver's events (run.driver.events), shown by whatever the door hands in (the CLI: its live
+display or `--json`'s lines) or, by default, said as notices too (a finished trial, a note: never a console). How it
+ends is the `Swept` it returns (the folder read back and what this call ran) or an `OrchError`: `InputError` before
 anything ran, `ResultsNotWritten` (a full disk: what was recorded is kept), `ReportNotWritten`. Ctrl-C stops
 the running trials, says what was kept and re-raises KeyboardInterrupt."""
 
@@ -11,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.app.notices import Notice, Notify
-from orchestrator.core.options import SweepOptions
-from orchestrator.core.probe import PROBE_BATCHES
+from orchestrator.app.options import SweepOptions
+from orchestrator.core.planning.probe import PROBE_BATCHES
 from orchestrator.errors import InputError, RunFailed
 from orchestrator.io.store import Results as StoredResults
 from orchestrator.io.sweepfile import Sweep, load_sweep
@@ -26,13 +30,20 @@ if TYPE_CHECKING:   # the run layer imports Ray: only a sweep that runs pays for
     from orchestrator.app.session import RaySession
     from orchestrator.core.adaptive.answer import AdaptiveOptions
     from orchestrator.core.adaptive.outcome import AdaptiveOutcome
-    from orchestrator.core.eta import Eta
-    from orchestrator.core.topology import Topology
+    from orchestrator.core.execution.eta import Eta
+    from orchestrator.core.machine.topology import Topology
+    from orchestrator.core.measured.records import Record
     from orchestrator.io.tracking import Tracking
-    from orchestrator.run.kinds.base import WorkItem
-    from orchestrator.run.probe import ProbeSetup
-    from orchestrator.run.sweep import SweepRunner
-    from orchestrator.run.sweep import SweepSummary as DriverSummary
+    from orchestrator.report.data import ReportData
+    from orchestrator.run.driver.events import SweepEvents
+    from orchestrator.run.job import RankProgress
+
+    # What shows a sweep's trials as they run: made with the number of trials to run and the time estimate, and
+    # entered around them (a live display opens and closes its screen).
+    ProgressFactory = Callable[[int, Eta | None], AbstractContextManager[SweepEvents]]
+    from orchestrator.run.driver.kinds.base import WorkItem
+    from orchestrator.run.driver.probe import ProbeSetup
+    from orchestrator.run.driver.sweep import RunnerSummary, SweepRunner
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +66,12 @@ class SweepSummary:
 
 @dataclass(frozen=True, slots=True)
 class Swept:
-    """A sweep that ended: its folder read back, and what this call ran."""
+    """A sweep that ended: its folder read back, what this call ran, and what its report shows (None with
+    `report=False`): the report's files were written from it, and the CLI prints its tables without a second fit."""
 
     results: StoredResults
     summary: SweepSummary
+    report: ReportData | None = None
 
 
 def results_folder(sweep_name: str) -> Path:
@@ -68,19 +81,55 @@ def results_folder(sweep_name: str) -> Path:
     return Path(os.environ.get(RESULTS_ROOT_ENV_VAR, DEFAULT_RESULTS_ROOT)) / sweep_name
 
 
-def sweep(options: SweepOptions, notify: Notify) -> Swept:
-    """Run the sweep `options` describe (its docstring and docs/commands.md say what each option does)."""
-    return _SweepCall(options, notify).run()
+def sweep(options: SweepOptions, notify: Notify, progress: ProgressFactory | None = None) -> Swept:
+    """Run the sweep `options` describe (its docstring and docs/commands.md say what each option does). `notify`
+    hears what the sweep says; `progress(total, eta)` makes the context that shows its trials' events (default:
+    each finished trial and note as a notice too, through `notify`)."""
+    return _SweepCall(options, notify, progress or (lambda total, _eta: NoticedProgress(notify, total))).run()
+
+
+class NoticedProgress:
+    """A sweep's events without a display (the Python API's): each finished trial and each note is a `Notice`
+    through `notify` ('[3/10] r2-t1-b8: ok: 312.4 samples/s'; logged at INFO by default), the rest (starts,
+    phases, infeasible points, interrupted trials) at DEBUG. Prints nothing itself."""
+
+    def __init__(self, notify: Notify, total: int):
+        self.notify, self.total, self.done = notify, total, 0
+
+    def __enter__(self) -> NoticedProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def started(self, key: str, label: str, chosen: str | None) -> None:
+        log.debug("%s: started%s", label, f" (chosen: {chosen})" if chosen else "")
+
+    def phase(self, key: str, progress: RankProgress | None) -> None:
+        return None   # polled every few seconds: too many for a log; the records say how each trial went
+
+    def finished(self, key: str, record: Record | None, *, counts: bool) -> None:
+        from orchestrator.run.driver.events import describe
+
+        if record is None or not counts:
+            log.debug("%s: %s", key, "interrupted" if record is None else f"{record.status}: {describe(record)}")
+            return
+        self.done += 1
+        what = describe(record)
+        self.notify(Notice(f"[{self.done}/{self.total}] {key}: {record.status}{': ' + what if what else ''}"))
+
+    def note(self, message: str) -> None:
+        self.notify(Notice(message))
 
 
 class _SweepCall:
     """One sweep: checks that cost nothing first, then Ray, the driver, the report, the trackers."""
 
-    def __init__(self, options: SweepOptions, notify: Notify):
+    def __init__(self, options: SweepOptions, notify: Notify, progress: ProgressFactory):
         from orchestrator.app.adaptive import adaptive_options
 
         self.options = options
-        self.notify = notify
+        self.notify, self.progress = notify, progress
         self.sweep: Sweep = load_sweep(options.sweep)
         self.folder = Path(options.results) if options.results else results_folder(self.sweep.spec.name)
         # a target topology is read before Ray starts
@@ -125,11 +174,11 @@ class _SweepCall:
 
     def _locked(self, file_topology: Topology | None, tracking: Tracking) -> Swept:
         """The sweep on Ray, its report and its trackers' end, with the results folder locked."""
-        from orchestrator.app.report import load
+        from orchestrator.app.report import analyzed, load
         from orchestrator.app.session import ray_session
         from orchestrator.io.store import ResultsNotWritten
         from orchestrator.io.tracking import End
-        from orchestrator.report.build import report_folder, write_report
+        from orchestrator.report.build import FORMATS, report_folder, write_report
 
         o = self.options
         try:
@@ -141,30 +190,28 @@ class _SweepCall:
                                     "kept: make room (or make the folder writable) and rerun to resume") from err
         files: tuple[Path, ...] = ()
         unwritten = None
-        if o.report:
+        final = load(str(self.folder))
+        data = analyzed(final) if o.report else None
+        if data is not None:
             try:
-                stored = load(str(self.folder))
-                files = tuple(write_report(stored, report_folder(stored, None), ("md", "csv", "json", "png")))
+                files = tuple(write_report(final, data, report_folder(final, None), FORMATS))
             except OSError as err:
                 unwritten = ReportNotWritten(f"the report could not be written into {self.folder} ({err.strerror}); "
                                              "the records are complete: `orch report` writes it once there is room")
-        final = load(str(self.folder))
         tracking.finish(final, files, End.FINISHED)
         if unwritten is not None:
             raise unwritten
         return Swept(final, SweepSummary(summary.ran, summary.skipped, tuple(summary.failed), files,
-                                         summary.adaptive))
+                                         summary.adaptive), data)
 
-    def _on_ray(self, session: RaySession, tracking: Tracking) -> DriverSummary:
+    def _on_ray(self, session: RaySession, tracking: Tracking) -> RunnerSummary:
         """Plan against the Ray nodes and run every trial: the driver's summary. Ctrl-C stops the running
         trials, says what was kept and re-raises."""
         from orchestrator.app.plan import plan_for
         from orchestrator.io.store import load_results
         from orchestrator.io.tracking import End
-        from orchestrator.run.adaptive import AdaptiveRunner
-        from orchestrator.run.progress import SweepProgress
-        from orchestrator.run.sweep import SweepOptions as DriverOptions
-        from orchestrator.run.sweep import SweepRunner
+        from orchestrator.run.driver.adaptive import AdaptiveRunner
+        from orchestrator.run.driver.sweep import RunnerOptions, SweepRunner
 
         o = self.options
         sweep = self._probed(session)
@@ -173,25 +220,24 @@ class _SweepCall:
             raise InputError(plan_.backend.error)
         if plan_.precision is not None and plan_.precision.error:
             raise InputError(plan_.precision.error)
-        options = DriverOptions(results=self.folder, rerun=o.rerun, convergence=o.convergence, json_mode=o.json_lines,
+        options = RunnerOptions(results=self.folder, rerun=o.rerun, convergence=o.convergence,
                                 max_concurrent=o.max_concurrent, on_record=(tracking.record,))
         runner = SweepRunner(sweep, plan_, session.cluster, options) if self.adaptive is None else AdaptiveRunner(
             sweep, plan_, session.cluster, options, adaptive=self.adaptive, ccl_available=session.ccl_available)
         existing = runner.prepare()
         tracking.open(load_results(self.folder))
         todo = runner.work(existing)
-        if not o.json_lines:
-            self.notify(Notice(f"{len(plan_.feasible)} of {len(plan_.trials)} grid points feasible on "
-                               f"{session.topology.describe()}; backend {plan_.backend.note}",
-                               heading=f"sweep {sweep.spec.name}"))
-            if plan_.precision is not None:
-                self.notify(Notice(f"precision: {plan_.precision.reason}"))
-            self.notify(Notice(f"results: {self.folder}   ({len(todo)} trial(s) to run, {runner.summary.skipped} "
-                               "already done)"))
+        self.notify(Notice(f"{len(plan_.feasible)} of {len(plan_.trials)} grid points feasible on "
+                           f"{session.topology.describe()}; backend {plan_.backend.note}",
+                           heading=f"sweep {sweep.spec.name}"))
+        if plan_.precision is not None:
+            self.notify(Notice(f"precision: {plan_.precision.reason}"))
+        self.notify(Notice(f"results: {self.folder}   ({len(todo)} trial(s) to run, {runner.summary.skipped} "
+                           "already done)"))
         eta = self._estimate(runner, todo)
         try:
-            with SweepProgress(len(todo), json_mode=o.json_lines, eta=eta) as progress:
-                runner.execute(existing, progress, todo)
+            with self.progress(len(todo), eta) as events:
+                runner.execute(existing, events, todo)
             if isinstance(runner, AdaptiveRunner):
                 runner.summary.adaptive = runner.conclude(todo)
         except BaseException as stopped:   # Ctrl-C, or the sweep ended early: its run in a tracker says so
@@ -206,34 +252,30 @@ class _SweepCall:
         """The time estimate before the first trial (said, and handed to the live display and an adaptive
         runner, which refine or budget with it)."""
         from orchestrator.app.adaptive import describe
-        from orchestrator.core.eta import duration_text
-        from orchestrator.run.adaptive import AdaptiveRunner
-        from orchestrator.run.estimate import sweep_estimate
+        from orchestrator.core.execution.eta import duration_text
+        from orchestrator.run.driver.estimate import sweep_estimate
 
         eta, basis = sweep_estimate(runner.context, todo)
-        if isinstance(runner, AdaptiveRunner):
-            runner.eta = eta
-        if not self.options.json_lines:
-            self.notify(Notice(f"expected time: about {duration_text(eta.total_s)} ({basis}; refined as trials "
-                               "finish)" if eta is not None else basis))
-            if self.adaptive is not None:
-                self.notify(Notice(f"{describe(self.adaptive)} (the time above is every trial's)"))
+        runner.eta = eta   # refined by the runner as each trial's record comes in
+        self.notify(Notice(f"expected time: about {duration_text(eta.total_s)} ({basis}; refined as trials "
+                           "finish)" if eta is not None else basis))
+        if self.adaptive is not None:
+            self.notify(Notice(f"{describe(self.adaptive)} (the time above is every trial's)"))
         return eta
 
     def _probed(self, session: RaySession) -> Sweep:
         """The sweep with the probe it plans with: where the workload does not declare a figure (or the sweep
         says `measure.probe: always`) and no probe of these parameters is cached (with a step timed on this CPU),
-        one runs now, on this machine, before any trial (no Ray: run.probe). A probe that fails is bad input,
+        one runs now, on this machine, before any trial (no Ray: run.driver.probe). A probe that fails is bad input,
         with the rank's error, except for a training script: it runs as it is, and a script that fails at a
         probe batch may still run the grid's own cells, so its memory stays unchecked and each trial records
         its own failure."""
-        from orchestrator.run.probe import ProbeFailed, probe_for
+        from orchestrator.run.driver.probe import ProbeFailed, probe_for
 
-        quiet, sweep = self.options.json_lines, self.sweep
+        sweep = self.sweep
 
         def started(setup: ProbeSetup, precision: str) -> None:
-            if not quiet:
-                self.notify(Notice(_probe_note(sweep, setup, precision)))
+            self.notify(Notice(_probe_note(sweep, setup, precision)))
 
         try:
             probed = probe_for(sweep, session.topology, session.ccl_available, on_start=started)
@@ -243,7 +285,7 @@ class _SweepCall:
             log.warning("%s; memory per rank not checked (state it with constraints.rank_memory_mib); the sweep goes "
                         "on and each trial records how it ended", failure)
             return sweep
-        if probed.measured and not quiet and probed.sweep.probe is not None:
+        if probed.measured and probed.sweep.probe is not None:
             probe = probed.sweep.probe
             largest = probe.points[-1]   # the points are in batch order
             self.notify(Notice(f"probe: memory per rank {probe.memory.text()}"

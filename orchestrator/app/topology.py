@@ -7,12 +7,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.app.options import TopologyOptions
 from orchestrator.app.plan import load_topology_arg
-from orchestrator.core.options import TopologyOptions
-from orchestrator.core.topology import Topology
+from orchestrator.core.machine.topology import Topology
 
 if TYPE_CHECKING:   # the run layer imports Ray: imported when a cluster is asked
-    from orchestrator.run.cluster import Cluster
+    from orchestrator.run.driver.cluster import Cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ def _cluster_topology(options: TopologyOptions) -> tuple[Topology, Cluster]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
-    from orchestrator.run import cluster as ray_cluster
+    from orchestrator.run.driver import cluster as ray_cluster
 
     joined = ray_cluster.connect(options.address)
     try:

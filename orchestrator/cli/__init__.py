@@ -1,7 +1,7 @@
 """`orch` command line: one module per subcommand, `main(argv) -> int`.
 
 Exit status: 0 success, 1 a run failed, 2 bad input (unreadable or invalid file, unknown option) with a
-message and no traceback. Each subcommand reads its options into its options object (`orchestrator.core.options`)
+message and no traceback. Each subcommand reads its options into its options object (`orchestrator.app.options`)
 and calls its use-case (`orchestrator.app`); the errors orch raises on purpose (`orchestrator.errors.OrchError`)
 are mapped to exit statuses here, in one place: an `InputError` to 2, a `RunFailed` to 1. Anything else is a bug
 and shows its traceback.
@@ -28,6 +28,7 @@ from orchestrator.cli import (
 )
 from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fail_input
 from orchestrator.cli.logs import LogSetupError, add_options, configure
+from orchestrator.cli.options import OLD_SPELLINGS, expand_equals
 from orchestrator.errors import InputError, OrchError
 
 COMMANDS = (topology_cmd, plan_cmd, probe_cmd, sweep_cmd, profile_cmd, report_cmd, predict_cmd, score_cmd,
@@ -51,13 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(expand_equals(sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as exit_:  # argparse: 0 after --help, 2 after a usage error (already printed)
         return int(exit_.code or 0)
     try:
         configure(args.log_level)
     except LogSetupError as err:
         return fail_input(str(err))
+    for line in getattr(args, OLD_SPELLINGS, []):   # each old spelling given, said once
+        log.warning("%s", line)
     try:
         code: int = args.run(args)
         return code

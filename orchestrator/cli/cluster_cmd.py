@@ -10,14 +10,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.app import cluster as app_cluster
-from orchestrator.cli.common import EXIT_OK
+from orchestrator.app.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.cli.common import EXIT_OK, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.emulation import rate_words
-from orchestrator.core.options import ClusterDownOptions, ClusterExecOptions, ClusterUpOptions
+from orchestrator.core.machine.emulation import rate_words
 
 if TYPE_CHECKING:
-    from orchestrator.core.emulation import CommandEnd
-    from orchestrator.run.emulated import Running
+    from orchestrator.core.machine.emulation import CommandEnd
+    from orchestrator.run.driver.emulated import Running
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Cut this machine into N nodes, each a network namespace with its own address on a private "
                     "bridge, its own cores and a link shaped with tc, and start a real Ray node in each, for "
                     "`orch sweep --address` to run on unchanged. Needs root, `ip` and `tc` (exit 2 naming what is "
-                    "missing). See docs/clusters.md#emulate-your-cluster.")
+                    "missing). See docs/clusters.md#emulate-your-cluster.",
+        **examples(
+                   "orch cluster up --nodes 2 --cores-per-node 1 --rate 1gbit --detach",
+                   "orch cluster exec -- ray status",
+                   anchor="orch-cluster"))
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser(
         "up", help="make the nodes and links, start Ray, measure each link",
@@ -36,7 +40,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "command in the head's namespace and remove the cluster when it ends (its exit status is "
                     "orch's; 128 + N, and said, when signal N killed it). Prints each node, the link as shaped "
                     "and as measured (a bulk transfer per link and direction), and the address for `orch sweep "
-                    "--address`.")
+                    "--address`.",
+        **examples("orch cluster up --nodes 2 --cores-per-node 1 --rate 1gbit --latency 1ms --detach",
+                   "orch cluster up --nodes 2 --cores-per-node 1 -- orch sweep sweeps/classifier.yaml --address auto",
+                   anchor="orch-cluster"))
     add_options(up, ClusterUpOptions)
     up.add_argument("--json", action="store_true", help="print the cluster (nodes, link, measures) as JSON")
     down = actions.add_parser(
@@ -44,13 +51,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Remove what a killed `orch cluster up` left (its processes, namespaces, temp dir and state "
                     "file), and namespaces no state file lists and no live owner marked. A cluster whose owner "
                     "lives, or that was detached, is left and said, with its owner's pid, unless named with "
-                    "--name or with --all.")
+                    "--name or with --all.",
+        **examples("orch cluster down", "orch cluster down --name c", "orch cluster down --all",
+                   anchor="orch-cluster"))
     add_options(down, ClusterDownOptions)
-    status = actions.add_parser("status", help="the emulated clusters: nodes, links, owner, leftovers")
+    status = actions.add_parser("status", help="the emulated clusters: nodes, links, owner, leftovers",
+                                **examples("orch cluster status", "orch cluster status --json", anchor="orch-cluster"))
     status.add_argument("--json", action="store_true", help="print JSON")
     exec_ = actions.add_parser("exec", help="run a command in the head's namespace, with the cluster's Ray token",
-                               description="e.g. orch cluster exec -- orch sweep SWEEP --address 10.77.0.1:6379 "
-                                           "--min-nodes 2")
+                               **examples("orch cluster exec -- ray status",
+                                          "orch cluster exec -- orch sweep sweeps/classifier.yaml --address "
+                                          "10.77.0.1:6379 --min-nodes 2", anchor="orch-cluster"))
     add_options(exec_, ClusterExecOptions)
     parser.set_defaults(run=run)
 

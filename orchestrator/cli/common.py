@@ -1,10 +1,12 @@
-"""What the subcommands share: exit statuses, consoles, the one-line bad-input message."""
+"""What the subcommands share: exit statuses, consoles, the one-line bad-input message, and the end of every
+subcommand's help (its examples and where the docs say more)."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from orchestrator.app.notices import Notice
 
@@ -33,3 +35,34 @@ def print_notice(notice: Notice, out: Console | None = None) -> None:
     """A use-case's notice on stderr, its heading in bold (`orchestrator.app.notices`)."""
     (out or console(stderr=True)).print(f"[bold]{notice.heading}[/]: {notice.text}" if notice.heading
                                         else notice.text)
+
+
+DOCS = "docs/commands.md"
+
+
+class Epilog(TypedDict):
+    """`add_parser`'s keywords that end a subcommand's help (`examples`)."""
+
+    epilog: str
+    formatter_class: type[argparse.HelpFormatter]
+
+
+def examples(*lines: str, anchor: str) -> Epilog:
+    """`add_parser`'s keywords for a help that ends with `lines` (each a whole command) and the docs' section:
+
+        examples:
+          orch sweep sweeps/classifier.yaml
+        more: docs/commands.md#orch-sweep
+    """
+    text = "examples:\n" + "".join(f"  {line}\n" for line in lines) + f"more: {DOCS}#{anchor}"
+    return Epilog(epilog=text, formatter_class=HelpFormatter)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but a text of several lines (the examples) keeps its lines as written; a paragraph
+    (a description) is wrapped to the terminal as before."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)

@@ -11,13 +11,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.app import plan as app_plan
-from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, console
+from orchestrator.app.options import PlanOptions
+from orchestrator.cli.common import EXIT_BAD_INPUT, EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.facts import PROBE, UNKNOWN, WorkloadFacts
-from orchestrator.core.options import PlanOptions
-from orchestrator.core.plan import Plan
-from orchestrator.core.plan_view import plan_tables
-from orchestrator.core.probe import PROBE_BATCHES
+from orchestrator.core.planning.facts import PROBE, UNKNOWN, WorkloadFacts
+from orchestrator.core.planning.plan import Plan
+from orchestrator.core.planning.probe import PROBE_BATCHES
+from orchestrator.core.planning.view import plan_tables
 from orchestrator.report.render import to_rich
 
 if TYPE_CHECKING:   # rich is imported when a plan is rendered
@@ -36,7 +36,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "Starts no Ray, no rank and no torch, but it runs the sweep file's code: it imports the "
                     "workload's module and calls its factory (its parameters, metrics and memory formula are "
                     "declared there), as `orch sweep` does; a training script is only read and hashed, never run. "
-                    "Plan only sweep files whose workload you trust (docs/trust.md).")
+                    "Plan only sweep files whose workload you trust (docs/trust.md).",
+        **examples(
+                   "orch plan sweeps/classifier.yaml",
+                   "orch plan sweeps/retinanet-table3.yaml --topology sweeps/topologies/xeon-2s28c-smt.yaml",
+                   anchor="orch-plan"))
     add_options(parser, PlanOptions)
     parser.add_argument("--json", action="store_true",
                         help="print every point with its placement (node, socket, NUMA node, CPU ids) and reasons "
@@ -100,7 +104,7 @@ def render_plan(plan: Plan, sweep_path: str = "SWEEP") -> Group:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.core.plan_view import plan_to_dict
+    from orchestrator.core.planning.view import plan_to_dict
 
     options = options_from(PlanOptions, args)
     plan = app_plan.plan(options)

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from orchestrator.app import predict as app_predict
-from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.app.options import PredictOptions
+from orchestrator.cli.common import EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import PredictOptions
 from orchestrator.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "topology at each node count (same constraint engine and placement as `orch plan`), predict "
                     "samples/s with an interval from held-out error, epochs, time-to-train, node-hours and runs "
                     "per day; mark the fastest per node count, the Pareto set, and the recommendation under "
-                    "--deadline-h or --budget-node-h. Imports neither torch nor Ray.")
+                    "--deadline or --budget. Imports neither torch nor Ray.",
+        **examples(
+                   "orch predict results/example-predict --nodes 1,2,4 --deadline 8h",
+                   "orch predict results/example-predict-retinanet --topology sweeps/topologies/cluster-4x2s28c.yaml "
+                   "--budget 200node-h",
+                   anchor="orch-predict"))
     add_options(parser, PredictOptions)
+    # What the command prints, not what it predicts: the CLI's own options (orch.predict returns everything).
+    parser.add_argument("--validate", action="store_true",
+                        help="print the held-out validation in full: every scheme, beside the baselines, with the "
+                             "share of held-out cells inside the printed intervals")
     parser.add_argument("--json", action="store_true",
                         help="print everything as JSON on stdout (every layout with its interval ends, flags and "
                              "notes as fields, and every warning)")
@@ -56,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         out = console()
         if not out.is_terminal and not os.environ.get("COLUMNS"):   # a log or a pipe: no terminal to fit
             out.width = PIPED_WIDTH
-        for renderable in terminal_prediction(report, full_validation=options.validate):
+        for renderable in terminal_prediction(report, full_validation=args.validate):
             out.print(renderable)
     if args.out:
         try:

@@ -10,15 +10,15 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.app import probe as app_probe
-from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.app.options import ProbeOptions
+from orchestrator.cli.common import EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import ProbeOptions
-from orchestrator.core.probe import PROBE_BATCHES, PROBE_STEPS
+from orchestrator.core.planning.probe import PROBE_BATCHES, PROBE_STEPS
 
 if TYPE_CHECKING:
-    from orchestrator.core.probe import ProbePoint
+    from orchestrator.core.planning.probe import ProbePoint
     from orchestrator.io.sweepfile import Sweep
-    from orchestrator.run.probe import ProbeSetup
+    from orchestrator.run.driver.probe import ProbeSetup
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "train split's length, then caches the result (per "
                     "workload, parameters, precision and torch version) where `orch plan` and `orch sweep` find "
                     "it. The workload's own figures win where it declares them. Exit status: 0 ok (or nothing to "
-                    "probe), 2 bad input or a probe that failed (the rank's error).")
+                    "probe), 2 bad input or a probe that failed (the rank's error).",
+        **examples(
+                   "orch probe sweeps/classifier.yaml",
+                   "orch probe sweeps/retinanet.yaml --force --json",
+                   anchor="orch-probe"))
     add_options(parser, ProbeOptions)
     parser.add_argument("--json", action="store_true", help="print the probe's result as JSON")
     parser.set_defaults(run=run)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from orchestrator.app import profile as app_profile
-from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console, print_notice
+from orchestrator.app.options import DEFAULT_MAX_PASSES, ProfileOptions
+from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console, examples, print_notice
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import DEFAULT_MAX_PASSES, ProfileOptions
 
 __all__ = ["DEFAULT_MAX_PASSES", "add_parser", "run"]
 
@@ -24,7 +24,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "on the same cores, and the efficiency ratio from "
                     "replaying each convolution and matmul problem alone. Layouts (and the sweep file's profile "
                     "variants) are compared side by side. Writes profile.md, CSV/JSON tables and PNGs. "
-                    "Exit status: 0 all profiled, 1 some target failed to run, 2 bad input.")
+                    "Exit status: 0 all profiled, 1 some target failed to run, 2 bad input.",
+        **examples(
+                   "orch profile sweeps/retinanet.yaml --layout 1x2x8 --layout 2x1x8",
+                   "orch profile sweeps/retinanet.yaml --report-only --project-to avx2",
+                   anchor="orch-profile"))
     add_options(parser, ProfileOptions)
     parser.set_defaults(run=run)
 

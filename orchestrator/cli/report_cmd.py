@@ -7,9 +7,9 @@ import argparse
 import logging
 
 from orchestrator.app import report as app_report
-from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console
+from orchestrator.app.options import ReportOptions
+from orchestrator.cli.common import EXIT_OK, EXIT_RUN_FAILED, console, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import ReportOptions
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "threads), absolute throughput, scaling and weak-scaling efficiency, the convergence table "
                     "(epochs to target per global batch, olympic mean over seeds) with an MLPerf-RCP-style JSON, "
                     "time-to-train per layout, and hardware efficiency against the measured compute roof. Records "
-                    "are only read, never changed; partial sweeps report what they have.")
+                    "are only read, never changed; partial sweeps report what they have.",
+        **examples(
+                   "orch report results/example-classifier",
+                   "orch report results/example-classifier --format md --mlflow-uri http://127.0.0.1:5000",
+                   anchor="orch-report"))
     add_options(parser, ReportOptions)
     parser.set_defaults(run=run)
 
@@ -36,14 +40,15 @@ def run(args: argparse.Namespace) -> int:
     app_report.check_trackers(options)
     for problem in results.errors:
         log.warning("%s", problem)
+    data = app_report.analyzed(results)   # the models fitted once, for the terminal, the files and the trackers
     if "terminal" in app_report.formats_of(options):
         out = console()
-        for renderable in terminal_report(results):
+        for renderable in terminal_report(results, data):
             out.print(renderable)
-    written = app_report.write(options, results)
+    written = app_report.write(options, results, data)
     if written.formats:
         main = written.out_dir / REPORT_FILE
         log.info("wrote %d file(s) to %s%s", len(written.paths), written.out_dir,
                  f" (start with {main})" if main in written.paths else "")
-    tracked = app_report.track_written(options, results, written)
+    tracked = app_report.track_written(options, results, data, written)
     return EXIT_RUN_FAILED if tracked is False else EXIT_OK

@@ -7,15 +7,9 @@ import argparse
 import json
 
 from orchestrator.app import score as app_score
-from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.app.options import ScoreOptions
+from orchestrator.cli.common import EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.options import ScoreOptions
-
-EXAMPLES = """examples:
-  orch predict results/small --topology cluster.yaml --out plans/cluster    # before: save the prediction
-  orch score plans/cluster results/on-the-cluster                             # after: score it against what ran
-"""
-
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
@@ -26,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "ranks, nodes, local batch, epochs, convergence) the median and largest |error|, coverage and "
                     "interval width beside the naive baselines. A folder of another workload, other parameters, "
                     "precision or machine is refused (exit 2). See docs/validation.md.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        **examples("orch score plans/cluster results/example-predict",
+                   "orch score plans/cluster/prediction.json results/example-predict --json", anchor="orch-score"))
     add_options(parser, ScoreOptions)
     parser.add_argument("--json", action="store_true", help="print the scores as JSON on stdout")
     parser.set_defaults(run=run)

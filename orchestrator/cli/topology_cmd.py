@@ -7,17 +7,17 @@ import json
 from typing import TYPE_CHECKING
 
 from orchestrator.app import topology as app_topology
-from orchestrator.cli.common import EXIT_OK, console
+from orchestrator.app.options import TopologyOptions
+from orchestrator.cli.common import EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
-from orchestrator.core.isa import ISA_FEATURES, CpuIsa
-from orchestrator.core.options import TopologyOptions
-from orchestrator.core.topology import MIB_PER_GIB, Topology, cpu_ranges
+from orchestrator.core.machine.isa import ISA_FEATURES, CpuIsa
+from orchestrator.core.machine.topology import MIB_PER_GIB, Topology, cpu_ranges
 
 if TYPE_CHECKING:   # rich and the run layer: imported when a topology is shown
     from rich.console import Group
     from rich.table import Table
 
-    from orchestrator.run.cluster import Cluster
+    from orchestrator.run.driver.cluster import Cluster
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +29,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "(bf16 against fp32 on one core), which decides `precision: auto`. Detected from "
                     "/sys/devices/system, /proc/cpuinfo and psutil unless --topology is given. The --json "
                     "output is itself a valid topology file (detailed form): save it on a machine and plan for it "
-                    "elsewhere with `orch plan --topology`.")
+                    "elsewhere with `orch plan --topology`.",
+        **examples(
+                   "orch topology",
+                   "orch topology --topology sweeps/topologies/xeon-2s28c-smt.yaml --json",
+                   anchor="orch-topology"))
     add_options(parser, TopologyOptions)
     parser.add_argument("--json", action="store_true",
                         help="print JSON (a detailed-form topology file) instead of a table")

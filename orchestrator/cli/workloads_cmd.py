@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from orchestrator.cli.common import EXIT_OK, console
-from orchestrator.core.schema import field_help
+from orchestrator.cli.common import EXIT_OK, console, examples
+from orchestrator.core.json.schema import field_help
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,7 +17,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "those of any installed package), where each comes from and its metrics (usable as "
                     "convergence.metric); for one NAME (an entry point's name, an import path "
                     "'package.module:attribute' or a file 'path/to/file.py:attribute'), every parameter with its "
-                    "default and meaning. A workload that fails to load is listed with the reason.")
+                    "default and meaning. A workload that fails to load is listed with the reason.",
+        **examples(
+                   "orch workloads",
+                   "orch workloads classifier",
+                   anchor="orch-workloads"))
     parser.add_argument("name", metavar="NAME", nargs="?", help="show this workload's parameters")
     parser.set_defaults(run=run)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from importlib import metadata
 
-from orchestrator.core.plan import CCL_MODULE
+from orchestrator.core.planning.plan import CCL_MODULE
 
 CCL_BINDINGS_DIST = "oneccl-bind-pt"   # the distribution that installs CCL_MODULE
 # Importing torch and the bindings takes seconds; a minute means something is wrong with the environment.

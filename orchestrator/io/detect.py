@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.core.topology import BYTES_PER_MIB, Core, Node, NumaNode, Socket, Topology, cpu_ranges
+from orchestrator.core.machine.topology import BYTES_PER_MIB, Core, Node, NumaNode, Socket, Topology, cpu_ranges
 from orchestrator.io import isa
 
 SYS_CPU = Path("/sys/devices/system/cpu")

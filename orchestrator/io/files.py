@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from orchestrator.core.json_types import JsonValue
+from orchestrator.core.json.values import JsonValue
 from orchestrator.errors import InputError
 
 # What an input file may weigh before orch refuses to read it (a YAML parser reads ~1 MB/s, so a sweep or

@@ -1,5 +1,5 @@
 """Learn what this machine's CPU computes natively: its ISA flags, the kernels torch dispatches to, and a
-probe that times a small bf16 GEMM against fp32 on one core (orchestrator.core.isa decides from them).
+probe that times a small bf16 GEMM against fp32 on one core (orchestrator.core.machine.isa decides from them).
 
 The probe takes about 0.1 s on a CPU with bf16 instructions and about 0.2 s on one that emulates bf16: each
 precision multiplies 256×256 matrices for at most `PROBE_S` (at least `PROBE_MIN_MATMULS` times), on one
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.isa import FLAGS, PROBE, CpuIsa, features_from_flags, resolve_precision
+from orchestrator.core.machine.isa import FLAGS, PROBE, CpuIsa, features_from_flags, resolve_precision
 
 CPUINFO = Path("/proc/cpuinfo")
 PROBE_SIZE = 256

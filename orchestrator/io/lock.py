@@ -69,14 +69,14 @@ class Holder:
 
 def redacted(argv: list[str]) -> list[str]:
     """The command line as the lock file keeps it: every URI (a tracking server's may carry a user and a
-    password, `--mlflow https://me:pw@host`) and the value of --mlflow left out.
+    password, `--mlflow-uri https://me:pw@host`) and the value of --mlflow-uri left out (a path to a store too).
 
-    >>> redacted(["sweep", "s.yaml", "--mlflow", "http://u:pw@h:5000", "--address=ray://h:10001"])
-    ['sweep', 's.yaml', '--mlflow', '<uri>', '--address=<uri>']
+    >>> redacted(["sweep", "s.yaml", "--mlflow-uri", "http://u:pw@h:5000", "--address=ray://h:10001"])
+    ['sweep', 's.yaml', '--mlflow-uri', '<uri>', '--address=<uri>']
     """
     out: list[str] = []
     for i, arg in enumerate(argv):
-        if "://" in arg or (i > 0 and argv[i - 1] == "--mlflow" and not arg.startswith("-")):
+        if "://" in arg or (i > 0 and argv[i - 1] == "--mlflow-uri" and not arg.startswith("-")):
             arg = f"{arg.partition('=')[0]}=<uri>" if arg.startswith("--") and "=" in arg else "<uri>"
         out.append(arg)
     return out

@@ -1,6 +1,6 @@
 """Network namespaces, veth pairs, a bridge and tc qdiscs, made and removed with `ip` and `tc`; the emulated
 cluster's state file; sockets opened inside a namespace. The plan of what to make is pure
-(`orchestrator.core.emulation`); this module only runs it. Everything it makes lives inside namespaces named
+(`orchestrator.core.machine.emulation`); this module only runs it. Everything it makes lives inside namespaces named
 by the plan (orch-NAME-*): the host's own interfaces are never touched."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import psutil
 
 from orchestrator.constants import CLUSTER_STATE_DIR_ENV_VAR, DEFAULT_CLUSTER_STATE_DIR
-from orchestrator.core.emulation import OwnerMark, is_cluster_namespace
+from orchestrator.core.machine.emulation import OwnerMark, is_cluster_namespace
 from orchestrator.errors import RunFailed
 from orchestrator.io.files import private_folder, write_atomic
 

@@ -3,25 +3,24 @@ the results folder, the sweep it ran, the target topology, an RCP file, other ca
 
 A results folder is data, maybe someone else's (docs/trust.md): everything here is built from what it
 records. The workload's name is a label; no workload is found, imported or asked for a figure (its memory
-per rank is the folder's recorded figure, `core.facts.recorded_memory`)."""
+per rank is the folder's recorded figure, `core.planning.facts.recorded_memory`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
-from orchestrator.core import records as rec
-from orchestrator.core.facts import MemoryFact, recorded_memory
-from orchestrator.core.grid import powers_of_two_up_to
-from orchestrator.core.isa import CpuIsa
-from orchestrator.core.options import PredictOptions
-from orchestrator.core.peaks import peak_index
+from orchestrator.core.json.schema import InvalidInput
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.peaks import peak_index
+from orchestrator.core.planning.facts import MemoryFact, recorded_memory
+from orchestrator.core.planning.grid import powers_of_two_up_to
+from orchestrator.core.planning.spec import SweepSpec
 from orchestrator.core.predict import rcp
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf, SourceCpu, what_if
-from orchestrator.core.schema import InvalidInput
-from orchestrator.core.spec import SweepSpec
-from orchestrator.core.topology import Topology, topology_from_data
 from orchestrator.errors import InputError
 from orchestrator.io.files import UnreadableFile, read_json_input
 from orchestrator.io.store import NotAResultsFolder, Results, load_results
@@ -29,6 +28,30 @@ from orchestrator.io.store import NotAResultsFolder, Results, load_results
 
 class PredictInputError(InputError):
     pass
+
+
+class PredictRequest(Protocol):
+    """What `read_inputs` reads of a prediction's options (app.options.PredictOptions has each of them): io/ stands
+    below the use-cases and does not import their options."""
+
+    @property
+    def results(self) -> str: ...
+    @property
+    def topology(self) -> str | None: ...
+    @property
+    def nodes(self) -> tuple[int, ...] | None: ...
+    @property
+    def local_batch(self) -> tuple[int, ...] | None: ...
+    @property
+    def rcp(self) -> str | None: ...
+    @property
+    def samples_per_epoch(self) -> int | None: ...
+    @property
+    def calibration(self) -> tuple[str, ...]: ...
+    @property
+    def deadline_h(self) -> float | None: ...
+    @property
+    def budget_node_h(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +129,7 @@ def _rcp_workload(rcp_in: RcpInput, results: Results, workload: str, samples: in
     epochs are that workload's, while samples/s (and, without --samples-per-epoch, the epoch's size) are the
     measured one's."""
     read = rcp_in.file
-    params = dict((results.sweep_spec.get("workload") or {}).get("params") or {})
+    params = dict(results.spec.workload.params)
     check = rcp.check_workload(read.benchmark if read else None, read.orch if read else None, workload, params)
     by = f", reference runs by {', '.join(read.creators)}" if read and read.creators else ""
     ref = rcp.MLPERF_REFERENCES.get(read.benchmark or "") if read else None
@@ -140,34 +163,21 @@ def _target(path: str | None, results: Results) -> Topology:
             return load_topology(path)
         except InvalidInput as err:
             raise PredictInputError(str(err)) from None
-    topology, problems = topology_from_data(results.topology, source=f"{results.path}/topology.json")
-    if topology is None:
-        raise PredictInputError(f"{results.path}/topology.json: " + "; ".join(map(str, problems)))
-    return topology
+    if results.topology is None:
+        raise PredictInputError(f"{results.path}/topology.json: not there; give the target with --topology FILE")
+    return results.topology
 
 
 def source_cpu(results: Results) -> SourceCpu:
     """The measured CPU as the results keep it: its name, the precision trained in, its 1-rank 1-thread GEMM
     peak record, and its ISA figures (environment.json's probe, or topology.json's where a file stated them)."""
     env = results.environment
-    params = (results.sweep_spec.get("workload") or {}).get("params") or {}
-    precision = ((env.get("precision") or {}).get("chosen") or params.get("precision") or "fp32")
+    precision = env.precision_chosen or str(results.spec.workload.params.get("precision") or "fp32")
     precision = precision if precision in ("fp32", "bf16") else "fp32"
-    isa = None
-    for found in [*(env.get("cpus") or []), *((n or {}).get("isa") for n in results.topology.get("nodes") or [])]:
-        if isinstance(found, dict):
-            isa = CpuIsa.from_dict(found)
-            break
+    stated = [n.isa for n in results.topology.nodes if n.isa is not None] if results.topology is not None else []
+    isa = next(iter([*env.cpu_isas(), *stated]), None)
     peak = peak_index(results.records).one_rank.get((1, precision))
-    return SourceCpu(str(env.get("cpu_model") or "CPU of the sweep"), precision, peak, isa)
-
-
-def _spec(results: Results) -> SweepSpec:
-    """The sweep as it ran, from spec.json alone: its workload section is a name and parameters, not found."""
-    try:
-        return results.typed_spec()
-    except NotAResultsFolder as err:
-        raise PredictInputError(str(err)) from None
+    return SourceCpu(env.cpu_model or "CPU of the sweep", precision, peak, isa)
 
 
 def _memory(results: Results) -> MemoryFact:
@@ -183,11 +193,11 @@ def _memory(results: Results) -> MemoryFact:
     return recorded_memory(planned, f"the memory {results.path.name}'s records were planned with", libraries)
 
 
-def read_inputs(options: PredictOptions) -> PredictInputs:
+def read_inputs(options: PredictRequest) -> PredictInputs:
     """Everything `options` name, read and checked (PredictInputError, with the option and the reason); nothing
     is fitted here (`app.predict` fits)."""
     results = _results(options.results)
-    spec = _spec(results)
+    spec = results.spec   # the sweep as it ran: its workload section a name and parameters, never found
     workload = results.derived.workload or spec.workload.name or "workload"
     topology = _target(options.topology, results)
     nodes = len(topology.nodes)
@@ -215,7 +225,7 @@ def read_inputs(options: PredictOptions) -> PredictInputs:
                  f"workload's (see the warning)") if mismatch else ""
     if options.calibration and not extra:
         warnings.append(f"no all-reduce calibration records in {', '.join(options.calibration)}")
-    backend = (results.environment.get("backend") or {}).get("chosen", "gloo")
+    backend = results.environment.backend_chosen
     source = source_cpu(results)
     machine = what_if(source, [n.isa for n in topology.nodes]) if options.topology else SAME_MACHINE
     machine = replace(machine, node_link=topology.link)

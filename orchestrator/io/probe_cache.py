@@ -1,12 +1,12 @@
 """The probe's cache and its copy in a results folder.
 
-A probe (`orchestrator.run.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
+A probe (`orchestrator.run.driver.probe`) is cached under `cache_dir()/probes/`, one JSON file per key: the workload's
 reference and a fingerprint of the file that defines it, its parameters (the precision chosen), the precision,
 torch's version, the backend, the batches a throughput trial holds, the probe's format and the rule its FLOP
 counter counts by (`probe_key_fields`). Any of them changed, the probe is measured again; an unreadable or foreign
-file is a miss, never an error. The FLOP rule (`core.flop_count.FLOPS_RULE`) is a key of its own, not a new format:
-a probe whose FLOPs torch's own convolution formula counted is measured again, while a results folder's probe.json
-of that time still reads (the format says how memory is measured, which did not change).
+file is a miss, never an error. The FLOP rule (`core.profile.flop_count.FLOPS_RULE`) is a key of its own, not a
+new format: a probe whose FLOPs torch's own convolution formula counted is measured again, while a results folder's
+probe.json of that time still reads (the format says how memory is measured, which did not change).
 Reading needs no torch (`orch plan` reads the cache): torch's version comes from its installed metadata.
 
 A sweep keeps the probe it planned with as `probe.json` in its results folder.
@@ -29,15 +29,22 @@ from orchestrator.constants import (
     DEFAULT_XDG_CACHE_HOME,
     XDG_CACHE_HOME_ENV_VAR,
 )
-from orchestrator.core.flop_count import FLOPS_RULE
-from orchestrator.core.json_types import JsonDict
-from orchestrator.core.probe import PROBE_BATCHES, PROBE_FORMAT, PROBE_STEPS, ProbeResult, held_batches, probe_key
-from orchestrator.core.schema import to_plain
+from orchestrator.core.json.schema import to_plain
+from orchestrator.core.json.values import JsonDict
+from orchestrator.core.planning.probe import (
+    PROBE_BATCHES,
+    PROBE_FORMAT,
+    PROBE_STEPS,
+    ProbeResult,
+    held_batches,
+    probe_key,
+)
+from orchestrator.core.profile.flop_count import FLOPS_RULE
 from orchestrator.io.files import write_atomic
 from orchestrator.io.workload_finder import ENTRY_POINT_GROUP, is_reference
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import SweepSpec
+    from orchestrator.core.planning.spec import SweepSpec
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +106,8 @@ class ProbedSweep(Protocol):
 
 
 def probe_key_fields(sweep: ProbedSweep, backend: str) -> JsonDict:
-    """What a probe of `sweep` (its precision chosen) on `backend` depends on: `core.probe.probe_key` hashes it."""
+    """What a probe of `sweep` (its precision chosen) on `backend` depends on: `core.planning.probe.probe_key` hashes
+    it."""
     m, w = sweep.spec.measure, sweep.spec.workload
     ref = w.name or ""   # never None here: a sweep finds its workload by this name (io.sweepfile)
     if w.script is not None:   # a script: its path, its content and its arguments are what it runs

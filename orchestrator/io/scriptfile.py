@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orch.workload import RankContext, Trainer, Workload
-from orchestrator.core.schema import Problem
+from orchestrator.core.json.schema import Problem
+from orchestrator.core.planning.names import name_problem
 from orchestrator.io.files import python_sources_sha256
-from orchestrator.io.workload_finder import NAME_RE
 
 SHA256_CHARS = 64
 
@@ -73,7 +73,7 @@ def label_of(script: str) -> str:
     'My-Train'
     """
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(script).stem).strip("-._")
-    return cleaned if NAME_RE.match(cleaned) else "script"
+    return cleaned if name_problem(cleaned, "script") is None else "script"
 
 
 class ScriptWorkload(Workload[NoParams]):

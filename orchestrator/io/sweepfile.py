@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from orch.workload import ModelWorkload, Workload
-from orchestrator.core.eta import probed_steps
-from orchestrator.core.facts import WorkloadFacts, workload_facts
-from orchestrator.core.isa import CpuIsa, PrecisionChoice, resolve_precision
-from orchestrator.core.json_types import JsonDict, JsonMapping
-from orchestrator.core.probe import ProbeResult, probe_key
-from orchestrator.core.schema import InvalidInput, Problem, to_plain
-from orchestrator.core.spec import SweepSpec, parse_spec
-from orchestrator.core.spec import script_problems as spec_script_problems
-from orchestrator.core.topology import Topology
+from orchestrator.core.execution.eta import probed_steps
+from orchestrator.core.json.schema import InvalidInput, Problem, to_plain
+from orchestrator.core.json.values import JsonDict, JsonMapping
+from orchestrator.core.machine.isa import CpuIsa, PrecisionChoice, resolve_precision
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.planning.facts import WorkloadFacts, workload_facts
+from orchestrator.core.planning.probe import ProbeResult, probe_key
+from orchestrator.core.planning.spec import SweepSpec, parse_spec
+from orchestrator.core.planning.spec import script_problems as spec_script_problems
 from orchestrator.io.isa import with_precision
 from orchestrator.io.probe_cache import PROBE_FILE, cached_probe, probe_key_fields, read_probe
 from orchestrator.io.scriptfile import NoParams, ScriptWorkload, label_of, script_problems
@@ -50,8 +50,8 @@ class Sweep:
 
     @property
     def facts(self) -> WorkloadFacts:
-        """Memory per rank, FLOPs per sample and samples per epoch, each with its source (core.facts): the sweep
-        file's figure, else the workload's declaration, else the probe's. Made once per sweep (a `replace`d
+        """Memory per rank, FLOPs per sample and samples per epoch, each with its source (core.planning.facts): the
+        sweep file's figure, else the workload's declaration, else the probe's. Made once per sweep (a `replace`d
         sweep, in another precision or with another probe, makes its own)."""
         if not self._facts:
             self._facts.append(self._make_facts())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.core.schema import InvalidInput
-from orchestrator.core.topology import Topology, topology_from_data
+from orchestrator.core.json.schema import InvalidInput
+from orchestrator.core.machine.topology import Topology, topology_from_data
 from orchestrator.io.yamlfile import read_yaml, with_lines
 
 

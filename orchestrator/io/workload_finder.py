@@ -15,7 +15,6 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,15 +23,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from orch.workload import Workload
-from orchestrator.core.schema import Problem, load
+from orchestrator.core.json.schema import Problem, load
+from orchestrator.core.planning.names import name_problem
 from orchestrator.errors import InputError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 ENTRY_POINT_GROUP = "orch.workloads"
-# A workload's own name names files (report names, cache keys): the sweep name's rule.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FOUND: dict[str, FoundWorkload] = {}
 P = TypeVar("P", bound="DataclassInstance")   # a workload's parameter dataclass
 
@@ -175,7 +173,8 @@ def _as_workload(obj: object, ref: str) -> Workload[Any]:
         raise UnknownWorkload(f"workload {ref!r} is a {type(obj).__name__}, not an orch.workload.Workload "
                               "(nor a subclass or a function returning one)")
     problems = []
-    if not isinstance(getattr(obj, "name", None), str) or not NAME_RE.match(obj.name):
+    # A workload's own name names files (report names, cache keys): the sweep name's rule.
+    if name_problem(getattr(obj, "name", None), "name") is not None:
         problems.append(f"its name {getattr(obj, 'name', None)!r} must be letters, digits, '.', '_' or '-'")
     params_type = getattr(obj, "params_type", None)
     if not (isinstance(params_type, type) and dataclasses.is_dataclass(params_type)):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.core.schema import InvalidInput, Problem
+from orchestrator.core.json.schema import InvalidInput, Problem
 from orchestrator.errors import InputError
 from orchestrator.io.files import MAX_YAML_BYTES, UnreadableFile, read_input_text
 

@@ -1,12 +1,12 @@
-"""A sweep's report from its results folder: every table, the RCP-style convergence file, the plots and the
-Markdown document that ties them together.
-
-`analyze` is pure (results in, tables out); `write_report` writes files; `terminal_report` gives rich
-renderables. Output is deterministic (no generation time, no absolute paths) so golden files stay stable.
+"""A sweep's report written: every table of its `ReportData` (report.data) as CSV and JSON, the RCP-style
+convergence file, the plots and the Markdown document that ties them together (`write_report`), or the same
+tables as rich renderables (`terminal_report`). Output is deterministic (no generation time, no absolute paths) so
+golden files stay stable.
 
     results = load_results("results/classifier")
-    paths = write_report(results, results.path / "report")       # report.md, CSV, JSON, PNG
-    Console().print(*terminal_report(results))
+    data = orchestrator.app.report.analyzed(results)             # the tables, the models fitted once
+    paths = write_report(results, data, results.path / "report")  # report.md, CSV, JSON, PNG
+    Console().print(*terminal_report(results, data))
 """
 
 from __future__ import annotations
@@ -14,147 +14,23 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.core import convergence as conv
-from orchestrator.core import tables as tab
-from orchestrator.core import time_to_train as ttt
-from orchestrator.core.json_types import JsonReadable
-from orchestrator.core.records import Records
-from orchestrator.core.table import Table
 from orchestrator.errors import InputError
 from orchestrator.io.files import write_atomic
 from orchestrator.io.store import REPORT_DIR, Results
 from orchestrator.report import markdown, plots
+from orchestrator.report.data import ReportData, rcp_file_name
 from orchestrator.report.render import to_csv, to_json, to_rich
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import RenderableType
 
-    from orchestrator.core.predict.fit import Fitted
-
 FORMATS = ("md", "csv", "json", "png")
 REPORT_FILE = "report.md"
-
-
-@dataclass(frozen=True, slots=True)
-class ReportData:
-    """Everything the report shows, computed from the records."""
-
-    scalability: tuple[Table, ...]          # normalized, one per local batch
-    throughput: tuple[Table, ...]           # absolute samples/s with CV
-    efficiency: tuple[Table, ...]
-    weak_scaling: tuple[Table, ...]
-    hardware: Table
-    convergence: tuple[conv.BatchConvergence, ...]
-    convergence_table: Table
-    times: tuple[ttt.LayoutTime, ...]
-    time_to_train: Table
-    rcp: dict[str, JsonReadable]
-    prediction: tuple[Table, ...] = ()       # the fitted models and their held-out validation, when fittable
-    fitted: Fitted | None = None             # the fitted models, for the calibration plot
-    warnings: tuple[str, ...] = ()           # what makes the figures untrustworthy (a busy machine), said first
-
-    def sections(self) -> list[tuple[str, list[Table]]]:
-        """(heading, tables) in report order; a section without tables has no data yet."""
-        return [
-            ("Scalability", list(self.scalability)),
-            ("Throughput", list(self.throughput)),
-            ("Scaling efficiency", list(self.efficiency)),
-            ("Weak scaling", list(self.weak_scaling)),
-            ("Convergence", [self.convergence_table] if self.convergence else []),
-            ("Time to train", [self.time_to_train] if self.times else []),
-            ("Hardware efficiency", [self.hardware] if self.hardware.rows else []),
-            ("Prediction", list(self.prediction)),
-        ]
-
-    def tables(self) -> list[Table]:
-        return [t for _, tables in self.sections() for t in tables]
-
-
-def planned_seeds(results: Results) -> tuple[int, ...]:
-    return tuple((results.sweep_spec.get("convergence") or {}).get("seeds") or ())
-
-
-def platform(results: Results) -> str:
-    """'Intel(R) Xeon(R) ...; 1 node(s): 2 socket(s) × 4 cores ...; backend gloo' for the RCP file."""
-    topology = results.typed_topology()
-    env = results.environment
-    parts = [env.get("cpu_model"), topology.describe() if topology else None,
-             f"backend {(env.get('backend') or {}).get('chosen')}" if env.get("backend") else None]
-    return "; ".join(p for p in parts if p)
-
-
-def analyze(results: Results) -> ReportData:
-    """All tables of the report. Pure."""
-    records, derived = results.records, results.derived
-    batches = conv.convergence_by_batch(records)
-    times = tuple(ttt.layout_times(records, derived, batches))
-    prediction, fitted = _prediction(records)
-    return ReportData(
-        scalability=tuple(tab.scalability_tables(records, derived)),
-        throughput=tuple(tab.throughput_tables(records, derived)),
-        efficiency=tuple(tab.efficiency_tables(records, derived)),
-        weak_scaling=tuple(tab.weak_scaling_tables(records, derived)),
-        hardware=tab.hardware_efficiency_table(records, fallback_flops=derived.train_flops_per_sample,
-                                               fallback_source=(derived.sources or {}).get("flops_per_sample", "")),
-        convergence=batches,
-        convergence_table=conv.convergence_table(batches, planned_seeds(results)),
-        times=times,
-        time_to_train=ttt.time_to_train_table(times, derived.samples_per_epoch),
-        rcp=conv.rcp_dict(batches, benchmark=benchmark_name(results), platform=platform(results),
-                          when=results.environment.get("started_at") or "",
-                          params=dict((results.sweep_spec.get("workload") or {}).get("params") or {})),
-        warnings=machine_warnings(records),
-        prediction=prediction, fitted=fitted,
-    )
-
-
-def machine_warnings(records: Records) -> tuple[str, ...]:
-    """What the records say of the machine they ran on, in the words `orch predict` uses: GEMM peaks that slow
-    down on more cores mean a busy machine (or vCPUs sharing a core), and the scaling tables are not findings."""
-    from orchestrator.core.predict.data import gemm_peaks
-    from orchestrator.core.predict.evidence import disturbed_warning
-
-    warning = disturbed_warning(gemm_peaks(records))
-    return (warning,) if warning else ()
-
-
-def _prediction(records: Records) -> tuple[tuple[Table, ...], Fitted | None]:
-    """The Prediction section: the models `orch predict` fits, with their held-out validation; nothing
-    when the records cannot support a fit (the section then says which cells would)."""
-    from orchestrator.core.predict import tables as ptab
-    from orchestrator.core.predict.fit import NotFittable, fit_all
-
-    try:
-        fitted = fit_all(records, coverage=True)
-    except NotFittable:
-        return (), None
-    tables = [ptab.model_table(fitted)] + ([ptab.calibration_table(fitted)] if fitted.links else [])
-    tables.append(ptab.validation_table(fitted))
-    if fitted.points:
-        tables.append(ptab.epochs_table(fitted))
-    return tuple(tables), fitted
-
-
-def benchmark_name(results: Results) -> str:
-    """The workload's name, as the RCP file's benchmark and in its file name."""
-    from orchestrator.core.spec import name_problem
-
-    reference = (results.sweep_spec.get("workload") or {}).get("name")
-    # Older folders have no derived.workload: their spec's reference was the workload's name then; a reference
-    # that is a path or an import path never names a file.
-    fallback = reference if isinstance(reference, str) and name_problem(reference, "", workload=False) is None else None
-    return results.derived.workload or fallback or "workload"
-
-
-def rcp_file_name(results: Results) -> str:
-    """Named like MLPerf's files, `rcps_<benchmark>.json`."""
-    return f"rcps_{benchmark_name(results)}.json"
 
 
 def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
@@ -164,7 +40,7 @@ def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
     return tuple(formats)
 
 
-def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+def write_report(results: Results, data: ReportData, out_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write the report into `out_dir` (created if needed) and return the files written, in order:
     per table `<name>.csv` / `<name>.json`, `rcps_<workload>.json`, the PNG plots, then `report.md`.
 
@@ -173,7 +49,6 @@ def write_report(results: Results, out_dir: Path, formats: Sequence[str] = FORMA
     formats = check_formats(formats)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = analyze(results)
     written: list[Path] = []
 
     def put(name: str, text: str) -> None:
@@ -219,10 +94,9 @@ def report_folder(results: Results, out_dir: str | Path | None) -> Path:
     return default
 
 
-def report_file_names(results: Results) -> list[str]:
+def report_file_names(results: Results, data: ReportData) -> list[str]:
     """The names of every file `write_report` may write for these results (the files `orch report --mlflow`
     uploads from RESULTS/report when it wrote none itself): nothing else in the folder is the report's."""
-    data = analyze(results)
     names = [f"{t.name}.{ext}" for t in data.tables() for ext in ("csv", "json")]
     names += [rcp_file_name(results), REPORT_FILE, "throughput-vs-cores.png", "convergence.png",
               "time-to-train.png", "allreduce.png"]
@@ -249,14 +123,13 @@ def _figures(data: ReportData, results: Results) -> Iterator[tuple[str, str, Fig
             yield section, name, fig
 
 
-def terminal_report(results: Results) -> list[RenderableType]:
+def terminal_report(results: Results, data: ReportData) -> list[RenderableType]:
     """Rich renderables: a summary, then every table under its section heading (for `orch report
     --format terminal` and the end of `orch sweep`)."""
     from rich.rule import Rule
     from rich.text import Text
 
-    data = analyze(results)
-    name = results.sweep_spec.get("name") or results.path.name
+    name = results.spec.name
     out: list[RenderableType] = [Rule(f"orch report: {name}"), Text("\n".join(markdown.summary_lines(results, data)))]
     out += [Text(f"warning: {warning}", style="yellow") for warning in data.warnings]
     for section, tables in data.sections():

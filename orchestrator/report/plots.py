@@ -14,11 +14,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.core.convergence import BatchConvergence
-from orchestrator.core.records import Record
-from orchestrator.core.table import Table
-from orchestrator.core.tables import layout_label, samples_per_s, throughput_index
-from orchestrator.core.time_to_train import LayoutTime, duration_unit, fastest, human_duration
+from orchestrator.core.measured.convergence import BatchConvergence
+from orchestrator.core.measured.records import Record
+from orchestrator.core.tabulate.throughput import layout_label, samples_per_s, throughput_index
+from orchestrator.core.tabulate.time_to_train import LayoutTime, fastest
+from orchestrator.core.text.table import Table
+from orchestrator.core.text.units import duration_unit, human_duration
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

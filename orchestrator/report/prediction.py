@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
-from orchestrator.core.json_types import JsonReadable
+from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.predict import tables as ptab
 from orchestrator.core.predict.capacity import Prediction, Recommendation, Target
 from orchestrator.core.predict.comm import link_words
@@ -18,7 +18,7 @@ from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
 from orchestrator.core.predict.saved import SavedPrediction
 from orchestrator.core.predict.saved import to_json as saved_to_json
-from orchestrator.core.table import Table
+from orchestrator.core.text.table import Table
 from orchestrator.io.files import write_atomic
 from orchestrator.report.plots import _figure, save
 from orchestrator.report.prediction_plots import epochs_figure, throughput_figure

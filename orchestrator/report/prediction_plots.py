@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.core.predict.capacity import Prediction
 from orchestrator.core.predict.validate import CELL_AXIS
@@ -21,7 +21,19 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from orchestrator.report.prediction import PredictionReport
+    from orchestrator.core.predict.fit import Fitted
+
+
+class PredictionReport(Protocol):
+    """What the plots read of a prediction (report.prediction.PredictionReport, whose module imports this one:
+    named here by what it holds, so the two modules do not import each other)."""
+
+    @property
+    def fitted(self) -> Fitted: ...
+    @property
+    def predictions(self) -> tuple[Prediction, ...]: ...
+    @property
+    def target_words(self) -> str: ...
 
 EPOCHS_CURVE_POINTS = 60
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.core.json_types import JsonDict, JsonMapping, JsonReadable
+from orchestrator.core.json.values import JsonDict, JsonMapping, JsonReadable
 from orchestrator.core.profile import analysis as pa
 from orchestrator.core.profile import checks as pc
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, ReplayRow, as_target

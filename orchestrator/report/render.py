@@ -1,4 +1,4 @@
-"""Render `orchestrator.core.table.Table` as terminal (rich), Markdown, CSV and JSON."""
+"""Render `orchestrator.core.text.table.Table` as terminal (rich), Markdown, CSV and JSON."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from orchestrator.core.table import BEST, FAILED, INFEASIBLE, MISSING, Table
+from orchestrator.core.text.table import BEST, FAILED, INFEASIBLE, MISSING, Table
 
 _STYLES = {BEST: "bold green", INFEASIBLE: "dim", FAILED: "bold red", MISSING: "dim"}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, TypedDict
 
-from orchestrator.core.json_types import JsonReadable
+from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.predict.saved import BASELINE_WORDS
 from orchestrator.core.predict.score import CONVERGENCE, EPOCHS, AxisScore, Row
-from orchestrator.core.table import DASH, Cell, Table
+from orchestrator.core.text.table import DASH, Cell, Table
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

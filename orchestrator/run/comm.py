@@ -7,19 +7,19 @@ import os
 from importlib import metadata
 from typing import NotRequired, TypedDict
 
-# oneCCL's settings that decide how it ran: rank_environment (run.launcher) sets the CCL_ ones; libfabric's
+# oneCCL's settings that decide how it ran: rank_environment (run.driver.launcher) sets the CCL_ ones; libfabric's
 # (FI_*) are recorded where a user set them.
 CCL_ENV_KEYS = ("CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_YIELD",
                 "CCL_LOCAL_RANK", "CCL_LOCAL_SIZE", "CCL_PROCESS_LAUNCHER", "CCL_KVS_IFACE", "FI_TCP_IFACE",
                 "FI_PROVIDER", "FI_PROVIDER_PATH")
-# The interface Gloo bound to (run.launcher.interface_settings), recorded for either backend.
+# The interface Gloo bound to (run.driver.launcher.interface_settings), recorded for either backend.
 GLOO_ENV_KEYS = ("GLOO_SOCKET_IFNAME",)
 # Distributions that install oneCCL's runtime (libccl.so), CPU-only first.
 ONECCL_DISTS = ("oneccl-cpu", "oneccl")
 
 
 class CommunicationJson(TypedDict):
-    """`communication_report`'s object (core.records.CommunicationSection reads it)."""
+    """`communication_report`'s object (core.measured.records.CommunicationSection reads it)."""
 
     backend: str
     version: str | None

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields
+import typing
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from orchestrator.core.jsonobject import JsonObject
-from orchestrator.core.lr import LrSchedule
-from orchestrator.core.records import CommunicationSection, Kind
+from orchestrator.core.json.jsonobject import JsonObject
+from orchestrator.core.measured.records import CommunicationSection, Kind
+from orchestrator.core.planning.lr import LrSchedule
 from orchestrator.io.files import read_nofollow, write_atomic
 from orchestrator.run.reports import REPORTS, AllreduceReport, ConvergenceReport, PeakReport, ThroughputReport
 
 if TYPE_CHECKING:
-    from orchestrator.core.spec import ConvergenceSpec, MeasureSpec
+    from orchestrator.core.planning.spec import ConvergenceSpec, MeasureSpec
 
 R = TypeVar("R", bound=JsonObject)
+D = TypeVar("D")
 
 
 class Phase(StrEnum):
@@ -45,7 +48,7 @@ class Phase(StrEnum):
 STARTUP_PHASES = frozenset({Phase.STARTING, Phase.BUILDING})
 
 
-# What a rank process is asked to do: one of the record kinds (core.records.Kind, the one list of them), a
+# What a rank process is asked to do: one of the record kinds (core.measured.records.Kind, the one list of them), a
 # profile (`orch profile`, whose output is a profile folder, not a trial record) or a probe (`orch probe`: one
 # rank's memory, FLOPs and epoch size, cached and kept beside the records, not one of them).
 PROFILE: Final = "profile"
@@ -85,7 +88,7 @@ class Steps:
 
     @staticmethod
     def of(measure: MeasureSpec) -> Steps:
-        """The steps the spec's measure section (core.spec.MeasureSpec) asks for."""
+        """The steps the spec's measure section (core.planning.spec.MeasureSpec) asks for."""
         return Steps(warmup=measure.warmup_steps, timed=measure.timed_steps, repeats=measure.repeats,
                      data=measure.data)
 
@@ -115,8 +118,8 @@ class ConvergenceSettings:
 
     @staticmethod
     def of(section: ConvergenceSpec, global_batch: int, seed: int | None = None) -> ConvergenceSettings:
-        """From the spec's convergence section (core.spec.ConvergenceSpec) for one global batch and seed: the edge
-        is probed on every seed in mode full, on the first seed in mode auto."""
+        """From the spec's convergence section (core.planning.spec.ConvergenceSpec) for one global batch and seed:
+        the edge is probed on every seed in mode full, on the first seed in mode auto."""
         probed = section.edge == "full" or (section.edge == "auto" and (seed is None or seed == section.seeds[0]))
         return ConvergenceSettings(**{f.name: getattr(section, f.name) for f in fields(ConvergenceSettings)
                                       if f.name not in ("global_batch", "edge")}, global_batch=global_batch,
@@ -180,23 +183,32 @@ Task = ThroughputTask | ConvergenceTask | PeakTask | AllreduceTask | ProfileTask
 T = TypeVar("T", ThroughputTask, ConvergenceTask, PeakTask, AllreduceTask, ProfileTask, ProbeTask)
 
 
-def task_from_json(data: dict[str, Any]) -> Task:
-    """The task written as `data` (RankJob.to_json), read back as its kind's member."""
-    rest = {k: v for k, v in data.items() if k != "kind"}
-    match job_kind(data["kind"]):
-        case Kind.THROUGHPUT:
-            return ThroughputTask(steps=Steps(**rest["steps"]))
-        case Kind.CONVERGENCE:
-            return ConvergenceTask(settings=ConvergenceSettings(**rest["settings"]))
-        case Kind.PEAK:
-            return PeakTask(**rest)
-        case Kind.ALLREDUCE:
-            return AllreduceTask(**rest)
-        case "profile":
-            return ProfileTask(**rest)
-        case "probe":
-            return ProbeTask(steps=Steps(**rest["steps"]))
-    raise ValueError(f"a job of an unknown kind {data['kind']!r}")
+def _task_types() -> dict[str, type[Task]]:
+    """The union's members by the `kind` each one's default says: a member added to `Task` is read back with
+    no other edit."""
+    members: tuple[type[Task], ...] = typing.get_args(Task)
+    return {str(next(f.default for f in fields(m) if f.name == "kind")): m for m in members}
+
+
+def _built(cls: type[D], data: Mapping[str, object]) -> D:
+    """A dataclass from its `asdict` form, its dataclass-typed fields (a task's steps, its settings) likewise."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields(cls):   # type: ignore[arg-type]   # D: a member of Task, or one of their sections
+        if f.name in data:
+            value, hint = data[f.name], hints[f.name]
+            nested = isinstance(hint, type) and is_dataclass(hint)
+            values[f.name] = _built(hint, value) if nested and isinstance(value, Mapping) else value
+    return cls(**values)
+
+
+def task_from_json(data: Mapping[str, object]) -> Task:
+    """The task written as `data` (RankJob.to_json), read back as its kind's member of `Task`."""
+    kind = str(data.get("kind"))
+    member = _task_types().get(kind)
+    if member is None:
+        raise ValueError(f"a job of an unknown kind {kind!r}; known: {', '.join(_task_types())}")
+    return _built(member, {**data, "kind": job_kind(kind)})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,7 +217,7 @@ class ScriptSettings:
     in for the trial, where it runs, and what its reporter (orch.script) needs of the sweep."""
 
     path: str                       # absolute
-    args: list[str]                 # placeholders filled (core.script)
+    args: list[str]                 # placeholders filled (core.planning.script)
     sha256: str                     # the rank checks that the script it runs is the one planned
     sources: str | None = None      # and that the Python files of its folder are (io.files.python_sources_sha256)
     cwd: str                        # the sweep file's folder: relative paths in args mean what they say there
@@ -277,7 +289,7 @@ class RankOutput:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankResult:
     """What a rank reports when it has finished its job: written by the rank (run.rank.main) as JSON in
-    its result file, read back by its launcher and turned into the trial's record (run.recording).
+    its result file, read back by its launcher and turned into the trial's record (run.driver.recording).
     The sections are the protocols' own reports (run.reports), read back typed."""
 
     rank: int
@@ -320,7 +332,7 @@ class RankResult:
         """The report, if it is a `kind` (what a trial of that kind's ranks report), else None."""
         return self.report if isinstance(self.report, kind) else None
 
-    # The built-in kinds' reports by name, for the driver's readers (run.recording) and the tests.
+    # The built-in kinds' reports by name, for the driver's readers (run.driver.recording) and the tests.
     @property
     def throughput(self) -> ThroughputReport | None:
         return self.report_of(ThroughputReport)

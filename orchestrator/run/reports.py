@@ -1,16 +1,16 @@
 """What a rank reports of its job, one report type per job kind (`REPORTS`; `job.RankResult.report`): frozen
-dataclasses that cross the rank's result file as JSON (`core.jsonobject`), so the driver's readers
-(`run.recording`, `run.probe`, `run.profile_run`) read fields, not keys. Part of the wire format between the
-driver and the rank processes: no torch, nothing of either side.
+dataclasses that cross the rank's result file as JSON (`core.json.jsonobject`), so the driver's readers
+(`run.driver.recording`, `run.driver.probe`, `run.driver.profile_run`) read fields, not keys. Part of the wire
+format between the driver and the rank processes: no torch, nothing of either side.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.core.jsonobject import JsonObject, optional
+from orchestrator.core.json.jsonobject import JsonObject, optional
+from orchestrator.core.measured.records import EdgeSection, Kind, NoiseScaleSection
 from orchestrator.core.profile.result import RankProfile
-from orchestrator.core.records import EdgeSection, Kind, NoiseScaleSection
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -32,7 +32,7 @@ class ThroughputReport(Report):
     data_wait_s: float | None                    # waiting for batches in the timed region; None: not seen (a script)
     timed_s: float
     train_flops_per_sample: float | None = None
-    train_flops_rule: str | None = optional()   # how they were counted (core.flop_count); None: not counted
+    train_flops_rule: str | None = optional()   # how they were counted (core.profile.flop_count); None: not counted
     ddp_wire_dtype: str | None = optional()
     ddp_wire_bucket_bytes: list[int] | None = optional()
 
@@ -48,7 +48,7 @@ class ConvergenceReport(Report):
     curve: list[list[float]]              # [[epoch, metric]]
     lr: float | None                      # the last learning rate set
     train_s: float
-    noise_scale: NoiseScaleSection | None = optional()   # the gradient noise scale (run.noise_scale)
+    noise_scale: NoiseScaleSection | None = optional()   # the gradient noise scale (run.rank.noise_scale)
     edge: EdgeSection | None = optional()                # the stability edge (run.rank.edge), where probed
 
 
@@ -85,7 +85,7 @@ class ProbeReport(Report):
     library_mib: float = 0.0            # its file-backed pages (torch's libraries, ...): once per node, apart
     flops_per_step: float | None        # orch's FLOP counter on one training step
     flops_error: str | None = optional()
-    flops_rule: str | None = optional()  # how they were counted (core.flop_count); None: not counted
+    flops_rule: str | None = optional()  # how they were counted (core.profile.flop_count); None: not counted
     samples_per_epoch: int | None = None
     gradient_bytes: int = 0
     gradient_dtype: str | None = None

@@ -7,13 +7,13 @@ import json
 import textwrap
 from pathlib import Path
 
-from orchestrator.core import records as rec
-from orchestrator.core.calibration import calibration_key
-from orchestrator.core.grid import Trial
+from orchestrator.core.execution.calibration import calibration_key
+from orchestrator.core.machine.topology import CompactTopology, build_compact
+from orchestrator.core.measured import records as rec
+from orchestrator.core.planning.trial import Trial
 from orchestrator.core.predict import comm
 from orchestrator.core.predict.epochs import critical_batch_epochs
 from orchestrator.core.predict.step import Layout, StepModel
-from orchestrator.core.topology import CompactTopology, build_compact
 from orchestrator.io.store import append_record, write_json
 from orchestrator.io.sweepfile import load_sweep
 
@@ -61,7 +61,7 @@ def write_results(folder: Path, *, layouts: list[tuple[int, int, int]], converge
     write_json(results / "spec.json", {"spec": sweep.frozen_spec(), "derived": {
         "samples_per_epoch": 8192, "ranks": [1, 2], "threads": [1, 2], "local_batches": [8, 16, 32, 64, 128],
         "workload": "classifier", "metric": "accuracy",
-        # as a sweep records it (run.sweep): the memory a reader predicts with, never asking the workload
+        # as a sweep records it (run.driver.sweep): the memory a reader predicts with, never asking the workload
         "memory_mib": {str(b): sweep.facts.memory.mib(b) for b in (1, 8, 16, 32, 64, 128, 256)}}})
     write_json(results / "topology.json", topology.to_dict())
     write_json(results / "environment.json", {"backend": {"chosen": "gloo"}, "cpu_model": "Test CPU"})

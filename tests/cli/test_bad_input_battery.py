@@ -500,7 +500,7 @@ def test_report_out_mlflow_uploads_the_reports_files_only(tmp_path, tally):
         (out / ".env").write_text(f"TOKEN={SECRET}\n")
         (out / "sub" / "notes.txt").write_text(SECRET)
         (out / "linked.md").symlink_to(out / ".env")
-        done = orch_cli("report", str(results), "--format", "all", "--out", str(out), "--mlflow",
+        done = orch_cli("report", str(results), "--format", "all", "--out", str(out), "--mlflow-uri",
                         f"sqlite:///{tmp_path / 'mine.db'}", cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         written = {p.name for p in out.iterdir()} - {".env", "sub", "linked.md"}
@@ -520,7 +520,7 @@ def test_a_folder_file_that_is_a_link_is_refused_and_never_uploaded(tmp_path, ta
         secret.write_text(json.dumps({"cpu_model": SECRET, "token": SECRET}))
         (results / "environment.json").unlink()
         (results / "environment.json").symlink_to(secret)
-        done = orch_cli("report", str(results), "--format", "md", "--mlflow", f"sqlite:///{tmp_path / 'mine.db'}",
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow-uri", f"sqlite:///{tmp_path / 'mine.db'}",
                         cwd=tmp_path)
         assert done.returncode == 2 and "environment.json: is a link" in done.stderr, done.stderr[-2000:]
         assert SECRET not in done.stdout + done.stderr
@@ -584,7 +584,7 @@ def test_a_tracking_server_that_pages_for_ever_is_given_up_on(tmp_path, tally):
     with hostile(tally, "an MLflow server that pages for ever"), EndlessPagesServer(tmp_path / "art") as server:
         results = _results(tmp_path)
         started = time.monotonic()
-        done = orch_cli("report", str(results), "--format", "md", "--mlflow", server.uri, cwd=tmp_path, timeout=280)
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow-uri", server.uri, cwd=tmp_path, timeout=280)
         assert done.returncode == 1, done.stderr[-2000:]
         assert "the search for this sweep's runs" in done.stderr and "did not end" in done.stderr
         assert server.pages <= 100 and time.monotonic() - started < 280
@@ -597,7 +597,7 @@ def test_a_tracking_server_that_never_finishes_answering_is_waited_for_a_bounded
 
     with hostile(tally, "an MLflow server that never finishes answering"), DripServer() as server:
         results = _results(tmp_path)
-        done = orch_cli("report", str(results), "--format", "md", "--mlflow", server.uri, cwd=tmp_path, timeout=120,
+        done = orch_cli("report", str(results), "--format", "md", "--mlflow-uri", server.uri, cwd=tmp_path, timeout=120,
                         env={"ORCH_TRACKING_WAIT_S": "3"})
         assert done.returncode == 1, done.stderr[-2000:]
         assert "still not done after 3 s" in done.stderr and (results / "report" / "report.md").is_file()

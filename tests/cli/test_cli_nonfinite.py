@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
-from orchestrator.core.spec import SECTIONS, SweepSpec
+from orchestrator.core.planning.spec import SECTIONS, SweepSpec
 from orchestrator.io.workload_finder import UnknownWorkload, entry_points, find_workload
 
 REPO = Path(__file__).resolve().parents[2]

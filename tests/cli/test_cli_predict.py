@@ -25,7 +25,7 @@ def results(tmp_path):
 
 def test_predict_on_its_own_machine_validates_and_recommends(results, capsys, tmp_path):
     out = tmp_path / "out"
-    assert main(["predict", str(results), "--validate", "--deadline-h", "1", "--out", str(out)]) == 0
+    assert main(["predict", str(results), "--validate", "--deadline", "1h", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "Prediction: held-out validation" in text and "leave one cell out" in text
     assert "linear scaling" in text and "Amdahl (total cores)" in text
@@ -43,7 +43,7 @@ def test_predict_on_its_own_machine_validates_and_recommends(results, capsys, tm
 
 
 def test_predict_for_a_cluster_prints_table_and_recommendation(results, capsys, tmp_path):
-    code = main(["predict", str(results), "--topology", str(CLUSTER), "--budget-node-h", "0.05",
+    code = main(["predict", str(results), "--topology", str(CLUSTER), "--budget", "0.05node-h",
                  "--out", str(tmp_path / "o")])
     text = capsys.readouterr().out
     assert code == 0
@@ -110,7 +110,7 @@ def test_bad_options_are_exit_2(results, capsys):
     assert "comma-separated positive integers" in capsys.readouterr().err
     assert main(["predict", str(results), "--nodes", "8"]) == 2
     assert "the target has 1 node(s)" in capsys.readouterr().err
-    assert main(["predict", str(results), "--deadline-h", "1", "--budget-node-h", "2"]) == 2
+    assert main(["predict", str(results), "--deadline", "1h", "--budget", "2node-h"]) == 2
     for bad in ("0", "-5", "1.5"):
         assert main(["predict", str(results), "--samples-per-epoch", bad]) == 2
         assert "--samples-per-epoch" in capsys.readouterr().err

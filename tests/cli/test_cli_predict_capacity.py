@@ -61,8 +61,8 @@ def plan(tmp_path_factory):
     target.write_text("nodes: 2\nsockets: 1\ncores_per_socket: 4\nmemory_gib: 16\n"
                       "isa: {peak_fp32_gflops_per_core: 100}\n")
     plans = {}
-    for name, limit in (("deadline", ["--deadline-h", "1.5"]), ("budget", ["--budget-node-h", "1.0"]),
-                        ("late", ["--deadline-h", "1.0"])):
+    for name, limit in (("deadline", ["--deadline", "1.5h"]), ("budget", ["--budget", "1.0node-h"]),
+                        ("late", ["--deadline", "1h"])):
         out = folder / name
         assert main(["predict", str(results), "--topology", str(target), "--local-batch", "32",
                      "--samples-per-epoch", str(SPE), *limit, "--out", str(out)]) == 0

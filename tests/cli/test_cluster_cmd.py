@@ -25,7 +25,7 @@ def test_without_ip_and_tc_it_names_what_is_missing(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--rate", "1gbps"], "rate '1gbps': a positive number and one of bit, kbit"),
-    (["--latency", "soon"], "latency 'soon'"),
+    (["--latency", "soon"], "'soon' is not a duration"),
     (["--name", "Bad_Name"], "name 'Bad_Name': 1 to 8 lowercase letters"),
     (["--subnet", "8.8.8.0/24"], "not a private range"),
 ])
@@ -38,7 +38,7 @@ def test_bad_options_exit_2_with_the_reason(capsys, argv, message):
 
 
 def test_more_cores_than_this_process_has_are_refused_before_anything_is_made(capsys):
-    from orchestrator.run.emulated import usable_cores
+    from orchestrator.run.driver.emulated import usable_cores
 
     cores = len(usable_cores())
     code = main(["cluster", "up", "--nodes", str(cores + 1), "--cores-per-node", "1"])

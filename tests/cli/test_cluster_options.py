@@ -43,7 +43,7 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short():
 ])
 def test_cluster_options_refuse_what_cannot_work(capsys, monkeypatch, argv, message):
     from orchestrator.cli import main
-    from orchestrator.run.launcher import free_port
+    from orchestrator.run.driver.launcher import free_port
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.core.isa import FLAGS, CpuIsa
+from orchestrator.core.machine.isa import FLAGS, CpuIsa
 from orchestrator.io import isa as isa_io
 
 REPO = Path(__file__).resolve().parents[2]

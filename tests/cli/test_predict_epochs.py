@@ -18,7 +18,7 @@ CLUSTER = REPO / "sweeps" / "topologies" / "cluster-4x2s28c.yaml"
 
 
 def test_the_issue_command_warns_that_the_rcp_describes_another_workload(capsys):
-    args = ["predict", str(RETINANET), "--rcp", str(RCP_RETINANET), "--topology", str(CLUSTER), "--deadline-h", "2"]
+    args = ["predict", str(RETINANET), "--rcp", str(RCP_RETINANET), "--topology", str(CLUSTER), "--deadline", "2h"]
     assert main(args) == 0
     captured = capsys.readouterr()
     text = " ".join((captured.out + captured.err).split())
@@ -53,14 +53,14 @@ def test_an_rcp_that_orch_exported_for_the_same_workload_is_not_warned_about(tmp
 
 
 def test_the_deadline_prints_the_chance_of_missing_it_at_the_evaluation_cadence(capsys):
-    assert main(["predict", str(CLASSIFIER), "--deadline-h", "0.00006"]) == 0
+    assert main(["predict", str(CLASSIFIER), "--deadline", "0.216s"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "P(time-to-train > 6e-05 h) = " in text and "at the fast end of samples/s" in text
     assert "epochs stops at" in text and "(evaluations every 0.25)" in text
     # the runs recorded the square-root rule: the form that knows it, k frozen at 0 where the epochs do not need it
     assert "epochs model: A·B/(ε(B)·(1 − k·ε(B)·(1 + B_noise/B))) under the sqrt rule (0.01 at global batch 32)" in text
     assert "the measured epochs do not need k" in text
-    assert main(["predict", str(CLASSIFIER), "--deadline-h", "0.00006", "--json"]) == 0
+    assert main(["predict", str(CLASSIFIER), "--deadline", "0.216s", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["epochs_model"]["eval_every_epochs"] == 0.25 and out["epochs_model"]["epochs_form"] == "lr rule"
     assert out["epochs_model"]["epochs_k_mode"] == "limit" and out["epochs_model"]["b_crit_mode"] == "frozen"

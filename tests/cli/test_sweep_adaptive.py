@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.core.spec import parse_spec
+from orchestrator.core.planning.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSIFIER = REPO / "results" / "example-classifier"
@@ -41,7 +41,7 @@ def test_the_adaptive_section_is_loaded_strictly():
 
 
 def test_replay_prints_each_choice_and_the_answer(capsys):
-    rc = main(["sweep", str(SWEEP), "--replay", str(CLASSIFIER), "--target-width", "0.3"])
+    rc = main(["sweep", str(SWEEP), "--replay", str(CLASSIFIER), "--target-rel-width", "0.3"])
     out = " ".join(capsys.readouterr().out.split())     # wrapped between words at the console's width
     assert rc == 0, out
     assert "[1] r1-t2-b32 (24 core-s so far, as recorded): answer no interval" in out
@@ -59,7 +59,7 @@ def test_a_budget_in_the_sweep_file_stops_the_replay(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--budget", "soon"], "'soon' is not a duration"),
-    (["--target-width", "0"], "--target-width"),
+    (["--target-rel-width", "0"], "--target-rel-width"),
     (["--replay", "/nonexistent/folder"], "not a results folder"),
 ])
 def test_bad_adaptive_input_exits_2_with_one_line(args, message, capsys):

@@ -84,7 +84,7 @@ def test_a_workload_found_by_file_path_reads_back_and_names_its_files_by_its_own
     edit_spec(folder, lambda d: {**d, "spec": {**d["spec"], "workload": {**d["spec"]["workload"],
                                                                          "name": "/home/me/bench.py:workload"}}})
     from orchestrator.io.store import load_results
-    from orchestrator.report.build import benchmark_name
+    from orchestrator.report.data import benchmark_name
 
     assert benchmark_name(load_results(folder)) == load_results(folder).derived.workload
     edit_spec(folder, lambda d: {**d, "derived": {k: v for k, v in d["derived"].items() if k != "workload"}})
@@ -172,15 +172,15 @@ def test_predict_rcp_files_that_cannot_be_read(tmp_path, capsys, content, reason
 @pytest.mark.parametrize("option, value, reason", [
     ("--local-batch", ",".join(map(str, range(1, 40))), "39 values, more than 32"),
     ("--nodes", "1,2,1000000", "1000000 is more than 100,000"),
-    ("--deadline-h", "inf", "'inf': expected a finite positive number"),
-    ("--budget-node-h", "nan", "'nan': expected a finite positive number"),
+    ("--deadline", "inf", "'inf' is not a duration"),
+    ("--budget", "nan", "'nan' is not a cost in node-hours"),
 ])
 def test_predict_options_have_stated_bounds(capsys, option, value, reason):
     assert reason in run_bad(capsys, ["predict", str(EXAMPLE), option, value])
 
 
 def test_predict_a_plan_too_large_is_bad_input_not_a_traceback(capsys, monkeypatch):
-    from orchestrator.core import plan
+    from orchestrator.core.planning import plan
 
     monkeypatch.setattr(plan, "MAX_GRID_POINTS", 3)
     err = run_bad(capsys, ["predict", str(EXAMPLE), "--local-batch", "1,2,3,4,5,6,7,8"])

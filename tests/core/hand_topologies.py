@@ -5,8 +5,8 @@ Imported by name from the test modules next to it (pytest puts this folder on sy
 
 from __future__ import annotations
 
-from orchestrator.core.schema import load
-from orchestrator.core.topology import CompactTopology, Topology, build_compact, topology_from_data
+from orchestrator.core.json.schema import load
+from orchestrator.core.machine.topology import CompactTopology, Topology, build_compact, topology_from_data
 
 GIB = 1024
 

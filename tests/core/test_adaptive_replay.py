@@ -10,8 +10,8 @@ import pytest
 
 from orchestrator.core.adaptive import replay as rp
 from orchestrator.core.adaptive.answer import FASTEST, TABLE, Known, answer_of
-from orchestrator.core.convergence import convergence_by_batch
-from orchestrator.core.time_to_train import fastest, layout_times
+from orchestrator.core.measured.convergence import convergence_by_batch
+from orchestrator.core.tabulate.time_to_train import fastest, layout_times
 from orchestrator.io.store import load_results
 
 FOLDER = Path(__file__).resolve().parents[2] / "results" / "example-classifier"
@@ -20,7 +20,7 @@ FOLDER = Path(__file__).resolve().parents[2] / "results" / "example-classifier"
 @pytest.fixture(scope="module")
 def folder():
     res = load_results(FOLDER)
-    setting = rp.setting_of(res.sweep_spec, res.derived.samples_per_epoch, res.topology, res.environment)
+    setting = rp.setting_of(res.spec, res.derived.samples_per_epoch, res.topology, res.environment.precision_chosen)
     return res, setting
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.constraints import BACKEND, CORES, MEMORY, PACKING, SPANS_SOCKETS, Rules, check
-from orchestrator.core.grid import Trial, powers_of_two_up_to
-from orchestrator.core.placement import place
+from orchestrator.core.machine.placement import place
+from orchestrator.core.planning.constraints import BACKEND, CORES, MEMORY, PACKING, SPANS_SOCKETS, Rules, check
+from orchestrator.core.planning.grid import powers_of_two_up_to
+from orchestrator.core.planning.trial import Trial
 
 from hand_topologies import ALL, GIB, cluster_4x2s28c, compact, detailed, emulated_2s1c, xeon_2s28c, xeon_2s28c_smt
 

@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.core import convergence as conv
-from orchestrator.core.records import Status
-from orchestrator.core.table import FAILED
+from orchestrator.core.measured import convergence as conv
+from orchestrator.core.measured.records import Status
+from orchestrator.core.tabulate import convergence as conv_table
+from orchestrator.core.text.table import FAILED
 
 
 @pytest.mark.parametrize("epochs, mean", [
@@ -93,7 +94,7 @@ def three_batches(make):
 
 
 def test_table_normalizes_to_the_smallest_global_batch(three_batches, cell_texts):
-    table = conv.convergence_table(conv.convergence_by_batch(three_batches), planned_seeds=(0, 1, 2))
+    table = conv_table.convergence_table(conv.convergence_by_batch(three_batches), planned_seeds=(0, 1, 2))
     cells = cell_texts(table)
     assert [label for label, _ in table.rows] == ["32", "64", "128"]
     assert cells[("32", "epochs to target")] == "3.50 ± 0.41"
@@ -111,7 +112,7 @@ def test_a_batch_that_did_not_converge_says_so_and_normalization_moves_up(make, 
     records = ([make.conv(32, s, e) for s, e in enumerate([None, 3.0, None])]
                + [make.conv(64, s, e) for s, e in enumerate([4.0, 4.5, 5.0])]
                + [make.conv(128, s, e) for s, e in enumerate([6.0, 7.5, 9.0])])
-    table = conv.convergence_table(conv.convergence_by_batch(records))
+    table = conv_table.convergence_table(conv.convergence_by_batch(records))
     cells = cell_texts(table)
     assert cells[("32", "epochs to target")] == "did not converge by 10"
     assert table.rows[0][1][0].mark == FAILED
@@ -122,7 +123,7 @@ def test_a_batch_that_did_not_converge_says_so_and_normalization_moves_up(make, 
 
 
 def test_planned_seeds_that_have_not_run_are_footnoted(make, cell_texts):
-    table = conv.convergence_table(conv.convergence_by_batch([make.conv(32, 0, 4.0), make.conv(32, 1, 5.0)]),
+    table = conv_table.convergence_table(conv.convergence_by_batch([make.conv(32, 0, 4.0), make.conv(32, 1, 5.0)]),
                                    planned_seeds=(0, 1, 2))
     assert cell_texts(table)[("32", "seeds converged/run")] == "2/2 a"
     assert table.footnotes == ("a: global batch 32: seed 2 not run yet",)
@@ -130,13 +131,13 @@ def test_planned_seeds_that_have_not_run_are_footnoted(make, cell_texts):
 
 
 def test_empty_convergence_table_says_no_data_yet():
-    table = conv.convergence_table(())
+    table = conv_table.convergence_table(())
     assert table.rows == () and "no data yet" in table.caption
 
 
 def test_rcp_export_has_mlperfs_layout(three_batches, make):
     records = three_batches + [make.conv(256, s, None) for s in range(3)]
-    rcp = conv.rcp_dict(conv.convergence_by_batch(records), benchmark="classifier", platform="Xeon; 1 node",
+    rcp = conv_table.rcp_dict(conv.convergence_by_batch(records), benchmark="classifier", platform="Xeon; 1 node",
                         when="2025-11-20T09:00:00Z")
     assert list(rcp) == ["classifier_ref_32", "classifier_ref_64", "classifier_ref_128"]   # 256: none converged
     entry = rcp["classifier_ref_128"]
@@ -153,7 +154,7 @@ def test_rcp_export_has_mlperfs_layout(three_batches, make):
 
 def test_rcp_epochs_give_the_checkers_olympic_mean_when_all_converged(three_batches):
     """The checker's compute_rcp_stats: sort, drop one each end, mean; np.std over all."""
-    entry = conv.rcp_dict(conv.convergence_by_batch(three_batches), benchmark="b")["b_ref_32"]
+    entry = conv_table.rcp_dict(conv.convergence_by_batch(three_batches), benchmark="b")["b_ref_32"]
     epochs = sorted(entry["Epochs to converge"])
     assert sum(epochs[1:-1]) / len(epochs[1:-1]) == pytest.approx(entry["orch"]["olympic_mean_epochs"])
     mean = sum(epochs) / len(epochs)

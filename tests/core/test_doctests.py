@@ -29,4 +29,4 @@ def test_docstring_examples(name):
 
 
 def test_every_core_module_is_collected():
-    assert len(MODULES) >= 45 and "orchestrator.core.predict.bands" in MODULES and "orchestrator.core.spec" in MODULES
+    assert len(MODULES) >= 45 and "orchestrator.core.predict.bands" in MODULES and "orchestrator.core.planning.spec" in MODULES

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from orchestrator.core.emulation import (
+from orchestrator.core.machine.emulation import (
     ClusterRequest,
     CommandEnd,
     Owner,
@@ -16,31 +16,12 @@ from orchestrator.core.emulation import (
     is_cluster_namespace,
     kept_by_down,
     owner_of,
-    parse_duration,
-    parse_rate,
     plan_cluster,
     shapers,
     tbf_args,
 )
 
 CORES_4 = [(0, 4), (1, 5), (2, 6), (3, 7)]     # 4 physical cores with their hyperthreads
-
-
-@pytest.mark.parametrize("text, bits", [("25gbit", 25e9), ("200mbit", 2e8), ("1.5Gbit", 1.5e9), ("800kbit", 8e5)])
-def test_rates_are_read_in_tcs_bit_units(text, bits):
-    assert parse_rate(text) == bits
-
-
-@pytest.mark.parametrize("text", ["1gbps", "fast", "0gbit", "-1gbit", "1 gigabit", ""])
-def test_rates_in_bytes_or_without_a_unit_are_refused_with_the_units(text):
-    with pytest.raises(ValueError, match=r"bit, kbit, mbit, gbit, tbit \(bits per second"):
-        parse_rate(text)
-
-
-def test_latencies_and_their_refusal():
-    assert (parse_duration("2ms"), parse_duration("100us"), parse_duration("0.5s")) == pytest.approx((0.002, 1e-4, 0.5))
-    with pytest.raises(ValueError, match="latency '1 minute'"):
-        parse_duration("1 minute")
 
 
 def test_every_node_gets_its_namespace_address_and_whole_cores():

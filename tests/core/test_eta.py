@@ -1,4 +1,4 @@
-"""The sweep's time estimate (orchestrator.core.eta), by hand."""
+"""The sweep's time estimate (orchestrator.core.execution.eta), by hand."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from orchestrator.core import eta
-from orchestrator.core.eta import Eta, Work
+from orchestrator.core.execution import eta
+from orchestrator.core.execution.eta import Eta, Work
 
 
 def test_a_step_is_its_flops_at_the_stated_share_of_the_cores_gemm_rate():
@@ -46,7 +46,7 @@ def test_finished_trials_rescale_their_kind_and_running_ones_count_down():
 
 # --- a convergence run's cost, from what the sweep measured ------------------------------------------------
 
-from orchestrator.core import records as rec  # noqa: E402
+from orchestrator.core.measured import records as rec  # noqa: E402
 
 COSTS = eta.RunCosts(samples_per_epoch=256, max_epochs=10.0, eval_every_epochs=0.5, eval_samples=32, node_cores=2)
 

@@ -1,11 +1,11 @@
-"""orch's FLOP rule for convolutions as aten states them (core.flop_count): benchdnn's count (only the kernel taps
+"""orch's FLOP rule for convolutions as aten states them (core.profile.flop_count): benchdnn's count (only the kernel taps
 inside the input, core.profile.roofline) from torch's shapes and arguments, the forward and each gradient the
 same, worked out by hand. torch's own formula, 2 · N · OC · OH · OW · (IC / G) · KH · KW, is beside each case where
 it differs."""
 
 import pytest
 
-from orchestrator.core import flop_count as fc
+from orchestrator.core.profile import flop_count as fc
 from orchestrator.core.profile import roofline as rl
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.grid import Trial, expand, powers_of_two_up_to
-from orchestrator.core.spec import GridSpec
+from orchestrator.core.planning.grid import expand, powers_of_two_up_to
+from orchestrator.core.planning.spec import GridSpec
+from orchestrator.core.planning.trial import Trial
 
 from hand_topologies import (
     cluster_4x2s28c,

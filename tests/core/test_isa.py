@@ -1,10 +1,10 @@
-"""The CPU verdict and the precision chosen from it (orchestrator.core.isa): pure, with made-up probe figures."""
+"""The CPU verdict and the precision chosen from it (orchestrator.core.machine.isa): pure, with made-up probe figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.isa import FILE, FLAGS, PROBE, CpuIsa, features_from_flags, resolve_precision
+from orchestrator.core.machine.isa import FILE, FLAGS, PROBE, CpuIsa, features_from_flags, resolve_precision
 
 # What the probe saw on the development machine (AMD EPYC Zen 4, one core), natively and under the AVX2 cap
 NATIVE = CpuIsa(features=("avx2", "avx512f", "avx512_bf16"), fp32_gflops=102.0, bf16_gflops=204.0, source=PROBE)

@@ -1,4 +1,4 @@
-"""The noise-scale estimator (core.noise_scale) on gradients whose |G|² and tr(Σ) are known: per-sample
+"""The noise-scale estimator (core.measured.noise_scale) on gradients whose |G|² and tr(Σ) are known: per-sample
 gradients drawn around a true gradient, averaged at the two batch sizes as the ranks average them."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orchestrator.core import noise_scale as ns
-from orchestrator.core.records import ConvergenceSection
+from orchestrator.core.measured import noise_scale as ns
+from orchestrator.core.measured.records import ConvergenceSection
 
 DIM = 50
 

@@ -6,9 +6,9 @@ from itertools import combinations
 
 import pytest
 
-from orchestrator.core.grid import powers_of_two_up_to
-from orchestrator.core.placement import Placement, node_capacity, place, socket_slots, spread
-from orchestrator.core.topology import Topology
+from orchestrator.core.machine.placement import Placement, node_capacity, place, socket_slots, spread
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.planning.grid import powers_of_two_up_to
 
 from hand_topologies import (
     ALL,

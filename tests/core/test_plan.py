@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from orchestrator.core.constraints import BACKEND, CORES, MEMORY, SPANS_SOCKETS
-from orchestrator.core.grid import Trial
-from orchestrator.core.plan import CCL_MODULE, choose_backend, make_plan
-from orchestrator.core.plan_view import plan_tables, plan_to_dict
-from orchestrator.core.spec import SweepSpec, parse_spec
-from orchestrator.core.table import INFEASIBLE
+from orchestrator.core.planning.constraints import BACKEND, CORES, MEMORY, SPANS_SOCKETS
+from orchestrator.core.planning.plan import CCL_MODULE, choose_backend, make_plan
+from orchestrator.core.planning.spec import SweepSpec, parse_spec
+from orchestrator.core.planning.trial import Trial
+from orchestrator.core.planning.view import plan_tables, plan_to_dict
+from orchestrator.core.text.table import INFEASIBLE
 
 from hand_topologies import GIB, cluster_4x2s28c, emulated_2s1c, xeon_2s28c_smt, xeon_8s28c
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.constraints import MEMORY
-from orchestrator.core.facts import PROBE, WORKLOAD, workload_facts
-from orchestrator.core.plan import make_plan
-from orchestrator.core.plan_view import plan_tables, plan_to_dict
-from orchestrator.core.probe import ProbePoint, probe_result
-from orchestrator.core.schedule import admit_packed, memory_share_mib
-from orchestrator.core.spec import parse_spec
+from orchestrator.core.execution.schedule import admit_packed, memory_share_mib
+from orchestrator.core.planning.constraints import MEMORY
+from orchestrator.core.planning.facts import PROBE, WORKLOAD, workload_facts
+from orchestrator.core.planning.plan import make_plan
+from orchestrator.core.planning.probe import ProbePoint, probe_result
+from orchestrator.core.planning.spec import parse_spec
+from orchestrator.core.planning.view import plan_tables, plan_to_dict
 
 from hand_topologies import GIB, cluster_4x2s28c, xeon_2s28c_smt
 

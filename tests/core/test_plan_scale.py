@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from orchestrator.core.placement import place, spread
-from orchestrator.core.plan import MAX_GRID_POINTS, MAX_PLACED_RANKS, PlanTooLarge, make_plan
-from orchestrator.core.schema import load
-from orchestrator.core.spec import parse_spec
-from orchestrator.core.topology import MAX_CPUS_PER_NODE, MAX_NODES, CompactTopology, topology_from_data
+from orchestrator.core.json.schema import load
+from orchestrator.core.machine.placement import place, spread
+from orchestrator.core.machine.topology import MAX_CPUS_PER_NODE, MAX_NODES, CompactTopology, topology_from_data
+from orchestrator.core.planning.plan import MAX_GRID_POINTS, MAX_PLACED_RANKS, PlanTooLarge, make_plan
+from orchestrator.core.planning.spec import parse_spec
 
 from hand_topologies import GIB, cluster_4x2s28c, compact, detailed, heterogeneous_repeated
 

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from orchestrator.core.lr import LrScaling
+from orchestrator.core.measured.records import EdgeSection
+from orchestrator.core.planning.lr import LrScaling
 from orchestrator.core.predict import edge, epochs, epochs_edge
 from orchestrator.core.predict.epochs import BatchPoint
-from orchestrator.core.records import EdgeSection
 
 LINEAR = LrScaling(rule="linear", base_lr=0.02, base_batch=16)
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from orchestrator.core import lr
+from orchestrator.core.planning import lr
 from orchestrator.core.predict import deadline, epochs, epochs_lr
 from orchestrator.core.predict.noise_prior import BCritPrior
 

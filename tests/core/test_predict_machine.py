@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.isa import CpuIsa
+from orchestrator.core.machine.isa import CpuIsa
 from orchestrator.core.predict.machine import CPU_SPREAD, SourceCpu, what_if
 
 

@@ -12,12 +12,12 @@ import math
 
 import pytest
 
+from orchestrator.core.machine.topology import NodeLink, topology_from_data
 from orchestrator.core.predict import comm
 from orchestrator.core.predict.interval import basis_of, predict_cell
 from orchestrator.core.predict.machine import MachineWhatIf
 from orchestrator.core.predict.network import held_out_error, node_link_cost, stated_fit
 from orchestrator.core.predict.step import Cell, Layout, StepModel, combine
-from orchestrator.core.topology import NodeLink, topology_from_data
 
 SOCKET_FIT = comm.LinkFit("socket", 100e-6, 1 / 1.5e9, 8, 0.0)      # loopback: 12 Gbit/s, 100 µs per step
 BUCKETS = tuple(comm.ddp_buckets(6 * 2**20))

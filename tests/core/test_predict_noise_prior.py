@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from orchestrator.core import records as rec
+from orchestrator.core.measured import records as rec
 from orchestrator.core.predict import epochs, noise_prior
 from orchestrator.core.predict.fit import fit_all
 

@@ -1,4 +1,4 @@
-"""The probe's pure side (core.probe, core.facts, the dataset rule): the memory fit, its margin, DDP's copies and
+"""The probe's pure side (core.planning.probe, core.planning.facts, the dataset rule): the memory fit, its margin, DDP's copies and
 its source text; FLOPs and samples from the probe's points; the cache key; JSON round trips; which figure wins
 and what the plan says of each."""
 
@@ -8,11 +8,10 @@ import json
 
 import pytest
 
-from orchestrator.core.constraints import DATASET, MEMORY
-from orchestrator.core.facts import PROBE, SWEEP, UNKNOWN, WORKLOAD, workload_facts
-from orchestrator.core.plan import make_plan
-from orchestrator.core.plan_view import plan_tables, plan_to_dict
-from orchestrator.core.probe import (
+from orchestrator.core.planning.constraints import DATASET, MEMORY
+from orchestrator.core.planning.facts import PROBE, SWEEP, UNKNOWN, WORKLOAD, workload_facts
+from orchestrator.core.planning.plan import make_plan
+from orchestrator.core.planning.probe import (
     MEMORY_MARGIN,
     MemoryModel,
     ProbePoint,
@@ -22,7 +21,8 @@ from orchestrator.core.probe import (
     probe_key,
     probe_result,
 )
-from orchestrator.core.spec import parse_spec
+from orchestrator.core.planning.spec import parse_spec
+from orchestrator.core.planning.view import plan_tables, plan_to_dict
 
 from hand_topologies import one_socket_2c, xeon_2s28c
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from orchestrator.core.grid import Trial
+from orchestrator.core.planning.layout import layout_label, parse_layout
+from orchestrator.core.planning.trial import Trial
 from orchestrator.core.profile.events import UNATTRIBUTED_BACKWARD, Event, coverage, layer_times
-from orchestrator.core.profile.layout import layout_label, parse_layout
 
 BWD = "autograd::engine::evaluate_function: "
 

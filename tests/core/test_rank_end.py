@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from orchestrator.core.rank_end import (
+from orchestrator.core.measured.rank_end import (
     COLLECTIVE_TIMEOUT,
     EXIT_ORPHANED,
     Cause,

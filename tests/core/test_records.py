@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core import records as rec
+from orchestrator.core.measured import records as rec
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS_FILES = sorted([*(REPO / "results").rglob("trials.jsonl"), *(REPO / "tests" / "data").rglob("trials.jsonl")])

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from orchestrator.core import records as rec
-from orchestrator.core import tables
-from orchestrator.core.peaks import Peaks, peak_index
-from orchestrator.core.table import BEST
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.peaks import Peaks, peak_index
+from orchestrator.core.tabulate import throughput as tables
+from orchestrator.core.text.table import BEST
 
 # The case seen: fp32 small RetinaNet 1×1×8 on a Zen 4, 14.8 GFLOP per sample as torch counts it
 FLOPS = 14.76e9

@@ -1,18 +1,18 @@
-"""Which trials may run at once, and where (orchestrator.core.schedule): regions by isolation level, timing
+"""Which trials may run at once, and where (orchestrator.core.execution.schedule): regions by isolation level, timing
 trials moved only to identical free nodes, convergence runs packed onto free cores within memory shares."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.placement import place
-from orchestrator.core.schedule import (
+from orchestrator.core.execution.schedule import (
     admit_convergence,
     admit_packed,
     admit_timing,
     layout_region,
     memory_share_mib,
 )
+from orchestrator.core.machine.placement import place
 
 from hand_topologies import GIB, cluster_4x2s28c, detailed, emulated_2s1c, one_socket_2c, xeon_2s28c_smt
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.core.schema import InvalidInput, Problem, load, opt
+from orchestrator.core.json.schema import InvalidInput, Problem, load, opt
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

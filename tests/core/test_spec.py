@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from orchestrator.core.schema import InvalidInput, Problem, field_help, load, opt, to_plain
-from orchestrator.core.spec import ConvergenceSpec, GridSpec, SweepSpec, WorkloadSpec, parse_spec
+from orchestrator.core.json.schema import InvalidInput, Problem, field_help, load, opt, to_plain
+from orchestrator.core.planning.spec import ConvergenceSpec, GridSpec, SweepSpec, WorkloadSpec, parse_spec
 
 VALID = {
     "name": "table3",

@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.core import tables
-from orchestrator.core.table import BEST, FAILED, INFEASIBLE, MISSING
+from orchestrator.core.tabulate import throughput as tables
+from orchestrator.core.text.table import BEST, FAILED, INFEASIBLE, MISSING
 
 DERIVED = {"ranks": [1, 2, 4], "threads": [1, 2], "local_batches": [32]}
 

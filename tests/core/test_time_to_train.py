@@ -2,10 +2,10 @@
 
 import pytest
 
-from orchestrator.core import convergence as conv
-from orchestrator.core import tables
-from orchestrator.core import time_to_train as ttt
-from orchestrator.core.table import BEST, FAILED, MISSING
+from orchestrator.core.measured import convergence as conv
+from orchestrator.core.tabulate import throughput as tables
+from orchestrator.core.tabulate import time_to_train as ttt
+from orchestrator.core.text.table import BEST, FAILED, MISSING
 
 SAMPLES_PER_EPOCH = 1_200_000
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.core.topology import MAX_CPUS_PER_NODE, Core, NumaNode, cpu_ranges, topology_from_data
+from orchestrator.core.machine.topology import MAX_CPUS_PER_NODE, Core, NumaNode, cpu_ranges, topology_from_data
 
 from hand_topologies import (
     ALL,

@@ -1,4 +1,4 @@
-"""Fake trial runs for the record writer test: what a sweep hands run.recording (one record of each kind and
+"""Fake trial runs for the record writer test: what a sweep hands run.driver.recording (one record of each kind and
 end), the ranks' results read from the JSON they write, as the launcher reads them."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from orchestrator.core.plan import make_plan
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.core.spec import parse_spec
-from orchestrator.core.topology import CompactTopology, build_compact
-from orchestrator.run import recording
+from orchestrator.core.machine.topology import CompactTopology, build_compact
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.core.planning.plan import make_plan
+from orchestrator.core.planning.spec import parse_spec
+from orchestrator.run.driver import recording
+from orchestrator.run.driver.launcher import Outcome
+from orchestrator.run.driver.trial import TrialRun
 from orchestrator.run.job import RankResult
-from orchestrator.run.launcher import Outcome
-from orchestrator.run.trial import TrialRun
 
 STARTED_AT = 1763629380.4
 MEASURE = SimpleNamespace(warmup_steps=2, timed_steps=5, repeats=3)

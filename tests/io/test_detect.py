@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core.topology import Core, topology_from_data
+from orchestrator.core.machine.topology import Core, topology_from_data
 from orchestrator.io import detect
 from orchestrator.io.detect import detect_local, parse_cpulist
 

@@ -157,14 +157,14 @@ def test_a_lock_file_replaced_between_open_and_lock_is_not_trusted(tmp_path, mon
 def test_the_holder_line_keeps_no_uri_and_only_its_user_reads_it(tmp_path, monkeypatch):
     """The lock file names the command that holds it, but never a tracking URI (it may carry a password), and
     other users cannot read it."""
-    monkeypatch.setattr(sys, "argv", ["orch", "sweep", "s.yaml", "--mlflow", "https://me:pw@mlflow.example:5000",
+    monkeypatch.setattr(sys, "argv", ["orch", "sweep", "s.yaml", "--mlflow-uri", "https://me:pw@mlflow.example:5000",
                                       "--address=ray://head:10001"])
     lock = FolderLock(tmp_path)
     lock.acquire()
     try:
         text = (tmp_path / LOCK_FILE).read_text()
         assert "pw@" not in text and "mlflow.example" not in text and "ray://" not in text
-        assert json.loads(text)["command"] == "orch sweep s.yaml --mlflow <uri> --address=<uri>"
+        assert json.loads(text)["command"] == "orch sweep s.yaml --mlflow-uri <uri> --address=<uri>"
         assert os.stat(tmp_path / LOCK_FILE).st_mode & 0o077 == 0
     finally:
         lock.release()

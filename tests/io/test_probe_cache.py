@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.core.probe import ProbePoint, probe_result
+from orchestrator.core.planning.probe import ProbePoint, probe_result
 from orchestrator.io import probe_cache
 from orchestrator.io.probe_cache import cache_dir, cached_probe, code_fingerprint, probe_key_fields, store_probe
 from orchestrator.io.sweepfile import load_sweep
@@ -117,7 +117,7 @@ def test_a_training_script_is_probed_for_its_memory_its_epoch_size_is_the_sweep_
     assert facts.samples.value == 2048 and facts.samples.source == "the sweep file’s workload.samples_per_epoch: 2,048"
     assert facts.memory.source == "not known yet: the script has not been probed (`orch probe` runs it as one rank)"
     # The key follows the script's content and arguments, not a workload's parameters.
-    from orchestrator.core.probe import probe_key
+    from orchestrator.core.planning.probe import probe_key
     from orchestrator.io.probe_cache import probe_key_fields
 
     fields = probe_key_fields(sweep, "gloo")
@@ -137,7 +137,7 @@ def test_a_probe_counted_by_torchs_own_convolution_formula_is_measured_again_its
     """The FLOP rule is a key of the cache: a probe cached before the valid-tap count (key fields without it, its
     FLOPs torch's own formula's) is a miss; the same file kept in a results folder still reads (format 2: its
     memory is measured as now)."""
-    from orchestrator.core.flop_count import FLOPS_RULE
+    from orchestrator.core.profile.flop_count import FLOPS_RULE
     from orchestrator.io.probe_cache import PROBE_FILE, read_probe
 
     sweep = load_sweep(sweep_file(tmp_path, f"{LAZYNET}:workload"))

@@ -1,4 +1,4 @@
-"""The record writer keeps its bytes: a new trial's records, built by run.recording from what its ranks reported
+"""The record writer keeps its bytes: a new trial's records, built by run.driver.recording from what its ranks reported
 and appended by the store, are the lines orch wrote before records were typed (tests/data/record-writer, written
 by that orch from the same runs; their memory sections since rewritten as private memory and libraries). An
 older record's memory section (unique memory) still reads and writes back unchanged."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from record_runs import records
 
-from orchestrator.core import records as rec
+from orchestrator.core.measured import records as rec
 from orchestrator.io.store import TRIALS_FILE, append_record
 
 EXPECTED = Path(__file__).parent.parent / "data" / "record-writer" / TRIALS_FILE
@@ -49,9 +49,9 @@ def test_a_new_record_keeps_each_ranks_private_peak_and_libraries():
 def test_a_trials_record_says_how_its_flops_were_counted_and_an_older_one_reads_as_torchs_count():
     from record_runs import MEASURE, STARTED_AT, _ok, _throughput, plan
 
-    from orchestrator.core.tables import flops_rule_of
-    from orchestrator.run import recording
-    from orchestrator.run.trial import TrialRun
+    from orchestrator.core.tabulate.throughput import flops_rule_of
+    from orchestrator.run.driver import recording
+    from orchestrator.run.driver.trial import TrialRun
 
     p_plan, topology = plan()
     ranks = [_ok(r, throughput={**_throughput(r), "train_flops_rule": "valid-taps"}) for r in (0, 1)]

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.core.plan import make_plan
-from orchestrator.core.schema import InvalidInput
-from orchestrator.core.script import arg_problems, environment, fill_args, trial_values
-from orchestrator.core.topology import CompactTopology, build_compact
+from orchestrator.core.json.schema import InvalidInput
+from orchestrator.core.machine.topology import CompactTopology, build_compact
+from orchestrator.core.planning.plan import make_plan
+from orchestrator.core.planning.script import arg_problems, environment, fill_args, trial_values
 from orchestrator.io.store import spec_changes
 from orchestrator.io.sweepfile import load_sweep, sweep_from_frozen
 
@@ -149,10 +149,10 @@ def test_auto_means_gloo_for_a_script_and_ccl_runs_only_when_asked(tmp_path):
 
 
 def test_the_time_estimate_says_a_script_needs_its_flops_stated(tmp_path):
-    from orchestrator.core.schema import load
-    from orchestrator.run.estimate import sweep_estimate
-    from orchestrator.run.kinds.base import SweepContext
-    from orchestrator.run.kinds.throughput import ThroughputItem
+    from orchestrator.core.json.schema import load
+    from orchestrator.run.driver.estimate import sweep_estimate
+    from orchestrator.run.driver.kinds.base import SweepContext
+    from orchestrator.run.driver.kinds.throughput import ThroughputItem
 
     compact, problems = load(CompactTopology, {"name": "box", "sockets": 1, "cores_per_socket": 2, "memory_gib": 8,
                                                "isa": {"features": ["avx2"], "fp32_gflops": 20.0}})

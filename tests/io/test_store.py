@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.core.measured.environment import Environment
 from orchestrator.io.store import SpecChanged, load_results, prepare_folder, spec_changes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,21 +49,23 @@ def test_a_results_folder_from_before_concurrency_resumes_with_the_default_isola
     shutil.copytree(EXAMPLE, folder)
     before = (folder / "trials.jsonl").read_text()
     old = load_results(folder)
-    assert "isolation" not in old.spec["spec"]["measure"]
-    spec = json.loads(json.dumps(old.spec["spec"]))
+    stored = json.loads((folder / "spec.json").read_text())
+    assert "isolation" not in stored["spec"]["measure"] and old.spec.measure.isolation == "node"   # the default
+    spec = json.loads(json.dumps(stored["spec"]))
     spec["measure"]["isolation"] = "node"
-    records = prepare_folder(folder, spec, old.spec["derived"], old.topology, {})
+    topology = json.loads((folder / "topology.json").read_text())
+    records = prepare_folder(folder, spec, stored["derived"], topology, Environment())
     assert len(records) == len(old.records) and (folder / "trials.jsonl").read_text() == before
     spec["measure"]["isolation"] = "socket"
     with pytest.raises(SpecChanged, match="measure.isolation: 'node' → 'socket'"):
-        prepare_folder(folder, spec, old.spec["derived"], old.topology, {})
+        prepare_folder(folder, spec, stored["derived"], topology, Environment())
 
 
 def test_a_large_trials_file_is_read_a_line_at_a_time_with_the_same_records(tmp_path):
     """trials.jsonl is read a chunk (1 MiB) at a time, never whole: a record across a chunk's end, a character of
     several bytes cut by one, and a torn last line read as from the whole text; bytes that are not UTF-8 are named
     by their place in the file."""
-    from orchestrator.core import records as rec
+    from orchestrator.core.measured import records as rec
     from orchestrator.io.files import UnreadableFile, read_input_lines
 
     folder = tmp_path / "big"
@@ -76,7 +79,7 @@ def test_a_large_trials_file_is_read_a_line_at_a_time_with_the_same_records(tmp_
     whole = rec.parse_lines((folder / "trials.jsonl").read_text().splitlines())
     results = load_results(folder)
     assert [r.key for r in results.records] == [r.key for r in whole[0]] and len(results.records) > 400
-    assert results.errors == [f"{folder / 'trials.jsonl'}: {e}" for e in whole[1]] and "torn last line" in whole[1][0]
+    assert list(results.errors) == [f"{folder / 'trials.jsonl'}: {e}" for e in whole[1]] and "torn last line" in whole[1][0]
     data = (folder / "trials.jsonl").read_bytes()
     at = (1 << 20) + 7
     (folder / "trials.jsonl").write_bytes(data[:at] + b"\xff" + data[at:])
@@ -93,7 +96,7 @@ def test_the_trials_files_name_is_made_durable_with_its_first_record(tmp_path):
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
     code = ("import sys; from pathlib import Path\n"
-            "from orchestrator.core import records as rec\n"
+            "from orchestrator.core.measured import records as rec\n"
             "from orchestrator.io.store import append_record\n"
             "append_record(Path(sys.argv[1]), rec.Record(kind=rec.Kind.THROUGHPUT, key='r1-t1-b8', status=rec.Status.OK))\n")
     folder = tmp_path / "new"

@@ -62,3 +62,12 @@ def test_an_unknown_tracker_is_bad_input_that_says_where_orch_looked(folder, cap
     err = capsys.readouterr().err
     assert "no tracker named 'nosuch': orch's are mlflow, tensorboard; the entry points of group orch.trackers" in err
     assert not (folder / "report").exists()   # refused before anything was written
+
+
+def test_a_tracker_is_found_by_its_one_id(monkeypatch, folder, capsys):
+    """A tracker's id is the name it is asked for by: one registered under another name than the id its
+    TrackerKind gives is refused (its settings are kept under its id), before anything is written."""
+    monkeypatch.setitem(tracking.TRACKERS, "other", "toy_tracker:TRACKER")
+    assert tracking.find_tracker("mlflow").id == "mlflow"
+    assert main(["report", str(folder), "--format", "md", "--track", "other"]) == 2
+    assert "tracker 'other' (toy_tracker:TRACKER) gives its id as 'toy'" in capsys.readouterr().err

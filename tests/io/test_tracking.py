@@ -18,7 +18,7 @@ import pytest
 
 import orch
 from orchestrator.cli import main
-from orchestrator.core import record_fields
+from orchestrator.core.measured import record_fields
 from orchestrator.io import tracking
 from orchestrator.io.store import load_results, spec_changes
 from orchestrator.io.sweepfile import load_sweep
@@ -136,18 +136,18 @@ def test_an_mlflow_server_that_is_down_is_said_once_and_fails_nothing(example, c
     assert time.monotonic() - started < 30
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and f"no tracking server answers at {uri}" in warnings[0]
-    assert f"`orch report {example} --mlflow {uri}` logs what is missing later" in warnings[0]
+    assert f"`orch report {example} --mlflow-uri {uri}` logs what is missing later" in warnings[0]
     assert not trackers.ok and trackers.trackers == []
 
 
 def test_orch_report_mlflow_to_a_server_that_is_down_exits_1(example, capsys):
     uri = f"http://127.0.0.1:{closed_port()}"
-    assert main(["report", str(example), "--format", "json", "--mlflow", uri]) == 1
+    assert main(["report", str(example), "--format", "json", "--mlflow-uri", uri]) == 1
     assert f"warning: MLflow: no tracking server answers at {uri}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, package", [
-    (["--mlflow", "http://127.0.0.1:9"], "mlflow"),
+    (["--mlflow-uri", "http://127.0.0.1:9"], "mlflow"),
     (["--tensorboard"], "tensorboard"),
     ([], "tensorboard"),     # the sweep file's tracking section asks for it
 ])
@@ -158,7 +158,7 @@ def test_tracking_without_its_package_is_exit_2_before_anything_runs(tmp_path, m
     results = tmp_path / "results"
     assert main(["sweep", str(sweep), "--results", str(results), *argv]) == 2
     err = capsys.readouterr().err
-    assert f"needs the {package} package" in err and "pip install 'orch[tracking]'" in err
+    assert f"needs the {package} package" in err and ".venv/bin/pip install -e '.[tracking]'" in err
     assert "Traceback" not in err and not results.exists()   # nothing ran: no Ray, no folder
 
 

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.core.records import Record
+from orchestrator.core.measured.records import Record
 from orchestrator.io.store import Results
 from orchestrator.io.tracking import End, TrackerKind, TrackerPlace, fingerprint
 
@@ -16,7 +16,7 @@ LOG_FILE = "toy-tracker.jsonl"   # in the results folder, unless the setting nam
 
 
 class ToyTracker:
-    name = "toy"
+    label = "toy"
 
     def __init__(self, path: Path, sweep_name: str):
         self.path, self.sweep_name = path, sweep_name

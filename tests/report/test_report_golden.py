@@ -22,8 +22,19 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.report import analyzed
 from orchestrator.io.store import load_results
-from orchestrator.report.build import FORMATS, REPORT_FILE, terminal_report, write_report
+from orchestrator.report import build
+from orchestrator.report.build import FORMATS, REPORT_FILE
+
+
+def write_report(results, out, formats=FORMATS):
+    """The report's files as `orch report` writes them: its data analyzed (the models fitted) once."""
+    return build.write_report(results, analyzed(results), out, formats)
+
+
+def terminal_report(results):
+    return build.terminal_report(results, analyzed(results))
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RESULTS = DATA / "results" / "golden-sweep"
@@ -149,7 +160,7 @@ def test_a_partial_sweep_reports_what_it_has(tmp_path):
     lines = [line + "\n" for line in (RESULTS / "trials.jsonl").read_text().splitlines()
              if '"kind":"throughput"' in line and '"local_batch":32,' in line]
     results = load_results(_copy_results(tmp_path, lines, drop_convergence=True))
-    assert results.errors == []
+    assert results.errors == ()
     paths = write_report(results, tmp_path / "report")
     names = {p.name for p in paths}
     assert {"scalability-b32.png", "throughput-vs-cores.png"} <= names
@@ -171,3 +182,16 @@ def test_terminal_report_renders_every_table(tmp_path):
     empty = load_results(_copy_results(tmp_path, None))
     console.print(*terminal_report(empty))
     assert "no data yet" in console.export_text()
+
+
+def test_orch_report_fits_the_models_once_for_the_terminal_and_the_files(tmp_path, monkeypatch, capsys):
+    """The report renders one fit (orchestrator.app.report.analyzed): the tables printed and the files written
+    show the same models, and the fit, the costly part, runs once."""
+    from orchestrator.cli import main
+    from orchestrator.core.predict import fit
+
+    calls = []
+    real = fit.fit_all
+    monkeypatch.setattr(fit, "fit_all", lambda *args, **kwargs: calls.append(args) or real(*args, **kwargs))
+    assert main(["report", str(RESULTS), "--out", str(tmp_path), "--format", "terminal", "--format", "all"]) == 0
+    assert len(calls) == 1 and (tmp_path / REPORT_FILE).is_file() and "Scalability" in capsys.readouterr().out

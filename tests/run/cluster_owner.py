@@ -1,6 +1,6 @@
 """An emulated cluster's owner without Ray, for the tests of `orch cluster down`: `python cluster_owner.py NAME
 [--detach]` claims the cluster and makes its namespaces, bridge, veths and owner marks with the functions
-`orch cluster up` uses (`orchestrator.run.emulated`), starts a `sleep` in each node's namespace (as Ray's
+`orch cluster up` uses (`orchestrator.run.driver.emulated`), starts a `sleep` in each node's namespace (as Ray's
 daemons, in a session of its own: it outlives a SIGKILL of its owner), prints `ready` and waits for a signal.
 With --detach it returns at once and the cluster stays, as `orch cluster up --detach` leaves it.
 
@@ -14,9 +14,9 @@ import signal
 import subprocess
 import sys
 
-from orchestrator.core.emulation import ClusterRequest, plan_cluster
+from orchestrator.core.machine.emulation import ClusterRequest, plan_cluster
 from orchestrator.io import netns
-from orchestrator.run import emulated
+from orchestrator.run.driver import emulated
 
 
 def main(name: str, detach: bool) -> None:

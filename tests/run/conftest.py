@@ -1,6 +1,6 @@
 """Shared pieces of the Ray-level tests: one real local Ray instance per test module, sweep files written
 to disk, readers of the records a sweep leaves behind, a real `orch` process to start, wait on and check
-for leftover ranks, and rank launchers run without Ray under the driver's own supervision (run.supervision)."""
+for leftover ranks, and rank launchers run without Ray under the driver's own supervision (run.driver.supervision)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
-from orchestrator.run.supervision import Limits, LocalRanks, supervise
+from orchestrator.run.driver.launcher import RankLauncher, free_port, rank_environment
+from orchestrator.run.driver.supervision import Limits, LocalRanks, supervise
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATED_2S1C = REPO / "sweeps" / "topologies" / "emulated-2s1c.yaml"
@@ -53,8 +53,8 @@ def two_core_avx2_machine(**isa: object):
     topology and its CPU."""
     from dataclasses import replace
 
-    from orchestrator.core.isa import PROBE, CpuIsa
-    from orchestrator.core.topology import CompactTopology, build_compact
+    from orchestrator.core.machine.isa import PROBE, CpuIsa
+    from orchestrator.core.machine.topology import CompactTopology, build_compact
 
     topology = build_compact(CompactTopology(nodes=1, sockets=1, cores_per_socket=2, threads_per_core=1,
                                              memory_gib=16))
@@ -216,7 +216,7 @@ class RankWatch:
 
 def run_launchers(tmp_path, jobs_cpus, *, budget_mib=4000, step_timeout_s=60, timeout_s=120, startup_timeout_s=600):
     """Start one launcher per (job, cpus) in this process and supervise them with the driver's own
-    supervision (run.supervision, over LocalRanks instead of Ray's actors): the ranks' outcomes."""
+    supervision (run.driver.supervision, over LocalRanks instead of Ray's actors): the ranks' outcomes."""
     port = free_port()
     world = len(jobs_cpus)
     launchers = []

@@ -7,7 +7,7 @@ import pytest
 from conftest import CPUS, EMULATED_2S1C, by_key, read_records, write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core.calibration import MESSAGE_BYTES
+from orchestrator.core.execution.calibration import MESSAGE_BYTES
 
 pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2)]
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import CPUS, by_key, read_records, write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core.calibration import MESSAGE_BYTES
-from orchestrator.core.plan import CCL_MODULE
+from orchestrator.core.execution.calibration import MESSAGE_BYTES
+from orchestrator.core.planning.plan import CCL_MODULE
 from orchestrator.io.backends import ccl_import_problem
 
 REQUIRED = os.environ.get("ORCH_REQUIRE_CCL") == "1"

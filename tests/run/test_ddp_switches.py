@@ -12,11 +12,11 @@ import pytest
 from conftest import run_launchers
 
 from orch.workload import DdpOptions, ddp_options_of
+from orchestrator.core.measured.records import Kind, Record, Status, ThroughputSection
 from orchestrator.core.predict.data import gradient_buckets
-from orchestrator.core.records import Kind, Record, Status, ThroughputSection
 from orchestrator.io.workload_finder import find_workload, parse_params
-from orchestrator.run import ddp
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob, Steps, ThroughputTask
+from orchestrator.run.rank import ddp
 
 CPUS = sorted(os.sched_getaffinity(0))
 SWITCHES = {"ddp_comm_hook": "bf16", "ddp_grad_as_bucket_view": True, "ddp_bucket_mb": 0.05}

@@ -98,7 +98,7 @@ def test_driver_sigkill_leaves_no_process_and_rerun_resumes(tmp_path):
         assert match, f"no Ray session directory in {names}"
         session_dir = match.group(0)
         for wanted in ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "orchestrator.run.rank.main",
-                       "orchestrator.run.reaper"):
+                       "orchestrator.run.driver.reaper"):
             assert any(wanted in n for n in names), f"{wanted} not seen among {sorted(names)}"
 
         os.kill(proc.pid, signal.SIGKILL)   # the driver alone, as `kill -9 <pid>`
@@ -129,6 +129,6 @@ def test_driver_sigkill_leaves_no_process_and_rerun_resumes(tmp_path):
     assert len(keys) == len(set(keys)) == GRID_POINTS                     # none lost, none twice
     assert all(r["status"] == "ok" for r in records)
     deadline = time.monotonic() + 5
-    while any(f"orchestrator.run.reaper {rerun.pid} " in _cmdline(p) and _alive(p) for p in psutil.process_iter()):
+    while any(f"orchestrator.run.driver.reaper {rerun.pid} " in _cmdline(p) and _alive(p) for p in psutil.process_iter()):
         assert time.monotonic() < deadline, "the watchdog outlived a normal end"
         time.sleep(0.2)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import run_launchers
 
+from orchestrator.core.measured.records import ConvergenceSection
 from orchestrator.core.predict import edge
-from orchestrator.core.records import ConvergenceSection
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
 
 CPUS = sorted(os.sched_getaffinity(0))

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from conftest import CPUS, REPO, read_records, write_sweep
 
+from orchestrator.core.measured.records import parse_lines
 from orchestrator.core.predict import comm
-from orchestrator.core.records import parse_lines
 
 pytestmark = [pytest.mark.ray, pytest.mark.needs_cpus(2),
               pytest.mark.needs_netns("an emulated cluster needs network namespaces")]

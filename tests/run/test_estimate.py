@@ -1,4 +1,4 @@
-"""The sweep's first estimate (run.estimate) from a plan, without Ray: a convergence run is costed by its
+"""The sweep's first estimate (run.driver.estimate) from a plan, without Ray: a convergence run is costed by its
 start-up, steps and evaluations (the eval set is the workload's test_samples), and the estimate carries what
 the measured terms will refine (each training trial's layout and step)."""
 
@@ -10,11 +10,11 @@ import pytest
 from conftest import two_core_avx2_machine
 
 from orchestrator.app.plan import plan_for
-from orchestrator.core import eta
+from orchestrator.core.execution import eta
 from orchestrator.io.sweepfile import load_sweep
-from orchestrator.run.estimate import sweep_estimate
-from orchestrator.run.kinds import item_types
-from orchestrator.run.kinds.base import SweepContext
+from orchestrator.run.driver.estimate import sweep_estimate
+from orchestrator.run.driver.kinds import item_types
+from orchestrator.run.driver.kinds.base import SweepContext
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_convergence_runs_are_costed_by_their_steps_and_evaluations():
 
 def probed_on(cpu: str, sweep):
     """A probe of `sweep` that timed 0.1 s + 0.01 s per sample on 2 threads of `cpu`, and 4 s of start-up."""
-    from orchestrator.core.probe import ProbePoint, probe_result
+    from orchestrator.core.planning.probe import ProbePoint, probe_result
 
     points = [ProbePoint(local_batch=b, peak_private_mib=300.0, rank_peak_private_mib=300.0, library_mib=0.0,
                          watched_peak_private_mib=300.0, flops_per_step=None, step_s=0.1 + 0.01 * b, startup_s=4.0)

@@ -47,7 +47,7 @@ KEYS = {"r1-t1-b16", "r1-t1-b32"}
 TEARING_DRIVER = """
 import os, random, sys, time
 from orchestrator.io import store
-from orchestrator.run import sweep as sweep_module
+from orchestrator.run.driver import sweep as sweep_module
 
 real, written = sweep_module.append_record, []
 
@@ -381,7 +381,7 @@ def test_a_tracking_server_that_never_answers_never_holds_the_sweep(ray_address,
 
     with counted(tally, "a tracking server that never answers"), DripServer() as server:
         sweep = write_sweep(tmp_path, "drip", SWEEP)
-        proc = orch(ray_address, sweep, tmp_path / "results", "--mlflow", server.uri,
+        proc = orch(ray_address, sweep, tmp_path / "results", "--mlflow-uri", server.uri,
                     env={"ORCH_TRACKING_WAIT_S": "5"})
         try:
             out, err = proc.communicate(timeout=300)

@@ -1,5 +1,5 @@
-"""orch's FLOP counter (run.flops) against hand counts and against torch's own: a convolution counts only the
-kernel taps inside the input (core.flop_count, as benchdnn, `orch profile` and the compute roof count them), in the
+"""orch's FLOP counter (run.rank.flops) against hand counts and against torch's own: a convolution counts only the
+kernel taps inside the input (core.profile.flop_count, as benchdnn, `orch profile` and the compute roof count them), in the
 forward and in each gradient; matmuls stay as torch counts them. Then the probe's and a trial's count of a whole
 step, and ResNet-50 against its published figure. Small tensors, or the meta device: no timing, no memory."""
 
@@ -15,8 +15,8 @@ torchvision = pytest.importorskip("torchvision")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from orchestrator.core.flop_count import FLOPS_RULE  # noqa: E402
-from orchestrator.run.flops import CONVOLUTION_FORMULAS, count_flops, flop_counter  # noqa: E402
+from orchestrator.core.profile.flop_count import FLOPS_RULE  # noqa: E402
+from orchestrator.run.rank.flops import CONVOLUTION_FORMULAS, count_flops, flop_counter  # noqa: E402
 from orchestrator.run.rank.probe import _count_flops  # noqa: E402  (after the skips: it imports nothing heavy)
 from orchestrator.run.rank.protocol import count_train_flops, make_step  # noqa: E402
 

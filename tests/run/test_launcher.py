@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import run_launchers
 
+from orchestrator.run.driver.launcher import ccl_environment, pin_prefix, rank_environment
 from orchestrator.run.job import RankJob, Steps, ThroughputTask
-from orchestrator.run.launcher import ccl_environment, pin_prefix, rank_environment
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 
@@ -158,7 +158,7 @@ def test_orphaned_rank_exits_when_its_launcher_dies(tmp_path):
     script.write_text(
         "import os, sys, time\n"
         "from orchestrator.run.job import RankJob, Steps, ThroughputTask\n"
-        "from orchestrator.run.launcher import RankLauncher, rank_environment, free_port\n"
+        "from orchestrator.run.driver.launcher import RankLauncher, rank_environment, free_port\n"
         "job = RankJob(task=ThroughputTask(steps=Steps(warmup=2, timed=2, repeats=1)), workload='chaos',"
         " params={'fault': 'hang', 'fault_at_step': 1}, backend='gloo', local_batch=8, threads=1)\n"
         f"l = RankLauncher({str(tmp_path / 'w')!r})\n"
@@ -188,7 +188,7 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
     """Ray starts its workers (the launchers) at niceness 15; the rank must not inherit it."""
     code = ("import os, subprocess, sys\n"
             "os.nice(15)\n"
-            "from orchestrator.run.launcher import start_prefix\n"
+            "from orchestrator.run.driver.launcher import start_prefix\n"
             "child = subprocess.run([*start_prefix(), sys.executable, '-c',\n"
             "                        'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'],\n"
             "                       capture_output=True, text=True)\n"
@@ -199,14 +199,14 @@ def test_a_rank_runs_at_normal_priority_though_its_launcher_is_niced(tmp_path):
 
 
 def test_a_rank_stopped_by_the_driver_is_recorded_as_stopped_not_as_the_kernels_sigkill(tmp_path):
-    """The driver stops a rank's partners once one rank failed (run.supervision); stop() kills the process at
+    """The driver stops a rank's partners once one rank failed (run.driver.supervision); stop() kills the process at
     once, so the supervising loop may find it dead before it sees the stop. The record then said "killed by
     SIGKILL (not sent by orch: the kernel's out-of-memory killer is the usual sender)", and that signal outranked
     the partner's real cause: the loop sleeps between checks and tests the process before the stop flag."""
     import threading
 
-    from orchestrator.core.rank_end import root_cause
-    from orchestrator.run.launcher import RankLauncher, RankLimits
+    from orchestrator.core.measured.rank_end import root_cause
+    from orchestrator.run.driver.launcher import RankLauncher, RankLimits
 
     launcher = RankLauncher(str(tmp_path / "rank1"))
     env = rank_environment(dict(os.environ), cpus=[CPUS[0]], ccl_cpus_on_node=[], backend="gloo", rank=0,
@@ -229,7 +229,7 @@ def test_a_rank_stopped_by_the_driver_is_recorded_as_stopped_not_as_the_kernels_
 
 
 def test_collectives_bind_to_the_interface_of_the_node_address_unless_the_user_chose_one():
-    from orchestrator.run.launcher import interface_of, local_interfaces
+    from orchestrator.run.driver.launcher import interface_of, local_interfaces
 
     assert interface_of("127.0.0.1", local_interfaces()) == "lo"
     kw = dict(cpus=[0], ccl_cpus_on_node=[0], rank=0, local_rank=0, world_size=2, local_world_size=1,
@@ -245,7 +245,7 @@ def test_collectives_bind_to_the_interface_of_the_node_address_unless_the_user_c
 def test_the_drivers_secrets_reach_no_rank(monkeypatch):
     """A sweep's ranks (and the probe's) get the driver's environment but for variables whose names say they hold
     a secret, unless the user names them in $ORCH_RANK_ENV_KEEP; orch's own ORCH_ variables always pass."""
-    from orchestrator.run import probe, trial
+    from orchestrator.run.driver import probe, trial
 
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "t")
     monkeypatch.setenv("HF_TOKEN", "h")

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from orchestrator.run import launcher as launcher_module
+from orchestrator.run.driver import launcher as launcher_module
+from orchestrator.run.driver.launcher import NodeLaunchers, RankLauncher, RankLimits, rank_environment
+from orchestrator.run.driver.supervision import Limits, LocalRanks, supervise
 from orchestrator.run.job import AllreduceTask, RankJob
-from orchestrator.run.launcher import NodeLaunchers, RankLauncher, RankLimits, rank_environment
-from orchestrator.run.supervision import Limits, LocalRanks, supervise
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 

@@ -14,9 +14,9 @@ import textwrap
 import pytest
 from conftest import run_launchers
 
-from orchestrator.core.records import ConvergenceSection, NoiseScaleSection
-from orchestrator.run import noise_scale
+from orchestrator.core.measured.records import ConvergenceSection, NoiseScaleSection
 from orchestrator.run.job import ConvergenceSettings, ConvergenceTask, RankJob
+from orchestrator.run.rank import noise_scale
 
 CPUS = sorted(os.sched_getaffinity(0))
 CONVERGENCE = dict(metric="accuracy", target=0.85, max_epochs=3, eval_every_epochs=0.5, lr_rule="sqrt",
@@ -44,8 +44,8 @@ WORKER = textwrap.dedent('''
     import json, os, sys
     import torch, torch.distributed as dist
     from orch.workload import DdpOptions
-    from orchestrator.run import ddp
-    from orchestrator.run.noise_scale import NOISE_ATTR, grad_squared_norm
+    from orchestrator.run.rank import ddp
+    from orchestrator.run.rank.noise_scale import NOISE_ATTR, grad_squared_norm
 
     rank, hook = int(os.environ["RANK"]), sys.argv[1]
     torch.set_num_threads(1)
@@ -151,8 +151,8 @@ EVERY_WORKER = textwrap.dedent('''
     import json, os
     import torch, torch.distributed as dist
     from orch.workload import DdpOptions
-    from orchestrator.run import ddp
-    from orchestrator.run.noise_scale import NOISE_ATTR, NoiseScale
+    from orchestrator.run.rank import ddp
+    from orchestrator.run.rank.noise_scale import NOISE_ATTR, NoiseScale
 
     rank = int(os.environ["RANK"])
     torch.set_num_threads(1)
@@ -202,7 +202,7 @@ def test_two_ranks_measure_every_kth_step_only(tmp_path):
 
 
 def test_a_run_measures_more_often_where_an_epoch_has_few_steps():
-    from orchestrator.core.noise_scale import DDP_EVERY_STEPS, MEASURED_PER_EPOCH, every_steps
+    from orchestrator.core.measured.noise_scale import DDP_EVERY_STEPS, MEASURED_PER_EPOCH, every_steps
 
     assert every_steps(10_000) == DDP_EVERY_STEPS and every_steps(1) == 1
     assert all(steps // every_steps(steps) >= min(steps, MEASURED_PER_EPOCH) for steps in range(1, 500))

@@ -15,11 +15,11 @@ from conftest import write_sweep
 
 from orch import decide_precision
 from orchestrator.cli import main
-from orchestrator.core.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
+from orchestrator.core.planning.probe import PROBE_BATCHES, ProbePoint, ProbeResult, probe_result
 from orchestrator.io.isa import from_flags
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.io.topofile import load_topology
-from orchestrator.run.probe import ProbeSetup, run_probe
+from orchestrator.run.driver.probe import ProbeSetup, run_probe
 
 pytestmark = [pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def cache(tmp_path, monkeypatch):
     """A cache of the test's own; the probe's rank folders (kept after a failure, for its log) too."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("ORCH_CACHE_DIR", str(folder))
-    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    monkeypatch.setattr("orchestrator.run.driver.probe.WORK_ROOT", tmp_path / "work")
     return folder
 
 

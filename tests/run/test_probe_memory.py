@@ -15,7 +15,7 @@ from conftest import write_sweep
 
 from orch import decide_precision
 from orchestrator.io.sweepfile import load_sweep
-from orchestrator.run.probe import ProbeSetup, run_probe
+from orchestrator.run.driver.probe import ProbeSetup, run_probe
 from orchestrator.run.procmem import ProcMemory, parse_status, read_memory
 from orchestrator.run.rank.probe import own_peak_private_mib
 
@@ -82,7 +82,7 @@ def test_another_torch_process_beside_the_probe_moves_neither_its_figure_nor_the
     it. The rank's own private peak (what the probe fits) and the launcher's watch (what a sweep's records keep)
     agree within 10% beside it, where unique memory (orch's measure before) differed by the libraries' size; and
     the probe's figure moves by much less than the libraries' size when the neighbour leaves."""
-    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    monkeypatch.setattr("orchestrator.run.driver.probe.WORK_ROOT", tmp_path / "work")
     neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True)
     try:

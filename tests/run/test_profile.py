@@ -13,7 +13,7 @@ from orchestrator.cli import main
 from orchestrator.cli.profile_cmd import DEFAULT_MAX_PASSES
 from orchestrator.core.profile.checks import check_target
 from orchestrator.io.caches import cpu_caches
-from orchestrator.run.profile_run import RESULT_FILE, load_result
+from orchestrator.io.profile_store import RESULT_FILE, load_result
 
 pytestmark = [pytest.mark.ray]
 
@@ -173,7 +173,7 @@ def test_a_replayed_problem_is_called_until_enough_calls_and_time(monkeypatch):
     REPLAY_MIN_S, never more than REPLAY_MAX_RUNS."""
     import time
 
-    from orchestrator.run import profile_replay as prp
+    from orchestrator.run.rank import profile_replay as prp
 
     calls = []
     prp._captured(lambda: calls.append(1), min_runs=4, min_s=0.0, max_runs=50)
@@ -192,7 +192,7 @@ def test_each_problem_is_replayed_in_blocks_spread_over_passes_through_all_probl
     1 × 2: a different small primitive 1.2-2.2× slower alone on each try while its calls were back to back).
     The real torch calls run; only the capture around them is recorded instead of timed."""
     from orchestrator.core.profile import onednn_verbose as ov
-    from orchestrator.run import profile_replay as prp
+    from orchestrator.run.rank import profile_replay as prp
 
     shapes = [ov.ShapeTotal("convolution", "forward", p, "f32", "abcd", 1, 1.0) for p in
               ("mb1_ic4oc4_ih8oh8kh3sh1dh0ph1_iw8ow8kw3sw1dw0pw1", "mb1_ic8oc8_ih8oh8kh3sh1dh0ph1_iw8ow8kw3sw1dw0pw1")]

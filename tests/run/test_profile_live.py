@@ -58,7 +58,7 @@ def test_a_real_rank_records_onednn_convolutions_in_every_direction(profiled):
 def test_a_replayed_convolution_runs_the_models_onednn_kernel(profiled, capfd):
     import torch
 
-    from orchestrator.run.profile_replay import replay_shapes
+    from orchestrator.run.rank.profile_replay import replay_shapes
 
     _, log, _ = profiled
     executions, _ = ov.parse_lines(log.splitlines())

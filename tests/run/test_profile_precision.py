@@ -11,13 +11,13 @@ import pytest
 from conftest import write_sweep
 
 from orchestrator.app.profile import _precision_decided
-from orchestrator.core.grid import Trial
-from orchestrator.core.isa import FLAGS, CpuIsa
-from orchestrator.core.topology import Topology
+from orchestrator.core.machine.isa import FLAGS, CpuIsa
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.planning.trial import Trial
 from orchestrator.io import isa as isa_io
 from orchestrator.io.sweepfile import load_sweep
 from orchestrator.io.topofile import planned_machine
-from orchestrator.run.profile_run import ProfileTarget, variant_params
+from orchestrator.run.driver.profile_run import ProfileTarget, variant_params
 
 REPO = Path(__file__).resolve().parents[2]
 TINYNET = REPO / "tests" / "data" / "own_model" / "tinynet.py"

@@ -10,8 +10,8 @@ import pytest
 from conftest import write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core.topology import topology_from_data
-from orchestrator.run import profile_projection as pp
+from orchestrator.core.machine.topology import topology_from_data
+from orchestrator.run.driver import profile_projection as pp
 
 CONV = "mb8_ic256oc256_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1"   # compute-bound at any roof here
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from orchestrator.run.driver.launcher import free_port
 from orchestrator.run.job import AllreduceTask, PeakTask, RankJob, RankResult, Steps, ThroughputTask
-from orchestrator.run.launcher import free_port
 from orchestrator.run.rank.process import StartupClock, process_started_at
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier

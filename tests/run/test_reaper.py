@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from orchestrator.constants import RAY_SESSION_TOKEN_ENV_VAR
-from orchestrator.run.reaper import ProcessInfo, Session, reap, select_victims
+from orchestrator.run.driver.reaper import ProcessInfo, Session, reap, select_victims
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 
@@ -104,13 +104,13 @@ def test_reap_stops_the_session_and_spares_others(tmp_path):
 
 SHUTDOWN_SCRIPT = """
 import os, sys, time, psutil, ray
-from orchestrator.run import cluster
+from orchestrator.run.driver import cluster
 assert cluster.connect(None)
 def watchdogs():
     found = []
     for p in psutil.Process().children():
         try:
-            if "orchestrator.run.reaper" in " ".join(p.cmdline()):
+            if "orchestrator.run.driver.reaper" in " ".join(p.cmdline()):
                 found.append(p)
         except psutil.Error:
             pass

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from orchestrator.core.profile import levels as lv
-from orchestrator.run.profile_replay import cached_triad_gbs, level_roofs
 from orchestrator.run.rank import roof
+from orchestrator.run.rank.profile_replay import cached_triad_gbs, level_roofs
 
 
 @pytest.fixture(autouse=True)

@@ -21,8 +21,9 @@ import psutil
 import pytest
 from conftest import CPUS, run_launchers
 
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.core.measured.records import Kind
+from orchestrator.run.driver.script_job import startup_timeout_reason
 from orchestrator.run.job import (
     ConvergenceSettings,
     ConvergenceTask,
@@ -33,7 +34,6 @@ from orchestrator.run.job import (
     ThroughputTask,
 )
 from orchestrator.run.rank.script_reporter import cpu_backend
-from orchestrator.run.script_job import startup_timeout_reason
 
 pytestmark = pytest.mark.slow   # real processes, seconds each: the second tier
 
@@ -275,8 +275,8 @@ VERSIONED = HEAD + textwrap.dedent("""
 def test_the_bytes_a_rank_runs_are_the_bytes_it_hashed(tmp_path):
     """Rank 1 checks the script's hash, then waits for rank 0's rendezvous store; the script is edited meanwhile
     (rank 0 is planned with the new version). Rank 1 must run the version it checked, not read the file again."""
-    from orchestrator.run.launcher import RankLauncher, free_port, rank_environment
-    from orchestrator.run.supervision import Limits, LocalRanks, supervise
+    from orchestrator.run.driver.launcher import RankLauncher, free_port, rank_environment
+    from orchestrator.run.driver.supervision import Limits, LocalRanks, supervise
 
     script = _script(tmp_path, "versioned", "VERSION = 1\n" + VERSIONED)
     planned = _job(script)

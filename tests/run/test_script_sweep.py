@@ -65,7 +65,7 @@ def test_the_script_is_swept_over_ranks_and_local_batch(example_sweep):
 
 
 def test_no_script_rank_outlives_the_sweep(example_sweep):
-    # a rank's job file lies in its trial's work folder, which names the sweep (run.sweep.WORK_ROOT)
+    # a rank's job file lies in its trial's work folder, which names the sweep (run.driver.sweep.WORK_ROOT)
     left = [p.pid for p in psutil.process_iter(["cmdline", "status"])
             if "orchestrator.run.rank.script" in " ".join(p.info["cmdline"] or [])
             and "/ddp-script/" in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]

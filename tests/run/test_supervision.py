@@ -1,4 +1,4 @@
-"""The driver's supervision loop (run.supervision.supervise) on a scripted rank host: no processes, no Ray.
+"""The driver's supervision loop (run.driver.supervision.supervise) on a scripted rank host: no processes, no Ray.
 Which rank's end explains the trial, when the others are stopped, and what a Ctrl-C leaves."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from concurrent.futures import Future
 
 import pytest
 
-from orchestrator.core.rank_end import RankStatus
-from orchestrator.run import supervision
+from orchestrator.core.measured.rank_end import RankStatus
+from orchestrator.run.driver import supervision
+from orchestrator.run.driver.launcher import Outcome
+from orchestrator.run.driver.supervision import Limits, LocalRanks, supervise
 from orchestrator.run.job import Phase, RankProgress
-from orchestrator.run.launcher import Outcome
-from orchestrator.run.supervision import Limits, LocalRanks, supervise
 
 
 def _end(status: RankStatus, reason: str | None = None, *, code: int | None = None, log_tail: str = "") -> Outcome:

@@ -11,7 +11,7 @@ import pytest
 from conftest import by_key, read_records, write_sweep
 
 from orchestrator.cli import main
-from orchestrator.core.probe import ProbeResult
+from orchestrator.core.planning.probe import ProbeResult
 from orchestrator.io.isa import from_flags
 
 # isa: the sweep probes in the precision its Ray node's CPU decides and the plan must agree (it failed on every
@@ -27,7 +27,7 @@ def test_sweep_probes_first_plans_by_measured_memory_and_records_the_sources(ray
                                                                               capsys):
     cache = tmp_path / "cache"
     monkeypatch.setenv("ORCH_CACHE_DIR", str(cache))
-    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    monkeypatch.setattr("orchestrator.run.driver.probe.WORK_ROOT", tmp_path / "work")
     topology = tmp_path / "node.yaml"
     topology.write_text(NODE.format(gib=16))
     sweep = write_sweep(tmp_path, "lazy-sweep", f"""
@@ -81,7 +81,7 @@ def test_sweep_probes_first_plans_by_measured_memory_and_records_the_sources(ray
 def test_a_sweep_whose_probe_fails_is_exit_2_with_the_ranks_error_before_any_trial(ray_local, tmp_path, monkeypatch,
                                                                                      capsys):
     monkeypatch.setenv("ORCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    monkeypatch.setattr("orchestrator.run.driver.probe.WORK_ROOT", tmp_path / "work")
     tinynet = LAZYNET.parent / "tinynet.py"
     sweep = write_sweep(tmp_path, "raising", f"""
         workload:
@@ -102,7 +102,7 @@ def test_measure_probe_always_times_a_declared_workloads_step_and_the_estimate_r
                                                                                           monkeypatch, capsys):
     cache = tmp_path / "cache"
     monkeypatch.setenv("ORCH_CACHE_DIR", str(cache))
-    monkeypatch.setattr("orchestrator.run.probe.WORK_ROOT", tmp_path / "work")
+    monkeypatch.setattr("orchestrator.run.driver.probe.WORK_ROOT", tmp_path / "work")
     sweep = write_sweep(tmp_path, "always", """
         workload:
           name: classifier

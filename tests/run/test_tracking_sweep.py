@@ -2,11 +2,11 @@
 real local Ray, read back with MlflowClient and TensorBoard's own reader. One small sweep in two runs serves
 every assertion:
 
-1. `orch sweep --no-convergence --tensorboard --mlflow DOWN` while the server is still starting (DOWN: a port
+1. `orch sweep --no-convergence --tensorboard --mlflow-uri DOWN` while the server is still starting (DOWN: a port
    nothing listens on): the throughput trials run and are recorded, MLflow is said to be down once;
-2. `orch report --mlflow URI` catches up after the fact: the parent run and a child per trial;
+2. `orch report --mlflow-uri URI` catches up after the fact: the parent run and a child per trial;
 3. `orch.sweep(..., mlflow=URI)` (the Python API) resumes: the convergence runs, logged live into the same parent;
-4. `orch report --mlflow URI` again: nothing is duplicated, and the report's files are the parent's artifacts.
+4. `orch report --mlflow-uri URI` again: nothing is duplicated, and the report's files are the parent's artifacts.
 """
 
 from __future__ import annotations
@@ -131,14 +131,14 @@ def tracked(ray_local, tmp_path_factory):
     try:
         down = f"http://127.0.0.1:{free_port()}"
         first = main(["sweep", str(sweep), "--results", str(results), "--no-convergence", "--tensorboard",
-                      "--mlflow", down])
+                      "--mlflow-uri", down])
         said, recorded = list(warnings.lines), read_records(results)
         server.wait_ready()
-        caught_up = main(["report", str(results), "--format", "md", "--mlflow", server.uri])
+        caught_up = main(["report", str(results), "--format", "md", "--mlflow-uri", server.uri])
         after_report = runs(server.uri)
         resumed = orch.sweep(sweep, results=results, mlflow=server.uri, tensorboard=True)
         after_resume = runs(server.uri)
-        again = main(["report", str(results), "--mlflow", server.uri])
+        again = main(["report", str(results), "--mlflow-uri", server.uri])
         final = runs(server.uri)
         yield dict(uri=server.uri, down=down, results=results, first=first, said=said, recorded=recorded,
                    caught_up=caught_up,
@@ -156,7 +156,7 @@ def test_a_server_that_is_down_fails_nothing_and_is_said_once(tracked):
     records = {r["key"]: r for r in tracked["recorded"]}
     assert set(records) == THROUGHPUT and all(r["status"] == "ok" for r in records.values())
     assert len(tracked["said"]) == 1 and f"no tracking server answers at {tracked['down']}" in tracked["said"][0]
-    assert f"--mlflow {tracked['down']}` logs what is missing later" in tracked["said"][0]
+    assert f"--mlflow-uri {tracked['down']}` logs what is missing later" in tracked["said"][0]
 
 
 def test_orch_report_mlflow_catches_up_after_the_fact(tracked):

@@ -26,7 +26,8 @@ from orch.workload import ModelParams, WorkloadError, accuracy, model_workload, 
 
 EXTRA = "hf"
 MISSING_EXTRA = (f"the mlm workload needs Hugging Face transformers, orch's optional extra '{EXTRA}': install it "
-                 f"with `bash scripts/setup.sh --{EXTRA}` (or `pip install -e '.[{EXTRA}]'` in orch's folder)")
+                 f"with `bash scripts/setup.sh --{EXTRA}` (or `.venv/bin/pip install -e '.[{EXTRA}]'` in orch's "
+                 "folder)")
 
 
 class MissingExtra(WorkloadError, ImportError):

@@ -72,8 +72,8 @@ def build_detector(p: RetinaNetParams) -> RetinaNet:
 
 def forward_flops_per_image(p: RetinaNetParams) -> float:
     """FLOPs of the backbone and heads on one image (matmuls and convolutions), counted on the meta device by
-    orch's FLOP counter (orchestrator.run.flops: a convolution's taps inside the input, as a trial counts them)."""
-    from orchestrator.run.flops import flop_counter
+    orch's FLOP counter (orch.measure: a convolution's taps inside the input, as a trial counts them)."""
+    from orch.measure import flop_counter
 
     with torch.device("meta"):
         detector = build_detector(p)

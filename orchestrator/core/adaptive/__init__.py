@@ -1,5 +1,5 @@
 """Adaptive sweeps: measure only what a question needs, one trial at a time, and stop when the answer is sure
-enough. Pure: the live sweep (`orchestrator.run.adaptive`) and a replay of a folder measured in full call the
+enough. Pure: the live sweep (`orchestrator.run.driver.adaptive`) and a replay of a folder measured in full call the
 same code, so what a replay shows is what a live sweep would have done.
 
 - `answer`: the question (`Question`: the fastest time-to-train over the target's layouts, or the scalability
@@ -22,7 +22,7 @@ With nothing measured, the first trial is the cheapest 1-rank cell:
 >>> from orchestrator.core.adaptive.answer import FASTEST, Known, Question
 >>> from orchestrator.core.adaptive.policy import Candidate, decide
 >>> from orchestrator.core.predict.step import Layout
->>> from orchestrator.core.records import Kind
+>>> from orchestrator.core.measured.records import Kind
 >>> layouts = (Layout(1, 1, 8), Layout(1, 2, 8), Layout(2, 1, 8, 1, 2, "socket"))
 >>> cells = [Candidate(f"r{x.ranks}-t{x.threads}-b8", Kind.THROUGHPUT, x, 20.0 / x.threads, x.ranks * x.threads)
 ...          for x in layouts]

@@ -27,7 +27,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from orchestrator.core.convergence import convergence_by_batch
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured.convergence import convergence_by_batch
+from orchestrator.core.measured.records import Record, Records
 from orchestrator.core.predict import comm, data
 from orchestrator.core.predict.epochs import NOT_CONVERGED, BatchPoint, EpochsModel, fit_epochs, points_from_batches
 from orchestrator.core.predict.fit import NotFittable, check_fittable
@@ -36,8 +38,6 @@ from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.step import Cell, Layout
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES
 from orchestrator.core.predict.validate import epochs_growth, validate_epochs
-from orchestrator.core.records import Record, Records
-from orchestrator.core.topology import Topology
 
 FASTEST = "fastest_time_to_train"
 TABLE = "scalability_table"

@@ -4,39 +4,21 @@ the cells it skipped and what they would have cost; and the durations its option
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.core.adaptive.answer import FASTEST, Answer, relative_text
 from orchestrator.core.adaptive.policy import Candidate
-from orchestrator.core.eta import duration_text
-from orchestrator.core.time_to_train import duration_unit
-from orchestrator.errors import InputError
-
-_NUMBER = r"(\d+(?:\.\d+)?)"
-_DURATION = re.compile(rf"^\s*(?:{_NUMBER}\s*h)?\s*(?:{_NUMBER}\s*m(?:in)?)?\s*(?:{_NUMBER}\s*s?)?\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a duration: '30m', '1h30m', '90s', '1800', '2.5h'; InputError with the accepted forms.
-
-    >>> parse_duration("30m"), parse_duration("1h30m"), parse_duration("90s"), parse_duration("1800")
-    (1800.0, 5400.0, 90.0, 1800.0)
-    """
-    match = _DURATION.match(text)
-    if not text.strip() or match is None or not any(match.groups()):
-        raise InputError(f"{text!r} is not a duration: give seconds (1800), or hours, minutes and seconds "
-                         "(2h, 30m, 90s, 1h30m)")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if total <= 0:
-        raise InputError(f"{text!r}: a budget must be more than 0 seconds")
-    return total
+from orchestrator.core.execution.eta import duration_text
+from orchestrator.core.text.units import duration_unit
 
 
 def answer_text(a: Answer) -> str:
-    """The answer in one line, e.g. 'fastest time-to-train: 1×2×128, 11.1 s [9.9–12.4 s] (±11.2%)'."""
+    """The answer in one line, e.g. 'fastest time-to-train: 1×2×128, 11.1 s [9.9–12.4 s] (±11.2%)'.
+
+    >>> answer_text(Answer("fastest", "h", None, 0.0, 0.0, None, 0.0, 0.0, why="no cell measured yet"))
+    'no answer yet: no cell measured yet'
+    """
     if a.value is None or a.layout is None:
         return f"no answer yet: {a.why}"
     if a.kind == FASTEST and a.unit == "h":

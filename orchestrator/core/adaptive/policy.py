@@ -45,11 +45,11 @@ from orchestrator.core.adaptive.answer import (
     rate,
     relative_text,
 )
+from orchestrator.core.measured.records import Kind
 from orchestrator.core.predict.epochs import EpochsModel
 from orchestrator.core.predict.fit import MIN_CELLS
 from orchestrator.core.predict.interval import Basis
 from orchestrator.core.predict.step import Cell, Layout
-from orchestrator.core.records import Kind
 
 FANTASY_RESAMPLES = 8       # bootstrap refits per fantasy: its spread's own error is about 1/√16 = 25%
 MIN_SHRINK = 1e-6           # a smaller expected shrink of the objective is no shrink

@@ -7,7 +7,7 @@ measured (cheap, and every interval rests on them), and then asks the policy for
 asks again, until the policy stops or no cell is left. After every step it keeps the answer (`answer_of`) and
 the core-seconds spent: the recorded wall time of each trial × the cores it kept from others (a timing trial
 under `measure.isolation: node` keeps its nodes' cores; a convergence run its own). Costs the policy sees are
-estimates (`orchestrator.core.eta`: a step from the workload's FLOPs and the GEMM peak of one core, refined by
+estimates (`orchestrator.core.execution.eta`: a step from the workload's FLOPs and the GEMM peak of one core, refined by
 what the replayed trials measured, as the live sweep refines its ETA), never the recorded ones.
 
 Policies: `ADAPTIVE` (`policy.decide`: the live sweep's), and three baselines that never stop early:
@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.core.adaptive.answer import FASTEST, Answer, Known, Question, answer_of
 from orchestrator.core.adaptive.policy import Candidate, Choice, decide
-from orchestrator.core.eta import (
+from orchestrator.core.execution.eta import (
     CONVERGENCE_EPOCHS_PRIOR,
     Eta,
     RunCosts,
@@ -35,11 +34,12 @@ from orchestrator.core.eta import (
     step_s,
     throughput_s,
 )
-from orchestrator.core.peaks import peak_index
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.measured.peaks import peak_index
+from orchestrator.core.measured.records import Kind, Record, Records
+from orchestrator.core.planning.spec import SweepSpec
 from orchestrator.core.predict.data import layout_of
 from orchestrator.core.predict.step import Layout
-from orchestrator.core.records import Kind, Record, Records
-from orchestrator.core.topology import topology_from_data
 
 ADAPTIVE, CHEAPEST, RANDOM, GRID = "adaptive", "cheapest first", "random", "grid order"
 TIMING_KINDS = (Kind.THROUGHPUT, Kind.PEAK, Kind.ALLREDUCE)
@@ -60,30 +60,31 @@ class Setting:
     precision: str = "fp32"
 
 
-def setting_of(spec: Mapping[str, Any], samples_per_epoch: int | None, topology: Mapping[str, Any],
-               environment: Mapping[str, Any]) -> Setting:
-    """The setting of a results folder from its spec.json's spec, topology.json and environment.json (as
-    plain data; a key older folders lack takes its default).
+def setting_of(spec: SweepSpec, samples_per_epoch: int | None, topology: Topology | None,
+               precision: str | None) -> Setting:
+    """The setting of a results folder: its sweep as it ran (spec.json's spec, typed), its samples per epoch, the
+    machine it ran on (topology.json) and the precision its sweep chose (environment.json; None: the workload's
+    parameter, else fp32).
 
-    >>> node = {"name": "vm", "memory_mib": 1024, "sockets": [[[0], [1]]]}
-    >>> setting_of({"measure": {"repeats": 5}}, 256, {"nodes": [node]}, {}).node_cores
-    2
+    >>> from orchestrator.core.machine.topology import topology_from_data
+    >>> from orchestrator.core.planning.spec import parse_spec
+    >>> spec, _ = parse_spec({"name": "s", "workload": {"name": "w"}, "grid": {"local_batch": [8]},
+    ...                       "measure": {"repeats": 5}})
+    >>> machine, _ = topology_from_data({"nodes": [{"name": "vm", "memory_mib": 1024, "sockets": [[[0], [1]]]}]})
+    >>> s = setting_of(spec, 256, machine, None)
+    >>> s.node_cores, s.repeats, s.isolation, s.precision
+    (2, 5, 'node', 'fp32')
     """
-    measure, conv = spec.get("measure") or {}, spec.get("convergence")
-    found, _ = topology_from_data(dict(topology))
-    hyper = bool((spec.get("constraints") or {}).get("hyperthreads", False))
-    node_cores = found.nodes[0].usable_cores(hyper) if found is not None and found.nodes else 1
-    params = (spec.get("workload") or {}).get("params") or {}
+    m, conv, params = spec.measure, spec.convergence, spec.workload.params
+    node_cores = topology.nodes[0].usable_cores(spec.constraints.hyperthreads) if topology and topology.nodes else 1
     eval_samples = params.get("test_samples")
     costs = None
-    if conv and samples_per_epoch:
-        costs = RunCosts(samples_per_epoch, float(conv.get("max_epochs", 10.0)),
-                         float(conv.get("eval_every_epochs", 1.0)),
+    if conv is not None and samples_per_epoch:
+        costs = RunCosts(samples_per_epoch, conv.max_epochs, conv.eval_every_epochs,
                          eval_samples if isinstance(eval_samples, int) else None, node_cores)
-    precision = (environment.get("precision") or {}).get("chosen") or params.get("precision") or "fp32"
-    return Setting(node_cores, samples_per_epoch, str(measure.get("isolation", "node")),
-                   int(measure.get("warmup_steps", 3)), int(measure.get("timed_steps", 10)),
-                   int(measure.get("repeats", 3)), costs, str(precision))
+    chosen = precision or params.get("precision") or "fp32"
+    return Setting(node_cores, samples_per_epoch, m.isolation, m.warmup_steps, m.timed_steps, m.repeats, costs,
+                   str(chosen))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from orchestrator.core.machine.topology import MIB_PER_GIB, Topology
 from orchestrator.core.predict.bands import extrapolation_axes
 from orchestrator.core.predict.capacity import Prediction
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel
@@ -33,7 +34,6 @@ from orchestrator.core.predict.saved import (
     NodeShape,
 )
 from orchestrator.core.predict.step import Layout
-from orchestrator.core.topology import MIB_PER_GIB, Topology
 
 # The registered predictors that are baselines, by the saved id.
 _BASELINE_PREDICTORS = {LINEAR: LINEAR_NAME, AMDAHL: AMDAHL_NAME}
@@ -109,7 +109,7 @@ def node_shapes(topology: Topology) -> tuple[NodeShape, ...]:
     """The topology's nodes by shape (sockets, largest socket's cores, threads per core, memory, CPU), counted:
     what a later measurement's machine is matched against (a 10,000-node target stays a line).
 
-    >>> from orchestrator.core.topology import CompactTopology, build_compact
+    >>> from orchestrator.core.machine.topology import CompactTopology, build_compact
     >>> four = build_compact(CompactTopology(nodes=4, sockets=2, cores_per_socket=28, memory_gib=192))
     >>> [(n.count, n.shape) for n in node_shapes(four)]
     [(4, (2, 28, 1))]

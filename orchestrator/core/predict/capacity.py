@@ -1,7 +1,7 @@
 """Predicted time-to-train for every feasible layout of a target cluster, and the choices it implies.
 
 For each node count, every layout (ranks × threads per rank × local batch) that the constraint engine and
-placement accept (`orchestrator.core.plan.make_plan`, the code `orch plan` and `orch sweep` use) and that
+placement accept (`orchestrator.core.planning.plan.make_plan`, the code `orch plan` and `orch sweep` use) and that
 really uses that many nodes gets:
 
     samples/s      from the step model, with an interval from the model's own held-out error
@@ -26,18 +26,19 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from orchestrator.core.constraints import Rules, check
-from orchestrator.core.grid import Trial, powers_of_two_up_to
-from orchestrator.core.placement import Placement
-from orchestrator.core.plan import make_plan
+from orchestrator.core.machine.placement import Placement
+from orchestrator.core.machine.topology import Topology
+from orchestrator.core.planning.constraints import Rules, check
+from orchestrator.core.planning.grid import powers_of_two_up_to
+from orchestrator.core.planning.plan import make_plan
+from orchestrator.core.planning.spec import GridSpec, SweepSpec
+from orchestrator.core.planning.trial import Trial
 from orchestrator.core.predict.data import layout_on_sockets
 from orchestrator.core.predict.epochs import NOT_CONVERGED, EpochsModel, EpochsPrediction
 from orchestrator.core.predict.interval import Basis, predict_cell
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.step import Layout
 from orchestrator.core.predict.validate import MODEL
-from orchestrator.core.spec import GridSpec, SweepSpec
-from orchestrator.core.topology import Topology
 from orchestrator.errors import InputError
 
 HOURS_PER_DAY = 24.0

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from orchestrator.core.measured.records import Kind, Record, Records
 from orchestrator.core.predict.lsq import numeric_jacobian, solve
-from orchestrator.core.records import Kind, Record, Records
 
 SOCKET, SOCKETS, NODES = "socket", "sockets", "nodes"
 LINK_CLASSES = (SOCKET, SOCKETS, NODES)      # slowest last

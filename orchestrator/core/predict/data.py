@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from orchestrator.core.peaks import peak_index
+from orchestrator.core.measured.peaks import peak_index
+from orchestrator.core.measured.records import Kind, PlacementEntry, Record, Records
 from orchestrator.core.predict.comm import NODES, SOCKET, SOCKETS, ddp_buckets
 from orchestrator.core.predict.step import Cell, Layout
-from orchestrator.core.records import Kind, PlacementEntry, Record, Records
 
 
 def layout_on_sockets(ranks: int, threads: int, local_batch: int, sockets: Iterable[tuple[int, int]]) -> Layout:

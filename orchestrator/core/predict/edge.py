@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.core import records as rec
+from orchestrator.core.measured import records as rec
 from orchestrator.core.predict.lsq import numeric_jacobian, solve
 
 AUTO, FULL, OFF = "auto", "full", "none"

@@ -15,7 +15,7 @@ used; outside it is extrapolated and says so: MLPerf's RCP checker interpolates 
 batches and refuses to go above the largest, so a planner that does must say it loudly. A batch at or
 beyond one that did not converge gets no prediction.
 
-Convergence data come from convergence records (`orchestrator.core.convergence`) or from an MLPerf RCP
+Convergence data come from convergence records (`orchestrator.core.measured.convergence`) or from an MLPerf RCP
 file (`orchestrator.core.predict.rcp`: units, the checker's olympic mean and pruning), the layout MLCommons
 publishes in mlcommons/logging (`mlperf_logging/rcp_checker/training_*/rcps_<benchmark>.json`) and
 `orch report` exports.
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from orchestrator.core.convergence import BatchConvergence, olympic_mean
-from orchestrator.core.lr import LrScaling
-from orchestrator.core.noise_scale import Z_90
+from orchestrator.core.measured.convergence import BatchConvergence, olympic_mean
+from orchestrator.core.measured.noise_scale import Z_90
+from orchestrator.core.planning.lr import LrScaling
 from orchestrator.core.predict import epochs_edge, epochs_lr
 from orchestrator.core.predict.edge import EdgeCurve
 from orchestrator.core.predict.lsq import numeric_jacobian, solve

@@ -19,7 +19,7 @@ draws in which the batch is inside the edge and its epochs within the runs' cap;
 the median and one-sd quantiles of the draws inside the edge. Where P(converge) < ½ no epoch count is printed:
 the rule does not train there, or only by chance.
 
->>> from orchestrator.core.lr import LrScaling
+>>> from orchestrator.core.planning.lr import LrScaling
 >>> s = LrScaling(rule="linear", base_lr=0.02, base_batch=16)
 >>> theta = np.array([math.log(0.05), math.log(0.64), math.log(32.0)])   # edge 0.64/(1 + 32/B)
 >>> [round(float(d), 4) for d in denominator(theta, np.array([16.0, 64.0, 512.0]), s)]   # 1 − 0.02·3/0.64, ...
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.core.lr import LrScaling
+from orchestrator.core.planning.lr import LrScaling
 from orchestrator.core.predict.edge import EdgeCurve
 from orchestrator.core.predict.lsq import numeric_jacobian, solve
 

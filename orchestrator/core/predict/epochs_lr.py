@@ -6,7 +6,7 @@ rate ε a step of batch B improves the loss by
     ΔL(ε) = ε·|G|²·(1 − ε / (2·ε_opt(B))),      ε_opt(B) = ε_max / (1 + B_noise/B)
 
 At the optimal rate at every batch, the steps to a target give their E_min·(1 + B/B_noise) in epochs. A sweep
-does not run the optimal rate: it scales a base rate by a rule (`core.lr`), ε(B). With that rate the steps go
+does not run the optimal rate: it scales a base rate by a rule (`core.planning.lr`), ε(B). With that rate the steps go
 as 1/ΔL and the epochs (steps × B ÷ samples per epoch) as
 
     E(B) = A·B / (ε(B)·D(B)),      D(B) = 1 − k·ε(B)·(1 + B_noise/B),      k = 1/(2·ε_max) ≥ 0
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.core.lr import LrScaling
+from orchestrator.core.planning.lr import LrScaling
 from orchestrator.core.predict.lsq import Fit, numeric_jacobian, solve
 from orchestrator.core.predict.noise_prior import BCritPrior
 

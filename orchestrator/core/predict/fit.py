@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from orchestrator.core.convergence import convergence_by_batch
+from orchestrator.core.measured.convergence import convergence_by_batch
+from orchestrator.core.measured.records import Kind, Record, Records
 from orchestrator.core.predict import comm, data
 from orchestrator.core.predict.edge import curve_from_records
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel, fit_epochs, points_from_batches
@@ -24,7 +25,6 @@ from orchestrator.core.predict.validate import (
     validate_epochs,
     validate_step,
 )
-from orchestrator.core.records import Kind, Record, Records
 from orchestrator.errors import InputError
 
 MIN_CELLS = 3

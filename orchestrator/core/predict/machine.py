@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.core.isa import CpuIsa
-from orchestrator.core.topology import NodeLink
+from orchestrator.core.machine.isa import CpuIsa
+from orchestrator.core.machine.topology import NodeLink
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.core.machine.topology import NodeLink
 from orchestrator.core.predict.comm import LINK_CLASSES, NODES, LinkFit, Sample, fit_link
-from orchestrator.core.topology import NodeLink
 
 # The share of a stated rate Gloo's all-reduce got, measured (the lowest and the highest; the central value is their
 # geometric middle): 0.96-0.985 over veth links shaped by tbf at 1 Gbit/s and 200 Mbit/s between namespaces of one

@@ -1,4 +1,4 @@
-"""B_simple, measured in the convergence runs (`orchestrator.core.noise_scale`), as a prior on B_crit. Pure.
+"""B_simple, measured in the convergence runs (`orchestrator.core.measured.noise_scale`), as a prior on B_crit. Pure.
 
 McCandlish et al. (2018) find the critical batch of `epochs(B) = E_min·(1 + B/B_crit)` close to the gradient
 noise scale, of which B_simple is the estimate that ignores the Hessian's shape; it grows as training goes on
@@ -21,8 +21,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from orchestrator.core import records as rec
-from orchestrator.core.noise_scale import Z_90
+from orchestrator.core.measured import records as rec
+from orchestrator.core.measured.noise_scale import Z_90
 
 # One standard deviation, in log, between B_simple and the B_crit the epochs imply: an assumption (a factor of 3).
 B_SIMPLE_TO_B_CRIT_SD_LOG = math.log(3.0)

@@ -31,7 +31,7 @@ from typing import TypeGuard
 
 import numpy as np
 
-from orchestrator.core.json_types import JsonMapping, JsonValue
+from orchestrator.core.json.values import JsonMapping, JsonValue
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.errors import InputError
 

@@ -24,8 +24,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from orchestrator.core.json_types import JsonDict, JsonValue
-from orchestrator.core.schema import Problem, load, opt, to_plain
+from orchestrator.core.json.schema import Problem, load, opt, to_plain
+from orchestrator.core.json.values import JsonDict, JsonValue
 from orchestrator.errors import InputError
 
 FORMAT = "orch-prediction"

@@ -24,10 +24,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.core.convergence import convergence_by_batch
+from orchestrator.core.measured.convergence import convergence_by_batch
+from orchestrator.core.measured.records import Record
 from orchestrator.core.predict.data import cells_from_records
 from orchestrator.core.predict.saved import CellForecast, EpochsForecast, NodeShape, SavedPrediction
-from orchestrator.core.records import Record
 
 SAMPLES_PER_S, EPOCHS, CONVERGENCE = "samples/s", "epochs", "P(converge)"
 INSIDE_DATA = "inside"               # a layout within every measured axis

@@ -1,4 +1,4 @@
-"""The prediction's tables (`orchestrator.core.table.Table`), rendered like every report table. Pure.
+"""The prediction's tables (`orchestrator.core.text.table.Table`), rendered like every report table. Pure.
 
 A predicted value reads with its interval, or says it has none:
 
@@ -19,8 +19,8 @@ from orchestrator.core.predict.interval import GEMM_PROXY
 from orchestrator.core.predict.predictors import names
 from orchestrator.core.predict.step import TIES
 from orchestrator.core.predict.validate import MODEL, SchemeResult
-from orchestrator.core.table import BEST, DASH, Cell, Footnotes, Table
-from orchestrator.core.time_to_train import human_duration
+from orchestrator.core.text.table import BEST, DASH, Cell, Footnotes, Table
+from orchestrator.core.text.units import human_duration
 
 _PARAM_WORDS = {"a_s": ("a", "s per step, fixed"), "c_s": ("c", "s per sample"),
                 "sigma": ("σ", "serial fraction over threads (per-sample part)"),

@@ -9,12 +9,12 @@
 - `checks`: the physical bounds that mark a measurement disturbed;
 - `projection`: a profiled step projected onto another CPU from its primitives;
 - `result`: a profiled target as saved (`profile-result.json`) and every rank's profile, typed
-  (`core.jsonobject`: read from JSON and written back byte for byte, as the trial records are);
+  (`core.json.jsonobject`: read from JSON and written back byte for byte, as the trial records are);
 - `row`: the base of the analysis's table rows, written as the dict of their fields.
 
 A layout's name and its parts:
 
->>> from orchestrator.core.profile.layout import layout_label, parse_layout
+>>> from orchestrator.core.planning.layout import layout_label, parse_layout
 >>> trial = parse_layout("2x14x8")
 >>> trial.ranks, trial.threads_per_rank, trial.local_batch, layout_label(trial)
 (2, 14, 8, '2x14x8')

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.core.json_types import JsonReadable
+from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.profile import levels as lv
 from orchestrator.core.profile import roofline as rl
 from orchestrator.core.profile.levels import LevelRoof

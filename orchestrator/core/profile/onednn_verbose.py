@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orchestrator.core.jsonobject import JsonObject
+from orchestrator.core.json.jsonobject import JsonObject
 
 PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
 DTYPES = ("f32", "bf16", "f16", "f64", "s8", "u8", "s32", "f8_e5m2", "f8_e4m3")

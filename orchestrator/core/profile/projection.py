@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from orchestrator.core.json_types import JsonReadable
+from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.profile import roofline as rl
 from orchestrator.core.profile.result import ProfiledTarget, RankProfile, as_target
 from orchestrator.core.profile.row import Row

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from orchestrator.core.json_types import JsonMapping, JsonReadable
-from orchestrator.core.jsonobject import JsonObject, optional
+from orchestrator.core.json.jsonobject import JsonObject, optional
+from orchestrator.core.json.values import JsonMapping, JsonReadable
 from orchestrator.core.profile.levels import LevelRoof
 from orchestrator.core.profile.onednn_verbose import KindTotal, ShapeTotal
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.core.jsonobject import JsonObject
+from orchestrator.core.json.jsonobject import JsonObject
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ A tracker is three calls:
 
 - `open(results)`: the results folder as it is when the sweep starts (its spec, topology, environment and the
   records already there): the tracker logs the sweep and catches up on every record it lacks;
-- `record(record)`: one record, as the driver appends it to trials.jsonl (run.sweep's `on_record` hook);
+- `record(record)`: one record, as the driver appends it to trials.jsonl (run.driver.sweep's `on_record` hook);
 - `finish(results, report_files, end)`: the sweep (or the report) ended; `report_files` are the files the
   report wrote, the only ones uploaded (never a link, never the rest of their folder).
 
@@ -40,16 +40,14 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.constants import DEFAULT_TRACKING_WAIT_S, TRACKING_WAIT_ENV_VAR
-from orchestrator.core.json_types import JsonDict, JsonValue
-from orchestrator.core.records import Record, dumps
-from orchestrator.core.schema import load
-from orchestrator.core.spec import TrackingSpec
+from orchestrator.core.measured.records import Record, dumps
+from orchestrator.core.planning.spec import TrackingSpec
 from orchestrator.errors import InputError
 from orchestrator.io.store import Results
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'orch[tracking]' (bash scripts/setup.sh --dev installs it)"
+INSTALL_HINT = ".venv/bin/pip install -e '.[tracking]' in orch's folder (bash scripts/setup.sh --dev installs it)"
 TENSORBOARD_DIR = "tensorboard"   # inside the results folder
 
 
@@ -72,7 +70,7 @@ class TrackingUnavailable(InputError):
 
 
 class Tracker(Protocol):
-    name: str          # "MLflow", "TensorBoard"
+    label: str         # what messages call it: "MLflow", "TensorBoard" (its id, "mlflow", is its TrackerKind's)
 
     def open(self, results: Results) -> None: ...
 
@@ -81,7 +79,7 @@ class Tracker(Protocol):
     def finish(self, results: Results, report_files: Sequence[Path], end: End) -> None: ...
 
     def catch_up_option(self) -> str:
-        """The `orch report` option that logs later what this tracker missed, e.g. '--mlflow URI'."""
+        """The `orch report` option that logs later what this tracker missed, e.g. '--mlflow-uri URI'."""
         ...
 
 
@@ -109,14 +107,15 @@ class TrackerPlace:
 
 @dataclass(frozen=True, slots=True)
 class TrackerKind:
-    """A tracker as orch finds it by name: how to make one, and what it needs.
+    """A tracker as orch finds it by its id (`mlflow`, `tensorboard`, an entry point's name): how to make one, and
+    what it needs.
 
     `make(setting, place)`: the tracker (`setting`: what follows `NAME=` in `--track NAME=SETTING`, the MLflow
-    URI for `--mlflow URI`; "" when none is given); `package`: a module that must import for it to run, checked
+    URI for `--mlflow-uri URI`; "" when none is given); `package`: a module that must import for it to run, checked
     before anything runs (None: nothing beyond orch); `option`: the option that asks for it, for messages;
     `install`: how to get its package."""
 
-    name: str
+    id: str
     make: Callable[[str, TrackerPlace], Tracker]
     package: str | None = None
     option: str = ""
@@ -143,6 +142,8 @@ def find_tracker(name: str) -> TrackerKind:
         raise TrackingUnavailable(f"tracker {name!r} ({ref}) does not load: {type(err).__name__}: {err}") from None
     if not isinstance(found, TrackerKind):
         raise TrackingUnavailable(f"tracker {name!r} ({ref}) is a {type(found).__name__}, not an orch TrackerKind")
+    if found.id != name:   # one id per tracker: the one it is asked for by, and the one its settings are kept under
+        raise TrackingUnavailable(f"tracker {name!r} ({ref}) gives its id as {found.id!r}")
     return found
 
 
@@ -175,22 +176,21 @@ class TrackingChoice:
         return next((s for n, s in self.settings if n == name), None)
 
 
-def choose(section: TrackingSpec | JsonDict | None, *, mlflow: str | bool | None = None,
+def choose(section: TrackingSpec | None, *, mlflow: str | bool | None = None,
            tensorboard: bool | None = None, others: Sequence[str] = ()) -> TrackingChoice:
     """The tracking a run does: the section's, overridden by the options. `mlflow`: None keeps the section's
     URI, True turns MLflow on (with the section's URI, else MLflow's default), False turns it off, a string is
     the URI. `tensorboard`: None keeps the section's choice. `others`: `NAME[=SETTING]` of trackers found by name
-    (`--track`). A section read back from spec.json (a dict) that no longer loads is no tracking: the folder's
-    results do not depend on it.
+    (`--track`).
 
     >>> choose(TrackingSpec(mlflow="http://h:5000", experiment="e"))
     TrackingChoice(settings=(('mlflow', 'http://h:5000'),), experiment='e')
     >>> choose(None, mlflow=True, tensorboard=True, others=["toy=out.jsonl"]).settings
     (('mlflow', ''), ('tensorboard', ''), ('toy', 'out.jsonl'))
-    >>> choose({"mlflow": "sqlite:///m.db"}, mlflow="http://other:5000").setting("mlflow")
+    >>> choose(TrackingSpec(mlflow="sqlite:///m.db"), mlflow="http://other:5000").setting("mlflow")
     'http://other:5000'
     """
-    spec = (load(TrackingSpec, section)[0] if isinstance(section, dict) else section) or TrackingSpec()
+    spec = section or TrackingSpec()
     uri: str | None = spec.mlflow
     if mlflow is False:
         uri = None
@@ -207,7 +207,7 @@ def choose(section: TrackingSpec | JsonDict | None, *, mlflow: str | bool | None
     return TrackingChoice(tuple(chosen.items()), spec.experiment)
 
 
-def after_the_fact(section: JsonValue, *, mlflow: str | bool | None, tensorboard: bool,
+def after_the_fact(section: TrackingSpec | None, *, mlflow: str | bool | None, tensorboard: bool,
                    others: Sequence[str] = ()) -> tuple[TrackingChoice, str | None]:
     """What `orch report --mlflow / --tensorboard / --track` logs to, and a hint to print: the URI comes from
     the user alone (the option, else $MLFLOW_TRACKING_URI, else MLflow's default), never from the folder's stored
@@ -215,19 +215,17 @@ def after_the_fact(section: JsonValue, *, mlflow: str | bool | None, tensorboard
     folder's experiment is kept: a name inside the server the user chose, which the sweep's own runs are in.
     The hint names the folder's URI when a bare --mlflow did not use it.
 
-    >>> after_the_fact({"mlflow": "http://evil:5000", "experiment": "e"}, mlflow=True, tensorboard=False)[0]
+    >>> after_the_fact(TrackingSpec(mlflow="http://evil:5000", experiment="e"), mlflow=True, tensorboard=False)[0]
     TrackingChoice(settings=(('mlflow', ''),), experiment='e')
     """
-    stored = section if isinstance(section, dict) else {}
-    experiment = stored.get("experiment")
-    choice = choose({"experiment": experiment} if isinstance(experiment, str) else None,
-                    mlflow=mlflow or False, tensorboard=tensorboard, others=others)
-    uri = stored.get("mlflow")
+    stored = section or TrackingSpec()
+    choice = choose(TrackingSpec(experiment=stored.experiment), mlflow=mlflow or False, tensorboard=tensorboard,
+                    others=others)
     hint = None
-    if mlflow is True and isinstance(uri, str) and uri:
-        hint = (f"the folder's spec.json names the tracking URI {uri[:200]!r}; orch logs only where you say "
-                "(--mlflow URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give --mlflow "
-                "with that URI if it is yours")
+    if mlflow is True and stored.mlflow:
+        hint = (f"the folder's spec.json names the tracking URI {stored.mlflow[:200]!r}; orch logs only where you "
+                "say (--mlflow-uri URI, else $MLFLOW_TRACKING_URI), never where a results folder says: give "
+                "--mlflow-uri with that URI if it is yours")
     return choice, hint
 
 
@@ -298,7 +296,7 @@ class Tracking:
         bound = wait_s()
         self._worker.join(bound)
         if self._worker.is_alive():
-            names = ", ".join(t.name for t in self.trackers) or "a tracker"
+            names = ", ".join(t.label for t in self.trackers) or "a tracker"
             line = f"{names}: still not done after {bound:g} s (a slow or unanswering server)"
             self.failed.append(line)
             log.warning("%s; orch goes on without it (%s sets the wait). `orch report %s %s` logs what is missing "
@@ -328,8 +326,8 @@ class Tracking:
         except Exception as err:   # logging must never fail a sweep: any error at all stops this tracker only
             self.trackers.remove(tracker)
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-            line = f"{tracker.name}: {reason}"
+            line = f"{tracker.label}: {reason}"
             self.failed.append(line)
             log.warning("%s. Nothing more is logged there in this run; `orch report %s %s` logs what is missing "
                         "later.", line, self.folder, tracker.catch_up_option())
-            log.debug("%s failed", tracker.name, exc_info=True)
+            log.debug("%s failed", tracker.label, exc_info=True)

@@ -4,7 +4,7 @@
   as artifacts (`sweep/spec.json`, ...), the counts of trials and the best throughput as metrics, and at the
   end trials.jsonl and the report (`report/`: report.md, the PNG plots, every table as CSV and JSON).
 - A child (run name: the trial key) carries the trial's layout and settings and what took effect (`applied.*`)
-  as parameters, its figures as metrics (`orchestrator.core.record_fields`: samples/s, step time, spread,
+  as parameters, its figures as metrics (`orchestrator.core.measured.record_fields`: samples/s, step time, spread,
   memory, `ok` for its status), a convergence run's metric per evaluation as a step series (the step is the
   global training step; `epoch` is logged at the same steps), and an all-reduce calibration's time per
   message size (the step is the size in bytes). A trial that did not end ok is a FAILED run with its reason.
@@ -42,8 +42,9 @@ from orchestrator.constants import (
     MLFLOW_SEARCH_S,
     MLFLOW_TIMEOUT_ENV_VAR,
 )
-from orchestrator.core import record_fields as fields
-from orchestrator.core.records import Kind, Record, Status
+from orchestrator.core.measured import record_fields as fields
+from orchestrator.core.measured.environment import Environment
+from orchestrator.core.measured.records import Kind, Record, Status
 from orchestrator.io.files import read_nofollow
 from orchestrator.io.store import ENVIRONMENT_FILE, SPEC_FILE, TOPOLOGY_FILE, TRIALS_FILE, Results
 from orchestrator.io.tracking import INSTALL_HINT, End, TrackerKind, TrackerPlace, fingerprint
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 HEALTH_TIMEOUT_S = 5.0     # a tracking server that does not answer its health check within this is down
 MAX_PARAM_CHARS = 500      # what every MLflow server takes (newer ones take 6000)
 BATCH_PARAMS, BATCH_METRICS = 100, 1000   # MLflow's limits per log_batch
-ENV_PARAMS = ("orch", "python", "torch", "ray", "hostname", "cpu_model", "ray_nodes")
 TAG_ROLE, TAG_FOLDER, TAG_FOLDER_ID, TAG_KEY = "orch.role", "orch.folder", "orch.folder_id", "orch.key"
 TAG_FINGERPRINT, TAG_KIND, TAG_STATUS = "orch.fingerprint", "orch.kind", "orch.status"
 PARENT_TAG = "mlflow.parentRunId"
@@ -130,7 +130,7 @@ def _started_s(record: Record) -> float | None:
 
 
 class MlflowTracker:
-    name = "MLflow"
+    label = "MLflow"
 
     def __init__(self, uri: str, experiment: str | None, folder: Path, sweep_name: str, *, live: bool = True):
         import mlflow
@@ -145,7 +145,7 @@ class MlflowTracker:
         self.children: dict[str, tuple[str, str]] = {}   # trial key -> (run id, fingerprint)
 
     def catch_up_option(self) -> str:
-        return f"--mlflow {self.uri}"
+        return f"--mlflow-uri {self.uri}"
 
     # --- the sweep's run ------------------------------------------------------------------------------
     def open(self, results: Results) -> None:
@@ -205,13 +205,12 @@ class MlflowTracker:
         """The spec, topology and environment: parameters logged once (MLflow refuses a changed value; a
         resumed sweep may have changed a setting that does not change results, whose new value is in the
         `sweep/spec.json` artifact), and the files as artifacts, replaced each time."""
-        spec = {k: v for k, v in results.sweep_spec.items() if k != "tracking"}  # where it is logged is no setting
-        env = results.environment
-        topology = results.typed_topology()
-        ran = {k: env[k] for k in ENV_PARAMS if env.get(k) is not None}
-        ran.update({key: (env.get(key) or {}).get("chosen") for key in ("backend", "precision")})
+        # the spec as stored (its keys are the parameters' names); where it is logged is no setting
+        spec = {k: v for k, v in results.stored_spec.items() if k != "tracking"}
+        topology = results.topology
         wanted = {mlflow_key(k): v for k, v in flat_params(
-            {**spec, "env": ran, "topology": topology.describe() if topology else "unknown"}).items()}
+            {**spec, "env": _env_params(results.environment),
+             "topology": topology.describe() if topology else "unknown"}).items()}
         have = self.client.get_run(self.parent_id).data.params
         changed = sorted(k for k, v in wanted.items() if k in have and have[k] != v)
         if changed:
@@ -321,9 +320,17 @@ class MlflowTracker:
             self.client.log_batch(run_id, metrics=points[start:start + BATCH_METRICS], synchronous=True)
 
 
+def _env_params(env: Environment) -> dict[str, str | int | None]:
+    """What the sweep's parent run logs of its environment: versions, host, CPU, nodes, backend and precision."""
+    given = {"orch": env.orch, "python": env.python, "torch": env.torch, "ray": env.ray, "hostname": env.hostname,
+             "cpu_model": env.cpu_model, "ray_nodes": env.ray_nodes}
+    return {**{k: v for k, v in given.items() if v is not None},
+            "backend": env.backend.chosen if env.backend is not None else None, "precision": env.precision_chosen}
+
+
 def _make(setting: str, place: TrackerPlace) -> MlflowTracker:
     return MlflowTracker(setting, place.experiment, place.folder, place.sweep_name, live=place.live)
 
 
-# Registered in orchestrator.io.tracking.TRACKERS: `--mlflow [URI]` (its setting: the tracking URI).
+# Registered in orchestrator.io.tracking.TRACKERS: `--mlflow`, `--mlflow-uri URI` (its setting: the tracking URI).
 TRACKER = TrackerKind("mlflow", _make, package="mlflow", option="--mlflow", install=INSTALL_HINT)

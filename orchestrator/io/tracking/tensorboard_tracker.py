@@ -4,7 +4,7 @@ show layouts against throughput. `tensorboard --logdir RESULTS/tensorboard` show
 `tensorboard --logdir results` every sweep.
 
 - The log folder's own event file holds the experiment: every hyperparameter with the values the records
-  took (`orchestrator.core.record_fields`' `param` fields and the record's kind) and every metric.
+  took (`orchestrator.core.measured.record_fields`' `param` fields and the record's kind) and every metric.
 - A trial's event file holds its hyperparameters (the session's start, its trial id the key), its figures as
   scalars at step 0 (`metric` fields: samples_per_s, step_ms, cv, peak_private_mib, ok, ...), a convergence run's
   metric per evaluation at the global training step (with `epoch` at the same steps), an all-reduce
@@ -17,7 +17,7 @@ What was written is kept in `orch-logged.json` ({trial key: fingerprint of the r
 buffers: no TensorFlow, no torch.
 
 The log folder may be in someone else's results folder: it is used only when it is a folder (not a link), a
-run folder is named by a trial key (a plain name: core.records.is_key) and written under the log folder only,
+run folder is named by a trial key (a plain name: core.measured.records.is_key) and written under the log folder only,
 and a run folder is removed only when the manifest lists it (orch wrote it) and it is a folder, not a link.
 Anything else there is left alone, and the tracker says why it stopped.
 """
@@ -33,8 +33,8 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from orchestrator.core import record_fields as fields
-from orchestrator.core.records import Record, Status, is_key
+from orchestrator.core.measured import record_fields as fields
+from orchestrator.core.measured.records import Record, Status, is_key
 from orchestrator.errors import RunFailed
 from orchestrator.io.files import MAX_JSON_BYTES, UnreadableFile, read_json_input, write_atomic
 from orchestrator.io.store import Results
@@ -153,7 +153,7 @@ def domains(records: Iterable[Record]) -> dict[str, set[HParamValue]]:
 
 
 class TensorBoardTracker:
-    name = "TensorBoard"
+    label = "TensorBoard"
 
     def __init__(self, logdir: Path):
         self.logdir = logdir

@@ -1,5 +1,5 @@
 """The rank process's side of run/: what runs inside each rank (one process per rank, started by the driver's
-launcher, run.launcher). It reads its job and writes its progress and result in the wire format (run.job,
+launcher, run.driver.launcher). It reads its job and writes its progress and result in the wire format (run.job,
 run.reports) and imports nothing of the driver's side (the work items, the launcher, Ray): the launcher names
 these modules only on the rank's command line.
 
@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.core.records import Kind
+from orchestrator.core.measured.records import Kind
 from orchestrator.run.job import PROBE, PROFILE, JobKind
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     RankEntry = Callable[[RankJob, ProgressWriter, StartupClock], RankOutput]
 
 # The rank's kind table: a job's kind → the module whose `run_rank` does its work. A new kind is a line here, its
-# module beside this one, and its driver half in run.kinds.
+# module beside this one, and its driver half in run.driver.kinds.
 ENTRIES: dict[JobKind, str] = {
     Kind.PEAK: "peak",
     Kind.ALLREDUCE: "allreduce",

@@ -1,4 +1,4 @@
-"""An all-reduce calibration's rank (its driver half is run.kinds.allreduce): message sizes × repeats, timed
+"""An all-reduce calibration's rank (its driver half is run.driver.kinds.allreduce): message sizes × repeats, timed
 on every rank (protocol.allreduce_timing)."""
 
 from __future__ import annotations

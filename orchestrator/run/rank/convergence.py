@@ -1,4 +1,4 @@
-"""A convergence run's rank (its driver half is run.kinds.convergence): training to the spec's target metric
+"""A convergence run's rank (its driver half is run.driver.kinds.convergence): training to the spec's target metric
 (protocol.train_to_target), at the learning rate the run's schedule starts from."""
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from orchestrator.core.measured.records import EdgeSection
 from orchestrator.core.predict import edge as core_edge
-from orchestrator.core.records import EdgeSection
 
 if TYPE_CHECKING:
     from orch.workload import Batch, Trainer

@@ -1,4 +1,4 @@
-"""A GEMM peak's rank (its driver half is run.kinds.peak): the 2048² GEMM's peak (protocol.gemm_peak), then the
+"""A GEMM peak's rank (its driver half is run.driver.kinds.peak): the 2048² GEMM's peak (protocol.gemm_peak), then the
 compute roof (run.rank.roof), on every rank of the layout at once."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The rank side of a probe (its driver is run.probe; its output is a cached `core.probe.ProbeResult`, not a
-trial record, so it has no work item): one rank of the workload at a small local batch, built as a throughput
-trial builds it, holding as many batches as a throughput trial holds before timing, then a few training steps.
-It reports its own peak private memory and its libraries' pages (run.procmem), the median time of its steps
-after the first, the FLOPs of one more step as orch's FLOP counter counts them (run.flops), its gradients'
-bytes and its train split's length."""
+"""The rank side of a probe (its driver is run.driver.probe; its output is a cached `core.planning.probe.ProbeResult`,
+not a trial record, so it has no work item): one rank of the workload at a small local batch, built as a throughput
+trial builds it, holding as many batches as a throughput trial holds before timing, then a few training steps. It
+reports its own peak private memory and its libraries' pages (run.procmem), the median time of its steps after the
+first, the FLOPs of one more step as orch's FLOP counter counts them (run.rank.flops), its gradients' bytes and its
+train split's length."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.flop_count import FLOPS_RULE
-from orchestrator.core.probe import PROBE_STEPS, held_batches
+from orchestrator.core.planning.probe import PROBE_STEPS, held_batches
+from orchestrator.core.profile.flop_count import FLOPS_RULE
 from orchestrator.run.job import ProbeTask
 from orchestrator.run.procmem import read_memory
 from orchestrator.run.reports import ProbeReport
@@ -41,10 +41,10 @@ def own_peak_private_mib(proc: Path = Path("/proc/self")) -> tuple[float | None,
 
 
 def _count_flops(step: Any, batch: tuple[Any, ...]) -> tuple[float | None, str | None]:
-    """FLOPs of one training step by orch's counter (run.flops: torch's FlopCounterMode, convolutions over the
+    """FLOPs of one training step by orch's counter (run.rank.flops: torch's FlopCounterMode, convolutions over the
     taps inside the input; matmuls and attention as torch counts them), or None with why it could not count
     (an op it cannot follow)."""
-    from orchestrator.run.flops import count_flops
+    from orchestrator.run.rank.flops import count_flops
 
     flops, error = count_flops(lambda: step(batch))
     return flops, error[:FLOPS_ERROR_CHARS] if error is not None else None

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.constants import LAUNCHER_PID_ENV_VAR
-from orchestrator.core.rank_end import EXIT_ORPHANED
+from orchestrator.core.measured.rank_end import EXIT_ORPHANED
 
 ERROR_CHARS = 600   # of a rank's error kept in its progress file, the trial's reason (the log has all of it)
 

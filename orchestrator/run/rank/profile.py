@@ -1,4 +1,4 @@
-"""The rank side of `orch profile` (its driver is run.profile_run; its output is a profile folder, not a trial
+"""The rank side of `orch profile` (its driver is run.driver.profile_run; its output is a profile folder, not a trial
 record, so it has no work item): the training session of a throughput trial, profiled (run.rank.profiling)."""
 
 from __future__ import annotations

@@ -48,13 +48,7 @@ from orchestrator.core.profile.result import (
     ReplaySetting,
 )
 from orchestrator.run.job import Phase, ProfileTask, ProgressWriter, RankJob
-from orchestrator.run.profile_replay import (
-    level_roofs,
-    replay_setting,
-    replay_shapes,
-    stdout_to,
-    stream_triad_gbs,
-)
+from orchestrator.run.rank.profile_replay import level_roofs, replay_setting, replay_shapes, stdout_to, stream_triad_gbs
 from orchestrator.run.rank.protocol import make_step
 from orchestrator.run.rank.roof import compute_peak
 

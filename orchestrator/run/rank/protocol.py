@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from orchestrator.core.flop_count import FLOPS_RULE
-from orchestrator.core.probe import held_batches
+from orchestrator.core.planning.probe import held_batches
+from orchestrator.core.profile.flop_count import FLOPS_RULE
 from orchestrator.run.job import ConvergenceTask, Phase, ProgressWriter, RankJob, ThroughputTask
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
     from orch.workload import DdpOptions, Trainer
-    from orchestrator.core.records import EdgeSection
+    from orchestrator.core.measured.records import EdgeSection
 
 
 def make_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[tuple], torch.Tensor]:
@@ -52,7 +52,7 @@ def wrap_ddp(module: torch.nn.Module, options: DdpOptions | None = None, *,
     shapes and broadcasts, as by default. The broadcast is a start-up cost only: what DDP does from the
     first step on is the same either way. `noise_scale`: with the gradient noise scale's hook (`ddp.wrap`)."""
     from orch.workload import DdpOptions  # here: peak and all-reduce ranks import no workload code
-    from orchestrator.run import ddp
+    from orchestrator.run.rank import ddp
 
     return ddp.wrap(module, options or DdpOptions(), init_sync=not same_on_every_rank(module),
                     noise_scale=noise_scale)
@@ -90,9 +90,9 @@ def _cycle_epochs(batches: Callable[[int], Iterator[tuple]]) -> Iterator[tuple]:
 
 
 def count_train_flops(step: Callable[[tuple], Any], batch: tuple) -> float | None:
-    """FLOPs of one training step by orch's counter (run.flops: torch's FlopCounterMode, convolutions over the
+    """FLOPs of one training step by orch's counter (run.rank.flops: torch's FlopCounterMode, convolutions over the
     taps inside the input); None where it cannot follow the step (best effort: that must not fail the trial)."""
-    from orchestrator.run.flops import count_flops
+    from orchestrator.run.rank.flops import count_flops
 
     return count_flops(lambda: step(batch))[0]
 
@@ -111,7 +111,7 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     steps = job.task_as(ThroughputTask).steps
     if steps.data == "memory":
         # Enough distinct batches that the step does not see the same tensors every time, few enough to
-        # keep memory small; prepared before any timing (core.probe.held_batches: the memory probe holds as
+        # keep memory small; prepared before any timing (core.planning.probe.held_batches: the memory probe holds as
         # many, since they are part of the trial's peak).
         distinct = list(itertools.islice(source, held_batches(steps.data, steps.warmup, steps.timed)))
         source = itertools.cycle(distinct)
@@ -151,7 +151,7 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
 def gradient_sizes(module: Any) -> dict[str, Any]:
     """What the gradient all-reduce moves, for `orch predict`: the trainable parameters' bytes and dtype, and
     DDP's own bucket sizes when it is wrapped in DDP (its logging data, after the first step's bucket rebuild;
-    in the gradients' dtype: `orchestrator.run.ddp.wire_sizes` gives what a 16-bit hook puts on the wire)."""
+    in the gradients' dtype: `orchestrator.run.rank.ddp.wire_sizes` gives what a 16-bit hook puts on the wire)."""
     trained = [p for p in module.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() * p.element_size() for p in trained)
     gradient_dtype = str(trained[0].dtype).removeprefix("torch.") if trained else None
@@ -249,8 +249,8 @@ def train_to_target(job: RankJob, trainer: Trainer, module: torch.nn.Module,
                     status: ProgressWriter) -> ConvergenceReport:
     """Train from scratch until the metric reaches the target (the verdict is broadcast from rank 0, so
     every rank stops at the same step) or until max_epochs."""
-    from orchestrator.core.noise_scale import every_steps
-    from orchestrator.run.noise_scale import NoiseScale
+    from orchestrator.core.measured.noise_scale import every_steps
+    from orchestrator.run.rank.noise_scale import NoiseScale
 
     conv = job.task_as(ConvergenceTask).settings
     steps_per_epoch = trainer.steps_per_epoch()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from orchestrator.core.json_types import JsonDict
+from orchestrator.core.json.values import JsonDict
 from orchestrator.core.profile.roofline import conv_flops, conv_problem
 
 ROOF_GEMM_SIZES = (256, 512, 1024)

@@ -1,7 +1,7 @@
 """A script's rank: the user's training script run as it is, one process per rank, through the same launcher
 as orch's own ranks (pinned before it starts, the same thread and allocator settings, torchrun's variables).
 
-    python -m orchestrator.run.rank.script JOB_FILE      (the launcher's command: run.script_job.script_command)
+    python -m orchestrator.run.rank.script JOB_FILE      (the launcher's command: run.driver.script_job.script_command)
 
 The process sets up what orch's own rank entry point (run.rank.main) does, then runs the script as
 `python SCRIPT ARGS` would (`__main__`, its folder first on sys.path, sys.argv), with the reporter
@@ -12,11 +12,11 @@ The process sets up what orch's own rank entry point (run.rank.main) does, then 
 - the trial's rendezvous store hosted by rank 0, bound to MASTER_ADDR only (torch's own env:// store binds
   every interface), and TORCHELASTIC_USE_AGENT_STORE=True so that the script's `init_process_group()` joins
   it as torchrun's workers join their agent's store; orch's reporter keeps its barriers there too;
-- the grid's values as ORCH_LOCAL_BATCH, ORCH_THREADS, ... (core.script);
+- the grid's values as ORCH_LOCAL_BATCH, ORCH_THREADS, ... (core.planning.script);
 - the script's end read as the trial's: an exception's last line, a non-zero exit, or an end without the
   steps the trial needs becomes the progress file's `error`, the trial's reason.
 
-Its driver's half is run.script_job.
+Its driver's half is run.driver.script_job.
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ import sys
 import traceback
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator.run.job import Phase, ProgressWriter, RankJob, ScriptSettings
 from orchestrator.run.rank.process import StartupClock, exit_when_orphaned, process_started_at, size_torch_threads
 from orchestrator.run.rank.script_reporter import fail
+
+if TYPE_CHECKING:
+    from torch.distributed import Store
 
 SPAWNED_FILE = "spawned.json"
 
@@ -47,7 +50,7 @@ def spawned_error(job: RankJob) -> str | None:
     return str(error)
 
 
-def host_store(job: RankJob) -> Any:
+def host_store(job: RankJob) -> Store:
     """The trial's rendezvous store: rank 0 serves it on MASTER_ADDR only (as run.rank.session does for orch's
     own ranks), every rank holds a client of it. The script's env:// rendezvous joins it as a client
     (TORCHELASTIC_USE_AGENT_STORE), and the reporter's barriers use it."""

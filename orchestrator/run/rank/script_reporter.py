@@ -7,7 +7,8 @@ protocols, kept by the script's own calls instead of orch's loop. The timing rul
 - warm-up steps excluded: the timed window opens at the end of step `warmup_steps`;
 - a window all ranks share: a barrier in the trial's rendezvous store at each repeat's boundary (kept by orch,
   so it holds whether or not the script joined torch.distributed), and each rank's wall time per repeat; the
-  driver takes the slowest rank, the median of repeats and their spread (core.measure), as for the built-ins;
+  driver takes the slowest rank, the median of repeats and their spread (core.measured.throughput), as for the
+  built-ins;
 - a throughput trial ends the script inside the step that ends its last repeat (result written, process
   ended: code after the loop does not run);
 - a convergence trial ends it at the step after rank 0 reports the target metric at or above the target (or
@@ -26,13 +27,21 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.flop_count import STATED
-from orchestrator.core.records import Kind, NoiseScaleSection
+from orchestrator.core.measured.records import Kind, NoiseScaleSection
+from orchestrator.core.profile.flop_count import STATED
 from orchestrator.run.job import PROBE, Phase, ProgressWriter, RankJob, RankResult
 from orchestrator.run.rank.process import ERROR_CHARS
 from orchestrator.run.reports import ConvergenceReport, ProbeReport, Report, ThroughputReport
+
+if TYPE_CHECKING:   # the reporter stands in a script's process: torch is the script's to import
+    import torch
+    from torch.distributed import Store
+
+    from orchestrator.run.rank.noise_scale import ScriptNoise
+    from orchestrator.run.rank.process import StartupClock
 
 STOP_KEY = "orch/stop"        # a convergence run's verdict, posted by rank 0: {"step", "converged", "epoch"}
 LEFT_KEY = "orch/left"        # how many ranks other than 0 are done with the store
@@ -64,10 +73,20 @@ def cpu_backend(config: str) -> str:
     return f"none for CPU tensors ({config})"
 
 
+@dataclass(frozen=True, slots=True)
+class StopVerdict:
+    """A convergence run's verdict, posted by rank 0 in the store (STOP_KEY) for every rank: stop after `step`,
+    whether it converged, and the epoch it stopped at."""
+
+    step: int
+    converged: bool
+    epoch: float
+
+
 class ScriptReporter:
     """One rank's reporter: `orch.script`'s calls land here (orch.script.Reporter)."""
 
-    def __init__(self, job: RankJob, progress: ProgressWriter, clock: Any, store: Any):
+    def __init__(self, job: RankJob, progress: ProgressWriter, clock: StartupClock, store: Store):
         if job.script is None:
             raise ValueError("a script reporter needs a script's job")
         self.job, self.settings, self.progress, self.clock, self.store = job, job.script, progress, clock, store
@@ -75,8 +94,8 @@ class ScriptReporter:
         self.started = time.perf_counter()
         self.steps = 0
         self.reported_flops: float | None = None
-        self.module: Any = None
-        self.noise: Any = None        # the gradient noise scale, when the script hands orch its DDP model
+        self.module: torch.nn.Module | None = None
+        self.noise: ScriptNoise | None = None   # the gradient noise scale, when the script hands orch its DDP model
         # throughput
         self.repeat_s: list[float] = []
         self.step_ms: list[float] = []
@@ -88,7 +107,7 @@ class ScriptReporter:
         self.reached_at: float | None = None
         self.last_epoch: float | None = None
         self.steps_at_last_epoch = 0
-        self.stop: dict[str, Any] | None = None
+        self.stop: StopVerdict | None = None
 
     # --- orch.script's calls ------------------------------------------------------------------------------
     def step(self, samples: int | None) -> None:
@@ -121,17 +140,22 @@ class ScriptReporter:
             self.reached_at = epoch
         if self.reached_at is not None or epoch >= cap:
             # Stop at the next step, on every rank: a rank may be waiting for rank 0 in a collective right now.
-            self.stop = {"step": self.steps + 1, "converged": self.reached_at is not None, "epoch": epoch}
+            self.stop = StopVerdict(step=self.steps + 1, converged=self.reached_at is not None, epoch=epoch)
             if self.world > 1:
-                self.store.set(STOP_KEY, json.dumps(self.stop))
+                self.store.set(STOP_KEY, json.dumps(asdict(self.stop)))
 
     def flops(self, per_sample: float) -> None:
         self.reported_flops = float(per_sample)
 
-    def model(self, module: Any) -> None:
+    def model(self, module: object) -> None:
+        import torch
+
+        if not isinstance(module, torch.nn.Module):
+            fail(self.progress, f"orch.script.model(): a {type(module).__name__}, not a torch.nn.Module")
+            return
         self.module = module
         if self.job.kind == Kind.CONVERGENCE:
-            from orchestrator.run.noise_scale import ScriptNoise
+            from orchestrator.run.rank.noise_scale import ScriptNoise
 
             self.noise = ScriptNoise.attach(module, world=self.world, local_batch=self.job.local_batch)
 
@@ -258,15 +282,14 @@ class ScriptReporter:
             self.noise.step()
         self.progress.step(repeat=int(self.last_epoch or 0) + 1)
         if self.stop is None and self.world > 1 and self.store.check([STOP_KEY]):
-            self.stop = json.loads(self.store.get(STOP_KEY))
-        if self.stop is not None and self.steps >= int(self.stop["step"]):
+            self.stop = StopVerdict(**json.loads(self.store.get(STOP_KEY)))
+        if self.stop is not None and self.steps >= self.stop.step:
             self.barrier("stop")
             self._finish(self._convergence_report())
 
     def _convergence_report(self) -> ConvergenceReport:
-        stop = self.stop or {}
-        converged = bool(stop.get("converged", self.reached_at is not None))
-        epochs_run = float(stop.get("epoch", self.last_epoch or 0.0))
+        converged = self.stop.converged if self.stop is not None else self.reached_at is not None
+        epochs_run = self.stop.epoch if self.stop is not None else float(self.last_epoch or 0.0)
         per_epoch = round(self.steps_at_last_epoch / self.last_epoch) if self.last_epoch else 0
         return ConvergenceReport(converged=converged, epochs_to_target=self.reached_at if converged else None,
                                  epochs_run=epochs_run, steps_per_epoch=per_epoch, curve=self.curve,
@@ -275,7 +298,7 @@ class ScriptReporter:
 
     def _noise_scale(self, epochs_run: float) -> NoiseScaleSection:
         """B_simple where the script handed orch its DDP model (orch.script.model), else why not."""
-        from orchestrator.core.noise_scale import not_measured
+        from orchestrator.core.measured.noise_scale import not_measured
 
         if self.noise is not None:
             return self.noise.section(epochs_run)
@@ -307,7 +330,7 @@ class ScriptReporter:
         """Write the rank's result, let the others finish with the store, and end the process here."""
         import torch
 
-        from orchestrator.core.records import CommunicationSection
+        from orchestrator.core.measured.records import CommunicationSection
         from orchestrator.io.files import write_atomic
         from orchestrator.run.comm import communication_report
         from orchestrator.run.rank.process import observed_affinity
@@ -337,7 +360,7 @@ class ScriptReporter:
         while self.store.add(LEFT_KEY, 0) < self.world - 1 and time.monotonic() < deadline:
             time.sleep(LEAVE_POLL_S)
 
-    def _applied(self) -> dict[str, Any]:
+    def _applied(self) -> dict[str, Any]:   # RankResult.applied is str-valued: a script's args are a list
         """What ran, for the record: the script, its hash and its arguments, and where the FLOPs came from."""
         source = ("the sweep file" if self.settings.flops_per_sample is not None else
                   "the script (orch.script.flops)" if self.reported_flops is not None else "unknown")

@@ -13,14 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+    from torch.distributed import Store
 
     from orch.workload import DdpOptions, Trainer
-    from orchestrator.core.jsonobject import JsonObject
-    from orchestrator.core.records import CommunicationSection
+    from orchestrator.core.json.jsonobject import JsonObject
+    from orchestrator.core.measured.records import CommunicationSection
     from orchestrator.run.job import ProgressWriter, RankJob, RankOutput
     from orchestrator.run.rank.process import StartupClock
 
@@ -36,7 +37,7 @@ class Session:
     world: int
 
 
-def rendezvous_store(timeout: timedelta, *, count_workers: bool = True) -> Any:
+def rendezvous_store(timeout: timedelta, *, count_workers: bool = True) -> Store:
     """torch.distributed's TCPStore, with rank 0's listening socket bound to MASTER_ADDR only (torch's own
     binds every interface; on one machine MASTER_ADDR is loopback, so nothing listens beyond it). In a trial,
     rank 0's launcher reserved that socket when it chose the port, and passes it in (RENDEZVOUS_FD_ENV_VAR):
@@ -77,7 +78,7 @@ def init_process_group(job: RankJob, backend: str | None = None) -> None:
 
 def communication(job: RankJob) -> CommunicationSection:
     """The result's communication section: backend, version, CCL settings (run.comm)."""
-    from orchestrator.core.records import CommunicationSection
+    from orchestrator.core.measured.records import CommunicationSection
     from orchestrator.run.comm import communication_report
 
     return CommunicationSection.from_json(communication_report(job.backend))
@@ -91,9 +92,8 @@ def train(job: RankJob, progress: ProgressWriter, clock: StartupClock,
 
     from orch.workload import RankContext, ddp_options_of
     from orchestrator.io.workload_finder import find_workload, parse_params
-    from orchestrator.run import ddp
     from orchestrator.run.job import RankOutput
-    from orchestrator.run.rank import protocol
+    from orchestrator.run.rank import ddp, protocol
 
     clock.lap("import_protocol")
     init_process_group(job)

@@ -1,4 +1,4 @@
-"""A throughput trial's rank (its driver half is run.kinds.throughput): timed repeats of training steps
+"""A throughput trial's rank (its driver half is run.driver.kinds.throughput): timed repeats of training steps
 (protocol.measure_throughput), with what DDP put on the wire."""
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ def run_rank(job: RankJob, progress: ProgressWriter, clock: StartupClock) -> Ran
 
 
 def _measure(job: RankJob, progress: ProgressWriter, session: Session) -> ThroughputReport:
-    from orchestrator.run import ddp
-    from orchestrator.run.rank import protocol
+    from orchestrator.run.rank import ddp, protocol
 
     report = protocol.measure_throughput(job, session.trainer, session.module, progress)
     wire = ddp.wire_sizes(report.to_json(), session.options if session.world > 1 else None)
