@@ -16,7 +16,7 @@ def layout_on_sockets(ranks: int, threads: int, local_batch: int, sockets: Itera
     on one socket, and the slowest link class the ring crosses.
 
     >>> layout_on_sockets(4, 1, 8, [(0, 0), (0, 0), (0, 1), (1, 0)])
-    Layout(ranks=4, threads=1, local_batch=8, nodes=2, ranks_per_socket=2, link='nodes')
+    Layout(ranks=4, threads=1, local_batch=8, nodes=2, ranks_per_socket=2, link='nodes', threads_per_core=1)
     """
     per_socket = Counter(sockets)
     if not per_socket:
