@@ -8,6 +8,7 @@ import statistics
 
 MARK = "<!-- ledger scores: generated below by benchmarks/ledger/ledger.py; do not edit by hand -->"
 NEAR_DOUBLINGS = 2.0     # "within 2 doublings of the measured cells"
+PROBABILITIES = ("P(converge)", "P(late)")   # rows whose error is in points and whose verdict is not an interval
 
 
 def pct(value: float | None) -> str:
@@ -28,13 +29,13 @@ def short(commit: str | list[str] | None) -> str:
 
 
 def _ok_rows(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r["what"] != "P(converge)"]
+    return [r for r in rows if r["what"] not in PROBABILITIES]
 
 
 def summary_line(rows: list[dict]) -> tuple[str, str, str, str]:
     """(rows, median |error|, max |error|, inside) over rows with a value (convergence rows: verdicts)."""
     errors = [abs(r["error_pct"]) for r in _ok_rows(rows) if r["error_pct"] is not None]
-    judged = [r for r in rows if r["what"] == "P(converge)" or (r["low"] is not None and r["high"] is not None)]
+    judged = [r for r in rows if r["what"] in PROBABILITIES or (r["low"] is not None and r["high"] is not None)]
     inside = f"{sum(r['inside'] for r in judged)}/{len(judged)}" if judged else "–"
     return (str(len(rows)), pct(statistics.median(errors)) if errors else "–", pct(max(errors)) if errors else "–",
             inside)
@@ -54,7 +55,7 @@ def best_baseline(rows: list[dict]) -> str:
 
 def by_what(rows: list[dict]) -> dict[str, list[dict]]:
     """A case's rows by what they predict (samples/s, epochs, P(converge), all-reduce time), in that order."""
-    order = ("epochs", "P(converge)", "samples/s")
+    order = ("epochs", "P(converge)", "P(late)", "samples/s")
     out: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: order.index(r["what"]) if r["what"] in order else -1):
         out.setdefault(r["what"], []).append(r)
@@ -73,7 +74,9 @@ def case_table(cases: list[dict]) -> list[str]:
         for i, (what, rows) in enumerate(by_what(c["committed"]["rows"]).items()):
             n, med, top, inside = summary_line(rows)
             name = f"[{c['id']}](#{c['id']})" if i == 0 else "〃"
-            base = "verdicts: P ≥ ½ where most seeds converged" if what == "P(converge)" else best_baseline(rows)
+            base = {"P(converge)": "verdicts: P ≥ ½ where most seeds converged",
+                    "P(late)": "covered: the time that happened inside the predicted 5-95%"}.get(what) or \
+                best_baseline(rows)
             lines.append(f"| {name} | {what} | {n} | {med} | {top} | {inside} | {base} | {shaped} | "
                          f"{short(c['prediction_commit'])} → {short(c['measurement_commit'])} |")
     return lines
@@ -86,6 +89,8 @@ def row_kind(case: dict, row: dict) -> str:
         return "epochs"
     if row["what"] == "P(converge)":
         return "convergence"
+    if row["what"] == "P(late)":
+        return "deadline"
     if row["what"] == "samples/s":
         return f"samples/s: {row['axes'][0]}"
     return case["kind"]
@@ -120,7 +125,7 @@ def rows_table(rows: list[dict]) -> list[str]:
     for r in rows:
         interval = "" if r["low"] is None or r["high"] is None else f" [{fig(r['low'])}–{fig(r['high'])}]"
         baselines = ", ".join(f"{k} {fig(v)}" for k, v in sorted(r["baselines"].items())) or "–"
-        conv = r["what"] == "P(converge)"
+        conv = r["what"] in PROBABILITIES
         error = "–" if r["error_pct"] is None else (f"{r['error_pct']:+.0f} pt" if conv else f"{r['error_pct']:+.1f}%")
         lines.append(f"| {r['what']} {r['label']} | {', '.join(r['axes'])} ({r['doublings']:g}) | {fig(r['measured'])} "
                      f"| {fig(r['predicted'])}{interval} | {error} | {'yes' if r['inside'] else 'no'} | {baselines} |")

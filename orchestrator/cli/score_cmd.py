@@ -11,6 +11,7 @@ from orchestrator.app.options import ScoreOptions
 from orchestrator.cli.common import EXIT_OK, console, examples
 from orchestrator.cli.options import add_options, options_from
 
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "score", help="score a saved prediction against results folders measured later",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.predict.saved import BASELINE_WORDS
-from orchestrator.core.predict.score import CONVERGENCE, EPOCHS, AxisScore, Row
+from orchestrator.core.predict.score import CONVERGENCE, EPOCHS, LATE, AxisScore, Row
 from orchestrator.core.text.table import DASH, Cell, Table
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ def _label(row: Row) -> str:
         return f"{row.label.replace('global batch ', 'B=')} epochs"
     if row.what == CONVERGENCE:
         return f"{row.label.replace('global batch ', 'B=')} P(conv)"
+    if row.what == LATE:
+        return f"{row.label.replace('global batch ', 'B=')} P(late)"
     return row.label.replace(" on ", " ").replace(" nodes", "n")
 
 
@@ -54,7 +56,7 @@ def rows_table(report: ScoreReport) -> Table:
     """Each prediction against its measurement."""
     rows = []
     for r in report.card.rows:
-        conv = r.what == CONVERGENCE
+        conv = r.what in (CONVERGENCE, LATE)
         interval = "" if r.low is None or r.high is None else f" [{num(r.low)}–{num(r.high)}]"
         predicted = DASH if r.predicted is None else (f"{r.predicted:.2f}" if conv else num(r.predicted) + interval)
         inside = "yes" if r.inside else ("no" if conv or r.low is not None else "no interval")
@@ -62,7 +64,8 @@ def rows_table(report: ScoreReport) -> Table:
                                  Cell(predicted, r.predicted), Cell(_pct(r.error_pct, conv), r.error_pct),
                                  Cell(inside))))
     caption = ("samples/s per layout (ranks×threads×local batch, n: nodes), epochs per global batch B where most seeds "
-               "converged, and P(converge) against the share of seeds that did (its error in points)")
+               "converged, P(converge) against the share of seeds that did, and P(late): the predicted chance of a "
+               "time-to-train past the one that happened (covered between 0.05 and 0.95; errors in points)")
     return Table("score-rows", "Each prediction against what ran", "prediction", ("measured", "predicted [interval]",
                  "error", "inside"), tuple(rows), caption=caption, key_columns=("measured", "error"))
 

@@ -56,6 +56,8 @@ COMMANDS = {
     "plan": ["plan", "sweeps/retinanet-table3.yaml", "--topology", "sweeps/topologies/xeon-2s28c-smt.yaml"],
     "replay": ["sweep", "sweeps/retinanet.yaml", "--replay", "results/retinanet-zen3-full"],
     "topology": ["topology", "--topology", "sweeps/topologies/cluster-4x2s28c.yaml"],
+    "score": ["score", "benchmarks/ledger/cases/epochs-classifier-linear/prediction",
+              "benchmarks/ledger/cases/epochs-classifier-linear/measured/held"],
 }
 
 

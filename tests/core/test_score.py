@@ -146,3 +146,19 @@ def test_saved_prediction_round_trips_and_refuses_what_it_cannot_read():
     bad_baseline = {**data, "cells": [{**data["cells"][0], "baselines": {"linear": "fast"}}]}
     with pytest.raises(SavedPredictionError, match="baseline 'linear' is not a number"):
         from_json(bad_baseline, "p.json")
+
+
+def test_the_deadline_probability_is_scored_at_the_time_that_happened():
+    # epochs predicted 4.0 [3.6–4.4] (one sd in log: ln 1.1), samples/s 100 [90–110] at 2×1×64; measured: 4.0 epochs
+    # (olympic mean, 3 of 3 converged) at 100 samples/s. The deadline set at what happened, 4.0/100 s per sample:
+    # P(late) = P(E > 4.0) = 0.5 at the central rate; at 110, P(E > 4.4) = 1 − Φ(1) = 0.1587; at 90,
+    # P(E > 3.6) = 1 − Φ(ln 0.9 / ln 1.1) = 0.8655
+    from orchestrator.core.predict.score import LATE
+
+    e = EpochsForecast(global_batch=128, epochs=4.0, low=4.0 / 1.1, high=4.4, status="extrapolated", doublings=1.0)
+    c = cell(2, 1, 64, 100.0, 90.0, 110.0, axes=(("local batch", 1.0),))
+    card = score(saved([c], [e]), [MeasuredCell((2, 1, 64, 1), 100.0)], [MeasuredBatch(128, 3, 3, 4.0)])
+    (late,) = [r for r in card.rows if r.what == LATE]
+    assert late.predicted == pytest.approx(0.5, abs=1e-6) and late.inside
+    assert late.low == pytest.approx(0.1587, abs=1e-3) and late.high == pytest.approx(0.8655, abs=1e-3)
+    assert late.error_pct == pytest.approx(0.0, abs=1e-4)           # points from the calibrated 0.5

@@ -29,12 +29,16 @@ from orchestrator.core.measured.records import Record
 from orchestrator.core.predict.data import cells_from_records
 from orchestrator.core.predict.saved import CellForecast, EpochsForecast, NodeShape, SavedPrediction
 
-SAMPLES_PER_S, EPOCHS, CONVERGENCE = "samples/s", "epochs", "P(converge)"
+SAMPLES_PER_S, EPOCHS, CONVERGENCE, LATE = "samples/s", "epochs", "P(converge)", "P(late)"
+DEADLINE_AXIS = "deadline"
+# A deadline set at what happened: the prediction's P(late) there is the realized time-to-train's place in its
+# predicted distribution; inside its central 90% (0.05-0.95) counts as covered
+LATE_RANGE = (0.05, 0.95)
 INSIDE_DATA = "inside"               # a layout within every measured axis
 EPOCHS_AXIS, CONVERGENCE_AXIS = "epochs", "convergence"
 # Axis order in the summary: the layout axes as `bands.extrapolation_axes` names them, then the batch-size ones.
 AXIS_ORDER = (INSIDE_DATA, "threads", "ranks", "ranks per socket", "cores", "nodes", "local batch", EPOCHS_AXIS,
-              CONVERGENCE_AXIS)
+              CONVERGENCE_AXIS, DEADLINE_AXIS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +86,7 @@ class Row:
         """(predicted − measured) ÷ measured, in percent; for convergence, the probability's miss in points."""
         if self.predicted is None:
             return None
-        if self.what == CONVERGENCE:
+        if self.what in (CONVERGENCE, LATE):
             return 100 * (self.predicted - self.measured)
         return 100 * (self.predicted - self.measured) / self.measured
 
@@ -91,6 +95,8 @@ class Row:
         """The measurement within the interval; for convergence, the verdict (P ≥ ½ where most seeds converged)."""
         if self.what == CONVERGENCE:
             return self.predicted is not None and (self.predicted >= 0.5) == (self.measured > 0.5)
+        if self.what == LATE:
+            return self.predicted is not None and LATE_RANGE[0] <= self.predicted <= LATE_RANGE[1]
         return self.low is not None and self.high is not None and self.low <= self.measured <= self.high
 
     @property
@@ -102,7 +108,7 @@ class Row:
 
     def baseline_error_pct(self, name: str) -> float | None:
         value = self.baselines.get(name)
-        if value is None or not math.isfinite(value) or self.what == CONVERGENCE:
+        if value is None or not math.isfinite(value) or self.what in (CONVERGENCE, LATE):
             return None
         return 100 * (value - self.measured) / self.measured
 
@@ -166,6 +172,33 @@ def batch_rows(forecast: EpochsForecast, measured: MeasuredBatch) -> list[Row]:
     return out
 
 
+def late_rows(forecast: EpochsForecast, measured: MeasuredBatch, cells: Sequence[CellForecast],
+              by_key: Mapping[tuple[int, int, int, int], MeasuredCell]) -> list[Row]:
+    """The deadline probability, scored once per global batch: with the deadline set at the time-to-train that
+    happened (its olympic mean epochs at a layout of that batch whose samples/s was measured too), the prediction's
+    P(late) there — its epochs band, P(converge) and samples/s interval, as `orch predict --deadline` computes it —
+    is where the realized time fell in the predicted distribution: between 0.05 and 0.95 counts as covered."""
+    from orchestrator.core.predict.deadline import deadline_risk
+    from orchestrator.core.predict.epochs import EpochsPrediction
+
+    if not measured.mostly_converged or measured.epochs is None or forecast.epochs is None or forecast.high is None:
+        return []
+    for c in cells:
+        if c.ranks * c.local_batch == forecast.global_batch and c.key in by_key and c.low and c.high:
+            rate = by_key[c.key].samples_per_s
+            pred = EpochsPrediction(forecast.global_batch, forecast.epochs, forecast.low, forecast.high,
+                                    forecast.status, p_converge=forecast.p_converge)
+            risk = deadline_risk(pred, deadline_h=measured.epochs / rate / 3600, samples_per_epoch=1,
+                                 samples_per_s=c.samples_per_s, samples_per_s_low=c.low, samples_per_s_high=c.high,
+                                 eval_every_epochs=None)
+            if risk is None:
+                return []
+            return [Row(LATE, f"global batch {forecast.global_batch}", (DEADLINE_AXIS,), forecast.doublings, 0.5,
+                        risk.p_miss, risk.p_miss_fast, risk.p_miss_slow, {},
+                        f"the deadline at what {c.label} took: {measured.epochs:.3g} epochs at {rate:,.0f} samples/s")]
+    return []
+
+
 def score(saved: SavedPrediction, cells: Sequence[MeasuredCell], batches: Sequence[MeasuredBatch]) -> Scorecard:
     """Every predicted layout and global batch that was measured, scored, and the axes summed up."""
     by_key = {c.key: c for c in cells}
@@ -174,6 +207,7 @@ def score(saved: SavedPrediction, cells: Sequence[MeasuredCell], batches: Sequen
     for e in saved.epochs_by_batch:
         if e.global_batch in by_batch and not e.in_inputs:
             rows += batch_rows(e, by_batch[e.global_batch])
+            rows += late_rows(e, by_batch[e.global_batch], saved.cells, by_key)
     predicted = {f.key for f in saved.cells}
     not_predicted = tuple(f"{r}×{t}×{b}" + (f" on {n} nodes" if n > 1 else "")
                           for r, t, b, n in sorted(set(by_key) - predicted))
@@ -189,7 +223,7 @@ def summarise(rows: Sequence[Row]) -> list[AxisScore]:
         mine = [r for r in rows if axis in r.axes]
         errors = [abs(e) for r in mine if (e := r.error_pct) is not None]
         widths = [w for r in mine if (w := r.width) is not None]
-        judged = [r for r in mine if r.what == CONVERGENCE or (r.low is not None and r.high is not None)]
+        judged = [r for r in mine if r.what in (CONVERGENCE, LATE) or (r.low is not None and r.high is not None)]
         names = sorted({k for r in mine for k in r.baselines})
         baselines = {}
         for name in names:
