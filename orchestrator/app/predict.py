@@ -92,5 +92,5 @@ def _saved(inputs: PredictInputs, report: PredictionReport, options: PredictOpti
                                node_groups=node_shapes(inputs.topology),
                                network=None if inputs.topology.link is None else dict(inputs.topology.link.to_dict()),
                                node_counts=inputs.node_counts, local_batches=inputs.local_batches),
-        cells=cell_forecasts(report.predictions, f.basis),
+        cells=cell_forecasts(report.predictions, f.basis, inputs.same_machine),
         epochs_by_batch=epochs_forecasts(report.predictions, f.epochs_model, f.points))

@@ -162,3 +162,9 @@ def test_the_deadline_probability_is_scored_at_the_time_that_happened():
     assert late.predicted == pytest.approx(0.5, abs=1e-6) and late.inside
     assert late.low == pytest.approx(0.1587, abs=1e-3) and late.high == pytest.approx(0.8655, abs=1e-3)
     assert late.error_pct == pytest.approx(0.0, abs=1e-4)           # points from the calibrated 0.5
+
+
+def test_a_layout_the_inputs_measured_is_a_prediction_on_another_machine():
+    other = saved([cell(1, 1, 8, 100.0, 90.0, 110.0, axes=(), in_inputs=True)], same_machine=False)
+    card = score(other, [MeasuredCell((1, 1, 8, 1), 80.0)], [])
+    assert [(r.label, r.error_pct) for r in card.rows] == [("1×1×8", pytest.approx(25.0))]   # (100 − 80)/80

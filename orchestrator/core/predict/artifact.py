@@ -39,9 +39,11 @@ from orchestrator.core.predict.step import Layout
 _BASELINE_PREDICTORS = {LINEAR: LINEAR_NAME, AMDAHL: AMDAHL_NAME}
 
 
-def cell_forecasts(predictions: Sequence[Prediction], basis: Basis) -> tuple[CellForecast, ...]:
+def cell_forecasts(predictions: Sequence[Prediction], basis: Basis,
+                   same_machine: bool = True) -> tuple[CellForecast, ...]:
     """Every predicted layout as saved: the central value, interval, predictor, the axes beyond the cells and the
-    baselines (each as the same layout would be predicted by it from the same cells)."""
+    baselines (each as the same layout would be predicted by it from the same cells); a layout the cells measured is
+    in the inputs only on the machine they measured it on."""
     out = []
     for p in predictions:
         lay = p.layout
@@ -51,7 +53,7 @@ def cell_forecasts(predictions: Sequence[Prediction], basis: Basis) -> tuple[Cel
                                 samples_per_s=p.samples_per_s, low=p.samples_per_s_low, high=p.samples_per_s_high,
                                 no_interval=p.no_interval, predictor=p.predictor, beyond=beyond,
                                 baselines=cell_baselines(lay, basis), notes=p.caveats,
-                                in_inputs=any(c.layout == lay for c in basis.cells)))
+                                in_inputs=same_machine and any(c.layout == lay for c in basis.cells)))
     return tuple(out)
 
 

@@ -203,7 +203,10 @@ def score(saved: SavedPrediction, cells: Sequence[MeasuredCell], batches: Sequen
     """Every predicted layout and global batch that was measured, scored, and the axes summed up."""
     by_key = {c.key: c for c in cells}
     by_batch = {b.global_batch: b for b in batches}
-    rows = [cell_row(f, by_key[f.key]) for f in saved.cells if f.key in by_key and not f.in_inputs]
+    # a layout the inputs measured is data, not a prediction, on the machine they measured it on; on another one
+    # (a CPU what-if, another cluster) it is a prediction like any other
+    same = saved.target_machine.same_machine
+    rows = [cell_row(f, by_key[f.key]) for f in saved.cells if f.key in by_key and not (f.in_inputs and same)]
     for e in saved.epochs_by_batch:
         if e.global_batch in by_batch and not e.in_inputs:
             rows += batch_rows(e, by_batch[e.global_batch])
@@ -211,7 +214,7 @@ def score(saved: SavedPrediction, cells: Sequence[MeasuredCell], batches: Sequen
     predicted = {f.key for f in saved.cells}
     not_predicted = tuple(f"{r}×{t}×{b}" + (f" on {n} nodes" if n > 1 else "")
                           for r, t, b, n in sorted(set(by_key) - predicted))
-    missing = (sum(f.key not in by_key for f in saved.cells if not f.in_inputs)
+    missing = (sum(f.key not in by_key for f in saved.cells if not (f.in_inputs and same))
                + sum(e.global_batch not in by_batch for e in saved.epochs_by_batch if not e.in_inputs))
     return Scorecard(tuple(rows), tuple(summarise(rows)), missing, not_predicted)
 
