@@ -13,6 +13,8 @@ from pathlib import Path
 # The files of a results folder a prediction reads; the report and logs are derived from them.
 RESULTS_FILES = ("spec.json", "topology.json", "environment.json", "trials.jsonl")
 GIT_TIMEOUT_S = 10.0
+# What counts as code for "the checkout had uncommitted changes": a data file (a results folder, a lock) does not.
+CODE_PATHS = ("*.py", "pyproject.toml")
 _HASH_CHUNK = 1 << 20
 
 
@@ -36,15 +38,15 @@ def folder_hashes(folder: Path, names: tuple[str, ...] = RESULTS_FILES) -> dict[
 
 def code_commit() -> tuple[str | None, bool | None]:
     """(commit, dirty) of the git checkout orch runs from; (None, None) where it is not one or git is missing.
-    Dirty means uncommitted changes to tracked files (untracked results folders do not count)."""
+    Dirty means uncommitted changes to tracked code (`CODE_PATHS`: results folders and lock files do not count)."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None, None
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=GIT_TIMEOUT_S, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                 *CODE_PATHS], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
     return (head or None), bool(status.strip())
