@@ -134,8 +134,8 @@ def rows_table(rows: list[dict]) -> list[str]:
 
 def case_section(c: dict) -> list[str]:
     out = [f'<a id="{c["id"]}"></a>', f"### {c['id']}: {c['title']}", "", f"- kind: {c['kind']}; data: {c['source']}"]
-    code = short(c["code_commit"]) + (" (its checkout was marked dirty by a data file; tests/test_ledger.py checks that "
-                                      "no code differed)" if c["code_dirty"] else "")
+    dirty = " (its checkout was marked dirty by a data file; tests/test_ledger.py checks that no code differed)"
+    code = short(c["code_commit"]) + (dirty if c["code_dirty"] else "")
     out.append(f"- predicted by orch at {code}, saved in {short(c['prediction_commit'])}; measured in "
                f"{short(c['measurement_commit'])}")
     if not c["shaped_nothing"]:
