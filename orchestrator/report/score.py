@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TypedDict
 from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.predict.saved import BASELINE_WORDS
 from orchestrator.core.predict.score import CONVERGENCE, EPOCHS, LATE, AxisScore, Row
+from orchestrator.core.tabulate.throughput import format_quantity
 from orchestrator.core.text.table import DASH, Cell, Table
 
 if TYPE_CHECKING:
@@ -26,14 +27,7 @@ def num(value: float | None) -> str:
     """
     if value is None or not math.isfinite(value):
         return DASH
-    size = abs(value)
-    if size >= 100:
-        return f"{value:,.0f}"
-    if size >= 10:
-        return f"{value:.1f}"
-    if size >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
+    return format_quantity(value)
 
 
 def _pct(value: float | None, points: bool = False) -> str:
