@@ -41,11 +41,11 @@ def test_the_issue_command_warns_that_the_rcp_describes_another_workload(capsys)
 
 
 def test_an_rcp_that_orch_exported_for_the_same_workload_is_not_warned_about(tmp_path, capsys):
-    from orchestrator.core.predict.rcp import check_workload
+    from orchestrator.core.predict.rcp import OrchSection, check_workload
 
     params = {"backbone": "resnet18", "image_size": 128}
-    assert check_workload("retinanet", {"workload": "retinanet", "params": params}, "retinanet", params).matches
-    other = check_workload("retinanet", {"workload": "retinanet", "params": {**params, "image_size": 256}},
+    assert check_workload("retinanet", OrchSection(workload="retinanet", params=params), "retinanet", params).matches
+    other = check_workload("retinanet", OrchSection(workload="retinanet", params={**params, "image_size": 256}),
                            "retinanet", params)
     assert other.differences == ("parameters: image_size 256 in the file; image_size 128 measured",)
     unknown = check_workload("gpt3", None, "retinanet", params)

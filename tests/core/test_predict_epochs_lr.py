@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from orchestrator.core.measured.convergence import Hyperparams
 from orchestrator.core.planning import lr
 from orchestrator.core.predict import deadline, epochs, epochs_lr
 from orchestrator.core.predict.noise_prior import BCritPrior
@@ -140,9 +141,9 @@ def test_records_without_the_rule_keep_the_critical_batch_form():
     assert epochs.fit_epochs(pts).form == epochs.CRITICAL_FORM
     mixed = [replace(pts[0], lr_scaling=SQRT), *pts[1:]]      # one batch says, the others do not
     assert epochs.fit_epochs(mixed).form == epochs.CRITICAL_FORM
-    assert epochs.lr_scaling_of({"lr_rule": "sqrt", "lr_at_base_batch": 0.01, "base_batch": 32}) is None
-    assert epochs.lr_scaling_of({"opt_base_learning_rate": 0.02, "lr_rule": "sqrt", "lr_at_base_batch": 0.01,
-                                 "base_batch": 32}) == SQRT
+    assert epochs.lr_scaling_of(Hyperparams(lr_rule="sqrt", lr_at_base_batch=0.01, base_batch=32)) is None
+    assert epochs.lr_scaling_of(Hyperparams(opt_base_learning_rate=0.02, lr_rule="sqrt", lr_at_base_batch=0.01,
+                                            base_batch=32)) == SQRT
 
 
 def test_the_deadline_reads_each_side_of_an_uneven_band():

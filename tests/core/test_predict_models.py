@@ -141,7 +141,7 @@ def test_a_batch_that_did_not_converge_stops_predictions_at_and_beyond_it():
 
 def test_one_global_batch_freezes_the_critical_batch():
     m = epochs.fit_epochs([epochs.BatchPoint(32, (4.0, 4.0, 4.0))])
-    assert math.isinf(m.b_crit) and "one global batch only (32)" in m.frozen["b_crit"]
+    assert math.isinf(m.b_crit) and "one global batch only (32)" in m.frozen_why
     assert m.predict(64).epochs == pytest.approx(4.0)
 
 

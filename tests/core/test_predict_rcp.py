@@ -110,3 +110,27 @@ def test_malformed_entries_are_all_reported():
     assert "rcps.json: entry 'junk': expected an object, got int" in errors
     assert any("several benchmarks ['a', 'b']" in e for e in errors)
     assert rcp.read_rcp([], "x")[1] == ["x: expected a JSON object of reference entries (name → {BS, Epochs to converge})"]
+
+
+def test_every_key_of_mlcommons_files_is_read_and_any_other_is_refused_with_the_list():
+    # the keys of every entry in mlcommons/logging's rcp_checker files (training 1.0.0 to 6.1.0, hpc)
+    full = {"Benchmark": "resnet", "Creator": "NVIDIA", "When": "Prior to 2.0 submission", "Platform": "DGX-A100",
+            "Precision": "fp16", "BS": 3264, "Hyperparams": {"opt_base_learning_rate": 10.5, "lars_epsilon": 0},
+            "Epochs to converge": [35, 35, 36]}
+    read, errors = rcp.read_rcp({"resnet_ref_3264": full})
+    assert errors == [] and read.points[0].epochs == (35.0, 35.0, 36.0) and read.creators == ("NVIDIA",)
+    read, errors = rcp.read_rcp({"resnet_ref_3264": {**full, "Seeds": 20}}, "rcps.json")
+    assert read is None
+    assert errors == ["rcps.json: entry 'resnet_ref_3264': Seeds: unknown key; valid keys are: BS, Benchmark, Creator, "
+                      "Epochs to converge, Hyperparams, Platform, Precision, When, orch, samples to converge"]
+
+
+def test_the_orch_section_of_an_exported_file_is_read_typed():
+    exported = {**entry(8, [5.0, 5.5, 6.0], "retinanet"), "orch": {
+        "metric": "map50", "target": 0.25, "seeds": [0, 1, 2], "converged_seeds": [0, 1, 2], "not_converged": [],
+        "olympic_mean_epochs": 5.5, "stdev_epochs": 0.4, "method": "olympic mean", "layouts": ["1×1×8"],
+        "workload": "retinanet", "params": {"image_size": 128}}}
+    read, errors = rcp.read_rcp({"retinanet_ref_8": exported})
+    assert errors == [] and read.orch.workload == "retinanet" and read.orch.params == {"image_size": 128}
+    _, errors = rcp.read_rcp({"retinanet_ref_8": {**exported, "orch": {"workload": 3}}}, "f")
+    assert errors == ["f: entry 'retinanet_ref_8': orch.workload: must be str or null, got 3"]

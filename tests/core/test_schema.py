@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.core.json.schema import InvalidInput, Problem, load, opt
+from orchestrator.core.json.schema import InvalidInput, Problem, load, opt, to_plain
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,3 +94,28 @@ def test_non_finite_numbers_in_a_list_are_found_wherever_they_sit():
 def test_a_field_with_finite_false_takes_infinity_and_keeps_its_other_bounds():
     assert load(Limits, {"cap": float("inf")})[0].cap == float("inf")
     assert [str(p) for p in load(Limits, {"cap": float("-inf")})[1]] == ["cap: must be >= 0, got -inf"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Entry:
+    batch: int = opt(help="the global batch", minimum=1, key="BS")
+    runs: tuple[float, ...] = opt((), "epochs", key="Epochs to converge")
+
+
+def test_a_field_read_from_a_key_that_is_not_a_name_is_named_by_that_key():
+    entry, problems = load(Entry, {"BS": 8, "Epochs to converge": [3, 4]})
+    assert entry == Entry(batch=8, runs=(3.0, 4.0)) and problems == []
+    _, problems = load(Entry, {"batch": 8, "Epochs to converge": ["x"]})
+    assert [str(p) for p in problems] == ["batch: unknown key; valid keys are: BS, Epochs to converge",
+                                          "BS: required (the global batch)",
+                                          "Epochs to converge[0]: must be float, got 'x'"]
+    assert to_plain(Entry(batch=8)) == {"BS": 8, "Epochs to converge": []}
+
+
+def test_a_problem_carries_the_value_at_fault_for_a_reader_that_words_its_own_message():
+    _, problems = load(Entry, {"BS": "16"})
+    assert [(p.path, p.value) for p in problems] == [("BS", "16")]
+    _, problems = load(Entry, {"BS": 0})
+    assert [(p.path, p.value) for p in problems] == [("BS", 0)]
+    _, problems = load(Entry, {})
+    assert [(p.path, p.value) for p in problems] == [("BS", None)]     # missing: no value

@@ -262,15 +262,15 @@ class Eta:
 
     def remaining_s(self, running_s: Mapping[str, float] | None = None) -> float:
         """Seconds until the last trial ends; `running_s`: elapsed seconds of each trial in flight."""
-        running_s = running_s or {}
-        left = {k: max(0.0, self.expected_s(w) - running_s.get(k, 0.0))
-                for k, w in self.work.items() if k not in self.done}
+        running = running_s or {}
+        elapsed = {k: running.get(k, 0.0) for k in self.work if k not in self.done}
+        left = {k: max(0.0, self.expected_s(self.work[k]) - s) for k, s in elapsed.items()}
         timing = sum(s for k, s in left.items() if self.work[k].kind not in PACKED_KINDS)
-        packed = [(k, s, self.work[k].cores) for k, s in left.items() if self.work[k].kind in PACKED_KINDS]
+        packed = [(s, self.work[k].cores, elapsed[k] > 0) for k, s in left.items() if self.work[k].kind in PACKED_KINDS]
         if not packed:
             return timing
-        in_flight = [(s, c) for k, s, c in packed if running_s.get(k, 0.0) > 0]
-        waiting = [(s, c) for k, s, c in packed if running_s.get(k, 0.0) <= 0]
+        in_flight = [(s, c) for s, c, started in packed if started]
+        waiting = [(s, c) for s, c, started in packed if not started]
         return timing + packed_s(waiting, self.cores, in_flight)
 
     @property

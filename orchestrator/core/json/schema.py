@@ -3,6 +3,8 @@
 Every problem in a document is collected, each with its key path, instead of stopping at the first one:
 a user fixing a sweep file wants the whole list in one go. Field help text lives in the field's
 metadata so that `--help`, docs/sweep-files.md's schema table and the error messages share one source.
+A document whose keys are not names (an MLPerf RCP file's "Epochs to converge") gives its field the key
+(`opt(key=...)`): the field is read from that key, and its problems name it.
 
     >>> @dataclasses.dataclass(frozen=True, kw_only=True)
     ... class Measure:
@@ -38,6 +40,9 @@ class Problem:
     path: str
     message: str
     line: int | None = None
+    # the value at fault, as the document gave it (None where the key is missing): for a reader whose message is its
+    # own (an RCP file's "BS must be a positive integer, got '16'")
+    value: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         where = f"{self.path or '<top>'}"
@@ -58,13 +63,15 @@ class InvalidInput(InputError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Rule:
-    """What `opt` says of a field (kept in its metadata under RULE): its help text and numeric bounds."""
+    """What `opt` says of a field (kept in its metadata under RULE): its help text, numeric bounds and the key it
+    is read from where that is not its name."""
 
     help: str = ""
     minimum: float | None = None
     maximum: float | None = None
     exclusive_minimum: float | None = None
     finite: bool = True
+    key: str | None = None
 
     def within(self, low: float, high: float) -> bool:
         """Whether every number in [low, high] keeps the bounds."""
@@ -85,13 +92,15 @@ def rule_of(f: dataclasses.Field[object]) -> Rule:
 
 def opt(default: object = MISSING, help: str = "", *, minimum: float | None = None,
         maximum: float | None = None, exclusive_minimum: float | None = None,
-        finite: bool = True, factory: Any = MISSING) -> Any:
+        finite: bool = True, factory: Any = MISSING, key: str | None = None) -> Any:
     """A dataclass field with help text and numeric bounds checked by `load`.
 
     `finite=False` lets the field take NaN and ±infinity (YAML `.nan`, `.inf`). By default they are
     refused: NaN compares false with every bound, so without this rule `.nan` would pass them all.
+    `key` is the document's key for the field where it is not the field's name (`load` reads it, `to_plain`
+    writes it).
     """
-    meta = {RULE: Rule(help, minimum, maximum, exclusive_minimum, finite)}
+    meta = {RULE: Rule(help, minimum, maximum, exclusive_minimum, finite, key)}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple or factory= for mutable defaults")
     if factory is not MISSING:
@@ -111,7 +120,7 @@ def field_help(cls: type) -> list[tuple[str, str, str]]:
             default = repr(f.default_factory())
         else:
             default = "required"
-        out.append((f.name, default, rule_of(f).help))
+        out.append((rule_of(f).key or f.name, default, rule_of(f).help))
     return out
 
 
@@ -153,7 +162,7 @@ def _convert(tp: object, value: object, path: str, problems: list[Problem]) -> o
     if tp is type(None):
         if value is None:
             return None
-        problems.append(Problem(path, f"must be null, got {_show(value)}"))
+        problems.append(Problem(path, f"must be null, got {_show(value)}", value=value))
         return MISSING
     if origin in (typing.Union, types.UnionType):
         return _convert_union(tp, value, path, problems)
@@ -161,12 +170,13 @@ def _convert(tp: object, value: object, path: str, problems: list[Problem]) -> o
         allowed = typing.get_args(tp)
         if value in allowed and type(value) in {type(a) for a in allowed}:
             return value
-        problems.append(Problem(path, f"must be one of {', '.join(repr(a) for a in allowed)}; got {_show(value)}"))
+        problems.append(Problem(path, f"must be one of {', '.join(repr(a) for a in allowed)}; got {_show(value)}",
+                                value=value))
         return MISSING
     if origin is tuple or origin is list:
         (item_tp, *_rest) = typing.get_args(tp) or (Any,)
         if not isinstance(value, (list, tuple)):
-            problems.append(Problem(path, f"must be a list, got {_show(value)}"))
+            problems.append(Problem(path, f"must be a list, got {_show(value)}", value=value))
             return MISSING
         if item_tp in _EXACT_SCALARS and all(type(item) is item_tp for item in value):
             return tuple(value)
@@ -177,7 +187,7 @@ def _convert(tp: object, value: object, path: str, problems: list[Problem]) -> o
         return tuple(items) if len(problems) == before else MISSING
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
-            problems.append(Problem(path, f"must be a mapping, got {_show(value)}"))
+            problems.append(Problem(path, f"must be a mapping, got {_show(value)}", value=value))
             return MISSING
         return dict(value)
     if dataclasses.is_dataclass(tp):
@@ -204,7 +214,7 @@ def _convert_union(tp: object, value: object, path: str, problems: list[Problem]
         converted = _convert(option, value, path, trial)
         if not trial:
             return converted
-    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
+    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}", value=value))
     return MISSING
 
 
@@ -232,7 +242,7 @@ def _convert_scalar(tp: object, value: object, path: str, problems: list[Problem
             return value
     else:  # pragma: no cover - a programming error in a schema, not user input
         raise TypeError(f"unsupported annotation {tp!r} at {path}")
-    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}"))
+    problems.append(Problem(path, f"must be {_type_name(tp)}, got {_show(value)}", value=value))
     return MISSING
 
 
@@ -249,14 +259,14 @@ def _check_bounds(f: dataclasses.Field[object], value: object, path: str, proble
         return
     if isinstance(value, float) and rule.finite and not math.isfinite(value):
         # Before the bounds: NaN passes every one of them, and "must be >= 0, got nan" would mislead.
-        problems.append(Problem(path, f"must be a finite number, got {value}"))
+        problems.append(Problem(path, f"must be a finite number, got {value}", value=value))
         return
     if rule.minimum is not None and value < rule.minimum:
-        problems.append(Problem(path, f"must be >= {rule.minimum}, got {value}"))
+        problems.append(Problem(path, f"must be >= {rule.minimum}, got {value}", value=value))
     if rule.exclusive_minimum is not None and value <= rule.exclusive_minimum:
-        problems.append(Problem(path, f"must be > {rule.exclusive_minimum}, got {value}"))
+        problems.append(Problem(path, f"must be > {rule.exclusive_minimum}, got {value}", value=value))
     if rule.maximum is not None and value > rule.maximum:
-        problems.append(Problem(path, f"must be <= {rule.maximum}, got {value}"))
+        problems.append(Problem(path, f"must be <= {rule.maximum}, got {value}", value=value))
 
 
 def _all_within(rule: Rule, items: tuple[object, ...]) -> bool:
@@ -275,33 +285,39 @@ def _all_within(rule: Rule, items: tuple[object, ...]) -> bool:
 _type_hints = functools.cache(typing.get_type_hints)
 
 
+@functools.cache
+def _keyed_fields(cls: type) -> dict[str, dataclasses.Field[object]]:
+    """The class's fields by the document's key (a field's `opt(key=...)`, else its name), in declaration order."""
+    return {rule_of(f).key or f.name: f for f in dataclasses.fields(cls)}
+
+
 def load(cls: type[_T], data: object, path: str = "") -> tuple[_T | None, list[Problem]]:
     """Build `cls` from a mapping, strictly. Returns (instance or None, problems)."""
     problems: list[Problem] = []
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        return None, [Problem(path, f"must be a mapping, got {_show(data)}")]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+        return None, [Problem(path, f"must be a mapping, got {_show(data)}", value=data)]
+    fields = _keyed_fields(cls)
     hints = _type_hints(cls)
     unknown = [k for k in data if k not in fields]
     for key in unknown:
         valid = ", ".join(sorted(fields))
         problems.append(Problem(_join(path, str(key)), f"unknown key; valid keys are: {valid}"))
     kwargs = {}
-    for name, f in fields.items():
-        sub = _join(path, name)
-        if name not in data:
+    for key, f in fields.items():
+        sub = _join(path, key)
+        if key not in data:
             if f.default is MISSING and f.default_factory is MISSING:
-                problems.append(Problem(sub, f"required ({rule_of(f).help or _type_name(hints[name])})"))
+                problems.append(Problem(sub, f"required ({rule_of(f).help or _type_name(hints[f.name])})"))
             continue
         before = len(problems)
-        value = _convert(hints[name], data[name], sub, problems)
+        value = _convert(hints[f.name], data[key], sub, problems)
         if value is MISSING or len(problems) > before:
             continue
         _check_bounds(f, value, sub, problems)
         if len(problems) == before:
-            kwargs[name] = value
+            kwargs[f.name] = value
     if problems:
         return None, problems
     try:
@@ -322,7 +338,7 @@ def _join(path: str, key: str) -> str:
 def to_plain(obj: object) -> Any:
     """Dataclasses and tuples to plain dicts and lists, for JSON and YAML output."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {rule_of(f).key or f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [to_plain(v) for v in obj]
     if isinstance(obj, dict):

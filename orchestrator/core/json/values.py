@@ -36,3 +36,13 @@ else:
 
 JsonDict: TypeAlias = dict[str, JsonValue]
 JsonMapping: TypeAlias = Mapping[str, JsonValue]
+
+
+def differing(a: JsonMapping, b: JsonMapping) -> list[tuple[str, JsonValue, JsonValue]]:
+    """Every key whose value differs between two mappings (a workload's parameters, as predicted and as measured),
+    in key order: (key, a's value, b's value), None where one lacks the key.
+
+    >>> differing({"hidden": 1024, "depth": 2}, {"hidden": 512, "depth": 2, "bias": True})
+    [('bias', None, True), ('hidden', 1024, 512)]
+    """
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]

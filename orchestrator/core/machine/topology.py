@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from orchestrator.core.json.schema import MISSING, InvalidInput, Problem, load, opt
+from orchestrator.core.json.schema import MISSING, InvalidInput, Problem, load, opt, to_plain
 from orchestrator.core.json.values import JsonReadable
 from orchestrator.core.machine.isa import FILE, FLAGS, ISA_FEATURES, PROBE, CpuIsa
 
@@ -190,10 +190,12 @@ class NodeLink:
         return f"{self.bandwidth_bits_per_s / 1e9:g} Gbit/s{latency}{host}"
 
     def to_dict(self) -> dict[str, float | bool]:
-        out: dict[str, float | bool] = {"bandwidth_gbit_per_s": self.bandwidth_bits_per_s / 1e9}
-        if self.latency_s is not None:
-            out["latency_us"] = self.latency_s * 1e6
-        return {**out, "shared_host": True} if self.shared_host else out
+        """As a topology file states the link (`NetworkSpec`, read back by `node_link`), what it does not state left
+        out: no latency, or separate hosts."""
+        stated = to_plain(NetworkSpec(bandwidth_gbit_per_s=self.bandwidth_bits_per_s / 1e9,
+                                      latency_us=None if self.latency_s is None else self.latency_s * 1e6,
+                                      shared_host=self.shared_host))
+        return {key: value for key, value in stated.items() if value is not None and value is not False}
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,13 +22,9 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
 
 from orchestrator.core.measured import records as rec
 from orchestrator.core.planning.trial import Trial
-
-# A run's learning-rate setup by MLPerf's key names (rcp_hyperparams): rates, epochs, a rule's name.
-Hyperparams: TypeAlias = dict[str, float | str]
 
 OLYMPIC_MIN_SEEDS = 3        # fewer seeds than this: plain mean (nothing would be left after dropping)
 DROPPED_EACH_END = 1         # the checker's samples_rejected for every benchmark but unet3d
@@ -56,6 +52,29 @@ def olympic_mean(epochs: Sequence[float], dropped_each_end: int = DROPPED_EACH_E
     if any(math.isinf(e) for e in ordered):
         return math.inf
     return sum(ordered) / len(ordered)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hyperparams:
+    """A run's learning-rate setup, by MLPerf's key names where one exists: what an RCP file's "Hyperparams" holds
+    (`rcp_hyperparams` fills it from a convergence record; None where the record does not say).
+
+    >>> Hyperparams(opt_base_learning_rate=0.02, lr_rule="sqrt", base_batch=32).to_json()
+    {'opt_base_learning_rate': 0.02, 'lr_rule': 'sqrt', 'base_batch': 32}
+    """
+
+    opt_base_learning_rate: float | None = None           # the rate the run trained at
+    opt_learning_rate_warmup_epochs: float | None = None
+    lr_rule: str | None = None                            # how the rate was scaled with the batch (core.planning.lr)
+    lr_at_base_batch: float | None = None
+    base_batch: int | None = None
+
+    def to_json(self) -> dict[str, float | str]:
+        """The keys the record gave, in this order (an RCP file's "Hyperparams")."""
+        return {key: value for key, value in (
+            ("opt_base_learning_rate", self.opt_base_learning_rate),
+            ("opt_learning_rate_warmup_epochs", self.opt_learning_rate_warmup_epochs), ("lr_rule", self.lr_rule),
+            ("lr_at_base_batch", self.lr_at_base_batch), ("base_batch", self.base_batch)) if value is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +114,7 @@ class BatchConvergence:
     mean_epochs: float | None              # olympic mean; None when it is infinite (did not converge)
     sd_epochs: float | None                # population SD over the converged seeds; None if fewer than 2
     method: str                            # how the mean was taken, for captions
-    hyperparams: Hyperparams = field(default_factory=dict)
+    hyperparams: Hyperparams = field(default_factory=Hyperparams)
     metric: str | None = None
     target: float | None = None
 
@@ -142,7 +161,7 @@ def aggregate(global_batch: int, runs: Sequence[SeedRun], *, hyperparams: Hyperp
         method = (f"mean of {len(runs)} seed{'s' if len(runs) != 1 else ''} "
                   f"(fewer than {OLYMPIC_MIN_SEEDS}: none dropped)")
     return BatchConvergence(global_batch, runs, None if math.isinf(mean) else mean, sd, method,
-                            hyperparams={} if hyperparams is None else hyperparams, metric=metric, target=target)
+                            hyperparams=hyperparams or Hyperparams(), metric=metric, target=target)
 
 
 def convergence_by_batch(records: Iterable[rec.Record]) -> tuple[BatchConvergence, ...]:
@@ -160,10 +179,9 @@ def convergence_by_batch(records: Iterable[rec.Record]) -> tuple[BatchConvergenc
 
 
 def rcp_hyperparams(conv: rec.ConvergenceSection) -> Hyperparams:
-    """The learning-rate setup of a run, with MLPerf's key names where one exists (in this order)."""
-    named = (("opt_base_learning_rate", conv.lr), ("opt_learning_rate_warmup_epochs", conv.warmup_epochs),
-             ("lr_rule", conv.lr_rule), ("lr_at_base_batch", conv.base_lr), ("base_batch", conv.base_batch))
-    return {name: value for name, value in named if value is not None}
+    """The learning-rate setup of a run, with MLPerf's key names where one exists."""
+    return Hyperparams(opt_base_learning_rate=conv.lr, opt_learning_rate_warmup_epochs=conv.warmup_epochs,
+                       lr_rule=conv.lr_rule, lr_at_base_batch=conv.base_lr, base_batch=conv.base_batch)
 
 
 def reference_batch(batches: Sequence[BatchConvergence]) -> BatchConvergence | None:

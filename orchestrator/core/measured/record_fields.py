@@ -75,7 +75,7 @@ class Field:
     type: ValueType
     role: Role
     help: str
-    get: Callable[[Record], Value]
+    read: Callable[[Record], Value]      # the field's value in a record
     categories: tuple[str, ...] = ()     # a CATEGORY's values, in order
 
 
@@ -206,19 +206,19 @@ FIELDS: tuple[Field, ...] = (
 
 def row(record: Record) -> dict[str, Value]:
     """Every field of `record`, by name (None where it does not apply)."""
-    return {f.name: f.get(record) for f in FIELDS}
+    return {f.name: f.read(record) for f in FIELDS}
 
 
 def params(record: Record) -> dict[str, Value]:
     """The `param` fields that apply to `record` (its layout and settings), by name."""
-    return {f.name: value for f in FIELDS if f.role == Role.PARAM and (value := f.get(record)) is not None}
+    return {f.name: value for f in FIELDS if f.role == Role.PARAM and (value := f.read(record)) is not None}
 
 
 def metrics(record: Record) -> dict[str, float]:
     """The `metric` fields that apply to `record`, as floats (a boolean is 1.0 or 0.0)."""
     out = {}
     for f in FIELDS:
-        value = f.get(record) if f.role == Role.METRIC else None
+        value = f.read(record) if f.role == Role.METRIC else None
         if isinstance(value, (int, float)):   # a metric is a number or a boolean; None: it does not apply
             out[f.name] = float(value)
     return out

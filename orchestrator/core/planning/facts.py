@@ -210,7 +210,7 @@ def recorded_memory(points: dict[int, float], source: str, library_mib: float = 
         return MemoryFact(UNKNOWN, f"not known: {source} holds no memory figure")
 
     def mib(local_batch: int) -> float | None:
-        exact = dict(known).get(local_batch)
+        exact = next((v for b, v in known if b == local_batch), None)
         if exact is not None or len(known) < 2:
             return exact
         later = next((i for i, (b, _) in enumerate(known) if b > local_batch), len(known))

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from orchestrator.core.measured.convergence import BatchConvergence, olympic_mean
+from orchestrator.core.measured.convergence import BatchConvergence, Hyperparams, olympic_mean
 from orchestrator.core.measured.noise_scale import Z_90
 from orchestrator.core.planning.lr import LrScaling
 from orchestrator.core.predict import epochs_edge, epochs_lr
@@ -100,22 +100,23 @@ def points_from_batches(batches: Iterable[BatchConvergence]) -> list[BatchPoint]
     return sorted(out, key=lambda p: p.global_batch)
 
 
-def lr_scaling_of(hyperparams: Mapping[str, float | str]) -> LrScaling | None:
+def lr_scaling_of(h: Hyperparams) -> LrScaling | None:
     """The learning-rate rule a batch's runs recorded (`convergence.rcp_hyperparams`); None where they do not say.
 
-    >>> lr_scaling_of({"opt_base_learning_rate": 0.02, "lr_rule": "sqrt", "lr_at_base_batch": 0.01,
-    ...                "base_batch": 32}).at(128)
+    >>> lr_scaling_of(Hyperparams(opt_base_learning_rate=0.02, lr_rule="sqrt", lr_at_base_batch=0.01,
+    ...                           base_batch=32)).at(128)
     0.02
-    >>> lr_scaling_of({"opt_base_learning_rate": 0.1}) is None
+    >>> lr_scaling_of(Hyperparams(opt_base_learning_rate=0.1)) is None
     True
     """
-    if hyperparams.get("opt_base_learning_rate") is None:   # no per-run rate recorded: the rule is not known to apply
+    if h.opt_base_learning_rate is None:   # no per-run rate recorded: the rule is not known to apply
+        return None
+    if h.lr_rule is None or h.lr_at_base_batch is None or h.base_batch is None:
         return None
     try:
-        return LrScaling(rule=str(hyperparams["lr_rule"]), base_lr=float(hyperparams["lr_at_base_batch"]),
-                         base_batch=int(hyperparams["base_batch"]),
-                         warmup_epochs=float(hyperparams.get("opt_learning_rate_warmup_epochs") or 0.0))
-    except (KeyError, TypeError, ValueError):
+        return LrScaling(rule=str(h.lr_rule), base_lr=float(h.lr_at_base_batch), base_batch=int(h.base_batch),
+                         warmup_epochs=float(h.opt_learning_rate_warmup_epochs or 0.0))
+    except (TypeError, ValueError):
         return None
 
 
@@ -146,7 +147,7 @@ class EpochsModel:
     points: tuple[BatchPoint, ...]
     cov_log: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 0.0), (0.0, 0.0))
     seed_sd_log: float = 0.0                        # pooled relative spread of the seeds
-    frozen: dict[str, str] = field(default_factory=dict)
+    frozen_why: str = ""                            # why B_crit (the rule's k = 0 limit: k) is frozen
     # log-error per doubling of the batch beyond the smallest / largest converged batch, from leaving that
     # end out (validate.epochs_growth); None when fewer than 3 batches converged: no held-out evidence
     growth_log_per_doubling: tuple[float | None, float | None] = (None, None)
@@ -196,7 +197,7 @@ class EpochsModel:
         if self.rule is not None and self.rule.mode == epochs_lr.LIMIT:
             return "unused (k frozen at 0: " + self.rule.why_limit + ")"
         if self.b_crit_mode == FROZEN:
-            return "∞ (frozen: " + self.frozen.get("b_crit", "") + ")"
+            return "∞ (frozen: " + self.frozen_why + ")"
         here = f"{self.b_crit:.4g} [{self.b_crit_low:.3g}–{self.b_crit_high:.3g}]"
         if self.prior is None:
             return f"{here} from the measured epochs alone (no B_simple in the runs)"
@@ -390,8 +391,8 @@ def fit_epochs(points: Sequence[BatchPoint], prior: BCritPrior | None = None,
     if batches < 2 and prior is None:
         e_min = statistics.mean(math.exp(statistics.mean(math.log(e) for e in p.epochs)) for p in good)
         return EpochsModel(e_min, math.inf, tuple(points), seed_sd_log=seed_sd, b_crit_mode=FROZEN,
-                           frozen={"b_crit": f"one global batch only ({good[0].global_batch}): epochs assumed "
-                                             "independent of the batch (B_crit = ∞)"})
+                           frozen_why=f"one global batch only ({good[0].global_batch}): epochs assumed independent "
+                                      "of the batch (B_crit = ∞)")
     b = np.array([p.global_batch for p in good for _ in p.epochs], dtype=float)
     e = np.array([x for p in good for x in p.epochs])
     if prior is None:
@@ -412,7 +413,7 @@ def _fit_rule_model(points: Sequence[BatchPoint], good: Sequence[BatchPoint], sc
     cov = r.cov
     cov_log = ((cov[0][0], cov[0][2]), (cov[2][0], cov[2][2]))
     if r.mode == epochs_lr.LIMIT:
-        return EpochsModel(0.0, math.inf, tuple(points), cov_log, seed_sd, {"k": r.why_limit}, prior=prior,
+        return EpochsModel(0.0, math.inf, tuple(points), cov_log, seed_sd, r.why_limit, prior=prior,
                            b_crit_mode=FROZEN, rule=r)
     alone = None
     if r.mode == epochs_lr.JOINT and len({p.global_batch for p in good}) >= 4:

@@ -189,7 +189,7 @@ def fit_rule(data: Sequence[tuple[float, float]], scaling: LrScaling, prior: BCr
     span_t = tuple(sorted(set(b.tolist()) | set(span or ())))
     batches = len(set(b.tolist()))
     sd = max(seed_sd_log, sd_floor)
-    base = dict(scaling=scaling, data=tuple(data), prior=prior, seed_sd_log=seed_sd_log, span=span_t)
+    base = _Inputs(scaling, tuple(data), prior, seed_sd_log, span_t)
     if not ((prior is not None and batches >= 2) or batches >= 3):
         why = (f"{batches} converged global batch{'es' if batches != 1 else ''}: k and B_noise need two and B_simple, "
                "or three")
@@ -211,9 +211,8 @@ def fit_rule(data: Sequence[tuple[float, float]], scaling: LrScaling, prior: BCr
     if _at_bound(float(best.x[2])):     # B_noise beyond what the batches resolve: frozen there, not sampled
         data_j[:, 2], prior_j[:, 2] = 0.0, 0.0
     cov = np.linalg.pinv(data_j.T @ data_j / scale + prior_j.T @ prior_j)
-    return RuleFit(theta=(float(best.x[0]), float(best.x[1]), float(best.x[2])),
-                   cov=tuple(tuple(float(v) for v in row) for row in cov), mode=JOINT if prior is not None else FIT,
-                   **base)  # type: ignore[arg-type]
+    return base.fit((float(best.x[0]), float(best.x[1]), float(best.x[2])),
+                    tuple(tuple(float(v) for v in row) for row in cov), JOINT if prior is not None else FIT)
 
 
 def _at_bound(log_b_noise: float) -> bool:
@@ -238,15 +237,29 @@ def _best(residuals: Callable[[np.ndarray], np.ndarray], b: np.ndarray, e: np.nd
     return best
 
 
-def _limit_fit(b: np.ndarray, e: np.ndarray, base: dict[str, object], why: str) -> RuleFit:
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What a fit was made from, kept in the RuleFit it gives."""
+
+    scaling: LrScaling
+    data: tuple[tuple[float, float], ...]
+    prior: BCritPrior | None
+    seed_sd_log: float
+    span: tuple[float, ...]
+
+    def fit(self, theta: tuple[float, float, float], cov: tuple[tuple[float, ...], ...], mode: str,
+            why_limit: str = "") -> RuleFit:
+        return RuleFit(scaling=self.scaling, theta=theta, cov=cov, span=self.span, mode=mode, data=self.data,
+                       prior=self.prior, seed_sd_log=self.seed_sd_log, why_limit=why_limit)
+
+
+def _limit_fit(b: np.ndarray, e: np.ndarray, base: _Inputs, why: str) -> RuleFit:
     """k frozen at 0: log A is the mean of log(E·ε/B) over the seeds, its variance their spread over their count."""
-    logs = np.log(e) - np.log(b) + np.log(rates(base["scaling"], b))   # type: ignore[arg-type]
+    logs = np.log(e) - np.log(b) + np.log(rates(base.scaling, b))
     var = float(np.var(logs, ddof=1)) / len(logs) if len(logs) > 1 else 0.0
-    prior = base["prior"]
-    centre = math.log(prior.b_simple) if isinstance(prior, BCritPrior) else 0.0
+    centre = math.log(base.prior.b_simple) if base.prior is not None else 0.0
     cov = ((var, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
-    return RuleFit(theta=(float(np.mean(logs)), 0.0, centre), cov=cov, mode=LIMIT, why_limit=why,
-                   **base)  # type: ignore[arg-type]
+    return base.fit((float(np.mean(logs)), 0.0, centre), cov, LIMIT, why)
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,15 +151,15 @@ class Evidence:
 
     def gemm_efficiency(self, lay: Layout, base: Layout) -> float | None:
         """The GEMM's efficiency from `base` to `lay`, when both were measured (None otherwise)."""
-        hi, lo = self.gemm.get((lay.ranks, lay.threads)), self.gemm.get((base.ranks, base.threads))
-        if hi is None or lo is None or lo <= 0 or lay.cores <= base.cores:
+        speedup = self.gemm_speedup(lay, base)
+        if speedup is None or lay.cores <= base.cores:
             return None
-        return min(1.0, hi / lo / (lay.cores / base.cores))
+        return min(1.0, speedup / (lay.cores / base.cores))
 
     def gemm_speedup(self, lay: Layout, base: Layout) -> float | None:
         """The GEMM peak of `lay` over that of `base`, both measured (None otherwise)."""
         hi, lo = self.gemm.get((lay.ranks, lay.threads)), self.gemm.get((base.ranks, base.threads))
-        return hi / lo if hi is not None and lo else None
+        return hi / lo if hi is not None and lo is not None and lo > 0 else None
 
     def _worst_for(self, grown: Sequence[str], comm_unbounded: bool) -> tuple[float, str]:
         """The worst per-doubling efficiency for a step that grows these axes: each axis's own pairs, or the

@@ -25,13 +25,13 @@ The rules, from mlcommons/logging `mlperf_logging/rcp_checker/rcp_checker.py` (r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeGuard
 
 import numpy as np
 
-from orchestrator.core.json.values import JsonMapping, JsonValue
+from orchestrator.core.json.schema import load, opt
+from orchestrator.core.json.values import JsonDict, JsonMapping, differing
 from orchestrator.core.predict.epochs import BatchPoint
 from orchestrator.errors import InputError
 
@@ -52,6 +52,73 @@ class RcpUnitError(InputError):
     """The RCP file's numbers cannot be turned into epochs; the message says why and what would."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NotConverged:
+    """A seed of an exported batch that did not converge (`orch report`'s view, under "orch")."""
+
+    seed: int | None = None
+    status: str = ""
+    max_epochs: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OrchSection:
+    """What `orch report` adds to each entry of the RCP file it exports, under "orch" (a key MLPerf's checker does
+    not read): its own view of the batch, and the workload and parameters that ran, which `check_workload` compares
+    with the workload planned. Every key optional: only `workload` and `params` are read."""
+
+    metric: str | None = None
+    target: float | None = None
+    seeds: tuple[int | None, ...] = ()
+    converged_seeds: tuple[int | None, ...] = ()
+    not_converged: tuple[NotConverged, ...] = ()
+    olympic_mean_epochs: float | None = None
+    stdev_epochs: float | None = None
+    method: str = ""
+    layouts: tuple[str, ...] = ()
+    workload: str | None = opt(None, "the orch workload that ran")
+    params: JsonDict | None = opt(None, "its parameters")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Runs:
+    """An entry's runs: under "samples to converge" (as llama2_70b_lora's and flux1's files give them) or under
+    "Epochs to converge" (BERT's samples too: `_unit`)."""
+
+    epochs_to_converge: tuple[float, ...] | None = opt(None, "the runs' epochs (BERT's: samples)",
+                                                       exclusive_minimum=0, key=EPOCHS_KEY)
+    samples_to_converge: tuple[float, ...] | None = opt(None, "the runs' samples", exclusive_minimum=0,
+                                                        key=SAMPLES_KEY)
+
+    @property
+    def runs_key(self) -> str:
+        """The key the runs are under: "samples to converge" where the entry has it, else "Epochs to converge"."""
+        return SAMPLES_KEY if self.samples_to_converge is not None else EPOCHS_KEY
+
+    @property
+    def runs(self) -> tuple[float, ...]:
+        return (self.samples_to_converge if self.samples_to_converge is not None else self.epochs_to_converge) or ()
+
+
+RUNS_KEYS = (EPOCHS_KEY, SAMPLES_KEY)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RcpEntry(Runs):
+    """One reference entry of an RCP file, by the keys MLCommons' files use (every ruleset in mlcommons/logging
+    up to 6.1.0) and the "orch" section of the files `orch report` exports. Any other key is refused, with the
+    list of these."""
+
+    benchmark: str | None = opt(None, "the MLPerf benchmark the runs are of", key="Benchmark")
+    creator: str | None = opt(None, "who measured the reference runs", key="Creator")
+    when: str | None = opt(None, "when", key="When")
+    platform: str | None = opt(None, "what they ran on", key="Platform")
+    precision: str | None = opt(None, "in what precision", key="Precision")
+    bs: int = opt(help="the global batch size", minimum=1, key="BS")
+    hyperparams: JsonDict = opt(help="the reference runs' hyperparameters", factory=dict, key="Hyperparams")
+    orch: OrchSection | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class RcpFile:
     """An RCP file as read: one point per global batch (duplicates merged), in the file's own unit."""
@@ -62,19 +129,35 @@ class RcpFile:
     unit_why: str                    # how the unit was decided
     notes: tuple[str, ...] = ()      # merged duplicates
     creators: tuple[str, ...] = ()   # who measured the reference runs (the entries' Creator)
-    orch: JsonMapping | None = None   # a file orch exported: its "orch" section (the workload it ran)
+    orch: OrchSection | None = None   # a file orch exported: its "orch" section (the workload it ran)
 
 
-def _runs(entry: JsonMapping) -> tuple[str, JsonValue]:
-    """The entry's runs under "samples to converge" where it has that key (as llama2_70b_lora's and flux1's
-    files do), else under "Epochs to converge"."""
-    key = SAMPLES_KEY if SAMPLES_KEY in entry else EPOCHS_KEY
-    return key, entry.get(key)
+def read_entry(entry: object, where: str) -> tuple[RcpEntry | None, list[str]]:
+    """One entry, strictly, and every problem in it, in the words the checker's keys call for.
 
-
-def _positive_numbers(values: object) -> TypeGuard[list[int | float]]:
-    return (isinstance(values, list) and bool(values)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values))
+    >>> for error in read_entry({"BS": True, "Epochs to converge": [3, 0], "Benchmark": 5, "Seeds": 3}, "x")[1]:
+    ...     print(error)
+    x: Seeds: unknown key; valid keys are: BS, Benchmark, Creator, Epochs to converge, Hyperparams, Platform, ...
+    x: Benchmark: must be str or null, got 5
+    x: BS must be a positive integer, got True
+    x: 'Epochs to converge' must be a non-empty list of positive numbers
+    """
+    if not isinstance(entry, Mapping):
+        return None, [f"{where}: expected an object, got {type(entry).__name__}"]
+    read, problems = load(RcpEntry, entry)
+    runs, _ = load(Runs, {k: v for k, v in entry.items() if k in RUNS_KEYS})   # also where another key is wrong
+    others, bs, empty = [], [], []
+    for p in problems:
+        if p.path == "BS":
+            bs.append(f"{where}: BS must be a positive integer, got {p.value!r}")
+        elif p.path.startswith(RUNS_KEYS):
+            empty.append(f"{where}: '{p.path.partition('[')[0]}' must be a non-empty list of positive numbers")
+        else:
+            others.append(f"{where}: {p}")
+    if runs is not None and not runs.runs:
+        empty.append(f"{where}: '{runs.runs_key}' must be a non-empty list of positive numbers")
+    errors = list(dict.fromkeys([*others, *bs, *empty]))
+    return (read if not errors else None), errors
 
 
 def read_rcp(data: object, source: str = "RCP file") -> tuple[RcpFile | None, list[str]]:
@@ -92,30 +175,20 @@ def read_rcp(data: object, source: str = "RCP file") -> tuple[RcpFile | None, li
     """
     if not isinstance(data, dict) or not data:
         return None, [f"{source}: expected a JSON object of reference entries (name → {{BS, Epochs to converge}})"]
+    entries: dict[str, RcpEntry] = {}
+    errors: list[str] = []
+    for name, raw in data.items():
+        entry, problems = read_entry(raw, f"{source}: entry {name!r}")
+        errors += problems
+        if entry is not None:
+            entries[str(name)] = entry
+    benchmarks = {e.benchmark for e in entries.values() if e.benchmark is not None}
+    keys = {e.runs_key for e in entries.values()}
     runs: dict[int, list[float]] = {}
     names: dict[int, list[str]] = {}
-    counts: dict[int, list[int]] = {}
-    errors: list[str] = []
-    benchmarks, keys = set(), set()
-    for name, entry in data.items():
-        where = f"{source}: entry {name!r}"
-        if not isinstance(entry, dict):
-            errors.append(f"{where}: expected an object, got {type(entry).__name__}")
-            continue
-        bs = entry.get("BS")
-        key, values = _runs(entry)
-        if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
-            errors.append(f"{where}: BS must be a positive integer, got {bs!r}")
-        if not _positive_numbers(values):
-            errors.append(f"{where}: '{key}' must be a non-empty list of positive numbers")
-            continue
-        if isinstance(entry.get("Benchmark"), str):
-            benchmarks.add(entry["Benchmark"])
-        if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0:
-            keys.add(key)
-            runs.setdefault(bs, []).extend(float(v) for v in values)
-            names.setdefault(bs, []).append(str(name))
-            counts.setdefault(bs, []).append(len(values))
+    for name, e in entries.items():
+        runs.setdefault(e.bs, []).extend(e.runs)
+        names.setdefault(e.bs, []).append(name)
     if len(benchmarks) > 1:
         errors.append(f"{source}: entries of several benchmarks {sorted(benchmarks)}; give one benchmark's file")
     if len(keys) > 1:
@@ -127,13 +200,14 @@ def read_rcp(data: object, source: str = "RCP file") -> tuple[RcpFile | None, li
     if errors:
         return None, errors
     drop = UNET3D_DROPPED_EACH_END if benchmark == "unet3d" else 1
+    counts = {name: len(e.runs) for name, e in entries.items()}
     notes = tuple(f"{source}: global batch {bs} appears in entries {', '.join(repr(n) for n in names[bs])}: their "
-                  f"{' + '.join(map(str, counts[bs]))} runs are pooled" for bs in sorted(runs) if len(names[bs]) > 1)
+                  f"{' + '.join(str(counts[n]) for n in names[bs])} runs are pooled"
+                  for bs in sorted(runs) if len(names[bs]) > 1)
     points = tuple(BatchPoint(bs, tuple(runs[bs]), dropped_each_end=drop) for bs in sorted(runs))
-    entries = [e for e in data.values() if isinstance(e, dict)]
-    creators = tuple(sorted({str(e["Creator"]) for e in entries if isinstance(e.get("Creator"), str)}))
-    meta = next((e["orch"] for e in entries if isinstance(e.get("orch"), dict)), None)
-    return RcpFile(points, benchmark, unit, why, notes, creators, meta), []
+    creators = tuple(sorted({e.creator for e in entries.values() if e.creator is not None}))
+    orch = next((e.orch for e in entries.values() if e.orch is not None), None)
+    return RcpFile(points, benchmark, unit, why, notes, creators, orch), []
 
 
 def _unit(benchmark: str | None, keys: set[str], largest: float, source: str) -> tuple[str, str, str]:
@@ -257,10 +331,10 @@ def _params_words(params: JsonMapping, keys: Sequence[str]) -> str:
     return ", ".join(f"{k} {params.get(k)!r}" for k in keys)
 
 
-def check_workload(benchmark: str | None, meta: JsonMapping | None, workload: str,
+def check_workload(benchmark: str | None, meta: OrchSection | None, workload: str,
                    params: JsonMapping) -> WorkloadCheck:
-    """Compare the RCP's benchmark (or, for a file orch exported, the workload it recorded in `meta`) with the
-    measured workload and its parameters.
+    """Compare the RCP's benchmark (or, for a file orch exported, the workload it recorded in its "orch" section,
+    `meta`) with the measured workload and its parameters.
 
     >>> c = check_workload("retinanet", None, "retinanet", {"backbone": "resnet18", "image_size": 128,
     ...                                                     "classes": 4, "dataset": "synthetic"})
@@ -273,16 +347,15 @@ def check_workload(benchmark: str | None, meta: JsonMapping | None, workload: st
     data set: OpenImages (MLPerf's 264-class subset) in the reference;
       dataset 'synthetic' measured
     """
-    if meta and meta.get("workload"):
-        recorded = meta.get("params")
-        theirs = dict(recorded) if isinstance(recorded, dict) else {}
-        differences = ([f"workload: {meta['workload']} in the file; {workload} measured"]
-                       if meta["workload"] != workload else [])
-        keys = sorted(k for k in set(theirs) | set(params) if theirs.get(k) != params.get(k))
-        if keys:
-            differences.append(f"parameters: {_params_words(theirs, keys)} in the file; "
-                               f"{_params_words(params, keys)} measured")
-        return WorkloadCheck(f"orch's workload {meta['workload']} ({benchmark or 'no benchmark named'})",
+    if meta is not None and meta.workload:
+        theirs = meta.params or {}
+        differences = ([f"workload: {meta.workload} in the file; {workload} measured"]
+                       if meta.workload != workload else [])
+        diff = differing(theirs, params)
+        if diff:
+            differences.append(f"parameters: {', '.join(f'{k} {a!r}' for k, a, _ in diff)} in the file; "
+                               f"{', '.join(f'{k} {b!r}' for k, _, b in diff)} measured")
+        return WorkloadCheck(f"orch's workload {meta.workload} ({benchmark or 'no benchmark named'})",
                              tuple(differences))
     ref = MLPERF_REFERENCES.get(benchmark or "")
     if ref is None:

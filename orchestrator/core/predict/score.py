@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.core.json.values import JsonMapping, differing
 from orchestrator.core.measured.convergence import convergence_by_batch
 from orchestrator.core.measured.records import Record
 from orchestrator.core.predict.data import cells_from_records
@@ -250,7 +251,7 @@ class FolderFacts:
 
     path: str
     workload: str
-    params: Mapping[str, object]
+    params: JsonMapping
     precision: str
     cpu: str
     node_groups: tuple[NodeShape, ...]
@@ -279,9 +280,8 @@ def mismatches(saved: SavedPrediction, folder: FolderFacts) -> list[str]:
     if folder.workload != subject.workload:
         out.append(f"workload: predicted {subject.workload}, measured {folder.workload}")
     else:
-        keys = sorted(set(subject.params) | set(folder.params))
-        diff = [f"{k}: predicted {_shown(subject.params.get(k))}, measured {_shown(folder.params.get(k))}"
-                for k in keys if subject.params.get(k) != folder.params.get(k)]
+        diff = [f"{k}: predicted {_shown(a)}, measured {_shown(b)}" for k, a, b in differing(subject.params,
+                                                                                                 folder.params)]
         if diff:
             out.append("workload parameters differ: " + "; ".join(diff))
     if folder.precision != subject.precision:

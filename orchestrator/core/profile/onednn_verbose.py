@@ -205,7 +205,7 @@ def _component(rest: list[str]) -> str:
 def parse_lines(lines: Iterable[str]) -> tuple[list[Execution], list[str]]:
     """(executions, problems). Lines that are not oneDNN's are ignored (a rank's log mixes both); a
     oneDNN exec line that cannot be read is reported, not fatal."""
-    templates: dict[str, tuple[str, ...]] = {}
+    primitive_order: tuple[str, ...] | None = None     # the log's template of a primitive's exec line
     executions: list[Execution] = []
     problems: list[str] = []
     for number, line in enumerate(lines, 1):
@@ -215,14 +215,15 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[Execution], list[str]]:
         prefix, rest = split
         header = _template(rest)
         if header is not None:
-            templates[header[0]] = header[1]
+            if header[0] == "primitive":   # the other components' (graph) lines are skipped below
+                primitive_order = header[1]
             continue
         if "exec" not in rest[:4]:
             continue   # info lines: version, ISA, runtime; create lines (ONEDNN_VERBOSE=profile_create)
         component = _component(rest)
         if component != "primitive":
             continue   # graph partitions: their primitives are logged as well, counting both would double
-        order = templates.get("primitive", DEFAULT_ORDER[prefix])
+        order = primitive_order if primitive_order is not None else DEFAULT_ORDER[prefix]
         line_fields = _exec_fields(rest, order)
         if line_fields is None:
             problems.append(f"line {number}: {len(rest) + 1} fields do not match the template {','.join(order)}")

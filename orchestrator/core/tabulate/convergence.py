@@ -113,7 +113,7 @@ def rcp_dict(batches: Sequence[BatchConvergence], *, benchmark: str, platform: s
             continue
         out[f"{benchmark}_ref_{b.global_batch}"] = {
             "Benchmark": benchmark, "Creator": RCP_CREATOR, "When": when, "Platform": platform,
-            "BS": b.global_batch, "Hyperparams": dict(b.hyperparams), "Epochs to converge": epochs,
+            "BS": b.global_batch, "Hyperparams": b.hyperparams.to_json(), "Epochs to converge": epochs,
             "orch": {
                 "metric": b.metric, "target": b.target,
                 "seeds": [r.seed for r in b.runs],

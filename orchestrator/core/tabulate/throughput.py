@@ -149,14 +149,14 @@ def find_baseline(index: Mapping[Trial, rec.Record], axes: Axes, local_batch: in
     if not axes.ranks or not axes.threads:
         return None
     intended = Trial(axes.ranks[0], axes.threads[0], local_batch)
-    value = samples_per_s(index.get(intended))
+    record = index.get(intended)
+    value = samples_per_s(record)
     if value:
         return Baseline(intended, value, intended)
     ok = {p: sps for p in index if p.local_batch == local_batch and (sps := samples_per_s(index[p]))}
     if not ok:
         return None
     point = min(ok, key=lambda p: p.cost)
-    record = index.get(intended)
     why = "was not run yet" if record is None else f"did not run ok ({record.status})"
     note = (f"The intended baseline, {describe_point(intended)}, {why}; normalized instead to the ok cell "
             f"with the fewest cores, {describe_point(point)}.")
