@@ -49,13 +49,15 @@ def _pct(value: float | None) -> str:
 
 def cell_rows(name: object, scheme: str, held: object) -> list[str]:
     """One line per held-out cell: measured, printed [low–high], inside or not, the predictor."""
+    from orchestrator.core.predict.predictors import label
+
     out = []
     for h in held:                                                     # type: ignore[attr-defined]
         p = h.printed
         ends = "no interval" if p is None or p.low is None else f"[{p.low:,.1f}–{p.high:,.1f}]"
         inside = {None: "", True: "inside", False: "OUTSIDE"}[h.inside]
         out.append(f"    {name} | {scheme} | {h.cell.layout.label}: measured {h.cell.samples_per_s:,.1f}, printed "
-                   f"{p.samples_per_s:,.1f} {ends} {inside} ({p.predictor})")
+                   f"{p.samples_per_s:,.1f} {ends} {inside} ({label(p.predictor)})")
     return out
 
 

@@ -16,6 +16,8 @@ from orchestrator.core.predict.capacity import Prediction, Recommendation, Targe
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.deadline import DeadlineRisk, deadline_risk
 from orchestrator.core.predict.fit import Fitted
+from orchestrator.core.predict.predictors import label as predictor_label
+from orchestrator.core.predict.predictors.step_model import MODEL
 from orchestrator.core.predict.saved import SavedPrediction
 from orchestrator.core.predict.saved import to_json as saved_to_json
 from orchestrator.core.text.table import Table
@@ -217,8 +219,9 @@ def _layout_dict(p: Prediction, risk: DeadlineRisk | None = None) -> LayoutFigur
     lay, e = p.layout, p.epochs
     return {"ranks": lay.ranks, "threads_per_rank": lay.threads, "local_batch": lay.local_batch, "nodes": lay.nodes,
             "global_batch": lay.global_batch, "ranks_per_socket": lay.ranks_per_socket, "link": lay.link,
-            "predictor": p.predictor, "samples_per_s": p.samples_per_s, "samples_per_s_low": p.samples_per_s_low,
-            "samples_per_s_high": p.samples_per_s_high, "measured_samples_per_s": p.measured_samples_per_s,
+            "predictor": predictor_label(p.predictor), "samples_per_s": p.samples_per_s,
+            "samples_per_s_low": p.samples_per_s_low, "samples_per_s_high": p.samples_per_s_high,
+            "measured_samples_per_s": p.measured_samples_per_s,
             "epochs": None if e is None else e.epochs, "epochs_low": None if e is None else e.low,
             "epochs_high": None if e is None else e.high, "epochs_status": None if e is None else e.status,
             "p_converge": None if e is None else e.p_converge,
@@ -251,7 +254,7 @@ def terminal_prediction(report: PredictionReport, *, full_validation: bool = Fal
     for table in tables:
         parts += [Text(""), to_rich(table)]
     if loo is not None and not full_validation:
-        s = loo.scores["orch model"]
+        s = loo.scores[MODEL]
         parts.append(Text(f"\nheld-out error (leave one cell out, {len(loo.held_out)} cells): median "
                           f"{s.median_abs_pct:.1f}%, max {s.max_abs_pct:.1f}%; --validate shows every scheme and "
                           "the baselines"))

@@ -1,7 +1,8 @@
-"""Predictors are found by name (`orchestrator.core.predict.predictors.PREDICTORS`, a name -> module map): orch's
-step model and the two baselines through the registry, in the validation table's column order, and a toy baseline
-added by one module (tests/core/toy_predictor.py) and one registration line, then scored on held-out cells beside
-them and predicted with by `interval`."""
+"""Predictors are found by id (`orchestrator.core.predict.predictors.PREDICTORS`, an id -> module map), each with the
+label the tables print: orch's step model and the two baselines through the registry, in the validation table's
+column order, the GEMM proxy beside them (not scored on held-out cells), and a toy baseline added by one module
+(tests/core/toy_predictor.py) and one registration line, then scored on held-out cells beside them, predicted with by
+`interval` and printed by its label."""
 
 from __future__ import annotations
 
@@ -24,16 +25,21 @@ def toy(monkeypatch):
 
 
 def test_orchs_predictors_are_found_through_the_registry_in_column_order():
-    assert predictors.names() == (validate.MODEL, validate.LINEAR, validate.AMDAHL)
-    assert [p.name for p in predictors.registered()] == list(predictors.names())
-    with pytest.raises(KeyError, match="no predictor named 'nope'"):
+    assert predictors.ids() == ("model", "linear", "amdahl") == (validate.MODEL, validate.LINEAR, validate.AMDAHL)
+    assert [p.id for p in predictors.validated()] == list(predictors.ids())
+    assert [p.id for p in predictors.registered()] == ["model", "linear", "amdahl", "gemm_proxy"]
+    # the labels are what every table prints, as before the ids
+    assert [predictors.label(p) for p in ("model", "linear", "amdahl", "gemm_proxy")] == [
+        "orch model", "linear scaling", "Amdahl (total cores)", "GEMM peak (bias-corrected)"]
+    assert isinstance(predictors.find(interval.GEMM_PROXY), predictors.FromAnchor)
+    with pytest.raises(KeyError, match="no predictor with id 'nope'"):
         predictors.find("nope")
 
 
 def test_a_line_naming_something_else_is_refused(monkeypatch):
-    monkeypatch.setitem(predictors.PREDICTORS, "wrong name", "toy_predictor:PREDICTOR")   # it calls itself FASTEST
-    with pytest.raises(TypeError, match="not a Predictor named 'wrong name'"):
-        predictors.find("wrong name")
+    monkeypatch.setitem(predictors.PREDICTORS, "wrong_id", "toy_predictor:PREDICTOR")   # its id is FASTEST
+    with pytest.raises(TypeError, match="not a Predictor with id 'wrong_id'"):
+        predictors.find("wrong_id")
 
 
 def _by_hand(cells) -> dict[tuple[str, Layout], float]:
@@ -63,7 +69,8 @@ def test_a_toy_baseline_added_by_one_line_is_scored_on_held_out_cells(toy):
     # a constant cannot follow the cores: the model, which can, stays ahead of it one cell out
     loo = next(r for r in results if r.scheme == "leave one cell out")
     assert loo.scores[FASTEST].median_abs_pct > 10 * loo.scores[validate.MODEL].median_abs_pct
-    # `interval` predicts with it by name, as with any baseline
+    # `interval` predicts with it by id, as with any baseline
     basis = interval.basis_of(cells, LINKS, BUCKETS, None, {}, validation=results)
     fastest = max(c.samples_per_s for c in cells)
     assert interval.value_of(basis, FASTEST, Layout(4, 2, 64, 1, 4, "socket")) == pytest.approx(fastest)
+    assert predictors.label(FASTEST) == "constant: the fastest training cell"

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from orchestrator.core.predict.predictors import Training
 from orchestrator.core.predict.step import Layout
 
-FASTEST = "constant: the fastest training cell"
+FASTEST = "fastest_cell"
 
 
 class FastestCell:
-    name = FASTEST
+    id = FASTEST
+    label = "constant: the fastest training cell"
 
     def fit(self, training: Training) -> Callable[[Layout], float]:
         fastest_samples_per_s = max(c.samples_per_s for c in training.cells)

@@ -12,6 +12,7 @@ and the files: the shell's). Pure.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from orchestrator.core.machine.topology import MIB_PER_GIB, Topology
@@ -19,8 +20,7 @@ from orchestrator.core.predict.bands import extrapolation_axes
 from orchestrator.core.predict.capacity import Prediction
 from orchestrator.core.predict.epochs import BatchPoint, EpochsModel
 from orchestrator.core.predict.interval import Basis
-from orchestrator.core.predict.predictors.amdahl import AMDAHL as AMDAHL_NAME
-from orchestrator.core.predict.predictors.linear import LINEAR as LINEAR_NAME
+from orchestrator.core.predict.predictors import label
 from orchestrator.core.predict.saved import (
     AMDAHL,
     FLAT,
@@ -35,8 +35,8 @@ from orchestrator.core.predict.saved import (
 )
 from orchestrator.core.predict.step import Layout
 
-# The registered predictors that are baselines, by the saved id.
-_BASELINE_PREDICTORS = {LINEAR: LINEAR_NAME, AMDAHL: AMDAHL_NAME}
+# The registered predictors saved as baselines: a saved baseline's id is the predictor's.
+_BASELINE_PREDICTORS = (LINEAR, AMDAHL)
 
 
 def cell_forecasts(predictions: Sequence[Prediction], basis: Basis,
@@ -51,7 +51,7 @@ def cell_forecasts(predictions: Sequence[Prediction], basis: Basis,
                        for a in extrapolation_axes(lay, basis.cells))
         out.append(CellForecast(ranks=lay.ranks, threads=lay.threads, local_batch=lay.local_batch, nodes=lay.nodes,
                                 samples_per_s=p.samples_per_s, low=p.samples_per_s_low, high=p.samples_per_s_high,
-                                no_interval=p.no_interval, predictor=p.predictor, beyond=beyond,
+                                no_interval=p.no_interval, predictor=label(p.predictor), beyond=beyond,
                                 baselines=cell_baselines(lay, basis), notes=p.caveats,
                                 in_inputs=same_machine and any(c.layout == lay for c in basis.cells)))
     return tuple(out)
@@ -61,7 +61,7 @@ def cell_baselines(lay: Layout, basis: Basis) -> dict[str, float]:
     """The baselines' samples/s of a layout: linear scaling and Amdahl's law (the registered predictors), the
     fastest measured cell with as many cores in all (any split, same batch and nodes), and, across nodes, the same
     ranks × threads × batch on one node with the network ignored (measured there, else orch's model)."""
-    out = {key: basis.predictors[name](lay) for key, name in _BASELINE_PREDICTORS.items() if name in basis.predictors}
+    out = {p: basis.predictors[p](lay) for p in _BASELINE_PREDICTORS if p in basis.predictors}
     same = [c.samples_per_s for c in basis.cells if c.layout.cores == lay.cores and c.layout.nodes == lay.nodes
             and c.layout.local_batch == lay.local_batch and c.layout != lay]
     if same:
@@ -116,10 +116,8 @@ def node_shapes(topology: Topology) -> tuple[NodeShape, ...]:
     >>> [(n.count, n.shape) for n in node_shapes(four)]
     [(4, (2, 28, 1))]
     """
-    counts: dict[tuple[int, int, int, float, str], int] = {}
-    for node in topology.nodes:
-        key = (len(node.sockets), max((len(s.cores) for s in node.sockets), default=0), node.threads_per_core,
-               round(node.memory_mib / MIB_PER_GIB, 1), node.isa.cpu_model if node.isa is not None else "")
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter((len(node.sockets), max((len(s.cores) for s in node.sockets), default=0), node.threads_per_core,
+                      round(node.memory_mib / MIB_PER_GIB, 1), node.isa.cpu_model if node.isa is not None else "")
+                     for node in topology.nodes)
     return tuple(NodeShape(count=n, sockets=s, cores_per_socket=c, threads_per_core=t, memory_gib=m, cpu=cpu)
                  for (s, c, t, m, cpu), n in counts.items())

@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.core.predict.predictors import names
+from orchestrator.core.predict.predictors import ids, label
 from orchestrator.core.predict.step import Cell, Layout
 from orchestrator.core.predict.validate import (
     ABOVE,
@@ -122,7 +122,7 @@ class ErrorBands:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    predictor: str
+    predictor: str              # its id (`predictors.label` prints it)
     width_log: float | None     # held-out part of the half-width; None when no held-out error covers the layout
     why: str                    # the choice in words, or which axis has no held-out level
     schemes: tuple[str, ...] = ()   # the schemes whose errors set the width
@@ -134,10 +134,10 @@ def needed(axes: Sequence[Axis]) -> list[SchemeKey]:
 
 
 def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] | None = None) -> Choice:
-    """The predictor (of `predictors`; None: every registered one) that validated best on the layout's axes, and
+    """The predictor (of the ids `predictors`; None: every scored one) that validated best on the layout's axes, and
     the held-out part of its interval; with no held-out error for one of its axes (one measured level), width None
     (`interval` then bounds it)."""
-    order = names()
+    order = ids()
     keys = needed(axes)
     missing = [k for k in keys if k not in bands.results]
     if missing:
@@ -156,6 +156,6 @@ def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] | 
     else:
         width = math.log1p(bands.results[keys[0]].scores[predictor].max_abs_pct / 100)
     schemes = tuple(bands.results[k].scheme for k in keys)
-    why = (f"predicted by {predictor}: best held-out median error on {', '.join(schemes)} "
-           f"({worst(predictor):.1f}% against orch model {worst(MODEL):.1f}%)") if predictor != MODEL else ""
+    why = (f"predicted by {label(predictor)}: best held-out median error on {', '.join(schemes)} "
+           f"({worst(predictor):.1f}% against {label(MODEL)} {worst(MODEL):.1f}%)") if predictor != MODEL else ""
     return Choice(predictor, width, why, schemes)

@@ -71,7 +71,7 @@ class Prediction:
     node_hours: float | None
     runs_per_day: float | None
     marks: tuple[str, ...] = ()            # 'fastest', 'pareto', 'recommended'
-    predictor: str = MODEL                 # which candidate predicted samples/s (bands.choose)
+    predictor: str = MODEL                 # the id of the predictor of samples/s (bands.choose; printed by its label)
     no_interval: str = ""                  # why samples/s or hours has no interval ("" when both have one)
 
     @property
@@ -209,16 +209,15 @@ def mark(predictions: Sequence[Prediction]) -> list[Prediction]:
     if not timed and predictions:
         by_rate = mark([_per_sample(p) for p in predictions])
         return [replace(p, marks=q.marks) for p, q in zip(predictions, by_rate)]
-    fastest: dict[int, Prediction] = {}
+    by_nodes: dict[int, list[Prediction]] = {}
     for p in timed:
-        best = fastest.get(p.layout.nodes)
-        if best is None or _h(p) < _h(best):
-            fastest[p.layout.nodes] = p
+        by_nodes.setdefault(p.layout.nodes, []).append(p)
+    fastest = {id(min(group, key=_h)) for group in by_nodes.values()}     # the first of the fastest, per node count
     pareto = {id(p) for p in timed if not any(
         _h(q) <= _h(p) and _nh(q) <= _nh(p) and (_h(q) < _h(p) or _nh(q) < _nh(p)) for q in timed)}
     out = []
     for p in predictions:
-        marks = tuple(m for m, on in (("fastest", fastest.get(p.layout.nodes) is p), ("pareto", id(p) in pareto)) if on)
+        marks = tuple(m for m, on in (("fastest", id(p) in fastest), ("pareto", id(p) in pareto)) if on)
         out.append(replace(p, marks=marks))
     return out
 

@@ -23,7 +23,8 @@ candidate cell. Pure.
     with the batch nor falls faster than the fixed part allows (throughput between the anchor's and linear
     in the batch).
   Both widen with the distance from the data. The central estimate is the predictor that validated best
-  one level out on the committed folders (`ONE_LEVEL_PREDICTOR`), held inside the bounds.
+  one level out on the committed folders, the GEMM proxy (`predictors.gemm_proxy`; Amdahl's law where a GEMM peak
+  is missing), held inside the bounds.
 
 Every prediction says which bound or error set each end (`low_why`, `high_why`):
 
@@ -51,8 +52,10 @@ from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_dire
 from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.network import NodeLinkCost, held_out_error, node_link_cost
-from orchestrator.core.predict.predictors import Training, registered
+from orchestrator.core.predict.predictors import Training, label, validated
 from orchestrator.core.predict.predictors.amdahl import AMDAHL
+from orchestrator.core.predict.predictors.gemm_proxy import GEMM_PROXY
+from orchestrator.core.predict.predictors.gemm_proxy import PREDICTOR as GEMM_PROXY_PREDICTOR
 from orchestrator.core.predict.predictors.step_model import MODEL
 from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
@@ -74,13 +77,6 @@ GAUSS_95 = 1.96       # the bootstrap spread is one standard deviation; the band
 # The backward pass's share of a step's compute: twice the forward's FLOPs (a layer's gradient with respect to its
 # input and to its weights are each one forward's worth; Kaplan et al. 2020 count 2N forward, 4N backward).
 BACKWARD_SHARE = 2 / 3
-# The central estimate where an axis has one measured level, chosen by held-out error over the committed
-# folders (benchmarks/predict_coverage.py with each candidate; docs/prediction.md): one level out, the GEMM
-# proxy corrected for its measured bias was off by a median 6.4% on threads and 7.4% on ranks (10 of 68 cells
-# over 15%), Amdahl's law in total cores fitted to the other axis by 15.0% and 7.4% (32), orch's model, which
-# takes the GEMM peak's thread scaling uncorrected, by 12.2% and 12.7% (25).
-GEMM_PROXY = "GEMM peak (bias-corrected)"
-ONE_LEVEL_PREDICTOR = GEMM_PROXY
 
 
 class Bootstrap:
@@ -106,22 +102,22 @@ class Bootstrap:
 @dataclass(frozen=True)
 class Basis:
     """What a cell's prediction rests on: the cells, the model fitted to them, its held-out errors, the
-    bootstrap of its fit, the scaling evidence and every registered predictor fitted to the cells, by name."""
+    bootstrap of its fit, the scaling evidence and every scored predictor fitted to the cells, by id."""
 
     cells: tuple[Cell, ...]
     model: StepModel
     bands: ErrorBands
     evidence: Evidence
     boot: Bootstrap
-    predictors: Mapping[str, Callable[[Layout], float]]      # name -> samples/s of a layout (predictors.Predictor)
+    predictors: Mapping[str, Callable[[Layout], float]]      # id -> samples/s of a layout (predictors.FromCells)
     validation: tuple[SchemeResult, ...] = field(default=())
     link_held_out: float | None = None    # the cross-node calibration's held-out log error (network.held_out_error)
 
 
 @dataclass(frozen=True, slots=True)
 class CellPrediction:
-    """samples/s of a layout, its interval (None, None with the reason in `no_interval`), the predictor, the
-    axes it lies beyond, its notes and what set each end of the interval."""
+    """samples/s of a layout, its interval (None, None with the reason in `no_interval`), the predictor's id
+    (`predictors.label` prints it), the axes it lies beyond, its notes and what set each end of the interval."""
 
     value: float
     low: float | None
@@ -149,7 +145,7 @@ def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Seque
     model = model or fit_step_model(cells, links, buckets, thread_prior, starts=3)
     if validation is None:
         validation = validate_step(cells, links, buckets, thread_prior)
-    fitted = {p.name: p.fit(Training(cells, model)) for p in registered()}
+    fitted = {p.id: p.fit(Training(cells, model)) for p in validated()}
     return Basis(cells, model, ErrorBands.from_validation(validation, cells), evidence_of(cells, gemm),
                  Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), fitted,
                  tuple(validation), held_out_error(samples) if NODES in links else None)
@@ -269,8 +265,8 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
            f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
            "compute; all of it at the high end, none at the low)")
     notes = (*(a.proxy for a in axes if a.proxy and a.name != NODES_AXIS), cost.note,
-             f"across nodes: a rank's compute from {one.label} ({p1.predictor}, no all-reduce; {where}) plus the "
-             f"all-reduce over the node link, {how}", *p1.notes)
+             f"across nodes: a rank's compute from {one.label} ({label(p1.predictor)}, no all-reduce; {where}) plus "
+             f"the all-reduce over the node link, {how}", *p1.notes)
     # more ranks than measured is more ranks in the ring (its α-β model carries them), more nodes the link
     extrap = tuple(dict.fromkeys((*p1.extrapolated, *(a.words for a in axes if a.name in (RANKS_AXIS, NODES_AXIS)))))
     return _held_inside(CellPrediction(value, low, high, p1.predictor, extrap, tuple(dict.fromkeys(notes)), "",
@@ -395,27 +391,13 @@ def _ratio_bounds(evidence: Evidence, lay: Layout, anchor: Layout, how: str,
 
 
 def _central(basis: Basis, model: StepModel, lay: Layout, anchor: Layout, a_mid: float) -> tuple[str, float, str]:
-    """The central estimate where an axis has one measured level (ONE_LEVEL_PREDICTOR), and how. GEMM_PROXY:
-    the anchor's compute time (its step less its all-reduce as calibrated × ρ) scaled by the GEMM peaks of the
-    two layouts, each measured with all ranks at once (so the sharing of the same cores is in them), and per
-    doubling of the threads by the measured step ÷ GEMM efficiency of thread pairs (a step's serial and
-    memory-bound parts, which a GEMM has not: the proxy's bias); then the layout's own all-reduce added, not
-    overlapped. Amdahl's law where a GEMM peak is missing."""
-    speedup = basis.evidence.gemm_speedup(lay, anchor)
-    if ONE_LEVEL_PREDICTOR != GEMM_PROXY or speedup is None:
-        predictor = AMDAHL if ONE_LEVEL_PREDICTOR == GEMM_PROXY else ONE_LEVEL_PREDICTOR
-        why = " (no GEMM peak of this layout to scale by)" if ONE_LEVEL_PREDICTOR == GEMM_PROXY else ""
-        return predictor, value_of(basis, predictor, lay, model), why
-    ev = basis.evidence
-    q = ev.thread_ratio
-    comm_anchor, comm_lay = model.comm(anchor)[0], model.comm(lay)[0]
-    compute_anchor = max(anchor.global_batch / a_mid - comm_anchor, 0.5 * anchor.global_batch / a_mid)
-    rate = anchor.global_batch / compute_anchor * speedup * q ** math.log2(lay.threads / anchor.threads)
-    source = (f"median of {len(ev.thread_ratios)} thread pair(s) here" if ev.thread_ratios
-              else "the committed folders': no thread pair here")
-    why = (f": {anchor.label} × the GEMM peaks' {speedup:.2f}× × {q:.2f} per doubling of the threads (step ÷ GEMM "
-           f"efficiency, {source})" + (", plus the all-reduce as calibrated" if comm_lay > 0 else ""))
-    return GEMM_PROXY, lay.global_batch / (lay.global_batch / rate + comm_lay), why
+    """The central estimate where an axis has one measured level: the predictor's id, samples/s and how. The GEMM
+    proxy (`predictors.gemm_proxy`) from the anchor; Amdahl's law where a GEMM peak is missing."""
+    scaled = GEMM_PROXY_PREDICTOR.scale(basis.evidence, model, lay, anchor, a_mid)
+    if scaled is None:
+        return AMDAHL, value_of(basis, AMDAHL, lay, model), " (no GEMM peak of this layout to scale by)"
+    value, why = scaled
+    return GEMM_PROXY, value, why
 
 
 def _bounded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], choice: Choice) -> CellPrediction:
@@ -433,7 +415,7 @@ def _bounded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], 
     n = lay.cores / anchor.cores
     low, high = a_low * n * r_low, a_high * n * r_high
     low, comm_why = _with_comm(model, lay, anchor, low) if adds_comm else (low, "")
-    notes.append(f"bounded ({choice.why}); central estimate by {predictor}{central_why}")
+    notes.append(f"bounded ({choice.why}); central estimate by {label(predictor)}{central_why}")
     if not basis.evidence.measured:
         notes.append(f"the scaling evidence is {PRIOR_SOURCE}")
     return _held_inside(CellPrediction(value, low, high, predictor, extrap, tuple(dict.fromkeys(notes)), "",
@@ -455,7 +437,7 @@ def _held_inside(p: CellPrediction, noise_log: float) -> CellPrediction:
     """The central estimate inside its bounds, each end at least the cells' noise away from it."""
     assert p.low is not None and p.high is not None
     value = min(max(p.value, p.low), p.high)
-    notes = p.notes if value == p.value else p.notes + (f"{p.predictor} held inside the bounds",)
+    notes = p.notes if value == p.value else p.notes + (f"{label(p.predictor)} held inside the bounds",)
     floor = max(noise_log, 1e-6)
     low, high = min(p.low, value * math.exp(-floor)), max(p.high, value * math.exp(floor))
     return replace(p, value=value, low=low, high=high, notes=notes)
@@ -498,13 +480,15 @@ def _notes(model: StepModel, lay: Layout) -> tuple[str, ...]:
         span = (f"; interval assumes within {LINK_STAND_IN_SPAN:g}× of it" if lay.link is not None
                 and stand_in_direction(lay.link, model.links) else "")
         notes.append(comm_note + span)
-    relevant = {"sigma": lay.threads > 1, "sigma_a": False, "kappa": lay.threads > 2,
-                "mu": lay.ranks_per_socket > 1, "rho": lay.ranks > 1, "gamma": lay.ranks > 1, "a_s": True}
-    notes += [why for p, why in model.frozen.items() if relevant.get(p)]
+    # the parameters this layout exercises: a note on any other would not be about it
+    exercised = {p for p, on in (("sigma", lay.threads > 1), ("kappa", lay.threads > 2),
+                                 ("mu", lay.ranks_per_socket > 1), ("rho", lay.ranks > 1), ("gamma", lay.ranks > 1),
+                                 ("a_s", True)) if on}
+    notes += [why for p, why in model.frozen.items() if p in exercised]
     notes += [f"{AT_BOUND_WORDS.get(p, p)} fitted at its bound ({value:g}): the cells do not place it, and it may "
               "stand for what they cannot tell apart" + (" (the ranks sharing a socket's memory bandwidth, not the "
                                                         "all-reduce)" if p == "rho" else "")
-              for p, value in model.at_bound().items() if relevant.get(p)]
+              for p, value in model.at_bound().items() if p in exercised]
     return tuple(notes)
 
 

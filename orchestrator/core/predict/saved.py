@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from orchestrator.core.json.jsonobject import JsonObject
 from orchestrator.core.json.schema import Problem, load, opt, to_plain
 from orchestrator.core.json.values import JsonDict, JsonValue
 from orchestrator.errors import InputError
@@ -31,7 +32,8 @@ from orchestrator.errors import InputError
 FORMAT = "orch-prediction"
 FORMAT_VERSION = 1
 
-# Baselines every saved cell carries (where they apply), by id: naive planners a user could have used instead.
+# Baselines every saved cell carries (where they apply), by id: naive planners a user could have used instead (the
+# first two are the registered predictors of the same ids, `predictors.PREDICTORS`).
 LINEAR = "linear"            # linear scaling in cores from the 1-rank, fewest-threads cell at the same batch
 AMDAHL = "amdahl"            # Amdahl's law in total cores, its serial fraction fitted to the measured cells
 SAME_CORES = "same_cores"    # the fastest measured cell with as many cores in all (ranks × threads), any split
@@ -132,7 +134,7 @@ class CellForecast:
     low: float | None = opt(None, "the interval's low end (None: no interval, see no_interval)")
     high: float | None = opt(None, "the interval's high end")
     no_interval: str = opt("", "why there is no interval")
-    predictor: str = opt(help="which predictor gave the central value")
+    predictor: str = opt(help="which predictor gave the central value, by its label (as `orch predict` prints it)")
     beyond: tuple[Beyond, ...] = opt((), "the axes beyond the measured cells ([]: inside them)")
     baselines: dict[str, float] = opt(help="baseline id -> its samples/s", factory=dict)
     notes: tuple[str, ...] = opt((), "every assumption the row rests on")
@@ -196,16 +198,26 @@ def _finite(values: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Header(JsonObject):
+    """What says a file is a saved prediction, and of which format, read before the rest (a file of a newer format
+    is refused whatever else it holds): as the file gives them, checked by `from_json`."""
+
+    format: JsonValue = None
+    format_version: JsonValue = None
+
+
 def from_json(data: object, source: str) -> SavedPrediction:
     """The saved part of a prediction.json, strictly checked (every problem listed at once); keys outside
     `SAVED_KEYS` are the display's and are not read. SavedPredictionError for a file that is not a saved
     prediction, a newer format, or a malformed one."""
     if not isinstance(data, Mapping):
         raise SavedPredictionError(f"{source}: not a saved prediction (a JSON object is expected)")
-    if data.get("format") != FORMAT:
+    header = _Header.from_json(data)
+    if header.format != FORMAT:
         raise SavedPredictionError(f"{source}: not a saved prediction (no \"format\": \"{FORMAT}\"); make one with "
                                    "`orch predict RESULTS_DIR --out DIR` (it writes DIR/prediction.json)")
-    version = data.get("format_version")
+    version = header.format_version
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise SavedPredictionError(f"{source}: format_version must be a whole number ≥ 1, got {version!r}")
     if version > FORMAT_VERSION:

@@ -15,8 +15,8 @@ from orchestrator.core.predict.capacity import Prediction, Recommendation
 from orchestrator.core.predict.comm import link_words
 from orchestrator.core.predict.epochs import EXTRAPOLATED, MEASURED
 from orchestrator.core.predict.fit import Fitted
-from orchestrator.core.predict.interval import GEMM_PROXY
-from orchestrator.core.predict.predictors import names
+from orchestrator.core.predict.predictors import ids, label
+from orchestrator.core.predict.predictors.gemm_proxy import GEMM_PROXY
 from orchestrator.core.predict.step import TIES
 from orchestrator.core.predict.validate import MODEL, SchemeResult
 from orchestrator.core.text.table import BEST, DASH, Cell, Footnotes, Table
@@ -77,7 +77,7 @@ def _coverage_cells(r: SchemeResult, computed: bool) -> list[Cell]:
 
 def validation_table(f: Fitted) -> Table:
     rows = []
-    predictors = names()        # a column each, in the registry's order
+    predictors = ids()        # a column each, in the registry's order, headed by its label
     for r in f.validation:
         cells = []
         for p in predictors:
@@ -91,7 +91,7 @@ def validation_table(f: Fitted) -> Table:
         used = r.scores[r.best()]
         cells += [Cell(f"{model.bias_pct:+.1f}%", model.bias_pct), Cell(tau, model.kendall_tau),
                   Cell(f"{r.within_noise}/{len(r.held_out)}", r.within_noise),
-                  Cell(f"{r.best()} ({used.bias_pct:+.1f}%)") if r.feeds_bands else Cell(DASH)]
+                  Cell(f"{label(r.best())} ({used.bias_pct:+.1f}%)") if r.feeds_bands else Cell(DASH)]
         rows.append((r.scheme, tuple(cells + _coverage_cells(r, f.coverage))))
     median_cv = sorted(c.cv for c in f.cells)[len(f.cells) // 2] if f.cells else 0.0
     skipped = "".join(f" Not run: {s.scheme} ({s.why})." for s in f.skipped)
@@ -108,9 +108,9 @@ def validation_table(f: Fitted) -> Table:
                "not model error. 'used' is the predictor `orch predict` uses for layouts beyond that level (the "
                f"best median here), with its bias. {coverage}{skipped}")
     return Table(name="prediction-validation", title="Prediction: held-out validation", corner="held out",
-                 columns=(*predictors, "bias", "Kendall τ", "within noise", "used (bias)", "printed", "inside",
-                          "width"),
-                 rows=tuple(rows), caption=caption, key_columns=(MODEL, "printed", "inside", "width"))
+                 columns=(*map(label, predictors), "bias", "Kendall τ", "within noise", "used (bias)", "printed",
+                          "inside", "width"),
+                 rows=tuple(rows), caption=caption, key_columns=(label(MODEL), "printed", "inside", "width"))
 
 
 def epochs_table(f: Fitted) -> Table:
@@ -190,7 +190,7 @@ def predictions_table(predictions: Sequence[Prediction], *, name: str = "predict
                  measured, epochs, hours, _num(p.node_hours, "{:.3g}"), _num(p.runs_per_day, "{:.3g}"),
                  Cell(", ".join(p.marks))]
         if not compact:
-            cells += [Cell(p.predictor), _num(p.samples_per_s_low), _num(p.samples_per_s_high),
+            cells += [Cell(label(p.predictor)), _num(p.samples_per_s_low), _num(p.samples_per_s_high),
                       _num(e.low if e else None), _num(e.high if e else None), _num(p.hours_low), _num(p.hours_high),
                       Cell(", ".join(flags(p))), Cell(" | ".join(p.caveats))]
         else:

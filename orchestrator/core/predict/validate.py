@@ -9,7 +9,7 @@ Hold-out schemes (each refits from scratch without the held-out cells):
   the first cells of a sweep leave it (the axis then has one measured level, which the prediction bounds);
 - the multi-node cells, when present.
 
-Every registered predictor (`predictors.PREDICTORS`: orch's model, then the baselines) is fitted to the same
+Every scored predictor (`predictors.validated()`: orch's model, then the baselines, by id) is fitted to the same
 training cells and scored on the same held-out cells:
 - linear: the 1-rank, fewest-threads cell at the nearest local batch, scaled by cores;
 - Amdahl: the same base cell scaled by Amdahl's law in total cores, its serial fraction fitted to the
@@ -35,7 +35,7 @@ from orchestrator.core.predict.comm import LinkFit
 from orchestrator.core.predict.edge import EdgeCurve
 from orchestrator.core.predict.epochs import BatchPoint, fit_epochs
 from orchestrator.core.predict.noise_prior import BCritPrior
-from orchestrator.core.predict.predictors import Training, names, registered
+from orchestrator.core.predict.predictors import Training, ids, validated
 from orchestrator.core.predict.predictors.amdahl import AMDAHL as AMDAHL
 from orchestrator.core.predict.predictors.amdahl import amdahl_sigma as amdahl_sigma
 from orchestrator.core.predict.predictors.linear import LINEAR as LINEAR
@@ -70,7 +70,7 @@ class Scheme:
 @dataclass(frozen=True, slots=True)
 class Printed:
     """What `orch predict` prints for a cell: the central estimate, its interval (None, None when it has
-    none) and the predictor that gave it."""
+    none) and the id of the predictor that gave it."""
 
     samples_per_s: float
     low: float | None
@@ -82,11 +82,12 @@ class Printed:
 @dataclass(frozen=True, slots=True)
 class HeldOut:
     cell: Cell
-    predicted: Mapping[str, float]            # predictor → samples/s
+    predicted: Mapping[str, float]            # predictor id → samples/s
     printed: Printed | None = None            # what `orch predict` prints from the training cells
 
     def value(self, predictor: str) -> float:
-        """The predictor's samples/s for the cell (PRINTED: what `orch predict` prints; nan without it)."""
+        """The predictor's samples/s for the cell, by its id (PRINTED: what `orch predict` prints; nan without
+        it)."""
         if predictor == PRINTED:
             return self.printed.samples_per_s if self.printed else math.nan
         return self.predicted[predictor]
@@ -130,11 +131,12 @@ class Score:
 class SchemeResult:
     scheme: str
     held_out: tuple[HeldOut, ...]
-    scores: Mapping[str, Score]
+    scores: Mapping[str, Score]               # predictor id → its score
     axis: str = CELL_AXIS
     step_log2: float = 0.0
     direction: int = INSIDE
     kind: str = CELL_KIND
+    printed: Score | None = None              # the printed estimate's; None when validated without a Printer
 
     @property
     def key(self) -> tuple[str, int]:
@@ -146,19 +148,15 @@ class SchemeResult:
         return self.kind == CELL_KIND or (self.kind == LEVEL and self.direction != INSIDE)
 
     def best(self) -> str:
-        """The predictor with the smallest median error here (orch's model on a tie: it knows the layout)."""
-        order = names()
+        """The id of the predictor with the smallest median error here (orch's model on a tie: it knows the
+        layout)."""
+        order = ids()
         finite = [p for p in order if math.isfinite(self.scores[p].median_abs_pct)]
         return min(finite, key=lambda p: (self.scores[p].median_abs_pct, order.index(p)), default=MODEL)
 
     @property
     def within_noise(self) -> int:
         return sum(h.within_noise for h in self.held_out)
-
-    @property
-    def printed(self) -> Score | None:
-        """The printed estimate's score; None when the validation ran without a Printer."""
-        return self.scores.get(PRINTED)
 
     @property
     def with_interval(self) -> int:
@@ -262,21 +260,19 @@ def _score(held: Sequence[HeldOut], predictor: str) -> Score:
 # What `orch predict` prints for each held-out cell of a group, from the training cells alone (`interval.printer`):
 # called with the training cells, the group, the scheme's fit to the training cells and every scheme's results
 # without printed estimates (a nested validation may reuse them). Validation without one scores the predictors.
-Printer = Callable[[Sequence[Cell], Sequence[Cell], StepModel, Sequence["SchemeResult"]], Sequence[Printed]]
+Printer = Callable[[Sequence[Cell], Sequence[Cell], StepModel, Sequence[SchemeResult]], Sequence[Printed]]
 
 
 def scored(result: SchemeResult, held: Sequence[HeldOut]) -> SchemeResult:
     """`result` with these held-out cells, scored again."""
-    scores = {p: _score(held, p) for p in names()}
-    if any(h.printed is not None for h in held):
-        scores[PRINTED] = _score(held, PRINTED)
-    return replace(result, held_out=tuple(held), scores=scores)
+    printed = _score(held, PRINTED) if any(h.printed is not None for h in held) else None
+    return replace(result, held_out=tuple(held), scores={p: _score(held, p) for p in ids()}, printed=printed)
 
 
 def validate_step(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
                   thread_prior: Mapping[int, float] | None = None, *, printer: Printer | None = None,
                   only: Callable[[Scheme], bool] | None = None) -> list[SchemeResult]:
-    """Refit without each scheme's held-out cells and score every registered predictor on them; with a
+    """Refit without each scheme's held-out cells and score every scored predictor on them; with a
     `printer`, also what `orch predict` prints for them (error, and whether the cell lies in its interval).
     `only` restricts the schemes run (a nested validation needs only the schemes its prediction uses)."""
     results: list[SchemeResult] = []
@@ -290,16 +286,16 @@ def validate_step(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: 
             model = fit_step_model(train, links, buckets, thread_prior)
             fits.append((len(results), group, train, model))
             training = Training(tuple(train), model)
-            fitted = [(p.name, p.fit(training)) for p in registered()]
+            fitted = [(p.id, p.fit(training)) for p in validated()]
             held += [HeldOut(c, {name: predict(c.layout) for name, predict in fitted}) for c in group]
         results.append(scored(SchemeResult(scheme.name, (), {}, scheme.axis, scheme.step_log2, scheme.direction,
                                            scheme.kind), held))
     if printer is None:
         return results
-    shown: dict[int, dict[Cell, Printed]] = {}      # per scheme (its index in results), per held-out cell
+    shown: list[list[Printed]] = [[] for _ in results]   # per scheme, in the order of its held-out cells
     for index, group, train, model in fits:
-        shown.setdefault(index, {}).update(zip(group, printer(train, group, model, results)))
-    return [scored(r, [replace(h, printed=shown.get(i, {}).get(h.cell)) for h in r.held_out])
+        shown[index] += printer(train, group, model, results)
+    return [scored(r, [replace(h, printed=p) for h, p in zip(r.held_out, shown[i], strict=True)])
             for i, r in enumerate(results)]
 
 

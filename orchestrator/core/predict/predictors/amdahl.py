@@ -21,7 +21,7 @@ from orchestrator.core.predict.predictors import Training
 from orchestrator.core.predict.predictors.linear import base_cell, scaled_from_base
 from orchestrator.core.predict.step import Cell, Layout
 
-AMDAHL = "Amdahl (total cores)"
+AMDAHL = "amdahl"
 
 
 def amdahl_sigma(train: Sequence[Cell]) -> float:
@@ -72,7 +72,8 @@ def minimise_on_unit(cost: Callable[[float], float], grid: int = 64, tolerance: 
 
 
 class AmdahlTotalCores:
-    name = AMDAHL
+    id = AMDAHL
+    label = "Amdahl (total cores)"
 
     def fit(self, training: Training) -> Callable[[Layout], float]:
         sigma = amdahl_sigma(training.cells)        # one least-squares fit per set of cells, not per layout

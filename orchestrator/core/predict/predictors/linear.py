@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from orchestrator.core.predict.predictors import Training
 from orchestrator.core.predict.step import Cell, Layout
 
-LINEAR = "linear scaling"
+LINEAR = "linear"
 
 
 def base_cell(train: Sequence[Cell], local_batch: int) -> Cell | None:
@@ -43,7 +43,8 @@ def scaled_from_base(cells: Sequence[Cell], scale: Callable[[float, float], floa
 
 
 class LinearScaling:
-    name = LINEAR
+    id = LINEAR
+    label = "linear scaling"
 
     def fit(self, training: Training) -> Callable[[Layout], float]:
         return scaled_from_base(training.cells, lambda base, cores_ratio: base * cores_ratio)

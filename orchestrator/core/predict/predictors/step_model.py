@@ -16,11 +16,12 @@ from collections.abc import Callable
 from orchestrator.core.predict.predictors import Training
 from orchestrator.core.predict.step import Layout
 
-MODEL = "orch model"
+MODEL = "model"
 
 
 class StepModelPredictor:
-    name = MODEL
+    id = MODEL
+    label = "orch model"
 
     def fit(self, training: Training) -> Callable[[Layout], float]:
         return training.model.samples_per_s
