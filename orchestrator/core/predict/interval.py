@@ -57,6 +57,7 @@ from orchestrator.core.predict.predictors.amdahl import AMDAHL
 from orchestrator.core.predict.predictors.gemm_proxy import GEMM_PROXY
 from orchestrator.core.predict.predictors.gemm_proxy import PREDICTOR as GEMM_PROXY_PREDICTOR
 from orchestrator.core.predict.predictors.step_model import MODEL
+from orchestrator.core.predict.sharing import SharingReading, widened
 from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
 from orchestrator.core.predict.validate import (
@@ -102,7 +103,8 @@ class Bootstrap:
 @dataclass(frozen=True)
 class Basis:
     """What a cell's prediction rests on: the cells, the model fitted to them, its held-out errors, the
-    bootstrap of its fit, the scaling evidence and every scored predictor fitted to the cells, by id."""
+    bootstrap of its fit, the scaling evidence, every scored predictor fitted to the cells, by id, and the other
+    reading of socket sharing where the cells cannot identify it (`sharing`)."""
 
     cells: tuple[Cell, ...]
     model: StepModel
@@ -110,6 +112,7 @@ class Basis:
     evidence: Evidence
     boot: Bootstrap
     predictors: Mapping[str, Callable[[Layout], float]]      # id -> samples/s of a layout (predictors.FromCells)
+    sharing: SharingReading
     validation: tuple[SchemeResult, ...] = field(default=())
     link_held_out: float | None = None    # the cross-node calibration's held-out log error (network.held_out_error)
 
@@ -148,6 +151,7 @@ def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Seque
     fitted = {p.id: p.fit(Training(cells, model)) for p in validated()}
     return Basis(cells, model, ErrorBands.from_validation(validation, cells), evidence_of(cells, gemm),
                  Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), fitted,
+                 SharingReading(cells, model, links, buckets, thread_prior),
                  tuple(validation), held_out_error(samples) if NODES in links else None)
 
 
@@ -193,7 +197,13 @@ def predict_cell(basis: Basis, lay: Layout, machine: MachineWhatIf = SAME_MACHIN
     if predicted.low is None or predicted.high is None:
         return predicted
     low, high, why = _other_ends(model, lay, predicted.value, predicted.low, predicted.high, machine)
-    notes = predicted.notes + ((machine.note,) if machine.note else ())
+    spanned: tuple[str, ...] = ()
+    if (other := basis.sharing.other()) is not None and lay.ranks > 1:
+        low, high, shared_why = widened(model, other, lay, low, high)
+        why = (shared_why[0] or why[0], shared_why[1] or why[1])
+        spanned = ("socket sharing not identified: the interval spans the all-reduce's reading (ρ) and the "
+                   "socket's (μ)",) if any(shared_why) else ()
+    notes = predicted.notes + ((machine.note,) if machine.note else ()) + spanned
     return replace(predicted, low=low, high=high, notes=tuple(dict.fromkeys(notes)),
                    low_why=why[0] or predicted.low_why, high_why=why[1] or predicted.high_why)
 

@@ -48,6 +48,11 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mu": (0.0, 4.0), "rho": (0.5, 8.0), "gamma": (1.0, 8.0)}
 # A parameter the cells cannot separate from another is tied to it rather than frozen at a number.
 TIES = {"sigma_a": "sigma"}
+# μ's bound in the socket-sharing reading (`fit_step_model(sharing_alone=True)`): ranks on disjoint cores of one
+# socket slow each other through its memory bandwidth and last-level cache; at worst one rank already saturates the
+# socket's bandwidth and k ranks split it, each k× slower (μ = 1): a socket's throughput does not fall as ranks are
+# added, since sharing a bandwidth does not lose it.
+SHARING_MU_MAX = 1.0
 
 
 class StepParams(NamedTuple):
@@ -188,9 +193,11 @@ class StepModel:
         return lay.global_batch / self.step_s(lay)
 
 
-def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Mapping[int, float]
-                    ) -> tuple[list[str], dict[str, float], dict[str, str]]:
-    """Which parameters the cells determine; the others frozen at a stated value with the reason."""
+def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Mapping[int, float],
+                    sharing_alone: bool = False) -> tuple[list[str], dict[str, float], dict[str, str]]:
+    """Which parameters the cells determine; the others frozen at a stated value with the reason. `sharing_alone`
+    is the other reading of multi-rank cells that share a socket at one local batch (there μ and ρ cannot be told
+    apart): the all-reduce costs as calibrated (ρ = 1) and the rest of their slowdown is the socket's sharing."""
     batches = {c.layout.local_batch for c in cells}
     threads = {c.layout.threads for c in cells}
     shared = {c.layout.local_batch for c in cells if c.layout.ranks_per_socket > 1}
@@ -213,7 +220,10 @@ def free_parameters(cells: Sequence[Cell], comm_modelled: bool, thread_prior: Ma
                "the fixed part's thread scaling needs 2 thread counts at 2 local batches: tied to σ")
     if len(threads) < 3:
         freeze("kappa", 0.0, "fewer than 3 thread counts: USL contention κ = 0 (Amdahl)")
-    if len(shared) < 2:
+    if sharing_alone and shared:
+        freeze("rho", 1.0, "the socket-sharing reading: the all-reduce as calibrated (ρ = 1), the rest of the "
+               "multi-rank cells' slowdown the socket's sharing (μ)")
+    elif len(shared) < 2:
         freeze("mu", 0.0, "no ranks sharing a socket at 2 local batches: socket sharing not modelled")
     if not multi or not comm_modelled:
         freeze("rho", 1.0, "no multi-rank cell with calibrated communication: all-reduce as calibrated (ρ = 1)")
@@ -299,17 +309,17 @@ def _solve(residuals: Callable[[np.ndarray], np.ndarray], jacobian: Callable[[np
 
 def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
                    thread_prior: Mapping[int, float] | None = None, *, starts: int = 1,
-                   start_from: Mapping[str, float] | None = None) -> StepModel:
+                   start_from: Mapping[str, float] | None = None, sharing_alone: bool = False) -> StepModel:
     """Fit the model to measured cells (at least one). `thread_prior` maps threads → GEMM-peak speed-up
     over one thread, used only when the cells hold a single thread count. `starts` > 1 also tries other
     starting points (the log-space objective has shallow valleys between σ, μ and γ) and keeps the lowest
     cost among the runs the solver says converged; `start_from` starts at given parameters (the bootstrap
-    starts at the full fit)."""
+    starts at the full fit); `sharing_alone` fits the socket-sharing reading (`free_parameters`), μ ≤ SHARING_MU_MAX."""
     if not cells:
         raise ValueError("no measured cell to fit")
     buckets = tuple(buckets)
     comm_modelled = bool(links) and bool(buckets)
-    free, frozen, why = free_parameters(cells, comm_modelled, thread_prior or {})
+    free, frozen, why = free_parameters(cells, comm_modelled, thread_prior or {}, sharing_alone)
     skeleton = StepModel({**dict.fromkeys(PARAMS, 0.0), **frozen}, links, buckets, why, len(cells))
     design = Design.of(cells, links, buckets)
     index = [PARAMS.index(p) for p in free]
@@ -344,7 +354,7 @@ def fit_step_model(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets:
         model = model_with(np.array([]))
         return replace(model, rms_log_error=float(math.sqrt(np.mean(residuals(np.array([])) ** 2))))
     lower = np.array([BOUNDS[p][0] for p in free])
-    upper = np.array([BOUNDS[p][1] for p in free])
+    upper = np.array([SHARING_MU_MAX if p == "mu" and sharing_alone else BOUNDS[p][1] for p in free])
     firsts = [np.array([start_from[p] for p in free])] if start_from else []
     runs = [_solve(residuals, jacobian, x0, lower, upper)
             for x0 in firsts + [np.array([_start(p, cells, k) for p in free]) for k in range(starts)]]
