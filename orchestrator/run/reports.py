@@ -35,6 +35,8 @@ class ThroughputReport(Report):
     train_flops_rule: str | None = optional()   # how they were counted (core.profile.flop_count); None: not counted
     ddp_wire_dtype: str | None = optional()
     ddp_wire_bucket_bytes: list[int] | None = optional()
+    # each DDP bucket's ready time in a step over the last bucket's (run.rank.overlap); None for 1 rank
+    ddp_bucket_ready_share: list[float] | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

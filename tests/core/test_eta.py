@@ -16,8 +16,10 @@ def test_a_step_is_its_flops_at_the_stated_share_of_the_cores_gemm_rate():
 
 
 def test_trial_costs_by_hand():
-    # throughput: 3 s start-up + (3 warm-up + 12 × 3 timed) steps of 0.5 s = 3 + 19.5
-    assert eta.throughput_s(0.5, 3, 12, 3) == pytest.approx(22.5)
+    # throughput: 3 s start-up + (3 warm-up + 12 × 3 timed + 1 under the FLOP counter) steps of 0.5 s = 3 + 20;
+    # with DDP, 5 more after timing (the all-reduce check's 2, the 3 noting when its buckets are ready)
+    assert eta.throughput_s(0.5, 3, 12, 3) == pytest.approx(23.0)
+    assert eta.throughput_s(0.5, 3, 12, 3, ranks=2) == pytest.approx(25.5)
     # convergence: half of 10 epochs of 256 samples at global batch 8 = 160 steps of 0.5 s, +10% evaluation
     assert eta.convergence_s(0.5, 256, 8, 10.0) == pytest.approx(3 + 160 * 0.5 * 1.1)
 

@@ -35,6 +35,8 @@ def test_calibration_across_emulated_sockets_then_predict(ray_local, tmp_path, c
     assert sorted(r["observed_cpus"][0] for r in cal["placement"]) == CPUS[:2]
     multi = records["r2-t1-b16"]["throughput"]
     assert multi["gradient_bytes"] > 0 and sum(multi["ddp_bucket_bytes"]) >= multi["gradient_bytes"] * 0.99
+    assert len(multi["ddp_bucket_ready_share"]) == len(multi["ddp_bucket_bytes"])
+    assert multi["ddp_bucket_ready_share"][-1] == 1.0
 
     capsys.readouterr()
     assert main(["predict", str(results), "--validate", "--out", str(tmp_path / "p")]) == 0

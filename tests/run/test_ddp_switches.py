@@ -90,6 +90,10 @@ def test_bf16_hook_is_applied_recorded_and_still_averages_gradients(tmp_path):
     assert t.gradient_dtype == "float32" and t.ddp_wire_dtype == "bfloat16"
     assert len(t.ddp_bucket_bytes) >= 2 and sum(t.ddp_bucket_bytes) == t.gradient_bytes
     assert t.ddp_wire_bucket_bytes == [b // 2 for b in t.ddp_bucket_bytes]
+    # when each bucket became ready, after timing: in the order DDP fills them, the last at the backward's end
+    shares = t.ddp_bucket_ready_share
+    assert len(shares) == len(t.ddp_bucket_bytes) and shares[-1] == 1.0
+    assert all(0 < a <= b for a, b in zip(shares, shares[1:])), shares
     checks = [o.result.throughput.allreduce_check for o in outcomes]
     local = [c["local_grad_sums"] for c in checks]
     synced = [c["synced_grad_sums"] for c in checks]

@@ -159,7 +159,7 @@ def estimate(records: Records, s: Setting) -> tuple[Eta, dict[str, Work]]:
         shape = Shape(r.ranks or 1, r.threads_per_rank or 1, r.local_batch or 1)
         step = prior(shape.local_batch, shape.threads)
         if r.kind == Kind.THROUGHPUT:
-            first = throughput_s(step, s.warmup_steps, s.timed_steps, s.repeats)
+            first = throughput_s(step, s.warmup_steps, s.timed_steps, s.repeats, ranks=shape.ranks)
         elif s.run_costs is not None:
             first = convergence_run_s(s.run_costs, shape, step,
                                       epochs=CONVERGENCE_EPOCHS_PRIOR * s.run_costs.max_epochs)

@@ -126,9 +126,20 @@ def step_s(flops_per_sample: float, local_batch: int, threads: int, gflops_per_c
     return flops_per_sample * local_batch / (STEP_EFFICIENCY * gflops_per_core * 1e9 * threads)
 
 
+# Steps a throughput rank runs after timing (run.rank.protocol): one under the FLOP counter; with DDP also the
+# all-reduce check's two backward passes and the 3 steps that note when DDP's buckets became ready (run.rank.overlap).
+AFTER_TIMING_STEPS, AFTER_TIMING_STEPS_DDP = 1, 6
+
+
 def throughput_s(step: float, warmup_steps: int, timed_steps: int, repeats: int,
-                 startup_s: float = STARTUP_S) -> float:
-    return startup_s + step * (warmup_steps + timed_steps * repeats)
+                 startup_s: float = STARTUP_S, *, ranks: int = 1) -> float:
+    """A throughput trial: start-up, its warm-up and timed steps, and the steps after timing.
+
+    >>> throughput_s(0.5, 3, 12, 3, 2.0), throughput_s(0.5, 3, 12, 3, 2.0, ranks=2)
+    (22.0, 24.5)
+    """
+    after = AFTER_TIMING_STEPS_DDP if ranks > 1 else AFTER_TIMING_STEPS
+    return startup_s + step * (warmup_steps + timed_steps * repeats + after)
 
 
 def convergence_s(step: float, samples_per_epoch: int, global_batch: int, max_epochs: float,

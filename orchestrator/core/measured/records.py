@@ -27,7 +27,9 @@ Section layouts (units in the names):
                  the field, whose count was torch's own, every convolution tap in the padding included),
                  gradient_bytes, ddp_bucket_bytes[] (null for one rank; in the gradients' dtype),
                  ddp_wire_dtype, ddp_wire_bucket_bytes[] (what each bucket's all-reduce moves: half of it with
-                 a 16-bit ddp_comm_hook; null for one rank and in records older than the fields)}
+                 a 16-bit ddp_comm_hook; null for one rank and in records older than the fields),
+                 ddp_bucket_ready_share[] (each bucket's ready time in a step over the last bucket's, for the
+                 all-reduce's overlap with the backward pass; null for one rank and in older records)}
     memory:     {peak_private_mib[rank], shared_mib[rank], budget_mib[rank], estimate_mib, library_mib}
                 (private: resident less file-backed pages, which other processes do not change; shared: the
                 file-backed pages, the libraries, which a node holds once; older records: {peak_uss_mib[rank],
@@ -197,6 +199,9 @@ class ThroughputSection(JsonObject):
     ddp_bucket_bytes: list[int] | None = None        # null for one rank; in the gradients' dtype
     ddp_wire_dtype: str | None = None
     ddp_wire_bucket_bytes: list[int] | None = None   # what each bucket's all-reduce moves
+    # each bucket's ready time in a step over the last bucket's (the backward pass's end); null for one rank and in
+    # records older than the field
+    ddp_bucket_ready_share: list[float] | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

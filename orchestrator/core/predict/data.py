@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 
@@ -59,6 +60,19 @@ def gradient_buckets(records: Iterable[Record]) -> tuple[int, ...]:
             return tuple(int(b) for b in t.ddp_bucket_bytes)
         gradient_bytes = t.gradient_bytes or gradient_bytes
     return tuple(ddp_buckets(int(gradient_bytes))) if gradient_bytes else ()
+
+
+def bucket_ready_shares(records: Iterable[Record]) -> tuple[float, ...]:
+    """When each DDP bucket became ready in a step, over the last bucket (`run.rank.overlap`): the median per bucket
+    over the multi-rank throughput records that measured it with the buckets `gradient_buckets` takes; empty
+    where none did (one rank, records older than the field)."""
+    buckets = gradient_buckets(records)
+    shares = [t.ddp_bucket_ready_share for r in Records.of(records).ok(Kind.THROUGHPUT)
+              if (t := r.throughput) is not None and t.ddp_bucket_ready_share
+              and len(t.ddp_bucket_ready_share) == len(buckets)]
+    if not shares:
+        return ()
+    return tuple(statistics.median(float(s[i]) for s in shares) for i in range(len(buckets)))
 
 
 def thread_speedups(records: Iterable[Record]) -> dict[int, float]:

@@ -109,7 +109,8 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     gemm = data.gemm_peaks(records)
     show = printer(links, buckets, prior, gemm) if coverage else None
     validation = tuple(validate_step(cells, links, buckets, prior, printer=show))
-    basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation, samples=samples)
+    basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation, samples=samples,
+                     bucket_ready=data.bucket_ready_shares(records))
     if basis.evidence.disturbed:
         warnings.append(disturbed_warning(gemm))
     # B_simple's prior on B_crit comes from the sweep's own runs, so it goes with their epochs, not an RCP file's
@@ -154,4 +155,4 @@ def basis_from_records(records: Iterable[Record]) -> Basis:
     samples = comm.samples_from_records(records)
     links = comm.fit_links(samples)
     return basis_of(cells, links, data.gradient_buckets(records), data.thread_speedups(records),
-                    data.gemm_peaks(records), samples=samples)
+                    data.gemm_peaks(records), samples=samples, bucket_ready=data.bucket_ready_shares(records))

@@ -52,6 +52,7 @@ from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_dire
 from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.network import NodeLinkCost, held_out_error, node_link_cost
+from orchestrator.core.predict.overlap import exposed_s
 from orchestrator.core.predict.predictors import Training, label, validated
 from orchestrator.core.predict.predictors.amdahl import AMDAHL
 from orchestrator.core.predict.predictors.gemm_proxy import GEMM_PROXY
@@ -115,6 +116,7 @@ class Basis:
     sharing: SharingReading
     validation: tuple[SchemeResult, ...] = field(default=())
     link_held_out: float | None = None    # the cross-node calibration's held-out log error (network.held_out_error)
+    bucket_ready: tuple[float, ...] = ()  # each DDP bucket's ready time over the last's, measured (overlap.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +142,12 @@ class CellPrediction:
 def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Sequence[int],
              thread_prior: Mapping[int, float] | None, gemm: Mapping[tuple[int, int], float], *,
              model: StepModel | None = None, validation: Sequence[SchemeResult] | None = None,
-             resamples: int = BOOTSTRAP_RESAMPLES, samples: Sequence[Sample] = ()) -> Basis:
+             resamples: int = BOOTSTRAP_RESAMPLES, samples: Sequence[Sample] = (),
+             bucket_ready: Sequence[float] = ()) -> Basis:
     """Fit a basis to `cells` (`model` and `validation` when already fitted): the step model (3 starts), every
-    held-out scheme, the evidence, the cross-node calibration's held-out error (from its `samples`); the bootstrap
-    waits for its first use."""
+    held-out scheme, the evidence, the cross-node calibration's held-out error (from its `samples`), when DDP's
+    buckets became ready (`bucket_ready`, measured on one node: `data.bucket_ready_shares`); the bootstrap waits for
+    its first use."""
     cells = tuple(cells)
     model = model or fit_step_model(cells, links, buckets, thread_prior, starts=3)
     if validation is None:
@@ -152,7 +156,7 @@ def basis_of(cells: Sequence[Cell], links: Mapping[str, LinkFit], buckets: Seque
     return Basis(cells, model, ErrorBands.from_validation(validation, cells), evidence_of(cells, gemm),
                  Bootstrap(cells, model, links, buckets, thread_prior, resamples=resamples), fitted,
                  SharingReading(cells, model, links, buckets, thread_prior),
-                 tuple(validation), held_out_error(samples) if NODES in links else None)
+                 tuple(validation), held_out_error(samples) if NODES in links else None, tuple(bucket_ready))
 
 
 def value_of(basis: Basis, predictor: str, lay: Layout, model: StepModel | None = None) -> float:
@@ -239,11 +243,14 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     """A layout across nodes as a rank's compute plus the all-reduce over the node link. Where the nodes are
     namespaces of one machine the two add up, not overlapped: on emulated links at 10, 1 and 0.2 Gbit/s a step took
     its compute plus the whole all-reduce, Gloo's copies and TCP stack taking the cores the backward pass runs on.
-    On separate hosts DDP can hide every bucket but the last behind the backward pass (`_overlap`); how much it
-    does is not measured on one node, so the central value hides half of what it could, the high end all of it,
-    the low end none. A rank's compute is that of the ranks sharing its socket (`one`: as many ranks of as many
-    threads on one socket, no all-reduce), or, on one machine, of all the layout's ranks on one node (they share its
-    caches and memory bandwidth), predicted with its interval as a 1-node sweep measured or bounds it."""
+    On separate hosts DDP all-reduces each bucket once it is ready, behind the rest of the backward pass: where a
+    multi-rank cell measured when its buckets became ready (`Basis.bucket_ready`), each bucket is placed so in time
+    over the link (`overlap.exposed_s`: the central value at the link's centre, the high end at its fast end);
+    without one, all but the last bucket may hide (`_overlap`), and the central value hides half of that, the high
+    end all of it. The low end hides none (Gloo's thread may take the cores the backward pass needs). A rank's
+    compute is that of the ranks sharing its socket (`one`: as many ranks of as many threads on one socket, no
+    all-reduce), or, on one machine, of all the layout's ranks on one node (they share its caches and memory
+    bandwidth), predicted with its interval as a 1-node sweep measured or bounds it."""
     shared = machine.node_link is not None and machine.node_link.shared_host
     k = lay.ranks if shared else lay.ranks_per_socket
     one = Layout(k, lay.threads, lay.local_batch, 1, k, None)
@@ -254,17 +261,21 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     compute_lo, compute, compute_hi = (one.global_batch / x for x in (p1.high, p1.value, p1.low))
     ring_lo, ring_hi = cost.bounds_s(lay.ranks, buckets, v.rho)
     ring = cost.in_step_s(lay.ranks, buckets, v.rho)
+    ready = basis.bucket_ready if len(basis.bucket_ready) == len(buckets) else ()
     if shared:     # one chip: Gloo's copies take the cores the backward pass runs on, nothing hides (as measured)
         hidden, hidden_lo = 0.0, 0.0
+    elif ready:    # separate hosts, buckets placed in time as they became ready on one node (`overlap`)
+        hidden = _hidden_s(cost.fit, lay.ranks, buckets, ready, compute)      # the wire's ring: the CPU's extra
+        hidden_lo = _hidden_s(cost.fast_fit, lay.ranks, buckets, ready, compute_lo)   # (ρ − 1) share never hides
     else:          # separate hosts: DDP may hide all but the last bucket behind the backward pass
         last, last_lo = cost.fit.allreduce_s(lay.ranks, buckets[-1]), cost.fast_fit.allreduce_s(lay.ranks, buckets[-1])
-        hidden = 0.5 * _overlap(cost.ring_s(lay.ranks, buckets), last, compute)   # the wire's ring: the CPU's extra
-        # (ρ − 1) share is the cores the backward pass needs, never hidden behind it
+        hidden = 0.5 * _overlap(cost.ring_s(lay.ranks, buckets), last, compute)
         hidden_lo = _overlap(ring_lo, last_lo, compute_lo)
     value = gb / (compute + ring - hidden)
     low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo - hidden_lo)
-    overlap = ("" if shared else f", up to {hidden_lo * 1e3:,.1f} ms of it hidden behind the backward pass (DDP's "
-               "buckets but the last)")
+    overlap = ("" if shared else f", up to {hidden_lo * 1e3:,.1f} ms of it hidden behind the backward pass ("
+               + (f"DDP's buckets as they became ready on one node, the first at {ready[0]:.0%} of the last)" if ready
+                  else "DDP's buckets but the last)"))
     high_why = (f"high end: a rank's compute ({one.label}: {p1.high_why.removeprefix('high end: ')}) plus the "
                 f"all-reduce across nodes, {ring_lo * 1e3:,.1f} ms at the link's fast end{overlap}")
     low_why = (f"low end: a rank's compute ({one.label}: {p1.low_why.removeprefix('low end: ')}) plus the all-reduce "
@@ -272,8 +283,11 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     where = "all the layout's ranks on one host (the nodes are emulated on it)" if shared else "its socket"
     how = ("not overlapped: nodes emulated on one host share its cores, and on emulated links a step took its "
            "compute plus the whole all-reduce" if shared else
+           "each bucket all-reduced from when it became ready in a step measured on one node, in turn, behind the "
+           "rest of the compute (none hidden at the low end)" if ready else
            f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
-           "compute; all of it at the high end, none at the low)")
+           "compute; all of it at the high end, none at the low): no multi-rank cell measured when its buckets "
+           "became ready")
     notes = (*(a.proxy for a in axes if a.proxy and a.name != NODES_AXIS), cost.note,
              f"across nodes: a rank's compute from {one.label} ({label(p1.predictor)}, no all-reduce; {where}) plus "
              f"the all-reduce over the node link, {how}", *p1.notes)
@@ -281,6 +295,13 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     extrap = tuple(dict.fromkeys((*p1.extrapolated, *(a.words for a in axes if a.name in (RANKS_AXIS, NODES_AXIS)))))
     return _held_inside(CellPrediction(value, low, high, p1.predictor, extrap, tuple(dict.fromkeys(notes)), "",
                                        low_why, high_why), basis.bands.noise_log)
+
+
+def _hidden_s(fit: LinkFit, ranks: int, buckets: Sequence[int], ready: Sequence[float], compute_s: float) -> float:
+    """The all-reduce over `fit` hidden behind a step's compute, each bucket from when it became ready
+    (`overlap.exposed_s`)."""
+    wire = [fit.allreduce_s(ranks, b) for b in buckets]
+    return sum(wire) - exposed_s(compute_s, ready, wire)
 
 
 def _overlap(ring_s: float, last_bucket_s: float, compute_s: float) -> float:

@@ -131,7 +131,9 @@ def _throughput(p: PlannedTrial, run: TrialRun, measure: MeasureSpec) -> rec.Thr
         # what the gradient all-reduce moves, for orch predict
         gradient_bytes=first.gradient_bytes, ddp_bucket_bytes=first.ddp_bucket_bytes,
         # with a 16-bit communication hook (workload switch ddp_comm_hook) a bucket moves half its bytes
-        ddp_wire_dtype=first.ddp_wire_dtype, ddp_wire_bucket_bytes=first.ddp_wire_bucket_bytes)
+        ddp_wire_dtype=first.ddp_wire_dtype, ddp_wire_bucket_bytes=first.ddp_wire_bucket_bytes,
+        # when each bucket became ready in a step, for the overlap of the all-reduce with the backward pass
+        ddp_bucket_ready_share=first.ddp_bucket_ready_share)
 
 
 def _data_wait_share(reports: list[ThroughputReport], total_timed: float) -> float | None:

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from orchestrator.core.planning.probe import held_batches
 from orchestrator.core.profile.flop_count import FLOPS_RULE
 from orchestrator.run.job import ConvergenceTask, Phase, ProgressWriter, RankJob, ThroughputTask
+from orchestrator.run.rank.overlap import bucket_ready_share
 from orchestrator.run.reports import ConvergenceReport, ThroughputReport
 
 if TYPE_CHECKING:
@@ -141,7 +142,9 @@ def measure_throughput(job: RankJob, trainer: Trainer, module: torch.nn.Module,
     # (benchmarks/bench_orch_vs_direct.py, 1 rank × 2 threads), so counting must not precede the measurement.
     flops = count_train_flops(step, next(source))
     check = allreduce_check(module, trainer, next(source)) if hasattr(module, "no_sync") else None
-    return ThroughputReport(allreduce_check=check, **gradient_sizes(module), repeat_s=repeat_s,
+    sizes = gradient_sizes(module)
+    ready = bucket_ready_share(step, module, source, sizes["ddp_bucket_bytes"]) if check is not None else None
+    return ThroughputReport(allreduce_check=check, **sizes, ddp_bucket_ready_share=ready, repeat_s=repeat_s,
                             step_ms_median=statistics.median(step_ms), step_ms_p90=percentile(step_ms, 90),
                             data_wait_s=wait_s, timed_s=sum(repeat_s),
                             train_flops_per_sample=flops / job.local_batch if flops else None,

@@ -36,7 +36,8 @@ class ThroughputItem(WorkItem):
 
     def estimated_s(self, ctx: SweepContext, step_s: Callable[[Trial], float], startup_s: float) -> float:
         m = ctx.spec.measure
-        return throughput_s(step_s(self.planned.trial), m.warmup_steps, m.timed_steps, m.repeats, startup_s)
+        return throughput_s(step_s(self.planned.trial), m.warmup_steps, m.timed_steps, m.repeats, startup_s,
+                            ranks=self.planned.trial.ranks)
 
     def record(self, ctx: SweepContext, p: PlannedTrial, run: TrialRun, started_at: float) -> Record:
         from orchestrator.run.driver.recording import throughput_record
