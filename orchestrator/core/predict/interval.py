@@ -10,7 +10,8 @@ candidate cell. Pure.
 
 - **Held-out errors** (`bands`), where every axis the cell lies beyond has a held-out level: the matching
   scheme's max error times the distance, plus twice the bootstrap spread (orch's model), never below the
-  cells' noise; the high end capped at linear scaling.
+  cells' noise; beyond the data a baseline's interval also reaches orch's model's value; the high end capped at
+  linear scaling.
 - **Bounds**, where an axis has one measured level (no held-out error exists for it). From an anchor, the
   measured cell with the most cores that the layout contains (no more ranks, threads or nodes), at the
   layout's local batch:
@@ -344,11 +345,19 @@ def _banded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], c
     if width == basis.bands.noise_log:
         source = "the cells' repeat noise"
     low, high = value * math.exp(-width), value * math.exp(width)
-    high_why = source
+    low_why, high_why = source, source
+    if choice.predictor != MODEL and axes:
+        # A baseline won one level out, which says little of how it extrapolates further; orch's model carries the
+        # layout's structure (its all-reduce, its socket), so the interval reaches it too.
+        own = min(value_of(basis, MODEL, lay, model), cap)
+        if own < low:
+            low, low_why = own, f"{label(MODEL)}'s value, {label(choice.predictor)} predicting beyond the data"
+        elif own > high:
+            high, high_why = own, f"{label(MODEL)}'s value, {label(choice.predictor)} predicting beyond the data"
     if high > cap:
         high, high_why = cap, "linear scaling from 1 rank (efficiency ≤ 1)"
     return CellPrediction(value, low, high, choice.predictor, extrap, tuple(dict.fromkeys(notes)), "",
-                          f"low end: {source}", f"high end: {high_why}")
+                          f"low end: {low_why}", f"high end: {high_why}")
 
 
 UP, DOWN, ACROSS = "up", "down", "across"
