@@ -107,3 +107,11 @@ def test_a_baseline_that_won_one_level_out_does_not_set_both_ends_beyond_it():
     assert p.predictor == interval.AMDAHL and p.value < 0.75 * truth(sixteen)
     assert p.low <= truth(sixteen) <= p.high
     assert p.high_why == "high end: orch model's value, Amdahl (total cores) predicting beyond the data"
+
+
+def test_a_row_farther_out_than_one_held_out_level_says_how_far_the_errors_were_measured():
+    basis = basis_in(world(mu=0.1, rho=1.5))            # ranks 1, 2 and 4: the largest level held out is 1 doubling
+    four_more = interval.predict_cell(basis, on_socket(16, 1, 16))
+    assert any("2 doubling(s) out, held-out errors measured 1 out" in n for n in four_more.notes), four_more.notes
+    one_more = interval.predict_cell(basis, on_socket(8, 1, 16))
+    assert not any("held-out errors measured" in n for n in one_more.notes)

@@ -159,3 +159,15 @@ def choose(bands: ErrorBands, axes: Sequence[Axis], predictors: Sequence[str] | 
     why = (f"predicted by {label(predictor)}: best held-out median error on {', '.join(schemes)} "
            f"({worst(predictor):.1f}% against {label(MODEL)} {worst(MODEL):.1f}%)") if predictor != MODEL else ""
     return Choice(predictor, width, why, schemes)
+
+
+def reach_note(bands: ErrorBands, axes: Sequence[Axis]) -> str:
+    """How far the held-out errors reach, where a layout lies farther beyond the data than one held-out level: its
+    band there is that level's error scaled by the distance, not an error measured so far out ("" otherwise)."""
+    out = []
+    for a in axes:
+        reach = bands.results[a.key].step_log2 if a.key in bands.results else 0.0
+        if reach > 0 and a.doublings > reach + 1e-9:
+            out.append(f"{a.words}: {a.doublings:g} doubling(s) out, held-out errors measured {reach:g} out; the band "
+                       "beyond is that error scaled by the distance")
+    return "; ".join(out)

@@ -48,7 +48,15 @@ from dataclasses import dataclass, field, replace
 
 from orchestrator.core.predict.bands import NODES as NODES_AXIS
 from orchestrator.core.predict.bands import RANKS as RANKS_AXIS
-from orchestrator.core.predict.bands import Axis, Choice, ErrorBands, choose, extrapolation_axes, needed
+from orchestrator.core.predict.bands import (
+    Axis,
+    Choice,
+    ErrorBands,
+    choose,
+    extrapolation_axes,
+    needed,
+    reach_note,
+)
 from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_direction
 from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
@@ -329,6 +337,8 @@ def _banded(basis: Basis, model: StepModel, lay: Layout, axes: Sequence[Axis], c
     """The interval from held-out errors (bands.choose), the bootstrap (orch's model) and the cells' noise."""
     value = value_of(basis, choice.predictor, lay, model)
     notes = [a.proxy for a in axes if a.proxy] + ([choice.why] if choice.why else []) + list(_notes(model, lay))
+    if reach := reach_note(basis.bands, axes):
+        notes.append(reach)
     cap = _linear_cap(basis, model, choice.predictor, lay)
     if value > cap:
         value = cap
