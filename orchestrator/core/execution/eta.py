@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from orchestrator.core.measured.records import Kind, Record, Status
 from orchestrator.core.planning.probe import PROBE_BATCHES, ProbeResult
+from orchestrator.core.predict.overlap import READY_STEPS
 
 STARTUP_S = 3.0                 # rank start-up: interpreter, imports, build, rendezvous (2.5-4.5 s measured)
 PEAK_S = 3.5                    # a GEMM peak: sizing, 2 warm-up matmuls, 2 s timed, barriers
@@ -127,8 +128,9 @@ def step_s(flops_per_sample: float, local_batch: int, threads: int, gflops_per_c
 
 
 # Steps a throughput rank runs after timing (run.rank.protocol): one under the FLOP counter; with DDP also the
-# all-reduce check's two backward passes and the 3 steps that note when DDP's buckets became ready (run.rank.overlap).
-AFTER_TIMING_STEPS, AFTER_TIMING_STEPS_DDP = 1, 6
+# all-reduce check's two backward passes and the steps that note when DDP's buckets became ready (run.rank.overlap).
+AFTER_TIMING_STEPS = 1
+AFTER_TIMING_STEPS_DDP = AFTER_TIMING_STEPS + 2 + READY_STEPS
 
 
 def throughput_s(step: float, warmup_steps: int, timed_steps: int, repeats: int,

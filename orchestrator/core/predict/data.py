@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from orchestrator.core.measured.peaks import peak_index
 from orchestrator.core.measured.records import Kind, PlacementEntry, Record, Records
@@ -62,11 +62,10 @@ def gradient_buckets(records: Iterable[Record]) -> tuple[int, ...]:
     return tuple(ddp_buckets(int(gradient_bytes))) if gradient_bytes else ()
 
 
-def bucket_ready_shares(records: Iterable[Record]) -> tuple[float, ...]:
+def bucket_ready_shares(records: Iterable[Record], buckets: Sequence[int]) -> tuple[float, ...]:
     """When each DDP bucket became ready in a step, over the last bucket (`run.rank.overlap`): the median per bucket
-    over the multi-rank throughput records that measured it with the buckets `gradient_buckets` takes; empty
+    over the multi-rank throughput records that measured it for `buckets` (`gradient_buckets`: as many); empty
     where none did (one rank, records older than the field)."""
-    buckets = gradient_buckets(records)
     shares = [t.ddp_bucket_ready_share for r in Records.of(records).ok(Kind.THROUGHPUT)
               if (t := r.throughput) is not None and t.ddp_bucket_ready_share
               and len(t.ddp_bucket_ready_share) == len(buckets)]

@@ -110,7 +110,7 @@ def fit_all(records: Iterable[Record], *, extra_calibration: Iterable[Record] = 
     show = printer(links, buckets, prior, gemm) if coverage else None
     validation = tuple(validate_step(cells, links, buckets, prior, printer=show))
     basis = basis_of(cells, links, buckets, prior, gemm, model=model, validation=validation, samples=samples,
-                     bucket_ready=data.bucket_ready_shares(records))
+                     bucket_ready=data.bucket_ready_shares(records, buckets))
     if basis.evidence.disturbed:
         warnings.append(disturbed_warning(gemm))
     # B_simple's prior on B_crit comes from the sweep's own runs, so it goes with their epochs, not an RCP file's
@@ -154,5 +154,6 @@ def basis_from_records(records: Iterable[Record]) -> Basis:
     check_fittable(cells)
     samples = comm.samples_from_records(records)
     links = comm.fit_links(samples)
-    return basis_of(cells, links, data.gradient_buckets(records), data.thread_speedups(records),
-                    data.gemm_peaks(records), samples=samples, bucket_ready=data.bucket_ready_shares(records))
+    buckets = data.gradient_buckets(records)
+    return basis_of(cells, links, buckets, data.thread_speedups(records), data.gemm_peaks(records), samples=samples,
+                    bucket_ready=data.bucket_ready_shares(records, buckets))

@@ -20,6 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+# Steps a multi-rank throughput rank runs after timing to note when its buckets become ready (run.rank.overlap);
+# the ETA counts them (core.execution.eta).
+READY_STEPS = 3
+
 
 def exposed_s(compute_s: float, ready_shares: Sequence[float], bucket_s: Sequence[float]) -> float:
     """The all-reduce seconds left after `compute_s`: bucket i ready at ready_shares[i] × compute_s, all-reduced

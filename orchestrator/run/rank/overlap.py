@@ -15,13 +15,11 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
-from orchestrator.core.predict.overlap import bucket_ready_s, ready_shares
-
-STEPS = 3
+from orchestrator.core.predict.overlap import READY_STEPS, bucket_ready_s, ready_shares
 
 
 def bucket_ready_share(step: Callable[[tuple], object], module: torch.nn.Module, batches: Iterator[tuple],
-                       bucket_bytes: Sequence[int] | None, steps: int = STEPS) -> list[float] | None:
+                       bucket_bytes: Sequence[int] | None, steps: int = READY_STEPS) -> list[float] | None:
     """Each DDP bucket's ready time over the last bucket's, the median over `steps` steps; None without DDP's
     buckets, or where no step had every gradient ready (a parameter the step does not use)."""
     params = [p for p in module.parameters() if p.requires_grad]
