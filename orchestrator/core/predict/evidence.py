@@ -50,6 +50,11 @@ PRIOR_SOURCE = "the committed folders', with no pair of cells on different cores
 # batch 2) and to 0.37 on the classifier, whose 2-rank steps are mostly all-reduce (the prediction adds the
 # calibrated all-reduce to the low end for that; without a calibration, `COMM_UNBOUNDED` below).
 CROSS_AXIS = 0.64
+# On the same two cores, a thread's speed-up over one core against a rank's, measured by the ledger's thread and rank
+# cases (benchmarks/ledger/cases, this 2-vCPU Xeon, local batches 16-64): MobileNet-V2, SqueezeNet 1.1 and
+# ShuffleNet V2 0.69-0.77, ResNet-18 1.28-1.39 (one SqueezeNet cell, 2 threads slower than 1, left out). Neither axis
+# predicts the other: a centre fitted to one axis is said to be so on the other's rows.
+SAME_CORES_AXIS_SPAN = (0.69, 1.39)
 # More ranks with nothing here to bound their communication (no all-reduce calibration, no multi-rank cell):
 # the other axis's evidence says nothing about an all-reduce, so the low end falls to the committed folders'
 # worst step efficiency, PRIOR_WORST_PER_DOUBLING, set by a 2-rank step that its all-reduce dominates.
@@ -148,6 +153,11 @@ class Evidence:
         """The GEMM proxy's bias correction per doubling of the threads: the median step ÷ GEMM efficiency of
         thread pairs (the committed folders' without one here)."""
         return statistics.median(self.thread_ratios) if self.thread_ratios else PRIOR_THREAD_RATIO
+
+    def unmeasured_axes(self, lay: Layout, base: Layout) -> tuple[str, ...]:
+        """The axes `lay` grows over `base` that no pair of cells here grows (their scaling comes from the other
+        axis, or from the committed folders where no pair was measured at all)."""
+        return tuple(a for a in axes_grown(lay, base) if a not in self.worst)
 
     def gemm_efficiency(self, lay: Layout, base: Layout) -> float | None:
         """The GEMM's efficiency from `base` to `lay`, when both were measured (None otherwise)."""

@@ -58,7 +58,7 @@ from orchestrator.core.predict.bands import (
     reach_note,
 )
 from orchestrator.core.predict.comm import NODES, LinkFit, Sample, stand_in_direction
-from orchestrator.core.predict.evidence import PRIOR_SOURCE, Evidence, evidence_of
+from orchestrator.core.predict.evidence import PRIOR_SOURCE, SAME_CORES_AXIS_SPAN, Evidence, evidence_of
 from orchestrator.core.predict.machine import SAME_MACHINE, MachineWhatIf
 from orchestrator.core.predict.network import NodeLinkCost, held_out_error, node_link_cost
 from orchestrator.core.predict.overlap import exposed_s
@@ -445,7 +445,15 @@ def _central(basis: Basis, model: StepModel, lay: Layout, anchor: Layout, a_mid:
     proxy (`predictors.gemm_proxy`) from the anchor; Amdahl's law where a GEMM peak is missing."""
     scaled = GEMM_PROXY_PREDICTOR.scale(basis.evidence, model, lay, anchor, a_mid)
     if scaled is None:
-        return AMDAHL, value_of(basis, AMDAHL, lay, model), " (no GEMM peak of this layout to scale by)"
+        why = " (no GEMM peak of this layout to scale by)"
+        unmeasured = basis.evidence.unmeasured_axes(lay, anchor) if basis.evidence.measured else ()
+        if unmeasured:
+            lo, hi = SAME_CORES_AXIS_SPAN
+            axis = unmeasured[0]
+            why += (f"; no cell grows the {axis}, so it carries the other axis's scaling over, which does not predict "
+                    f"it: on the same two cores a thread's speed-up was {lo:g}-{hi:g}× a rank's over the ledger's "
+                    f"models (docs/prediction.md); one measured layout with more {axis} settles it")
+        return AMDAHL, value_of(basis, AMDAHL, lay, model), why
     value, why = scaled
     return GEMM_PROXY, value, why
 
