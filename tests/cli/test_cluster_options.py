@@ -40,6 +40,8 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short():
     (["sweep", "sweeps/retinanet.yaml", "--min-nodes", "2"], "--min-nodes needs --address"),
     # a free port: nothing listens there, and orch says so at once instead of Ray retrying for minutes
     (["topology", "--address", "127.0.0.1:{port}"], "nothing answers at 127.0.0.1:"),
+    # a word where HOST:PORT belongs (a placeholder copied from a comment): Ray's ValueError, named by orch
+    (["topology", "--address", "HEAD"], "not an address of a Ray cluster"),
 ])
 def test_cluster_options_refuse_what_cannot_work(capsys, monkeypatch, argv, message):
     from orchestrator.cli import main
@@ -50,3 +52,15 @@ def test_cluster_options_refuse_what_cannot_work(capsys, monkeypatch, argv, mess
     assert main([a.format(port=free_port()) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_sweep_given_a_word_for_an_address_names_it_and_leaves_no_results(capsys, monkeypatch, tmp_path):
+    from orchestrator.cli import main
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    results = tmp_path / "results"
+    assert main(["sweep", "sweeps/retinanet.yaml", "--address", "HEAD", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "not an address of a Ray cluster" in err and "HOST:PORT" in err and "Traceback" not in err
+    assert not (results / "trials.jsonl").exists()

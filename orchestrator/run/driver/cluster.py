@@ -71,8 +71,13 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     """Fail at once when nothing listens at HOST:PORT: ray.init would retry for many minutes, printing
     warnings. 'auto' and ray:// addresses are left to Ray."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
+    if address in ("auto", "local") or "://" in address:
         return
+    if not sep or not host or not port.isdigit():
+        # Ray would raise a ValueError from deep inside ray.init: say what it takes instead
+        raise InvalidInput(f"--address {address}", [Problem(
+            "address", "not an address of a Ray cluster: give HOST:PORT (as `ray start --head` or `orch cluster up` "
+                       "prints it, e.g. 10.77.0.1:6379), 'auto' (the cluster this machine joined) or ray://HOST:PORT")])
     err = _connect_error(address, timeout_s)
     if err is not None:
         raise InvalidInput(f"--address {address}", [Problem(
