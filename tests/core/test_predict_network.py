@@ -151,3 +151,36 @@ def test_a_one_rank_or_one_node_layout_is_untouched_by_the_link():
     basis = basis_of(one_node_cells(), {"socket": SOCKET_FIT}, BUCKETS, None, {})
     one = Layout(2, 1, 32, 1, 2, "socket")
     assert predict_cell(basis, one, MachineWhatIf(node_link=NodeLink(2e8))) == predict_cell(basis, one)
+
+
+def test_nodes_emulated_on_one_host_combine_as_the_one_node_cells_did():
+    """A one-node world whose ranks hide part of their all-reduce (γ = 1.5): across emulated nodes the step is
+    compute ⊕ all-reduce under the same norm, worked by hand from the world's own figures (its compute, the ring
+    over the stated link at Gloo's central efficiency, ρ's extra on the software's part), not the plain sum."""
+    world = {**TRUE, "gamma": 1.5}
+    model = StepModel(world, {"socket": SOCKET_FIT}, BUCKETS)
+    lays = [Layout(r, 1, b, 1, r, "socket" if r > 1 else None) for r in (1, 2) for b in BATCHES]
+    basis = basis_of([Cell(lay, model.samples_per_s(lay), cv=0.01) for lay in lays], {"socket": SOCKET_FIT},
+                     BUCKETS, None, {})
+    rate = 1e9
+    p = predict_cell(basis, ACROSS, MachineWhatIf(node_link=NodeLink(rate, 1e-4, shared_host=True)))
+    efficiency = math.sqrt(0.49 * 0.98)
+    wire = sum(2 * 1e-4 + m * 8 / (rate * efficiency) for m in BUCKETS)          # 2(n−1) α + 2(n−1)/n m β, n = 2
+    extra = (world["rho"] - 1) * sum(2 * SOCKET_FIT.alpha_s + m * SOCKET_FIT.beta_s_per_byte for m in BUCKETS)
+    compute = world["a_s"] + world["c_s"] * 32
+    by_hand = 64 / (compute ** 1.5 + (wire + extra) ** 1.5) ** (1 / 1.5)
+    assert p.value == pytest.approx(by_hand, rel=0.02)
+    assert p.value > 64 / (compute + wire + extra) * 1.05          # the plain sum would be slower
+    assert p.low <= p.value <= p.high
+    assert any("γ = 1.5" in n for n in p.notes)
+
+
+def test_a_fit_that_did_not_place_gamma_adds_up_across_emulated_nodes():
+    from orchestrator.core.predict.interval import _shared_gamma
+
+    fitted = StepModel({**TRUE, "gamma": 1.5}, {"socket": SOCKET_FIT}, BUCKETS)
+    assert _shared_gamma(fitted) == 1.5
+    assert _shared_gamma(StepModel({**TRUE, "gamma": 8.0}, {"socket": SOCKET_FIT}, BUCKETS)) == 1.0   # at its bound
+    assert _shared_gamma(StepModel({**TRUE, "gamma": 1.5, "rho": 0.5}, {"socket": SOCKET_FIT}, BUCKETS)) == 1.0
+    frozen = StepModel({**TRUE, "gamma": 1.5}, {"socket": SOCKET_FIT}, BUCKETS, frozen={"gamma": "no comm"})
+    assert _shared_gamma(frozen) == 1.0
