@@ -68,3 +68,16 @@ def test_without_a_measured_cell_the_stated_assumption_remains_and_is_said():
     assert any("no multi-rank cell measured when its buckets became ready" in n for n in p.notes)
     wrong_count = predict_cell(_basis((0.5,)), ACROSS, MachineWhatIf(node_link=NodeLink(RATE, LATENCY_S)))
     assert wrong_count.value == pytest.approx(p.value)   # shares of other buckets than the step's: not used
+
+
+def test_nodes_emulated_on_one_host_hide_a_bucket_ready_early_as_separate_hosts_do():
+    """A rank waiting on the wire leaves its core to the backward pass on one host too: a bucket ready at 10% of
+    the compute shortens the step by exactly its own ring over the stated link, worked by hand as above."""
+    shared = MachineWhatIf(node_link=NodeLink(RATE, LATENCY_S, shared_host=True))
+    late = predict_cell(_basis((1.0, 1.0)), ACROSS, shared)
+    early = predict_cell(_basis((0.1, 1.0)), ACROSS, shared)
+    efficiency = math.sqrt(0.49 * 0.98)
+    first = 2 * (2 - 1) * (LATENCY_S + 100e-6) + 2 * (2 - 1) / 2 * BUCKETS[0] * 8 / (RATE * efficiency)
+    assert ACROSS.global_batch / late.value - ACROSS.global_batch / early.value == pytest.approx(first, rel=1e-6)
+    assert any("from when it became ready" in n for n in early.notes)
+    assert early.low == pytest.approx(late.low)

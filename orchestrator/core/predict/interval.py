@@ -249,16 +249,15 @@ def _node_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
 
 def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: MachineWhatIf,
                cost: NodeLinkCost) -> CellPrediction | None:
-    """A layout across nodes as a rank's compute plus the all-reduce over the node link. Where the nodes are
-    namespaces of one machine the two combine as the one-node multi-rank cells combined them, by the step model's
-    overlap norm γ (the plain sum where the cells did not place it; the low end always the plain sum): the ranks share
-    that machine's cores as those cells' ranks did. The plain sum with ρ on the software's part came out 14-34% too
-    slow on the ledger's emulated ResNet-50 and DenseNet-121 cases, whose one-node fits have γ = 1.3 and 1.0.
-    On separate hosts DDP all-reduces each bucket once it is ready, behind the rest of the backward pass: where a
-    multi-rank cell measured when its buckets became ready (`Basis.bucket_ready`), each bucket is placed so in time
-    over the link (`overlap.exposed_s`: the central value at the link's centre, the high end at its fast end);
-    without one, all but the last bucket may hide (`_overlap`), and the central value hides half of that, the high
-    end all of it. The low end hides none (Gloo's thread may take the cores the backward pass needs). A rank's
+    """A layout across nodes as a rank's compute plus the all-reduce over the node link. DDP all-reduces each bucket
+    once it is ready, behind the rest of the backward pass, and a rank waiting on the wire leaves its cores to it:
+    where a multi-rank cell measured when its buckets became ready (`Basis.bucket_ready`), each bucket is placed so
+    in time over the link (`overlap.exposed_s`: the central value at the link's centre, the high end at its fast
+    end), on separate hosts and on nodes that are namespaces of one machine alike. Without readiness, on one machine
+    the two combine as the one-node multi-rank cells combined them, by the step model's overlap norm γ (the plain
+    sum where the cells did not place it); on separate hosts all but the last bucket may hide (`_overlap`), and the
+    central value hides half of that, the high end all of it. The low end hides none (Gloo's thread may take the
+    cores the backward pass needs). On the ledger's emulated cases the plain sum came out 14-34% slow. A rank's
     compute is that of the ranks sharing its socket (`one`: as many ranks of as many threads on one socket, no
     all-reduce), or, on one machine, of all the layout's ranks on one node (they share its caches and memory
     bandwidth), predicted with its interval as a 1-node sweep measured or bounds it."""
@@ -274,11 +273,12 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     ring = cost.in_step_s(lay.ranks, buckets, v.rho)
     ready = basis.bucket_ready if len(basis.bucket_ready) == len(buckets) else ()
     gamma = _shared_gamma(basis.model)
-    hidden, hidden_lo = _hidden(cost, lay.ranks, buckets, ready, gamma if shared else None,
+    hidden, hidden_lo = _hidden(cost, lay.ranks, buckets, ready, gamma if shared and not ready else None,
                                 (compute, ring), (compute_lo, ring_lo))
     value = gb / (compute + ring - hidden)
     low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo - hidden_lo)
-    overlap = (f", combined as the one-node cells combined compute and all-reduce (γ = {gamma:.2f})" if shared else
+    overlap = (f", combined as the one-node cells combined compute and all-reduce (γ = {gamma:.2f})"
+               if shared and not ready else
                f", up to {hidden_lo * 1e3:,.1f} ms of it hidden behind the backward pass ("
                + (f"DDP's buckets as they became ready on one node, the first at {ready[0]:.0%} of the last)" if ready
                   else "DDP's buckets but the last)"))
@@ -287,11 +287,12 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     low_why = (f"low end: a rank's compute ({one.label}: {p1.low_why.removeprefix('low end: ')}) plus the all-reduce "
                f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end, none of it hidden")
     where = "all the layout's ranks on one host (the nodes are emulated on it)" if shared else "its socket"
-    how = (f"combined as the one-node multi-rank cells combined compute and all-reduce, their fitted overlap norm "
-           f"γ = {gamma:.2f} (1, the plain sum, where the cells did not place γ: not fitted, or γ or ρ at a bound), "
-           "the nodes sharing one host's cores as those ranks did" if shared else
-           "each bucket all-reduced from when it became ready in a step measured on one node, in turn, behind the "
+    how = ("each bucket all-reduced from when it became ready in a step measured on one node, in turn, behind the "
            "rest of the compute (none hidden at the low end)" if ready else
+           f"combined as the one-node multi-rank cells combined compute and all-reduce, their fitted overlap norm "
+           f"γ = {gamma:.2f} (1, the plain sum, where the cells did not place γ: not fitted, or γ or ρ at a bound), "
+           "the nodes sharing one host's cores as those ranks did; no multi-rank cell measured when its buckets "
+           "became ready" if shared else
            f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
            "compute; all of it at the high end, none at the low): no multi-rank cell measured when its buckets "
            "became ready")
