@@ -68,7 +68,7 @@ from orchestrator.core.predict.predictors.gemm_proxy import GEMM_PROXY
 from orchestrator.core.predict.predictors.gemm_proxy import PREDICTOR as GEMM_PROXY_PREDICTOR
 from orchestrator.core.predict.predictors.step_model import MODEL
 from orchestrator.core.predict.sharing import SharingReading, widened
-from orchestrator.core.predict.step import Cell, Layout, StepModel, fit_step_model
+from orchestrator.core.predict.step import Cell, Layout, StepModel, combine, fit_step_model
 from orchestrator.core.predict.uncertainty import BOOTSTRAP_RESAMPLES, bootstrap_models, log_spread
 from orchestrator.core.predict.validate import (
     ALL_BUT_ONE,
@@ -272,13 +272,12 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     ring_lo, ring_hi = cost.bounds_s(lay.ranks, buckets, v.rho)
     ring = cost.in_step_s(lay.ranks, buckets, v.rho)
     ready = basis.bucket_ready if len(basis.bucket_ready) == len(buckets) else ()
-    gamma = _shared_gamma(basis.model)
-    hidden, hidden_lo = _hidden(cost, lay.ranks, buckets, ready, gamma if shared and not ready else None,
-                                (compute, ring), (compute_lo, ring_lo))
+    gamma = _shared_gamma(basis.model) if shared and not ready else None     # one chip, readiness not measured
+    hidden, hidden_lo = _hidden(cost, lay.ranks, buckets, ready, gamma, (compute, ring), (compute_lo, ring_lo))
     value = gb / (compute + ring - hidden)
     low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo - hidden_lo)
     overlap = (f", combined as the one-node cells combined compute and all-reduce (γ = {gamma:.2f})"
-               if shared and not ready else
+               if gamma is not None else
                f", up to {hidden_lo * 1e3:,.1f} ms of it hidden behind the backward pass ("
                + (f"DDP's buckets as they became ready on one node, the first at {ready[0]:.0%} of the last)" if ready
                   else "DDP's buckets but the last)"))
@@ -292,7 +291,7 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
            f"combined as the one-node multi-rank cells combined compute and all-reduce, their fitted overlap norm "
            f"γ = {gamma:.2f} (1, the plain sum, where the cells did not place γ: not fitted, or γ or ρ at a bound), "
            "the nodes sharing one host's cores as those ranks did; no multi-rank cell measured when its buckets "
-           "became ready" if shared else
+           "became ready" if gamma is not None else
            f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
            "compute; all of it at the high end, none at the low): no multi-rank cell measured when its buckets "
            "became ready")
@@ -314,13 +313,14 @@ def _hidden_s(fit: LinkFit, ranks: int, buckets: Sequence[int], ready: Sequence[
 
 def _hidden(cost: NodeLinkCost, ranks: int, buckets: Sequence[int], ready: Sequence[float], gamma: float | None,
             central: tuple[float, float], fast: tuple[float, float]) -> tuple[float, float]:
-    """The all-reduce a step hides behind its compute, centrally and at the fast ends ((compute, ring) each): on one
-    chip (`gamma`) as the one-node cells combined them, their γ-norm; on separate hosts each bucket from when it
-    became ready on one node (`overlap`; the CPU's extra (ρ − 1) share never hides), or without readiness, all but
-    the last bucket within the backward pass, half of it centrally."""
+    """The all-reduce a step hides behind its compute, centrally and at the fast ends ((compute, ring) each): each
+    bucket from when it became ready on one node (`ready`, `overlap`; the CPU's extra (ρ − 1) share never hides);
+    without readiness, on one chip (`gamma`) as the one-node cells combined them, their γ-norm (`step.combine`),
+    and on separate hosts all but the last bucket within the backward pass, half of it centrally."""
     (compute, ring), (compute_lo, ring_lo) = central, fast
     if gamma is not None:
-        return compute + ring - _norm(compute, ring, gamma), compute_lo + ring_lo - _norm(compute_lo, ring_lo, gamma)
+        return (compute + ring - combine(compute, ring, gamma),
+                compute_lo + ring_lo - combine(compute_lo, ring_lo, gamma))
     if ready:
         return (_hidden_s(cost.fit, ranks, buckets, ready, compute),
                 _hidden_s(cost.fast_fit, ranks, buckets, ready, compute_lo))
@@ -334,14 +334,6 @@ def _shared_gamma(model: StepModel) -> float:
     if "gamma" in model.frozen or {"gamma", "rho"} & set(model.at_bound()):
         return 1.0
     return model.values.gamma
-
-
-def _norm(compute_s: float, comm_s: float, gamma: float) -> float:
-    """A step of compute ⊕ communication under the step model's overlap norm (`step`): γ = 1 the plain sum, larger
-    γ more of the shorter hidden behind the longer, never below the longer of the two."""
-    if compute_s <= 0 or comm_s <= 0:
-        return max(compute_s, 0.0) + max(comm_s, 0.0)
-    return float((compute_s ** gamma + comm_s ** gamma) ** (1 / gamma))
 
 
 def _overlap(ring_s: float, last_bucket_s: float, compute_s: float) -> float:

@@ -68,8 +68,9 @@ def connect(address: str | None) -> bool:
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail at once when nothing listens at HOST:PORT: ray.init would retry for many minutes, printing
-    warnings. 'auto' and ray:// addresses are left to Ray."""
+    """Fail at once when the address is not one Ray can join (ray.init would raise from deep inside) or nothing
+    listens at HOST:PORT (ray.init would retry for many minutes, printing warnings). 'auto', 'local' and ray://
+    addresses are left to Ray."""
     host, sep, port = address.rpartition(":")
     if address in ("auto", "local") or "://" in address:
         return
