@@ -30,6 +30,8 @@ def planned(capsys, monkeypatch, cpu: CpuIsa, topology: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+# THIS_MACHINE describes this machine only where this process may use CPUs 0 and 1 (not under `taskset -c 0`)
+@pytest.mark.needs_cpus(2)
 @pytest.mark.parametrize(("cpu", "chosen"), [(BF16_NATIVE, "bf16"), (AVX2_ONLY, "fp32")])
 def test_a_file_that_describes_this_machine_plans_in_this_cpus_precision(capsys, monkeypatch, cpu, chosen):
     plan = planned(capsys, monkeypatch, cpu, THIS_MACHINE)
@@ -47,6 +49,7 @@ def test_a_file_that_describes_another_machine_assumes_nothing_and_says_so(capsy
     assert "another machine (4 nodes): no CPU verdict assumed where it states no isa:" in plan["topology"]["source"]
 
 
+@pytest.mark.needs_cpus(2)
 def test_plan_and_probe_read_the_same_machine(monkeypatch):
     """`orch probe` measures in the precision the plan will look its probe up in: one function gives both."""
     from orchestrator.app import probe
