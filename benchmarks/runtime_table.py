@@ -31,7 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 # Every committed folder that ran `sweeps/retinanet.yaml` in full (not adaptively), oldest first.
-FOLDERS = ("example-retinanet", "retinanet-zen3", "retinanet-zen3-full", "retinanet-xeon-avx512", "retinanet-zen4")
+FOLDERS = ("example-retinanet", "retinanet-zen3", "retinanet-zen3-full", "retinanet-xeon-avx512", "retinanet-zen4",
+           "retinanet-xeon-amx")
 
 # The estimate printed before the first trial, for folders committed without their console output: quoted from
 # the body of the commit that added the folder (`git show COMMIT`).
