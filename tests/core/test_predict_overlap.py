@@ -31,6 +31,19 @@ def test_the_timeline_by_hand():
     assert exposed_s(0.010, (1.0, 1.0), (0.002, 0.003)) == pytest.approx(0.005)       # nothing hides
 
 
+def test_the_timeline_by_hand_where_gloo_has_no_core_of_its_own():
+    # a 10 ms compute; bucket 0 ready at 20% for 4 ms, 2 of them CPU work, runs wholly inside the compute and
+    # stretches it to 12 ms; bucket 1, ready at the end, runs 12-15 ms: 5 ms beyond the 10 (3 ms with a core of its own)
+    assert exposed_s(0.010, (0.2, 1.0), (0.004, 0.003), (0.002, 0.001)) == pytest.approx(0.005)
+    assert exposed_s(0.010, (0.2, 1.0), (0.004, 0.003)) == pytest.approx(0.003)
+    # one bucket ready at 80% of the compute's end E for 4 ms, 2 of them CPU, spread evenly over the bucket: the
+    # part before E is E − 0.8·E, so the compute steals 2·0.2·E/4 = 0.1·E and E = 10 ms + 0.1·E = 11.11 ms; the
+    # bucket ends at 0.8·E + 4 ms = 12.89 ms
+    end = 0.010 / 0.9
+    assert exposed_s(0.010, (0.8,), (0.004,), (0.002,)) == pytest.approx(0.8 * end + 0.004 - 0.010, rel=1e-9)
+    assert exposed_s(0.010, (1.0,), (0.004,), (0.004,)) == pytest.approx(0.004)   # after the compute: all of it
+
+
 def test_buckets_are_ready_when_their_last_gradient_is():
     # gradients (seconds, bytes) as the hooks saw them, out of order; buckets of 300 and 500 bytes
     grads = [(0.9, 100), (0.1, 200), (0.4, 100), (0.7, 300), (0.8, 100)]
@@ -70,14 +83,21 @@ def test_without_a_measured_cell_the_stated_assumption_remains_and_is_said():
     assert wrong_count.value == pytest.approx(p.value)   # shares of other buckets than the step's: not used
 
 
-def test_nodes_emulated_on_one_host_hide_a_bucket_ready_early_as_separate_hosts_do():
-    """A rank waiting on the wire leaves its core to the backward pass on one host too: a bucket ready at 10% of
-    the compute shortens the step by exactly its own ring over the stated link, worked by hand as above."""
+def test_nodes_emulated_on_one_host_hide_only_the_wait_on_the_wire():
+    """A rank waiting on the wire leaves its core to the backward pass on one host too, but a node emulated there
+    has no core for Gloo's own work: a bucket ready at 10% of the compute shortens the step by its ring over the
+    stated link less its ring at the software's speed (the in-node calibration), both worked by hand as above."""
     shared = MachineWhatIf(node_link=NodeLink(RATE, LATENCY_S, shared_host=True))
     late = predict_cell(_basis((1.0, 1.0)), ACROSS, shared)
     early = predict_cell(_basis((0.1, 1.0)), ACROSS, shared)
     efficiency = math.sqrt(0.49 * 0.98)
     first = 2 * (2 - 1) * (LATENCY_S + 100e-6) + 2 * (2 - 1) / 2 * BUCKETS[0] * 8 / (RATE * efficiency)
-    assert ACROSS.global_batch / late.value - ACROSS.global_batch / early.value == pytest.approx(first, rel=1e-6)
+    software = 2 * (2 - 1) * 100e-6 + 2 * (2 - 1) / 2 * BUCKETS[0] / 1.5e9
+    assert 0 < software < first
+    saved = ACROSS.global_batch / late.value - ACROSS.global_batch / early.value
+    assert saved == pytest.approx(first - software, rel=1e-6)
+    apart = MachineWhatIf(node_link=NodeLink(RATE, LATENCY_S))
+    assert ACROSS.global_batch / predict_cell(_basis((0.1, 1.0)), ACROSS, apart).value == pytest.approx(
+        ACROSS.global_batch / early.value - software, rel=1e-6)    # separate hosts: Gloo's work hides too
     assert any("from when it became ready" in n for n in early.notes)
     assert early.low == pytest.approx(late.low)

@@ -253,14 +253,16 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     once it is ready, behind the rest of the backward pass, and a rank waiting on the wire leaves its cores to it:
     where a multi-rank cell measured when its buckets became ready (`Basis.bucket_ready`), each bucket is placed so
     in time over the link (`overlap.exposed_s`: the central value at the link's centre, the high end at its fast
-    end), on separate hosts and on nodes that are namespaces of one machine alike. Without readiness, on one machine
-    the two combine as the one-node multi-rank cells combined them, by the step model's overlap norm γ (the plain
-    sum where the cells did not place it); on separate hosts all but the last bucket may hide (`_overlap`), and the
-    central value hides half of that, the high end all of it. The low end hides none (Gloo's thread may take the
-    cores the backward pass needs). On the ledger's emulated cases the plain sum came out 14-34% slow. A rank's
-    compute is that of the ranks sharing its socket (`one`: as many ranks of as many threads on one socket, no
-    all-reduce), or, on one machine, of all the layout's ranks on one node (they share its caches and memory
-    bandwidth), predicted with its interval as a 1-node sweep measured or bounds it."""
+    end), on separate hosts and on nodes that are namespaces of one machine alike; on the latter, whose ranks hold
+    every core of their node, Gloo's own work on a bucket is taken from the compute centrally, and only the wait on
+    the wire hides (hiding all of it was 11-20% fast on the ledger's 2.5-5 Gbit/s cases). Without readiness, on
+    one machine the two combine as the one-node multi-rank cells combined them, by the step model's overlap norm γ
+    (the plain sum where the cells did not place it); on separate hosts all but the last bucket may hide
+    (`_overlap`), and the central value hides half of that, the high end all of it. The low end hides none (Gloo's
+    thread may take the cores the backward pass needs). On the ledger's emulated cases the plain sum came out 14-34%
+    slow. A rank's compute is that of the ranks sharing its socket (`one`: as many ranks of as many threads on one
+    socket, no all-reduce), or, on one machine, of all the layout's ranks on one node (they share its caches and
+    memory bandwidth), predicted with its interval as a 1-node sweep measured or bounds it."""
     shared = machine.node_link is not None and machine.node_link.shared_host
     k = lay.ranks if shared else lay.ranks_per_socket
     one = Layout(k, lay.threads, lay.local_batch, 1, k, None)
@@ -273,7 +275,8 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     ring = cost.in_step_s(lay.ranks, buckets, v.rho)
     ready = basis.bucket_ready if len(basis.bucket_ready) == len(buckets) else ()
     gamma = _shared_gamma(basis.model) if shared and not ready else None     # one chip, readiness not measured
-    hidden, hidden_lo = _hidden(cost, lay.ranks, buckets, ready, gamma, (compute, ring), (compute_lo, ring_lo))
+    hidden, hidden_lo = _hidden(cost, lay.ranks, buckets, ready, gamma, (compute, ring), (compute_lo, ring_lo),
+                                shared)
     value = gb / (compute + ring - hidden)
     low, high = gb / (compute_hi + ring_hi), gb / (compute_lo + ring_lo - hidden_lo)
     overlap = (f", combined as the one-node cells combined compute and all-reduce (γ = {gamma:.2f})"
@@ -304,15 +307,19 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
                                        low_why, high_why), basis.bands.noise_log)
 
 
-def _hidden_s(fit: LinkFit, ranks: int, buckets: Sequence[int], ready: Sequence[float], compute_s: float) -> float:
+def _hidden_s(fit: LinkFit, ranks: int, buckets: Sequence[int], ready: Sequence[float], compute_s: float,
+              software: LinkFit | None = None) -> float:
     """The all-reduce over `fit` hidden behind a step's compute, each bucket from when it became ready
-    (`overlap.exposed_s`)."""
+    (`overlap.exposed_s`). With `software` (the rank's threads hold every core of its node), Gloo's own work on a
+    bucket, its in-node cost, takes those cores from the compute while the compute runs: only the rest of the
+    bucket, the wait on the wire, hides."""
     wire = [fit.allreduce_s(ranks, b) for b in buckets]
-    return sum(wire) - exposed_s(compute_s, ready, wire)
+    cpu = [min(software.allreduce_s(ranks, b), w) for b, w in zip(buckets, wire, strict=True)] if software else []
+    return max(0.0, sum(wire) - exposed_s(compute_s, ready, wire, cpu))
 
 
 def _hidden(cost: NodeLinkCost, ranks: int, buckets: Sequence[int], ready: Sequence[float], gamma: float | None,
-            central: tuple[float, float], fast: tuple[float, float]) -> tuple[float, float]:
+            central: tuple[float, float], fast: tuple[float, float], shared: bool) -> tuple[float, float]:
     """The all-reduce a step hides behind its compute, centrally and at the fast ends ((compute, ring) each): each
     bucket from when it became ready on one node (`ready`, `overlap`; the CPU's extra (ρ − 1) share never hides);
     without readiness, on one chip (`gamma`) as the one-node cells combined them, their γ-norm (`step.combine`),
@@ -322,7 +329,7 @@ def _hidden(cost: NodeLinkCost, ranks: int, buckets: Sequence[int], ready: Seque
         return (compute + ring - combine(compute, ring, gamma),
                 compute_lo + ring_lo - combine(compute_lo, ring_lo, gamma))
     if ready:
-        return (_hidden_s(cost.fit, ranks, buckets, ready, compute),
+        return (_hidden_s(cost.fit, ranks, buckets, ready, compute, cost.software if shared else None),
                 _hidden_s(cost.fast_fit, ranks, buckets, ready, compute_lo))
     last, last_lo = cost.fit.allreduce_s(ranks, buckets[-1]), cost.fast_fit.allreduce_s(ranks, buckets[-1])
     return 0.5 * _overlap(cost.ring_s(ranks, buckets), last, compute), _overlap(ring_lo, last_lo, compute_lo)

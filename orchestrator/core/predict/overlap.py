@@ -25,13 +25,30 @@ from collections.abc import Sequence
 READY_STEPS = 3
 
 
-def exposed_s(compute_s: float, ready_shares: Sequence[float], bucket_s: Sequence[float]) -> float:
-    """The all-reduce seconds left after `compute_s`: bucket i ready at ready_shares[i] × compute_s, all-reduced
-    for bucket_s[i] once it is ready and the bucket before it is done."""
-    finish = 0.0
-    for share, cost in zip(ready_shares, bucket_s, strict=True):
-        finish = max(finish, share * compute_s) + cost
-    return max(0.0, finish - compute_s)
+def exposed_s(compute_s: float, ready_shares: Sequence[float], bucket_s: Sequence[float],
+              cpu_s: Sequence[float] = ()) -> float:
+    """The seconds a step takes beyond `compute_s`: bucket i ready at ready_shares[i] × the compute's end,
+    all-reduced for bucket_s[i] once it is ready and the bucket before it is done. `cpu_s[i]` (at most bucket_s[i])
+    is the CPU work within bucket i where Gloo has no core of its own: the part of it that runs before the compute
+    ends takes that time from the compute, which ends later (found by fixed-point iteration: the stolen time is
+    bounded by the CPU work, and grows with the compute's end more slowly than the end itself).
+
+    >>> round(exposed_s(1.0, (0.5, 1.0), (0.2, 0.3), (0.1, 0.1)), 6)   # bucket 0's 0.1 s of CPU delays the compute
+    0.4
+    """
+    cpu = list(cpu_s) or [0.0] * len(bucket_s)
+    end, finish = compute_s, 0.0
+    for _ in range(100):
+        finish, stolen = 0.0, 0.0
+        for share, cost, work in zip(ready_shares, bucket_s, cpu, strict=True):
+            start = max(finish, share * end)
+            finish = start + cost
+            if cost > 0:
+                stolen += work * max(0.0, min(finish, end) - start) / cost
+        if abs(compute_s + stolen - end) < 1e-12:
+            break
+        end = compute_s + stolen
+    return max(0.0, max(end, finish) - compute_s)
 
 
 def bucket_ready_s(gradients: Sequence[tuple[float, int]], bucket_bytes: Sequence[int]) -> list[float]:
