@@ -99,5 +99,7 @@ def test_nodes_emulated_on_one_host_hide_only_the_wait_on_the_wire():
     apart = MachineWhatIf(node_link=NodeLink(RATE, LATENCY_S))
     assert ACROSS.global_batch / predict_cell(_basis((0.1, 1.0)), ACROSS, apart).value == pytest.approx(
         ACROSS.global_batch / early.value - software, rel=1e-6)    # separate hosts: Gloo's work hides too
-    assert any("from when it became ready" in n for n in early.notes)
+    assert any("from when it became ready" in n and "only the wait on the wire hides" in n for n in early.notes)
+    assert not any("only the wait on the wire hides" in n
+                   for n in predict_cell(_basis((0.1, 1.0)), ACROSS, apart).notes)
     assert early.low == pytest.approx(late.low)

@@ -289,15 +289,7 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     low_why = (f"low end: a rank's compute ({one.label}: {p1.low_why.removeprefix('low end: ')}) plus the all-reduce "
                f"across nodes, {ring_hi * 1e3:,.1f} ms at the link's slow end, none of it hidden")
     where = "all the layout's ranks on one host (the nodes are emulated on it)" if shared else "its socket"
-    how = ("each bucket all-reduced from when it became ready in a step measured on one node, in turn, behind the "
-           "rest of the compute (none hidden at the low end)" if ready else
-           f"combined as the one-node multi-rank cells combined compute and all-reduce, their fitted overlap norm "
-           f"γ = {gamma:.2f} (1, the plain sum, where the cells did not place γ: not fitted, or γ or ρ at a bound), "
-           "the nodes sharing one host's cores as those ranks did; no multi-rank cell measured when its buckets "
-           "became ready" if gamma is not None else
-           f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
-           "compute; all of it at the high end, none at the low): no multi-rank cell measured when its buckets "
-           "became ready")
+    how = _how_hidden(bool(ready), gamma, shared and cost.software is not None)
     notes = (*(a.proxy for a in axes if a.proxy and a.name != NODES_AXIS), cost.note,
              f"across nodes: a rank's compute from {one.label} ({label(p1.predictor)}, no all-reduce; {where}) plus "
              f"the all-reduce over the node link, {how}", *p1.notes)
@@ -305,6 +297,24 @@ def _over_link(basis: Basis, lay: Layout, axes: Sequence[Axis], machine: Machine
     extrap = tuple(dict.fromkeys((*p1.extrapolated, *(a.words for a in axes if a.name in (RANKS_AXIS, NODES_AXIS)))))
     return _held_inside(CellPrediction(value, low, high, p1.predictor, extrap, tuple(dict.fromkeys(notes)), "",
                                        low_why, high_why), basis.bands.noise_log)
+
+
+def _how_hidden(ready: bool, gamma: float | None, gloo_has_no_core: bool) -> str:
+    """A row's words for how much of its all-reduce across nodes hides behind the compute (`_hidden`)."""
+    if ready:
+        gloo_work = ("; Gloo's own work on each bucket (its ring at the in-node calibration's speed) taken from the "
+                     "compute, since an emulated node has no core for it: only the wait on the wire hides"
+                     if gloo_has_no_core else "")
+        return ("each bucket all-reduced from when it became ready in a step measured on one node, in turn, behind "
+                f"the rest of the compute (none hidden at the low end){gloo_work}")
+    if gamma is not None:
+        return (f"combined as the one-node multi-rank cells combined compute and all-reduce, their fitted overlap "
+                f"norm γ = {gamma:.2f} (1, the plain sum, where the cells did not place γ: not fitted, or γ or ρ at a "
+                "bound), the nodes sharing one host's cores as those ranks did; no multi-rank cell measured when its "
+                "buckets became ready")
+    return (f"half of what DDP could hide behind the backward pass (the backward is {BACKWARD_SHARE:.0%} of the "
+            "compute; all of it at the high end, none at the low): no multi-rank cell measured when its buckets "
+            "became ready")
 
 
 def _hidden_s(fit: LinkFit, ranks: int, buckets: Sequence[int], ready: Sequence[float], compute_s: float,
