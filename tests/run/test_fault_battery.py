@@ -42,10 +42,11 @@ measure: {warmup_steps: 1, timed_steps: 5, repeats: 2, peak: false, allreduce: f
 """
 KEYS = {"r1-t1-b16", "r1-t1-b32"}
 
-# A driver that writes its Nth record only up to a random byte, says so in a file and waits to be killed: the
-# SIGKILL lands while the record is being written, as a crash or `kill -9` can.
+# A driver that writes its Nth record only up to a random byte, says so in a file and stops itself (SIGSTOP) to be
+# killed: the SIGKILL lands while the record is being written, as a crash or `kill -9` can. Stopped, not asleep:
+# a sleeping driver's other threads went on and could append a record after the torn bytes before the kill came.
 TEARING_DRIVER = """
-import os, random, sys, time
+import os, random, signal, sys
 from orchestrator.io import store
 from orchestrator.run.driver import sweep as sweep_module
 
@@ -62,7 +63,7 @@ def append_record(folder, record):
             os.fsync(fh.fileno())
         with open(os.environ["TEAR_MARK"], "w") as fh:
             fh.write(f"{cut} of {len(line)}")
-        time.sleep(600)
+        os.kill(os.getpid(), signal.SIGSTOP)
     real(folder, record)
 
 sweep_module.append_record = append_record
